@@ -1,0 +1,3 @@
+from numatune.cli import main
+
+main()

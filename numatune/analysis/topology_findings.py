@@ -1,0 +1,228 @@
+"""Findings about the node itself (inspect's rules; `check` runs them too). Codes NT0xx are stable."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from numatune.analysis.paths import nearest_nic
+from numatune.cpulist import format_cpulist
+from numatune.model.findings import Finding, Severity
+from numatune.model.topology import Topology
+
+UNBALANCED_MEMORY_RATIO = 0.25  # sockets whose DRAM differs by more than this are flagged
+
+
+def check_unknown_device_node(topo: Topology) -> Iterator[Finding]:
+    multi = len([n for n in topo.nodes if n.cpus]) > 1
+    for d in topo.devices:
+        if d.kind not in ("gpu", "nic", "nvme", "accelerator", "cxl") or d.numa_node is not None or not d.path:
+            continue
+        guess = f"; inferred node {d.inferred_node} from {d.inferred_from}" if d.inferred_node is not None else ""
+        yield Finding(
+            "NT001",
+            Severity.WARNING if multi else Severity.INFO,
+            f"{d.kind.upper()} {d.bdf} reports numa_node -1 (unknown){guess}",
+            "enable ACPI _PXM/SRAT proximity in the BIOS (or the hypervisor's vNUMA) so the kernel knows "
+            "the device's node; until then bind with `numatune launch --node N`",
+            d.bdf,
+        )
+
+
+def check_gpu_without_local_nic(topo: Topology) -> Iterator[Finding]:
+    if not topo.nics:
+        return
+    for g in topo.gpus:
+        best = nearest_nic(topo, g)
+        if best and best[1] == "SYS":
+            nic = best[0]
+            yield Finding(
+                "NT002",
+                Severity.WARNING,
+                f"GPU {g.bdf} (node {_n(g.node)}) has no NIC on its node; nearest is {nic.bdf} "
+                f"({', '.join(nic.netdevs + nic.rdma) or nic.kind}, node {_n(nic.node)}): "
+                "GPUDirect RDMA traffic crosses the socket link",
+                "put a NIC on each GPU's socket, or have each rank use the NIC on its own node (NCCL_IB_HCA)",
+                g.bdf,
+            )
+
+
+def check_cpuless_node_in_top_tier(topo: Topology) -> Iterator[Finding]:
+    dram_tiers = {n.tier for n in topo.nodes if n.cpus and n.tier is not None}
+    if not dram_tiers:
+        return
+    top = min(dram_tiers)
+    for n in topo.nodes:
+        if not n.cpus and n.tier == top and n.kind in ("cxl", "pmem", "unknown") and (n.memory_total_kib or 0) > 0:
+            yield Finding(
+                "NT003",
+                Severity.WARNING,
+                f"CPU-less {n.kind} node {n.id} sits in the same memory tier ({top}) as DRAM: "
+                "the kernel will neither demote to it nor promote from it",
+                "make the firmware publish HMAT/CDAT performance for the device (or use the kmem "
+                "driver, which places DAX memory in a lower tier)",
+                f"node {n.id}",
+            )
+
+
+def check_unbalanced_memory(topo: Topology) -> Iterator[Finding]:
+    per_socket: dict[int, int] = {}
+    for n in topo.nodes:
+        if not n.cpus or not n.memory_total_kib:
+            continue
+        packages = {c.package for c in topo.cpus if c.id in n.cpus and c.package is not None}
+        key = min(packages) if packages else n.id
+        per_socket[key] = per_socket.get(key, 0) + n.memory_total_kib
+    if len(per_socket) < 2:
+        return
+    low, high = min(per_socket.values()), max(per_socket.values())
+    if high and (high - low) / high > UNBALANCED_MEMORY_RATIO:
+        yield Finding(
+            "NT004",
+            Severity.WARNING,
+            f"memory is unbalanced across sockets: {low // 1048576} GiB vs {high // 1048576} GiB",
+            "populate every socket's memory channels alike; ranks on the small socket will spill remote",
+            "memory",
+        )
+
+
+def check_numa_balancing(topo: Topology) -> Iterator[Finding]:
+    mode = topo.settings.numa_balancing
+    if mode and mode & 1 and len(topo.nodes) > 1:
+        yield Finding(
+            "NT005",
+            Severity.INFO,
+            "automatic NUMA balancing is on: it unmaps pages to sample them and may migrate a pinned "
+            "rank's memory",
+            "for pinned training jobs: sysctl kernel.numa_balancing=0 (or 2 to keep only memory tiering)",
+            "kernel.numa_balancing",
+        )
+
+
+def check_offline_cpus(topo: Topology) -> Iterator[Finding]:
+    offline = [c.id for c in topo.cpus if not c.online]
+    if offline:
+        yield Finding(
+            "NT006",
+            Severity.INFO,
+            f"{len(offline)} CPUs are offline: {format_cpulist(offline)}",
+            "bring them online (echo 1 > /sys/devices/system/cpu/cpuN/online) if that was not intended",
+            "cpus",
+        )
+
+
+def check_device_on_cpuless_node(topo: Topology) -> Iterator[Finding]:
+    cpuless = {n.id for n in topo.nodes if not n.cpus}
+    for d in topo.devices:
+        if d.node in cpuless and d.kind in ("gpu", "nic", "nvme", "accelerator"):
+            yield Finding(
+                "NT007",
+                Severity.WARNING,
+                f"{d.kind.upper()} {d.bdf} hangs off node {d.node}, which has no CPUs",
+                "bind its users to the nearest node with CPUs (smallest distance)",
+                d.bdf,
+            )
+
+
+def check_overlapping_node_cpus(topo: Topology) -> Iterator[Finding]:
+    seen: dict[int, int] = {}
+    clash = set()
+    for n in topo.nodes:
+        for cpu in n.cpus:
+            if cpu in seen:
+                clash.add((seen[cpu], n.id))
+            else:
+                seen[cpu] = n.id
+    if clash:
+        pairs = ", ".join(f"{a}/{b}" for a, b in sorted(clash)[:4])
+        yield Finding(
+            "NT008",
+            Severity.ERROR,
+            f"NUMA nodes claim the same CPUs ({pairs}): the firmware's SRAT is broken",
+            "update the BIOS; until then bind by CPU list, not by node",
+            "nodes",
+        )
+
+
+def check_missing_distances(topo: Topology) -> Iterator[Finding]:
+    if not topo.numa_kernel or len(topo.nodes) < 2:
+        return
+    missing = [n.id for n in topo.nodes if not n.distances]
+    if missing:
+        yield Finding(
+            "NT009",
+            Severity.WARNING,
+            f"no usable distance row for node(s) {format_cpulist(missing)}",
+            "distances drive the kernel's fallback order; check the firmware's SLIT",
+            "distances",
+        )
+
+
+def check_zone_reclaim(topo: Topology) -> Iterator[Finding]:
+    if topo.settings.zone_reclaim_mode:
+        yield Finding(
+            "NT010",
+            Severity.WARNING,
+            f"vm.zone_reclaim_mode is {topo.settings.zone_reclaim_mode}: the kernel reclaims page cache "
+            "locally before using another node",
+            "sysctl vm.zone_reclaim_mode=0 unless the workload was measured to prefer it",
+            "vm.zone_reclaim_mode",
+        )
+
+
+def check_single_node(topo: Topology) -> Iterator[Finding]:
+    if not topo.numa_kernel:
+        yield Finding(
+            "NT011",
+            Severity.INFO,
+            "no NUMA information in this kernel (no /sys/devices/system/node): treated as one node",
+            "",
+            "kernel",
+        )
+
+
+def check_irqbalance(topo: Topology) -> Iterator[Finding]:
+    if topo.settings.irqbalance_running and topo.devices:
+        yield Finding(
+            "NT012",
+            Severity.INFO,
+            "irqbalance is running: it will move device interrupts and undo manual affinity",
+            "set IRQBALANCE_BANNED_CPULIST to the ranks' cores (see `numatune irq plan`)",
+            "irqbalance",
+        )
+
+
+def check_thp(topo: Topology) -> Iterator[Finding]:
+    if topo.settings.transparent_hugepage == "never":
+        yield Finding(
+            "NT013",
+            Severity.INFO,
+            "transparent hugepages are disabled: large training buffers use 4 KiB pages (more TLB misses)",
+            "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled",
+            "transparent_hugepage",
+        )
+
+
+CHECKS: tuple[Callable[[Topology], Iterator[Finding]], ...] = (
+    check_unknown_device_node,
+    check_gpu_without_local_nic,
+    check_cpuless_node_in_top_tier,
+    check_unbalanced_memory,
+    check_numa_balancing,
+    check_offline_cpus,
+    check_device_on_cpuless_node,
+    check_overlapping_node_cpus,
+    check_missing_distances,
+    check_zone_reclaim,
+    check_single_node,
+    check_irqbalance,
+    check_thp,
+)
+
+
+def topology_findings(topo: Topology) -> list[Finding]:
+    out = [f for check in CHECKS for f in check(topo)]
+    return sorted(out, key=lambda f: (-f.severity.rank, f.code, f.subject))
+
+
+def _n(node: int | None) -> str:
+    return "?" if node is None else str(node)

@@ -1,0 +1,102 @@
+"""The command line: a thin layer that parses options, calls the library and picks a renderer.
+
+Subcommands are imported lazily (only the one being run), so `numatune --help`, `--version` and
+`launch` stay fast. The error boundary lives in `NumatuneGroup.invoke`: a NumatuneError becomes one
+line on stderr and its exit code; anything else is a bug, shown as one line unless --debug.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from numatune import __version__
+from numatune.cli._app import App
+from numatune.errors import ExitCode, NumatuneError
+
+# name -> (module:attribute, one-line help). Keep the help here so --help imports nothing else.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "inspect": ("numatune.cli.inspect:inspect_cmd", "Show sockets, NUMA nodes, memory tiers, GPUs, NICs, CXL and findings."),
+    "audit": ("numatune.cli.audit:audit_cmd", "Show where running processes (and job ranks) really are, and the fix."),
+    "launch": ("numatune.cli.launch:launch_cmd", "Run a command bound to its GPU's NUMA node (CPUs and memory)."),
+    "irq": ("numatune.cli.irq:irq_group", "Show, plan, apply and restore device interrupt affinity."),
+    "check": ("numatune.cli.check:check_cmd", "Run every finding rule and a policy file; exit 1 on findings."),
+    "diff": ("numatune.cli.diff:diff_cmd", "Compare two roots, snapshots or JSON reports."),
+    "fleet": ("numatune.cli.fleet:fleet_cmd", "Group many nodes' reports by topology and list the outliers."),
+    "snapshot": ("numatune.cli.snapshot:snapshot_cmd", "Save what numatune reads into an archive that --root reads."),
+}
+
+
+def _available(name: str) -> bool:
+    module = COMMANDS[name][0].split(":")[0]
+    return importlib.util.find_spec(module) is not None
+
+
+class NumatuneGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if _available(name)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS or not _available(cmd_name):
+            return None
+        module_name, attr = COMMANDS[cmd_name][0].split(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):  # noqa: ANN201 - click's signature
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort, click.ClickException):
+            raise
+        except NumatuneError as exc:
+            _fail(exc.message, exc.hint, exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", None, ExitCode.INTERRUPTED)
+        except BrokenPipeError:
+            sys.stderr.close()
+            raise click.exceptions.Exit(0) from None
+        except Exception as exc:
+            app = ctx.obj
+            if isinstance(app, App) and app.debug:
+                raise
+            _fail(
+                f"internal error: {type(exc).__name__}: {exc}",
+                "this is a bug in numatune; rerun with --debug for the traceback and report it",
+                ExitCode.INTERNAL,
+            )
+
+
+def _fail(message: str, hint: str | None, code: int) -> None:
+    click.echo(f"numatune: error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    raise click.exceptions.Exit(int(code))
+
+
+@click.group(cls=NumatuneGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="numatune", message="%(prog)s %(version)s")
+@click.option(
+    "--root",
+    envvar="NUMATUNE_ROOT",
+    metavar="DIR|ARCHIVE",
+    default="/",
+    show_default=True,
+    help="Read this saved tree or snapshot archive instead of the live node (env NUMATUNE_ROOT).",
+)
+@click.option("--no-color", is_flag=True, help="Plain text output (also honoured: NO_COLOR).")
+@click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
+@click.pass_context
+def main(ctx: click.Context, root: str, no_color: bool, debug: bool) -> None:
+    """numatune: NUMA, GPU, NIC, CXL and IRQ placement for AI training servers.
+
+    Exit codes: 0 ok; 1 findings (check) or differences (diff); 2 usage; 3 bad input;
+    4 permission denied; 5 partially applied; 6 no such process; 7 unsupported; 70 internal error.
+    """
+    ctx.obj = App(root=root, color=not no_color, debug=debug)

@@ -1,0 +1,85 @@
+"""The kernel's two ways of writing a set of CPUs or nodes: lists ("0-3,8") and hex masks ("ff,00000000").
+
+Pure functions; every reader and writer goes through them so the traps (NUL bytes, empty lists,
+masks wider than the CPU count) are handled once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def parse_cpulist(text: str) -> frozenset[int]:
+    """Parse "0-3,8,10-11" (also "0-7:2/4" strides, an empty line, NUL padding)."""
+    text = text.strip().strip("\x00").strip()
+    if not text:
+        return frozenset()
+    out: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if ":" in part:
+            span, _, stride_spec = part.partition(":")
+            used, _, group = stride_spec.partition("/")
+            lo, hi = _span(span)
+            used_n, group_n = int(used), int(group)
+            if used_n <= 0 or group_n <= 0:
+                raise ValueError(f"bad stride in {part!r}")
+            for start in range(lo, hi + 1, group_n):
+                out.update(range(start, min(start + used_n, hi + 1)))
+        else:
+            lo, hi = _span(part)
+            out.update(range(lo, hi + 1))
+    return frozenset(out)
+
+
+def _span(part: str) -> tuple[int, int]:
+    lo_text, sep, hi_text = part.partition("-")
+    lo = int(lo_text)
+    hi = int(hi_text) if sep else lo
+    if lo < 0 or hi < lo:
+        raise ValueError(f"bad range {part!r}")
+    return lo, hi
+
+
+def parse_cpumask(text: str) -> frozenset[int]:
+    """Parse "0000,00000000,0000003f": comma-separated 32-bit hex words, most significant first."""
+    text = text.strip().strip("\x00").strip()
+    if not text:
+        return frozenset()
+    value = int(text.replace(",", ""), 16)
+    out = set()
+    bit = 0
+    while value:
+        if value & 1:
+            out.add(bit)
+        value >>= 1
+        bit += 1
+    return frozenset(out)
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    """Write a set back in the kernel's compact list form ("0-3,8")."""
+    ordered = sorted(set(cpus))
+    if not ordered:
+        return ""
+    parts = []
+    start = prev = ordered[0]
+    for cpu in ordered[1:]:
+        if cpu == prev + 1:
+            prev = cpu
+            continue
+        parts.append(f"{start}-{prev}" if prev > start else str(start))
+        start = prev = cpu
+    parts.append(f"{start}-{prev}" if prev > start else str(start))
+    return ",".join(parts)
+
+
+def format_cpumask(cpus: Iterable[int], width_bits: int = 0) -> str:
+    """Write a hex mask in the kernel's form: 32-bit words joined by commas."""
+    value = 0
+    for cpu in cpus:
+        value |= 1 << cpu
+    words = max(1, (max(value.bit_length(), width_bits) + 31) // 32)
+    return ",".join(f"{(value >> (32 * i)) & 0xFFFFFFFF:08x}" for i in reversed(range(words)))

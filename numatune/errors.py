@@ -1,0 +1,72 @@
+"""Every exit code and error type of numatune, in one place (documented in man/numatune.1, EXIT STATUS).
+
+A leaf module: stdlib only, so that any layer may raise these without pulling in click or rich.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FINDINGS = 1  # `check` found problems at or above --fail-on; `diff` found differences
+    USAGE = 2  # bad options or arguments (click's own code)
+    INPUT = 3  # not a sysfs tree; a file unreadable or malformed
+    PERMISSION = 4  # needs root, or another user's process
+    PARTIAL = 5  # `irq apply`: some changes were refused and rolled back
+    NO_PROCESS = 6  # `audit`: a PID does not exist or exited while being read
+    UNSUPPORTED = 7  # the kernel, hardware or tool cannot do what was asked
+    INTERNAL = 70  # a bug: one line, and --debug shows the traceback
+    INTERRUPTED = 130
+
+
+class NumatuneError(Exception):
+    """An error the user can act on: one line, an optional hint, a distinct exit code."""
+
+    exit_code: ExitCode = ExitCode.INPUT
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class InputError(NumatuneError):
+    exit_code = ExitCode.INPUT
+
+
+class NotASysfsTree(InputError):
+    pass
+
+
+class ReadError(InputError):
+    """A file that should be there could not be read."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot read {path}: {reason}")
+        self.path = path
+
+
+class ParseError(InputError):
+    """A file whose contents are not in the format the kernel writes."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"malformed {path}: {reason}")
+        self.path = path
+
+
+class PermissionDenied(NumatuneError):
+    exit_code = ExitCode.PERMISSION
+
+
+class ProcessGone(NumatuneError):
+    exit_code = ExitCode.NO_PROCESS
+
+
+class Unsupported(NumatuneError):
+    exit_code = ExitCode.UNSUPPORTED
+
+
+class ApplyError(NumatuneError):
+    exit_code = ExitCode.PARTIAL

@@ -1,0 +1,210 @@
+"""Host: the one object through which numatune reads (and, for `irq apply`, writes) a system.
+
+A Host wraps a root: `/` for the live node, a directory holding `sys/` and `proc/` (a fixture or an
+extracted snapshot), or a `.tar`/`.tar.gz` snapshot, unpacked once into a private temporary
+directory. Every path the rest of the code uses is *logical* ("/sys/devices/system/node"), so a
+saved tree and the live node take exactly the same code path. OSError is turned into numatune's
+errors here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from numatune.cpulist import parse_cpulist, parse_cpumask
+from numatune.errors import InputError, NotASysfsTree, ParseError, PermissionDenied, ReadError
+
+_NATURAL = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> list[object]:
+    """Sort "node10" after "node9"."""
+    return [int(tok) if tok.isdigit() else tok for tok in _NATURAL.split(name)]
+
+
+def _clean(text: str) -> str:
+    return text.replace("\x00", "").strip()
+
+
+@dataclass(frozen=True)
+class Host:
+    root: Path = Path("/")
+    label: str = "/"
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def open(cls, spec: str | os.PathLike[str] | None = None) -> Host:
+        """Open a root given by the user: None or "/" is the live node."""
+        if spec is None or str(spec) in ("", "/"):
+            return cls(Path("/"), "/")
+        path = Path(spec).absolute()
+        if not path.exists():
+            raise InputError(f"root {spec} does not exist")
+        if path.is_file():
+            return cls(_unpack_snapshot(path), str(spec))
+        root = _find_tree_root(Path(os.path.realpath(path)))
+        if root is None:
+            raise NotASysfsTree(
+                f"{spec} is not a sysfs/procfs tree (no sys/ or proc/ inside)",
+                hint="pass a directory made by `numatune snapshot` or a snapshot archive",
+            )
+        return cls(root, str(spec))
+
+    @property
+    def is_live(self) -> bool:
+        return self.root == Path("/")
+
+    # -- paths --------------------------------------------------------------------------------
+    def path(self, logical: str) -> Path:
+        rel = logical.lstrip("/")
+        if ".." in rel.split("/"):
+            raise ValueError(f"path escapes the root: {logical}")
+        return self.root / rel
+
+    def logical(self, real: str | os.PathLike[str]) -> str:
+        """Turn a real path under the root back into the logical one used in messages."""
+        rel = os.path.relpath(real, self.root)
+        return "/" + rel if rel != "." else "/"
+
+    def exists(self, logical: str) -> bool:
+        return self.path(logical).exists()
+
+    def is_dir(self, logical: str) -> bool:
+        return self.path(logical).is_dir()
+
+    def listdir(self, logical: str) -> list[str]:
+        """Entries of a directory in natural order; [] if it does not exist or cannot be listed."""
+        try:
+            names = os.listdir(self.path(logical))
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            return []
+        except OSError as exc:
+            raise ReadError(logical, exc.strerror or str(exc)) from exc
+        return sorted(names, key=natural_key)
+
+    def resolve(self, logical: str) -> str | None:
+        """Follow symlinks inside the root; None if the link dangles or leaves the root."""
+        real = os.path.realpath(self.path(logical))
+        if not os.path.exists(real):
+            return None
+        root = str(self.root)
+        if root != "/" and not (real == root or real.startswith(root.rstrip("/") + "/")):
+            return None
+        return self.logical(real)
+
+    def link_name(self, logical: str) -> str | None:
+        """Basename of a symlink's target ("mlx5_core" for a driver link), even if it dangles."""
+        try:
+            return os.path.basename(os.readlink(self.path(logical)))
+        except OSError:
+            return None
+
+    # -- reading ------------------------------------------------------------------------------
+    def read_text(self, logical: str) -> str:
+        try:
+            with open(self.path(logical), encoding="utf-8", errors="replace") as fh:
+                return fh.read()
+        except FileNotFoundError as exc:
+            raise ReadError(logical, "no such file") from exc
+        except PermissionError as exc:
+            raise PermissionDenied(f"permission denied reading {logical}", hint="run as root") from exc
+        except OSError as exc:
+            raise ReadError(logical, exc.strerror or str(exc)) from exc
+
+    def read_optional(self, logical: str) -> str | None:
+        """The file's text with NULs and surrounding blanks removed; None if absent or unreadable.
+
+        Used for attributes that kernels, drivers or partial captures may lack; a permission or I/O
+        error on one attribute must not take the whole report down.
+        """
+        try:
+            with open(self.path(logical), encoding="utf-8", errors="replace") as fh:
+                return _clean(fh.read())
+        except OSError:
+            return None
+
+    def read_int(self, logical: str, base: int = 10) -> int | None:
+        text = self.read_optional(logical)
+        if text is None or text == "":
+            return None
+        try:
+            return int(text.split()[0], base)
+        except ValueError as exc:
+            raise ParseError(logical, f"expected an integer, got {text[:40]!r}") from exc
+
+    def read_cpulist(self, logical: str) -> frozenset[int] | None:
+        text = self.read_optional(logical)
+        if text is None:
+            return None
+        try:
+            return parse_cpulist(text)
+        except ValueError as exc:
+            raise ParseError(logical, f"not a CPU list: {text[:40]!r}") from exc
+
+    def read_cpumask(self, logical: str) -> frozenset[int] | None:
+        text = self.read_optional(logical)
+        if text is None:
+            return None
+        try:
+            return parse_cpumask(text)
+        except ValueError as exc:
+            raise ParseError(logical, f"not a CPU mask: {text[:40]!r}") from exc
+
+    # -- writing (irq apply only) -------------------------------------------------------------
+    def write_text(self, logical: str, text: str) -> None:
+        """Write one value; errors keep their errno so callers can tell EIO (managed IRQ) apart."""
+        with open(self.path(logical), "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+
+def _find_tree_root(path: Path) -> Path | None:
+    if (path / "sys").is_dir() or (path / "proc").is_dir():
+        return path
+    entries = [p for p in path.iterdir() if p.is_dir()] if path.is_dir() else []
+    if len(entries) == 1 and ((entries[0] / "sys").is_dir() or (entries[0] / "proc").is_dir()):
+        return entries[0]
+    return None
+
+
+def _unpack_snapshot(archive: Path) -> Path:
+    """Unpack a snapshot archive into a private temporary directory removed at exit."""
+    if not tarfile.is_tarfile(archive):
+        raise NotASysfsTree(f"{archive} is neither a directory nor a tar archive")
+    dest = Path(tempfile.mkdtemp(prefix="numatune-root-"))
+    atexit.register(shutil.rmtree, dest, True)
+    try:
+        with tarfile.open(archive) as tar:
+            tar.extractall(dest, filter=_safe_member)
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise InputError(f"cannot unpack snapshot {archive}: {exc}") from exc
+    root = _find_tree_root(dest)
+    if root is None:
+        raise NotASysfsTree(f"snapshot {archive} holds no sys/ or proc/ directory")
+    return root
+
+
+def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """Data only: no devices, no absolute or escaping links (dangling relative links are kept)."""
+    if not (member.isfile() or member.isdir() or member.issym()):
+        return None
+    name = member.name
+    if name.startswith("/") or ".." in name.split("/"):
+        return None
+    if member.issym():
+        target = member.linkname
+        if target.startswith("/"):
+            return None
+        resolved = os.path.normpath(os.path.join(os.path.dirname(name), target))
+        if resolved.startswith(".."):
+            return None
+    member = member.replace(mode=(member.mode | 0o600) & 0o777, uid=0, gid=0, deep=False)
+    return member
+

@@ -1,0 +1,249 @@
+"""The node as numatune sees it: CPUs, NUMA nodes, PCI devices, CXL, kernel settings.
+
+Node ids and CPU ids are kept as the kernel numbers them (holes included); nothing is indexed by id.
+`None` always means "unknown" (e.g. PCI numa_node -1), never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from numatune.model.findings import Skipped
+
+
+@dataclass(frozen=True)
+class Cpu:
+    id: int
+    online: bool
+    package: int | None = None  # physical_package_id; may be -1, 36, 8442...: an id, not an index
+    core: int | None = None  # core_id; repeats across packages
+    die: int | None = None
+    node: int | None = None
+    siblings: tuple[int, ...] = ()  # SMT siblings, itself included
+    core_type: str | None = None  # hybrid x86: "core" (P) or "atom" (E)
+
+
+@dataclass(frozen=True)
+class CpuSummary:
+    model: str | None
+    vendor: str | None
+    architecture: str | None
+    sockets: tuple[int, ...]  # package ids seen on online CPUs
+    cores: int  # distinct (package, core) pairs among online CPUs
+    threads_per_core: int
+    online: tuple[int, ...]
+    offline: tuple[int, ...]  # possible/present CPUs that are not online
+    possible: tuple[int, ...]
+    model_source: str = "proc/cpuinfo"
+
+
+@dataclass(frozen=True)
+class HugePages:
+    size_kib: int
+    total: int
+    free: int
+    surplus: int = 0
+
+
+@dataclass(frozen=True)
+class HmatEntry:
+    """One HMAT access class of a memory target: best figures from the listed initiators."""
+
+    access_class: int  # 0: any initiator incl. generic initiators; 1: CPU initiators only
+    initiators: tuple[int, ...]
+    read_latency_ns: int | None = None
+    write_latency_ns: int | None = None
+    read_bandwidth_mbps: int | None = None
+    write_bandwidth_mbps: int | None = None
+
+
+@dataclass(frozen=True)
+class MemorySideCache:
+    level: int
+    size_bytes: int | None
+    line_size: int | None
+    indexing: int | None
+    write_policy: int | None
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    id: int
+    cpus: tuple[int, ...]
+    memory_total_kib: int | None
+    memory_free_kib: int | None = None
+    hugepages: tuple[HugePages, ...] = ()
+    distances: dict[int, int] = field(default_factory=dict)
+    kind: str = "unknown"  # dram | cxl | hbm | gpu | pmem | memoryless | unknown
+    kind_evidence: str = ""
+    tier: int | None = None  # kernel memory_tierN (smaller = faster)
+    hmat: tuple[HmatEntry, ...] = ()
+    memory_side_caches: tuple[MemorySideCache, ...] = ()
+    interleave_weight: int | None = None
+    has_normal_memory: bool | None = None
+    generic_initiator: bool = False
+
+
+@dataclass(frozen=True)
+class PciLink:
+    current_speed: str | None = None  # "16.0 GT/s PCIe"
+    current_width: int | None = None
+    max_speed: str | None = None
+    max_width: int | None = None
+
+
+@dataclass(frozen=True)
+class NvidiaGpuInfo:
+    """From /proc/driver/nvidia/gpus/<bdf>/information."""
+
+    model: str | None
+    uuid: str | None
+    minor: int | None
+    bus_location: str | None
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    bdf: str  # "0000:18:00.0"; domains may be wider than 16 bits ("10000:00:04.0")
+    path: str  # logical sysfs path of the device directory
+    class_code: int  # 24-bit class ("0x030200")
+    vendor_id: int | None
+    device_id: int | None
+    kind: str  # gpu | display | nic | nvme | cxl | accelerator | bridge | other
+    numa_node: int | None  # None for -1 / missing
+    inferred_node: int | None = None  # when numa_node is unknown: best guess
+    inferred_from: str | None = None  # "local_cpulist" | "upstream bridge"
+    local_cpus: tuple[int, ...] = ()
+    link: PciLink = PciLink()
+    driver: str | None = None
+    ancestors: tuple[str, ...] = ()  # BDFs from the root port down to the parent
+    host_bridge: str | None = None  # "pci0000:00"
+    vendor_name: str | None = None
+    device_name: str | None = None
+    netdevs: tuple[str, ...] = ()
+    rdma: tuple[str, ...] = ()
+    nvme: tuple[str, ...] = ()
+    nvidia: NvidiaGpuInfo | None = None
+    amd_kfd_node: int | None = None
+
+    @property
+    def node(self) -> int | None:
+        """The node to act on: the kernel's, else the inferred one."""
+        return self.numa_node if self.numa_node is not None else self.inferred_node
+
+
+@dataclass(frozen=True)
+class CxlMemdev:
+    name: str
+    ram_size: int | None
+    pmem_size: int | None
+    serial: str | None
+    firmware_version: str | None
+    numa_node: int | None  # the host PCI device's node, NOT where the memory lands
+    pci_bdf: str | None
+    host_bridge: str | None
+
+
+@dataclass(frozen=True)
+class CxlPort:
+    name: str  # root0, port1, endpoint2
+    kind: str  # root | port | endpoint
+    uport: str | None
+    dports: tuple[str, ...]
+    parent: str | None
+
+
+@dataclass(frozen=True)
+class CxlDecoder:
+    name: str  # decoderX.Y
+    kind: str  # root | switch | endpoint
+    start: int | None
+    size: int | None
+    mode: str | None
+    interleave_ways: int | None
+    interleave_granularity: int | None
+    targets: tuple[str, ...]
+    region: str | None
+
+
+@dataclass(frozen=True)
+class DaxDevice:
+    name: str  # dax0.0
+    target_node: int | None
+    mode: str | None  # kmem (system RAM) | device_dax | unknown
+    size: int | None
+    region: str | None  # cxl region or nd region it comes from
+    backing: str  # cxl | nvdimm | hmem | unknown
+
+
+@dataclass(frozen=True)
+class CxlRegion:
+    name: str
+    size: int | None
+    mode: str | None
+    interleave_ways: int | None
+    interleave_granularity: int | None
+    targets: tuple[str, ...]  # endpoint decoders
+    memdevs: tuple[str, ...]
+    dax: tuple[str, ...]
+    nodes: tuple[int, ...]  # NUMA node(s) the region's memory became
+
+
+@dataclass(frozen=True)
+class CxlTopology:
+    memdevs: tuple[CxlMemdev, ...] = ()
+    ports: tuple[CxlPort, ...] = ()
+    decoders: tuple[CxlDecoder, ...] = ()
+    regions: tuple[CxlRegion, ...] = ()
+    dax: tuple[DaxDevice, ...] = ()
+
+    @property
+    def present(self) -> bool:
+        return bool(self.memdevs or self.regions or self.dax)
+
+
+@dataclass(frozen=True)
+class KernelSettings:
+    release: str | None = None
+    numa_balancing: int | None = None  # bitmask: 0 off, 1 normal, 2 memory tiering
+    transparent_hugepage: str | None = None  # the bracketed choice
+    thp_defrag: str | None = None
+    zone_reclaim_mode: int | None = None
+    demotion_enabled: bool | None = None
+    weighted_interleave_auto: bool | None = None
+    irqbalance_running: bool | None = None  # None: not known (not a live run)
+
+
+@dataclass(frozen=True)
+class Topology:
+    source: str  # the root as the user gave it
+    live: bool
+    cpu: CpuSummary
+    cpus: tuple[Cpu, ...]
+    nodes: tuple[NumaNode, ...]
+    numa_kernel: bool  # False: no /sys/devices/system/node (one implicit node)
+    devices: tuple[PciDevice, ...] = ()
+    cxl: CxlTopology = CxlTopology()
+    memory_tiers: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    settings: KernelSettings = KernelSettings()
+    skipped: tuple[Skipped, ...] = ()
+
+    def node(self, node_id: int) -> NumaNode | None:
+        return next((n for n in self.nodes if n.id == node_id), None)
+
+    def node_of_cpu(self, cpu: int) -> int | None:
+        for n in self.nodes:
+            if cpu in n.cpus:
+                return n.id
+        return None
+
+    def device(self, bdf: str) -> PciDevice | None:
+        return next((d for d in self.devices if d.bdf == bdf), None)
+
+    @property
+    def gpus(self) -> tuple[PciDevice, ...]:
+        return tuple(d for d in self.devices if d.kind == "gpu")
+
+    @property
+    def nics(self) -> tuple[PciDevice, ...]:
+        return tuple(d for d in self.devices if d.kind == "nic")

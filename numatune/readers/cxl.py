@@ -1,0 +1,195 @@
+"""CXL memory: memdevs, ports, decoders, regions, and the DAX devices that turn regions into nodes.
+
+Follows Documentation/ABI/testing/sysfs-bus-cxl. The chain a user cares about is
+memdev -> region -> DAX device -> NUMA node (DAX `target_node`); a memdev's own `numa_node` is the
+node of its host PCI device, not where its memory lands.
+"""
+
+from __future__ import annotations
+
+import re
+
+from numatune.host import Host
+from numatune.model.topology import CxlDecoder, CxlMemdev, CxlPort, CxlRegion, CxlTopology, DaxDevice
+
+CXL_DEVICES = "/sys/bus/cxl/devices"
+DAX_DEVICES = "/sys/bus/dax/devices"
+ND_DEVICES = "/sys/bus/nd/devices"
+_BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_PORT = re.compile(r"^(root|port|endpoint)(\d+)$")
+
+
+def _int_auto(host: Host, path: str) -> int | None:
+    text = host.read_optional(path)
+    if not text:
+        return None
+    try:
+        return int(text.split()[0], 0)
+    except ValueError:
+        return None
+
+
+def read_cxl(host: Host) -> CxlTopology:
+    names = host.listdir(CXL_DEVICES)
+    memdevs, ports, decoders, regions = [], [], [], []
+    endpoint_memdev: dict[str, str] = {}
+    for name in names:
+        base = f"{CXL_DEVICES}/{name}"
+        if re.match(r"^mem\d+$", name):
+            memdevs.append(_read_memdev(host, name, base))
+        elif m := _PORT.match(name):
+            kind = m.group(1)
+            uport_target = host.resolve(f"{base}/uport")
+            uport = uport_target.rsplit("/", 1)[-1] if uport_target else host.link_name(f"{base}/uport")
+            if kind == "endpoint" and uport:
+                endpoint_memdev[m.group(2)] = uport
+            real = host.resolve(base) or base
+            parent = real.rsplit("/", 2)[-2] if real.count("/") >= 2 else None
+            ports.append(
+                CxlPort(
+                    name=name,
+                    kind=kind,
+                    uport=uport,
+                    dports=tuple(e for e in host.listdir(base) if e.startswith("dport")),
+                    parent=parent if parent and _PORT.match(parent) else None,
+                )
+            )
+    for name in names:
+        if not re.match(r"^decoder\d+\.\d+$", name):
+            continue
+        base = f"{CXL_DEVICES}/{name}"
+        devtype = host.read_optional(f"{base}/devtype") or ""
+        kind = devtype.replace("cxl_decoder_", "") or "unknown"
+        targets = host.read_optional(f"{base}/target_list") or ""
+        decoders.append(
+            CxlDecoder(
+                name=name,
+                kind=kind,
+                start=_int_auto(host, f"{base}/start"),
+                size=_int_auto(host, f"{base}/size"),
+                mode=host.read_optional(f"{base}/mode"),
+                interleave_ways=_int_auto(host, f"{base}/interleave_ways"),
+                interleave_granularity=_int_auto(host, f"{base}/interleave_granularity"),
+                targets=tuple(t for t in targets.split(",") if t),
+                region=host.read_optional(f"{base}/region") or None,
+            )
+        )
+    dax = read_dax(host)
+    for name in names:
+        if not re.match(r"^region\d+$", name):
+            continue
+        base = f"{CXL_DEVICES}/{name}"
+        targets = []
+        for entry in host.listdir(base):
+            if re.match(r"^target\d+$", entry):
+                value = host.read_optional(f"{base}/{entry}")
+                if value:
+                    targets.append(value)
+        mems = []
+        for decoder in targets:
+            port_id = decoder.removeprefix("decoder").split(".")[0]
+            if port_id in endpoint_memdev:
+                mems.append(endpoint_memdev[port_id])
+        region_dax = tuple(d.name for d in dax if d.region == name)
+        regions.append(
+            CxlRegion(
+                name=name,
+                size=_int_auto(host, f"{base}/size"),
+                mode=host.read_optional(f"{base}/mode"),
+                interleave_ways=_int_auto(host, f"{base}/interleave_ways"),
+                interleave_granularity=_int_auto(host, f"{base}/interleave_granularity"),
+                targets=tuple(targets),
+                memdevs=tuple(mems),
+                dax=region_dax,
+                nodes=tuple(sorted({d.target_node for d in dax if d.region == name and d.target_node is not None})),
+            )
+        )
+    dax = _attach_pmem_dax_to_regions(host, dax, regions, endpoint_memdev)
+    regions = [_with_dax(r, dax) for r in regions]
+    return CxlTopology(tuple(memdevs), tuple(ports), tuple(decoders), tuple(regions), tuple(dax))
+
+
+def _read_memdev(host: Host, name: str, base: str) -> CxlMemdev:
+    real = host.resolve(base) or base
+    parts = real.split("/")
+    bdf = next((p for p in reversed(parts[:-1]) if _BDF.match(p)), None)
+    bridge = next((p for p in parts if p.startswith("pci") and ":" in p), None)
+    numa = host.read_int(f"{base}/numa_node")
+    return CxlMemdev(
+        name=name,
+        ram_size=_int_auto(host, f"{base}/ram/size"),
+        pmem_size=_int_auto(host, f"{base}/pmem/size"),
+        serial=host.read_optional(f"{base}/serial"),
+        firmware_version=host.read_optional(f"{base}/firmware_version"),
+        numa_node=numa if numa is not None and numa >= 0 else None,
+        pci_bdf=bdf,
+        host_bridge=bridge,
+    )
+
+
+def read_dax(host: Host) -> list[DaxDevice]:
+    out = []
+    for name in host.listdir(DAX_DEVICES):
+        base = f"{DAX_DEVICES}/{name}"
+        real = host.resolve(base) or ""
+        driver = host.link_name(f"{base}/driver")
+        target = host.read_int(f"{base}/target_node")
+        region = None
+        if "/ndbus" in real:
+            backing = "nvdimm"
+            m = re.search(r"/ndbus\d+/(region\d+)/", real)
+            region = f"nd:{m.group(1)}" if m else None
+        elif m := re.search(r"/decoder\d+\.\d+/(region\d+)/", real):
+            backing, region = "cxl", m.group(1)
+        elif "hmem" in real:
+            backing = "hmem"
+        else:
+            backing = "unknown"
+        out.append(
+            DaxDevice(
+                name=name,
+                target_node=target if target is not None and target >= 0 else None,
+                mode="kmem" if driver == "kmem" else ("device_dax" if driver == "device_dax" else driver),
+                size=_int_auto(host, f"{base}/size"),
+                region=region,
+                backing=backing,
+            )
+        )
+    return out
+
+
+def _attach_pmem_dax_to_regions(
+    host: Host, dax: list[DaxDevice], regions: list[CxlRegion], endpoint_memdev: dict[str, str]
+) -> list[DaxDevice]:
+    """A pmem-mode CXL region becomes an nvdimm region first; follow its mapping to the CXL memdev."""
+    region_of_memdev = {m: r.name for r in regions for m in r.memdevs}
+    out = []
+    for d in dax:
+        if d.backing == "nvdimm" and d.region and d.region.startswith("nd:"):
+            nd_region = d.region[3:]
+            for entry in host.listdir(f"{ND_DEVICES}/{nd_region}"):
+                if not re.match(r"^mapping\d+$", entry):
+                    continue
+                nmem = (host.read_optional(f"{ND_DEVICES}/{nd_region}/{entry}") or "").split(",")[0]
+                real = host.resolve(f"{ND_DEVICES}/{nmem}") if nmem else None
+                mem = next((p for p in (real or "").split("/") if re.match(r"^mem\d+$", p)), None)
+                if mem and mem in region_of_memdev:
+                    d = DaxDevice(d.name, d.target_node, d.mode, d.size, region_of_memdev[mem], "cxl")
+                    break
+        out.append(d)
+    return out
+
+
+def _with_dax(region: CxlRegion, dax: list[DaxDevice]) -> CxlRegion:
+    mine = [d for d in dax if d.region == region.name]
+    return CxlRegion(
+        region.name,
+        region.size,
+        region.mode,
+        region.interleave_ways,
+        region.interleave_granularity,
+        region.targets,
+        region.memdevs,
+        tuple(d.name for d in mine),
+        tuple(sorted({d.target_node for d in mine if d.target_node is not None})),
+    )

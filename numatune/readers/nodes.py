@@ -1,0 +1,215 @@
+"""NUMA nodes from /sys/devices/system/node: CPUs, memory, distances, HMAT, tiers, weights."""
+
+from __future__ import annotations
+
+import re
+
+from numatune.host import Host
+from numatune.model.findings import Skipped
+from numatune.model.topology import HmatEntry, HugePages, MemorySideCache, NumaNode
+
+NODE_DIR = "/sys/devices/system/node"
+TIER_DIR = "/sys/devices/virtual/memory_tiering"
+WEIGHT_DIR = "/sys/kernel/mm/mempolicy/weighted_interleave"
+_NODE_NAME = re.compile(r"node(\d+)$")
+_TIER_NAME = re.compile(r"memory_tier(\d+)$")
+
+
+def parse_node_meminfo(text: str) -> dict[str, int]:
+    """`Node 0 MemTotal:  3762392 kB` lines -> {"MemTotal": 3762392} (kB; HugePages_* are counts)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        head, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key = head.split()[-1] if head.split() else ""
+        parts = value.split()
+        if key and parts:
+            try:
+                out[key] = int(parts[0])
+            except ValueError:
+                continue
+    return out
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo has the same shape without the "Node N" prefix."""
+    return parse_node_meminfo(text)
+
+
+def node_ids(host: Host) -> list[int]:
+    return sorted(int(m.group(1)) for name in host.listdir(NODE_DIR) if (m := _NODE_NAME.match(name)))
+
+
+def read_nodes(
+    host: Host, known_cpus: set[int], online_cpus: tuple[int, ...]
+) -> tuple[tuple[NumaNode, ...], bool, list[Skipped]]:
+    """(nodes, numa_kernel, skipped). A kernel without node directories is one node holding everything."""
+    skipped: list[Skipped] = []
+    ids = node_ids(host)
+    if not ids:
+        info = parse_meminfo(host.read_optional("/proc/meminfo") or "")
+        node = NumaNode(
+            id=0,
+            cpus=tuple(online_cpus),
+            memory_total_kib=info.get("MemTotal"),
+            memory_free_kib=info.get("MemFree"),
+            distances={0: 10},
+            kind="dram",
+            kind_evidence="kernel without NUMA: one implicit node",
+        )
+        return (node,), False, skipped
+
+    order = _distance_order(host, ids)
+    tiers = read_memory_tiers(host)
+    tier_of = {n: t for t, nodes in tiers.items() for n in nodes}
+    weights = read_interleave_weights(host)
+    normal = host.read_cpulist(f"{NODE_DIR}/has_normal_memory")
+    generic = host.read_cpulist(f"{NODE_DIR}/has_generic_initiator") or frozenset()
+    nodes = []
+    for nid in ids:
+        base = f"{NODE_DIR}/node{nid}"
+        cpus = host.read_cpulist(f"{base}/cpulist")
+        if cpus is None:
+            cpus = host.read_cpumask(f"{base}/cpumap") or frozenset()
+        if known_cpus and not cpus <= known_cpus:
+            missing = sorted(cpus - known_cpus)
+            skipped.append(Skipped(f"node {nid}", f"cpulist names {len(missing)} CPUs with no cpu directory"))
+            cpus = cpus & known_cpus
+        meminfo = parse_node_meminfo(host.read_optional(f"{base}/meminfo") or "")
+        distances, problem = _read_distances(host, base, order)
+        if problem:
+            skipped.append(Skipped(f"node {nid} distances", problem))
+        nodes.append(
+            NumaNode(
+                id=nid,
+                cpus=tuple(sorted(cpus)),
+                memory_total_kib=meminfo.get("MemTotal"),
+                memory_free_kib=meminfo.get("MemFree"),
+                hugepages=_read_hugepages(host, base),
+                distances=distances,
+                tier=tier_of.get(nid),
+                hmat=_read_hmat(host, base),
+                memory_side_caches=_read_side_caches(host, base),
+                interleave_weight=weights.get(nid),
+                has_normal_memory=(nid in normal) if normal is not None else None,
+                generic_initiator=nid in generic,
+            )
+        )
+    return tuple(nodes), True, skipped
+
+
+def _distance_order(host: Host, ids: list[int]) -> list[int]:
+    """Columns of `distance` follow the online node list, not the directory ids."""
+    for name in ("online", "possible"):
+        listed = host.read_cpulist(f"{NODE_DIR}/{name}")
+        if listed and set(ids) <= listed and (name == "online" or len(listed) == len(ids)):
+            return sorted(listed)
+    return ids
+
+
+def _read_distances(host: Host, base: str, order: list[int]) -> tuple[dict[int, int], str | None]:
+    text = host.read_optional(f"{base}/distance")
+    if text is None:
+        return {}, "no distance file"
+    try:
+        values = [int(v) for v in text.split()]
+    except ValueError:
+        return {}, f"malformed distance row {text[:40]!r}"
+    if len(values) != len(order):
+        return {}, f"distance row has {len(values)} entries for {len(order)} online nodes"
+    return dict(zip(order, values, strict=True)), None
+
+
+def _read_hugepages(host: Host, base: str) -> tuple[HugePages, ...]:
+    out = []
+    for name in host.listdir(f"{base}/hugepages"):
+        m = re.match(r"hugepages-(\d+)kB$", name)
+        if not m:
+            continue
+        d = f"{base}/hugepages/{name}"
+        out.append(
+            HugePages(
+                size_kib=int(m.group(1)),
+                total=host.read_int(f"{d}/nr_hugepages") or 0,
+                free=host.read_int(f"{d}/free_hugepages") or 0,
+                surplus=host.read_int(f"{d}/surplus_hugepages") or 0,
+            )
+        )
+    return tuple(out)
+
+
+def _read_hmat(host: Host, base: str) -> tuple[HmatEntry, ...]:
+    out = []
+    for name in host.listdir(base):
+        m = re.match(r"access(\d+)$", name)
+        if not m:
+            continue
+        d = f"{base}/{name}/initiators"
+        inits = tuple(
+            int(mm.group(1)) for entry in host.listdir(d) if (mm := _NODE_NAME.match(entry))
+        )
+        out.append(
+            HmatEntry(
+                access_class=int(m.group(1)),
+                initiators=inits,
+                read_latency_ns=host.read_int(f"{d}/read_latency"),
+                write_latency_ns=host.read_int(f"{d}/write_latency"),
+                read_bandwidth_mbps=host.read_int(f"{d}/read_bandwidth"),
+                write_bandwidth_mbps=host.read_int(f"{d}/write_bandwidth"),
+            )
+        )
+    return tuple(out)
+
+
+def _read_side_caches(host: Host, base: str) -> tuple[MemorySideCache, ...]:
+    out = []
+    for name in host.listdir(f"{base}/memory_side_cache"):
+        m = re.match(r"index(\d+)$", name)
+        if not m:
+            continue
+        d = f"{base}/memory_side_cache/{name}"
+        out.append(
+            MemorySideCache(
+                level=int(m.group(1)),
+                size_bytes=host.read_int(f"{d}/size"),
+                line_size=host.read_int(f"{d}/line_size"),
+                indexing=host.read_int(f"{d}/indexing"),
+                write_policy=host.read_int(f"{d}/write_policy"),
+            )
+        )
+    return tuple(out)
+
+
+def read_memory_tiers(host: Host) -> dict[int, tuple[int, ...]]:
+    """memory_tierN/nodelist (the ABI document says `nodes`; kernels write `nodelist`)."""
+    tiers: dict[int, tuple[int, ...]] = {}
+    for name in host.listdir(TIER_DIR):
+        m = _TIER_NAME.match(name)
+        if not m:
+            continue
+        nodes = host.read_cpulist(f"{TIER_DIR}/{name}/nodelist")
+        if nodes is None:
+            nodes = host.read_cpulist(f"{TIER_DIR}/{name}/nodes")
+        tiers[int(m.group(1))] = tuple(sorted(nodes or ()))
+    return tiers
+
+
+def read_interleave_weights(host: Host) -> dict[int, int]:
+    weights = {}
+    for name in host.listdir(WEIGHT_DIR):
+        m = _NODE_NAME.match(name)
+        if m:
+            value = host.read_int(f"{WEIGHT_DIR}/{name}")
+            if value is not None:
+                weights[int(m.group(1))] = value
+    return weights
+
+
+def read_weighted_interleave_auto(host: Host) -> bool | None:
+    """`auto` (kernel >= 6.16); some kernels spell the file `__auto_type` (a macro collision)."""
+    for name in ("auto", "__auto_type"):
+        text = host.read_optional(f"{WEIGHT_DIR}/{name}")
+        if text is not None:
+            return text in ("true", "1", "Y")
+    return None

@@ -1,0 +1,289 @@
+"""PCI devices that matter for training (GPUs, NICs, NVMe, CXL, accelerators) and their NUMA node.
+
+Walks /sys/bus/pci/devices (symlinks into /sys/devices/pci*), keeps the hierarchy (host bridge and
+ancestor BDFs) for the GPU/NIC path matrix, joins net/RDMA/NVMe names, NVIDIA driver info and the
+AMD KFD topology. A device whose numa_node is -1 gets an *inferred* node, marked as such.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from numatune.errors import ParseError
+from numatune.host import Host
+from numatune.model.findings import Skipped
+from numatune.model.topology import NumaNode, NvidiaGpuInfo, PciDevice, PciLink
+
+PCI_DEVICES = "/sys/bus/pci/devices"
+NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
+KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
+_BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_HOST_BRIDGE = re.compile(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$")
+GPU_VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel"}
+
+
+def device_kind(class_code: int, vendor_id: int | None) -> str:
+    """Map a PCI class (24-bit) to numatune's kinds."""
+    base, sub = class_code >> 16, (class_code >> 8) & 0xFF
+    if base == 0x03:
+        return "gpu" if vendor_id in GPU_VENDORS and sub in (0x00, 0x02, 0x80) else "display"
+    if base == 0x02:
+        return "nic"
+    if base == 0x01 and sub == 0x08:
+        return "nvme"
+    if base == 0x05 and sub == 0x02:
+        return "cxl"
+    if base == 0x12 or (base == 0x0B and sub == 0x40):
+        return "accelerator"
+    if base == 0x06:
+        return "bridge"
+    return "other"
+
+
+REPORTED_KINDS = ("gpu", "display", "nic", "nvme", "cxl", "accelerator")
+
+
+def parse_nvidia_information(text: str) -> NvidiaGpuInfo:
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    minor = fields.get("Device Minor")
+    return NvidiaGpuInfo(
+        model=fields.get("Model"),
+        uuid=fields.get("GPU UUID"),
+        minor=int(minor) if minor and minor.isdigit() else None,
+        bus_location=fields.get("Bus Location"),
+    )
+
+
+def read_pci_devices(
+    host: Host, nodes: tuple[NumaNode, ...], pci_ids: Path | None = None
+) -> tuple[tuple[PciDevice, ...], list[Skipped]]:
+    skipped: list[Skipped] = []
+    class_links = _class_device_names(host)
+    nvidia = _read_nvidia(host)
+    devices: list[PciDevice] = []
+    node_by_path: dict[str, int | None] = {}
+    for bdf in host.listdir(PCI_DEVICES):
+        if not _BDF.match(bdf):
+            continue
+        entry = f"{PCI_DEVICES}/{bdf}"
+        path = host.resolve(entry) or entry
+        class_code = host.read_int(f"{path}/class", 16)
+        if class_code is None:
+            skipped.append(Skipped(bdf, "no class attribute"))
+            continue
+        numa = host.read_int(f"{path}/numa_node")
+        node_by_path[path] = numa if numa is not None and numa >= 0 else None
+        vendor = host.read_int(f"{path}/vendor", 16)
+        if vendor is None and host.is_dir(f"{NVIDIA_GPUS}/{bdf}"):
+            vendor = 0x10DE  # partial capture: the NVIDIA driver knows this function
+        kind = device_kind(class_code, vendor)
+        if kind not in REPORTED_KINDS:
+            continue
+        parts = path.split("/")
+        bridge = next((p for p in parts if _HOST_BRIDGE.match(p)), None)
+        ancestors = tuple(p for p in parts[:-1] if _BDF.match(p))
+        local = host.read_cpulist(f"{path}/local_cpulist")
+        if local is None:
+            local = host.read_cpumask(f"{path}/local_cpus")
+        names = class_links.get(path, {})
+        devices.append(
+            PciDevice(
+                bdf=bdf,
+                path=path,
+                class_code=class_code,
+                vendor_id=vendor,
+                device_id=host.read_int(f"{path}/device", 16),
+                kind=kind,
+                numa_node=numa if numa is not None and numa >= 0 else None,
+                local_cpus=tuple(sorted(local or ())),
+                link=_read_link(host, path),
+                driver=host.link_name(f"{path}/driver"),
+                ancestors=ancestors,
+                host_bridge=bridge,
+                netdevs=tuple(sorted(set(host.listdir(f"{path}/net")) | set(names.get("net", ())))),
+                rdma=tuple(sorted(set(host.listdir(f"{path}/infiniband")) | set(names.get("infiniband", ())))),
+                nvme=tuple(host.listdir(f"{path}/nvme")),
+                nvidia=nvidia.get(bdf.lower()),
+            )
+        )
+    devices = [_infer_node(host, d, nodes, node_by_path) for d in devices]
+    devices = _merge_kfd(host, devices, nodes)
+    if pci_ids is not None and devices:
+        devices = _name_devices(devices, pci_ids)
+    return tuple(devices), skipped
+
+
+def _read_link(host: Host, path: str) -> PciLink:
+    def width(name: str) -> int | None:
+        try:
+            return host.read_int(f"{path}/{name}")
+        except ParseError:  # some devices write "unknown": treat as absent
+            return None
+
+    return PciLink(
+        current_speed=host.read_optional(f"{path}/current_link_speed"),
+        current_width=width("current_link_width"),
+        max_speed=host.read_optional(f"{path}/max_link_speed"),
+        max_width=width("max_link_width"),
+    )
+
+
+def _class_device_names(host: Host) -> dict[str, dict[str, list[str]]]:
+    """Device path -> {"net": [...], "infiniband": [...]}, from /sys/class links (partial trees)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for cls in ("net", "infiniband"):
+        for name in host.listdir(f"/sys/class/{cls}"):
+            target = host.resolve(f"/sys/class/{cls}/{name}")
+            if not target or f"/{cls}/" not in target:
+                continue
+            dev = target.rsplit(f"/{cls}/", 1)[0]
+            out.setdefault(dev, {}).setdefault(cls, []).append(name)
+    return out
+
+
+def _read_nvidia(host: Host) -> dict[str, NvidiaGpuInfo]:
+    out = {}
+    for name in host.listdir(NVIDIA_GPUS):
+        text = host.read_optional(f"{NVIDIA_GPUS}/{name}/information")
+        if text:
+            out[name.lower()] = parse_nvidia_information(text)
+    return out
+
+
+def _infer_node(
+    host: Host, dev: PciDevice, nodes: tuple[NumaNode, ...], node_by_path: dict[str, int | None]
+) -> PciDevice:
+    if dev.numa_node is not None:
+        return dev
+    local = set(dev.local_cpus)
+    all_cpus = {c for n in nodes for c in n.cpus}
+    if local and local != all_cpus and len(nodes) > 1:
+        candidates = [n.id for n in nodes if n.cpus and local <= set(n.cpus)]
+        if len(candidates) == 1:
+            return replace(dev, inferred_node=candidates[0], inferred_from="local_cpulist")
+    # Walk up the hierarchy: a bridge above may carry the _PXM the function lacks.
+    parts = dev.path.split("/")
+    for i in range(len(parts) - 1, 0, -1):
+        parent = "/".join(parts[:i])
+        if not _BDF.match(parts[i - 1]):
+            break
+        node = node_by_path.get(parent)
+        if parent not in node_by_path:
+            value = host.read_int(f"{parent}/numa_node")
+            node = value if value is not None and value >= 0 else None
+        if node is not None:
+            return replace(dev, inferred_node=node, inferred_from="upstream bridge")
+    return dev
+
+
+def parse_kfd_properties(text: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            try:
+                out[parts[0]] = int(parts[1])
+            except ValueError:
+                continue
+    return out
+
+
+def _merge_kfd(host: Host, devices: list[PciDevice], nodes: tuple[NumaNode, ...]) -> list[PciDevice]:
+    """AMD GPUs from the KFD (HSA) topology: CPU nodes come first, one per NUMA node with CPUs."""
+    kfd_ids = host.listdir(KFD_NODES)
+    if not kfd_ids:
+        return devices
+    props = {int(i): parse_kfd_properties(host.read_optional(f"{KFD_NODES}/{i}/properties") or "")
+             for i in kfd_ids if i.isdigit()}
+    cpu_kfd = sorted(i for i, p in props.items() if p.get("cpu_cores_count", 0) > 0 and p.get("simd_count", 0) == 0)
+    cpu_numa = [n.id for n in nodes if n.cpus]
+    kfd_to_numa = {k: (cpu_numa[idx] if idx < len(cpu_numa) else idx) for idx, k in enumerate(cpu_kfd)}
+    by_bdf = {d.bdf.lower(): i for i, d in enumerate(devices)}
+    seen: set[str] = set()
+    for kid, p in sorted(props.items()):
+        if p.get("simd_count", 0) == 0 or "location_id" not in p:
+            continue
+        loc = p["location_id"]
+        bdf = f"{p.get('domain', 0):04x}:{(loc >> 8) & 0xFF:02x}:{(loc >> 3) & 0x1F:02x}.{loc & 0x7:x}"
+        if bdf in seen:  # partitions (CPX) of one GPU share its PCI function
+            continue
+        seen.add(bdf)
+        home = None
+        for link in host.listdir(f"{KFD_NODES}/{kid}/io_links"):
+            lp = parse_kfd_properties(host.read_optional(f"{KFD_NODES}/{kid}/io_links/{link}/properties") or "")
+            if lp.get("node_to") in kfd_to_numa:
+                home = kfd_to_numa[lp["node_to"]]
+                break
+        if bdf in by_bdf:
+            dev = devices[by_bdf[bdf]]
+            devices[by_bdf[bdf]] = replace(
+                dev,
+                amd_kfd_node=kid,
+                inferred_node=dev.inferred_node if dev.numa_node is not None or home is None else home,
+                inferred_from=dev.inferred_from if dev.numa_node is not None or home is None else "kfd io_link",
+            )
+            continue
+        devices.append(
+            PciDevice(
+                bdf=bdf,
+                path="",
+                class_code=0x038000,
+                vendor_id=p.get("vendor_id"),
+                device_id=p.get("device_id"),
+                kind="gpu",
+                numa_node=None,
+                inferred_node=home,
+                inferred_from="kfd io_link" if home is not None else None,
+                amd_kfd_node=kid,
+            )
+        )
+    return devices
+
+
+def _name_devices(devices: list[PciDevice], pci_ids: Path) -> list[PciDevice]:
+    try:
+        db = pci_ids.read_bytes()
+    except OSError:
+        return devices
+    out = []
+    for d in devices:
+        vendor_name, device_name = lookup_pci_ids(db, d.vendor_id, d.device_id)
+        out.append(replace(d, vendor_name=vendor_name, device_name=device_name))
+    return out
+
+
+def lookup_pci_ids(db: bytes, vendor: int | None, device: int | None) -> tuple[str | None, str | None]:
+    """Find names in pci.ids without parsing the whole 1.3 MB file (bytes.find runs in C)."""
+    if vendor is None:
+        return None, None
+    key = b"\n%04x  " % vendor
+    start = db.find(key)
+    if start < 0:
+        return None, None
+    line_end = db.find(b"\n", start + 1)
+    vendor_name = db[start + len(key) : line_end].decode("utf-8", "replace").strip()
+    if device is None:
+        return vendor_name, None
+    next_vendor = re.compile(rb"\n[0-9a-f]{4}  ").search(db, line_end)
+    block_end = next_vendor.start() if next_vendor else len(db)
+    dkey = b"\n\t%04x  " % device
+    pos = db.find(dkey, line_end - 1, block_end)
+    if pos < 0:
+        return vendor_name, None
+    end = db.find(b"\n", pos + 1)
+    return vendor_name, db[pos + len(dkey) : end].decode("utf-8", "replace").strip()
+
+
+def find_pci_ids() -> Path | None:
+    """The local pci.ids database (pciutils/hwdata), if installed."""
+    for candidate in ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids"):
+        p = Path(candidate)
+        if p.is_file():
+            return p
+    return None

@@ -1,0 +1,43 @@
+"""Kernel settings that decide NUMA behaviour, read from the root's /proc/sys and /sys/kernel/mm."""
+
+from __future__ import annotations
+
+import re
+
+from numatune.host import Host
+from numatune.model.topology import KernelSettings
+from numatune.readers.nodes import read_weighted_interleave_auto
+
+
+def bracketed_choice(text: str | None) -> str | None:
+    """"always [madvise] never" -> "madvise"."""
+    if not text:
+        return None
+    m = re.search(r"\[([^\]]+)\]", text)
+    return m.group(1) if m else text.strip()
+
+
+def read_settings(host: Host) -> KernelSettings:
+    release = host.read_optional("/proc/sys/kernel/osrelease")
+    if release is None:
+        version = host.read_optional("/proc/version") or ""
+        m = re.match(r"Linux version (\S+)", version)
+        release = m.group(1) if m else None
+    demotion = host.read_optional("/sys/kernel/mm/numa/demotion_enabled")
+    return KernelSettings(
+        release=release,
+        numa_balancing=host.read_int("/proc/sys/kernel/numa_balancing"),
+        transparent_hugepage=bracketed_choice(host.read_optional("/sys/kernel/mm/transparent_hugepage/enabled")),
+        thp_defrag=bracketed_choice(host.read_optional("/sys/kernel/mm/transparent_hugepage/defrag")),
+        zone_reclaim_mode=host.read_int("/proc/sys/vm/zone_reclaim_mode"),
+        demotion_enabled=(demotion in ("true", "1", "Y")) if demotion is not None else None,
+        weighted_interleave_auto=read_weighted_interleave_auto(host),
+        irqbalance_running=_irqbalance_running(host) if host.is_live else None,
+    )
+
+
+def _irqbalance_running(host: Host) -> bool:
+    for pid in host.listdir("/proc"):
+        if pid.isdigit() and host.read_optional(f"/proc/{pid}/comm") == "irqbalance":
+            return True
+    return False

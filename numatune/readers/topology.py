@@ -1,0 +1,102 @@
+"""read_topology: one pass over a root, assembling CPUs, nodes, devices, CXL and settings."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from numatune.host import Host
+from numatune.model.findings import Skipped
+from numatune.model.topology import CxlTopology, NumaNode, PciDevice, Topology
+from numatune.readers.cpus import read_cpus, summarize_cpus
+from numatune.readers.cxl import read_cxl
+from numatune.readers.nodes import read_memory_tiers, read_nodes
+from numatune.readers.pci import NVIDIA_GPUS, read_pci_devices
+from numatune.readers.settings import read_settings
+
+
+def read_topology(host: Host, *, pci_ids: Path | None = None, devices: bool = True) -> Topology:
+    """Read everything `inspect` reports. `devices=False` skips PCI and CXL (launch's fast path)."""
+    skipped: list[Skipped] = []
+    if not host.is_dir("/sys/devices/system/cpu"):
+        skipped.append(Skipped("CPUs", "no /sys/devices/system/cpu in this root: CPU topology unknown"))
+    cpus = read_cpus(host)
+    summary = summarize_cpus(host, cpus)
+    nodes, numa_kernel, node_skipped = read_nodes(host, {c.id for c in cpus}, summary.online)
+    skipped += node_skipped
+    node_of = {cpu: n.id for n in nodes for cpu in n.cpus}
+    cpus = tuple(replace(c, node=node_of.get(c.id)) for c in cpus)
+    pci: tuple[PciDevice, ...] = ()
+    cxl = CxlTopology()
+    if devices:
+        pci, pci_skipped = read_pci_devices(host, nodes, pci_ids)
+        skipped += pci_skipped
+        cxl = read_cxl(host)
+    nodes = classify_nodes(host, nodes, cxl, summary.architecture)
+    return Topology(
+        source=host.label,
+        live=host.is_live,
+        cpu=summary,
+        cpus=cpus,
+        nodes=nodes,
+        numa_kernel=numa_kernel,
+        devices=pci,
+        cxl=cxl,
+        memory_tiers=read_memory_tiers(host),
+        settings=read_settings(host),
+        skipped=tuple(skipped),
+    )
+
+
+def classify_nodes(
+    host: Host, nodes: tuple[NumaNode, ...], cxl: CxlTopology, arch: str | None
+) -> tuple[NumaNode, ...]:
+    """Give each node a kind, with the evidence: CPU-less nodes are CXL, HBM, GPU memory or PMem."""
+    gpu_nodes = _nvidia_gpu_memory_nodes(host)
+    dax_by_node: dict[int, list[str]] = {}
+    for d in cxl.dax:
+        if d.target_node is not None:
+            dax_by_node.setdefault(d.target_node, []).append(d.backing)
+    dram_bw = [
+        e.read_bandwidth_mbps for n in nodes if n.cpus for e in n.hmat if e.read_bandwidth_mbps
+    ]
+    out = []
+    for n in nodes:
+        kind, why = _kind_of(n, gpu_nodes, dax_by_node.get(n.id, []), max(dram_bw, default=0))
+        out.append(replace(n, kind=kind, kind_evidence=why))
+    return tuple(out)
+
+
+def _kind_of(
+    node: NumaNode, gpu_nodes: dict[int, str], dax_backings: list[str], dram_bw: int
+) -> tuple[str, str]:
+    if node.cpus:
+        return "dram", "has CPUs"
+    if node.id in gpu_nodes:
+        return "gpu", f"NVIDIA GPU {gpu_nodes[node.id]} memory (numa_status)"
+    if "cxl" in dax_backings:
+        return "cxl", "a CXL region's DAX device is onlined to this node"
+    if "nvdimm" in dax_backings:
+        return "pmem", "an NVDIMM region's DAX device is onlined to this node"
+    if node.memory_total_kib == 0:
+        return "memoryless", "no CPUs and no memory (generic initiator or empty)"
+    bw = max((e.read_bandwidth_mbps or 0 for e in node.hmat), default=0)
+    if dram_bw and bw > dram_bw:
+        return "hbm", f"CPU-less with HMAT bandwidth {bw} MB/s above DRAM's {dram_bw} MB/s"
+    if "hmem" in dax_backings:
+        return "unknown", "soft-reserved (hmem) memory, backing device not described"
+    return "unknown", "CPU-less node with no evidence of its memory type"
+
+
+def _nvidia_gpu_memory_nodes(host: Host) -> dict[int, str]:
+    out = {}
+    for bdf in host.listdir(NVIDIA_GPUS):
+        text = host.read_optional(f"{NVIDIA_GPUS}/{bdf}/numa_status") or ""
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Node" and value.strip().lstrip("-").isdigit() and int(value) >= 0:
+                out[int(value)] = bdf
+    return out
+
+
+__all__ = ["read_topology", "classify_nodes", "Skipped"]

@@ -1,0 +1,81 @@
+"""The `numatune.inspect/1` JSON document (documented in docs/json-schemas.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numatune import __version__
+from numatune.analysis.paths import LEGEND, PathMatrix
+from numatune.model.findings import Finding
+from numatune.model.topology import PciDevice, Topology
+from numatune.render.jsonable import to_jsonable
+
+SCHEMA = "numatune.inspect/1"
+
+
+def device_json(d: PciDevice) -> dict[str, Any]:
+    return {
+        "bdf": d.bdf,
+        "kind": d.kind,
+        "class": f"0x{d.class_code:06x}",
+        "vendor_id": f"0x{d.vendor_id:04x}" if d.vendor_id is not None else None,
+        "device_id": f"0x{d.device_id:04x}" if d.device_id is not None else None,
+        "vendor_name": d.vendor_name,
+        "device_name": d.device_name,
+        "numa_node": d.numa_node,
+        "inferred_node": d.inferred_node,
+        "inferred_from": d.inferred_from,
+        "local_cpus": list(d.local_cpus),
+        "driver": d.driver,
+        "host_bridge": d.host_bridge,
+        "link": to_jsonable(d.link),
+        "netdevs": list(d.netdevs),
+        "rdma": list(d.rdma),
+        "nvme": list(d.nvme),
+        "nvidia": to_jsonable(d.nvidia),
+        "amd_kfd_node": d.amd_kfd_node,
+        "sysfs_path": d.path or None,
+    }
+
+
+def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "numatune_version": __version__,
+        "source": topo.source,
+        "live": topo.live,
+        "cpu": to_jsonable(topo.cpu),
+        "numa_kernel": topo.numa_kernel,
+        "nodes": [
+            {
+                "id": n.id,
+                "cpus": list(n.cpus),
+                "memory_total_kib": n.memory_total_kib,
+                "memory_free_kib": n.memory_free_kib,
+                "kind": n.kind,
+                "kind_evidence": n.kind_evidence,
+                "distances": {str(k): v for k, v in n.distances.items()},
+                "tier": n.tier,
+                "hmat": to_jsonable(n.hmat),
+                "memory_side_caches": to_jsonable(n.memory_side_caches),
+                "hugepages": to_jsonable(n.hugepages),
+                "interleave_weight": n.interleave_weight,
+                "has_normal_memory": n.has_normal_memory,
+                "generic_initiator": n.generic_initiator,
+            }
+            for n in topo.nodes
+        ],
+        "memory_tiers": {str(k): list(v) for k, v in sorted(topo.memory_tiers.items())},
+        "devices": [device_json(d) for d in topo.devices],
+        "path_matrix": {
+            "legend": LEGEND,
+            "devices": list(matrix.devices),
+            "labels": list(matrix.labels),
+            "cells": [list(row) for row in matrix.cells],
+            "numa_nodes": list(matrix.nodes),
+        },
+        "cxl": to_jsonable(topo.cxl),
+        "settings": to_jsonable(topo.settings),
+        "findings": to_jsonable(findings),
+        "skipped": to_jsonable(topo.skipped),
+    }
