@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install everything the tests need on a fresh Debian machine and run the whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+if command -v apt-get >/dev/null 2>&1; then
+  need=""
+  for pkg in numactl hwloc pciutils; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
+  done
+  if [ -n "$need" ]; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $need >/dev/null
+  fi
+fi
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q -e '.[test]'
+if [ -f tests/vm/setup.sh ]; then
+  bash tests/vm/setup.sh || echo "numatune: VM set-up failed; the VM tests will skip with the reason" >&2
+fi
+.venv/bin/ruff check numatune tests benchmarks
+exec .venv/bin/python -m pytest "$@"

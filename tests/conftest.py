@@ -1,0 +1,50 @@
+"""Shared test helpers: fixture roots and a CLI runner that never swallows exceptions."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from numatune.cli import main
+from numatune.host import Host
+
+PROJECT = Path(__file__).resolve().parent.parent
+FIXTURES = PROJECT / "fixtures"
+
+
+def fixture_root(name: str) -> Path:
+    return FIXTURES / name
+
+
+def tree_fixtures() -> list[str]:
+    """Every fixture that is a root (has sys/ or proc/)."""
+    return sorted(
+        p.name for p in FIXTURES.iterdir() if p.is_dir() and ((p / "sys").is_dir() or (p / "proc").is_dir())
+    )
+
+
+@pytest.fixture
+def host_of():
+    return lambda name: Host.open(fixture_root(name))
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    """Run numatune in-process; stdout and stderr stay apart (click >= 8.2)."""
+    monkeypatch.setenv("NUMATUNE_PCI_IDS", "")
+    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.delenv("NUMATUNE_ROOT", raising=False)
+    runner = CliRunner()
+
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None):
+        return runner.invoke(main, list(args), input=input, env=env, catch_exceptions=False)
+
+    return run
+
+
+def pytest_configure(config):
+    os.environ.setdefault("NUMATUNE_PCI_IDS", "")
