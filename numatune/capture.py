@@ -9,6 +9,7 @@ executable or personal is taken: no `config`/`resource` files, no process enviro
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import io
 import os
@@ -174,7 +175,9 @@ def capture_system(cap: Capture) -> None:
         _capture_pci_chain(cap, target)
     for cls in ("net", "infiniband", "nvme"):
         for name in src.listdir(f"/sys/class/{cls}"):
-            cap.entry(f"/sys/class/{cls}/{name}")
+            target = cap.entry(f"/sys/class/{cls}/{name}")
+            if target.startswith("/sys/devices/"):
+                cap.dirs.add(target)  # the interface's directory, so the class link resolves
     # CXL, DAX, NVDIMM
     for bus in ("cxl", "dax", "nd"):
         for name in src.listdir(f"/sys/bus/{bus}/devices"):
@@ -234,10 +237,8 @@ def capture_process(cap: Capture, pid: int, files: Iterable[str], environ_keys: 
             cap.file(f"{base}/{pattern}")
     keys = set(environ_keys)
     raw = None
-    try:
+    with contextlib.suppress(OSError):
         raw = cap.src.path(f"{base}/environ").read_bytes()
-    except OSError:
-        pass
     if raw is not None:
         kept = [item for item in raw.split(b"\0") if item.split(b"=", 1)[0].decode("ascii", "replace") in keys]
         cap.files[f"{base}/environ"] = b"\0".join(kept) + (b"\0" if kept else b"")

@@ -18,7 +18,7 @@ from numatune.errors import ExitCode, NumatuneError
 
 # name -> (module:attribute, one-line help). Keep the help here so --help imports nothing else.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "inspect": ("numatune.cli.inspect:inspect_cmd", "Show sockets, NUMA nodes, memory tiers, GPUs, NICs, CXL and findings."),
+    "inspect": ("numatune.cli.inspect:inspect_cmd", "Show sockets, NUMA nodes, tiers, GPUs, NICs, CXL and findings."),
     "audit": ("numatune.cli.audit:audit_cmd", "Show where running processes (and job ranks) really are, and the fix."),
     "launch": ("numatune.cli.launch:launch_cmd", "Run a command bound to its GPU's NUMA node (CPUs and memory)."),
     "irq": ("numatune.cli.irq:irq_group", "Show, plan, apply and restore device interrupt affinity."),

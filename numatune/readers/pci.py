@@ -143,6 +143,10 @@ def _class_device_names(host: Host) -> dict[str, dict[str, list[str]]]:
             if not target or f"/{cls}/" not in target:
                 continue
             dev = target.rsplit(f"/{cls}/", 1)[0]
+            while dev and not _BDF.match(dev.rsplit("/", 1)[-1]):
+                dev = dev.rsplit("/", 1)[0]  # virtio: .../0000:00:03.0/virtio0/net/eth0
+            if not dev:
+                continue
             out.setdefault(dev, {}).setdefault(cls, []).append(name)
     return out
 
