@@ -107,6 +107,13 @@ class Host:
         except OSError:
             return None
 
+    def read_link(self, logical: str) -> str | None:
+        """A symlink's target as written (e.g. "/dev/nvidia0" for a /proc/PID/fd entry); None if not a link."""
+        try:
+            return os.readlink(self.path(logical))
+        except OSError:
+            return None
+
     # -- reading ------------------------------------------------------------------------------
     def read_text(self, logical: str) -> str:
         try:

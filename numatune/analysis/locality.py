@@ -1,0 +1,321 @@
+"""Locality of a process: home node(s), remote and slow-tier shares, a verdict and the exact fix.
+
+Pure functions over `ProcessInfo` and `Topology`. Home = the GPU's node when the GPU is known, else
+the nodes of the CPUs its threads last ran on. Pages elsewhere on a node with CPUs (DRAM) are remote;
+pages on a CPU-less CXL / PMem / unknown node are on a slow tier; GPU or HBM memory nodes are neither.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from numatune.cpulist import format_cpulist, parse_cpulist
+from numatune.model.findings import Finding, Severity
+from numatune.model.process import AccessCounters, Fix, Locality, ProcessAudit, ProcessInfo
+from numatune.model.topology import Topology
+
+SLOW_KINDS = frozenset({"cxl", "pmem", "unknown", "memoryless"})
+FAST_DEVICE_KINDS = frozenset({"gpu", "hbm"})
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Verdict limits (fractions of resident bytes, or of sampled accesses)."""
+
+    remote_warning: float = 0.05
+    remote_misplaced: float = 0.20  # more than 20% remote is misplaced
+    slow_tier_warning: float = 0.10  # unless a memory policy names the slow node on purpose
+
+    def __post_init__(self) -> None:
+        for name in ("remote_warning", "remote_misplaced", "slow_tier_warning"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {value}")
+        if self.remote_warning > self.remote_misplaced:
+            raise ValueError("the remote warning threshold is above the misplaced threshold")
+
+
+def node_classes(topo: Topology) -> tuple[frozenset[int], frozenset[int]]:
+    """(DRAM nodes: have CPUs or are DRAM; slow-tier nodes: CPU-less CXL/PMem/unknown)."""
+    dram = frozenset(n.id for n in topo.nodes if n.cpus or n.kind == "dram")
+    slow = frozenset(n.id for n in topo.nodes if not n.cpus and n.kind in SLOW_KINDS and n.id not in dram)
+    return dram, slow
+
+
+def home_nodes(proc: ProcessInfo, topo: Topology) -> tuple[tuple[int, ...], str]:
+    if proc.gpu is not None and proc.gpu.node is not None:
+        return (proc.gpu.node,), "gpu"
+    node_of = {cpu: n.id for n in topo.nodes for cpu in n.cpus}
+    nodes = {node_of[t.cpu] for t in proc.threads if t.cpu is not None and t.cpu in node_of}
+    if nodes:
+        return tuple(sorted(nodes)), "threads"
+    nodes = {node_of[c] for c in proc.cpus_allowed if c in node_of}
+    if nodes:
+        return tuple(sorted(nodes)), "allowed CPUs"
+    return (), "none"
+
+
+def _policy_nodes(policy: str) -> frozenset[int]:
+    """Nodes a numa_maps policy names ("weighted interleave:0-1" -> {0, 1}); empty for default/local."""
+    _, sep, nodes = policy.rpartition(":")
+    if not sep:
+        return frozenset()
+    try:
+        return parse_cpulist(nodes)
+    except ValueError:
+        return frozenset()
+
+
+def access_counters(
+    proc: ProcessInfo,
+    home: tuple[int, ...],
+    placement_ratio: float,
+    *,
+    balancing_mode: int | None,
+    pmu: tuple[int, int, tuple[str, ...], float] | None = None,
+    pmu_note: str | None = None,
+) -> AccessCounters:
+    """The best access source available, and a note for every better one that is not.
+
+    pmu = (local, remote, event names, window seconds) from readers.perf.
+    """
+    notes: list[str] = []
+    if pmu is not None:
+        local, remote, events, window = pmu
+        total = local + remote
+        if total:
+            return AccessCounters("pmu", local, remote, {}, remote / total, events, window, ())
+        notes.append(f"hardware counters counted no DRAM loads in {window:g}s (idle process?)")
+    elif pmu_note:
+        notes.append(pmu_note)
+    faults = proc.numa_faults
+    total_faults = sum(faults.values())
+    if balancing_mode == 0:
+        notes.append("NUMA balancing is off (kernel.numa_balancing=0): no hinting-fault proxy")
+    elif balancing_mode is None:
+        notes.append("NUMA balancing state unknown (no /proc/sys/kernel/numa_balancing)")
+    elif balancing_mode & 1 == 0:
+        notes.append(
+            f"NUMA balancing is in memory-tiering mode only (kernel.numa_balancing={balancing_mode}): "
+            "only slow-tier pages are scanned"
+        )
+    if total_faults and balancing_mode:
+        remote = sum(n for node, n in faults.items() if node not in home)
+        return AccessCounters(
+            "numa_balancing",
+            total_faults - remote,
+            remote,
+            dict(sorted(faults.items())),
+            remote / total_faults,
+            ("numa_faults (/proc/PID/task/*/sched)",),
+            None,
+            tuple(notes),
+        )
+    if balancing_mode and not total_faults:
+        notes.append("NUMA balancing is on but recorded no hinting faults for this process yet")
+    return AccessCounters("placement", None, None, {}, placement_ratio, (), None, tuple(notes))
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def judge(
+    proc: ProcessInfo,
+    topo: Topology,
+    thresholds: Thresholds = Thresholds(),
+    *,
+    balancing_mode: int | None = None,
+    pmu: tuple[int, int, tuple[str, ...], float] | None = None,
+    pmu_note: str | None = None,
+) -> ProcessAudit:
+    """Home, shares, access counters, verdict and fix for one process."""
+    home, home_source = home_nodes(proc, topo)
+    dram, slow = node_classes(topo)
+    known = {n.id for n in topo.nodes}
+    device_nodes = {n.id for n in topo.nodes if n.kind in FAST_DEVICE_KINDS and not n.cpus}
+    mem = proc.memory.by_node
+    total = sum(mem.values())
+    remote_nodes = sorted(
+        n for n, b in mem.items() if b and n not in home and (n in dram or (n not in known))
+    )
+    slow_nodes = sorted(n for n, b in mem.items() if b and n not in home and n in slow and n not in device_nodes)
+    remote_bytes = sum(mem[n] for n in remote_nodes)
+    slow_bytes = sum(mem[n] for n in slow_nodes)
+    remote_ratio = remote_bytes / total if total else 0.0
+    slow_ratio = slow_bytes / total if total else 0.0
+    node_of = {cpu: n.id for n in topo.nodes for cpu in n.cpus}
+    off_home = tuple(
+        t.tid for t in proc.threads if home and t.cpu is not None and node_of.get(t.cpu) not in (None, *home)
+    )
+    counters = access_counters(proc, home, remote_ratio, balancing_mode=balancing_mode, pmu=pmu, pmu_note=pmu_note)
+
+    reasons: list[str] = []
+    verdict = "ok"
+    if proc.kernel_thread:
+        return ProcessAudit(
+            proc,
+            Locality(home, home_source, 0.0, 0.0, 0, 0, (), "n/a", ("kernel thread: no user address space",)),
+            counters,
+        )
+    if not total:
+        reasons.append("no resident memory in numa_maps")
+        verdict = "n/a" if not proc.threads else "ok"
+
+    def worse(v: str) -> None:
+        nonlocal verdict
+        order = {"n/a": 0, "ok": 1, "warning": 2, "misplaced": 3}
+        if order[v] > order[verdict]:
+            verdict = v
+
+    where = "its GPU's node" if home_source == "gpu" else "the node(s) its threads run on"
+    home_txt = ",".join(map(str, home)) or "?"
+    if total and remote_ratio > thresholds.remote_misplaced:
+        worse("misplaced")
+        reasons.append(
+            f"{_pct(remote_ratio)} of its memory is on remote node(s) {format_cpulist(remote_nodes)}, "
+            f"not on {where} ({home_txt}); above {_pct(thresholds.remote_misplaced)}"
+        )
+    elif total and remote_ratio > thresholds.remote_warning:
+        worse("warning")
+        reasons.append(
+            f"{_pct(remote_ratio)} of its memory is on remote node(s) {format_cpulist(remote_nodes)} "
+            f"(home {home_txt}); above {_pct(thresholds.remote_warning)}"
+        )
+    if counters.source == "pmu" and counters.remote_ratio is not None:
+        if counters.remote_ratio > thresholds.remote_misplaced:
+            worse("misplaced")
+            reasons.append(f"{_pct(counters.remote_ratio)} of sampled DRAM loads were remote")
+        elif counters.remote_ratio > thresholds.remote_warning:
+            worse("warning")
+            reasons.append(f"{_pct(counters.remote_ratio)} of sampled DRAM loads were remote")
+    elif (counters.source == "numa_balancing" and counters.remote_ratio is not None
+          and counters.remote_ratio > thresholds.remote_misplaced):
+        worse("warning")
+        reasons.append(f"{_pct(counters.remote_ratio)} of NUMA-balancing hinting faults hit remote pages")
+    intended_slow = frozenset().union(*(_policy_nodes(p.policy) for p in proc.memory.policies if p.bytes))
+    if total and slow_ratio > thresholds.slow_tier_warning:
+        if set(slow_nodes) <= intended_slow:
+            reasons.append(
+                f"{_pct(slow_ratio)} on slow-tier node(s) {format_cpulist(slow_nodes)}, as its memory policy asks"
+            )
+        else:
+            worse("warning")
+            reasons.append(
+                f"{_pct(slow_ratio)} of its memory is on slow-tier (CPU-less/CXL) node(s) "
+                f"{format_cpulist(slow_nodes)} without a policy asking for it"
+            )
+    if off_home:
+        worse("warning")
+        reasons.append(f"{len(off_home)} of {len(proc.threads)} threads last ran off node {home_txt}")
+    if home_source == "gpu" and proc.cpus_allowed:
+        span = sorted({node_of[c] for c in proc.cpus_allowed if c in node_of} - set(home))
+        if span:
+            reasons.append(f"not pinned: its allowed CPUs also span node(s) {format_cpulist(span)}")
+    if verdict == "ok" and not reasons:
+        reasons.append(f"all resident memory and threads on home node(s) {home_txt}")
+
+    fix = Fix()
+    if verdict in ("warning", "misplaced") and home:
+        fix = make_fix(proc, topo, home, home_source, remote_nodes + [n for n in slow_nodes if n not in intended_slow],
+                       repin=bool(off_home) or _not_pinned(proc, topo, home))
+    return ProcessAudit(
+        proc,
+        Locality(home, home_source, remote_ratio, slow_ratio, remote_bytes, slow_bytes, off_home, verdict,
+                 tuple(reasons), fix),
+        counters,
+    )
+
+
+def _not_pinned(proc: ProcessInfo, topo: Topology, home: tuple[int, ...]) -> bool:
+    home_cpus = {c for n in topo.nodes if n.id in home for c in n.cpus}
+    return bool(proc.cpus_allowed) and not set(proc.cpus_allowed) <= home_cpus
+
+
+def target_node(proc: ProcessInfo, home: tuple[int, ...]) -> int:
+    """One node to bind to: the home node holding most of its memory (the first on a tie)."""
+    return max(home, key=lambda n: (proc.memory.by_node.get(n, 0), -n))
+
+
+def make_fix(
+    proc: ProcessInfo,
+    topo: Topology,
+    home: tuple[int, ...],
+    home_source: str,
+    move_from: list[int],
+    *,
+    repin: bool = True,
+) -> Fix:
+    """The restart lines (numatune launch, numactl) and the live lines (migratepages, taskset)."""
+    node = target_node(proc, home)
+    n = topo.node(node)
+    cpus = set(n.cpus) if n else set()
+    if proc.cpuset_cpus:
+        cpus &= set(proc.cpuset_cpus)
+    cmd = shlex.join(proc.cmdline) if proc.cmdline else "CMD"
+    if home_source == "gpu" and proc.gpu is not None and proc.gpu.bdf:
+        launch = f"numatune launch --gpu {proc.gpu.bdf} --cpu-bind node --mem-policy bind -- {cmd}"
+    else:
+        launch = f"numatune launch --node {node} --cpu-bind node --mem-policy bind -- {cmd}"
+    numactl = f"numactl --cpunodebind={node} --membind={node} -- {cmd}"
+    sources = sorted(set(move_from) - {node})
+    migrate = f"migratepages {proc.pid} {format_cpulist(sources)} {node}" if sources else None
+    taskset = f"taskset -a -p -c {format_cpulist(sorted(cpus))} {proc.pid}" if repin and cpus else None
+    return Fix(launch=launch, numactl=numactl, migratepages=migrate, taskset=taskset)
+
+
+def job_ranks(procs: list[ProcessInfo]) -> list[tuple[ProcessInfo, int]]:
+    """One entry per rank: the topmost process carrying that local rank, and how many helpers share it.
+
+    Data-loader workers inherit LOCAL_RANK from their rank; they are counted, not listed. Processes
+    without a rank variable are listed only when no process has one (a plain process tree).
+    """
+    by_pid = {p.pid: p for p in procs}
+    ranked = [p for p in procs if p.rank is not None]
+    if not ranked:
+        return [(p, 0) for p in procs if not p.kernel_thread]
+    tops: dict[int, ProcessInfo] = {}
+    helpers: dict[int, int] = {}
+    for p in ranked:
+        parent = by_pid.get(p.ppid) if p.ppid is not None else None
+        if parent is not None and parent.rank == p.rank:
+            top = parent
+            while top.ppid in by_pid and by_pid[top.ppid].rank == p.rank:
+                top = by_pid[top.ppid]
+            helpers[top.pid] = helpers.get(top.pid, 0) + 1
+            continue
+        tops[p.pid] = p
+    rows = sorted(tops.values(), key=lambda p: (p.rank, p.pid))
+    return [(p, helpers.get(p.pid, 0)) for p in rows]
+
+
+def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = Thresholds()) -> list[Finding]:
+    """audit's verdict as findings for `check --pid` (codes NT4xx, stable)."""
+    a = judge(proc, topo, thresholds, balancing_mode=topo.settings.numa_balancing)
+    loc, subject = a.locality, f"pid {proc.pid}"
+    fix = " ; ".join(x for x in (loc.fix.migratepages, loc.fix.taskset) if x) or (loc.fix.launch or "")
+    out: list[Finding] = []
+    if loc.verdict == "n/a":
+        return out
+    if loc.remote_ratio > thresholds.remote_misplaced:
+        out.append(Finding("NT401", Severity.ERROR,
+                           f"{_pct(loc.remote_ratio)} of its memory is on remote nodes (home {_nodes(loc.home_nodes)})",
+                           fix, subject))
+    elif loc.remote_ratio > thresholds.remote_warning:
+        out.append(Finding("NT402", Severity.WARNING,
+                           f"{_pct(loc.remote_ratio)} of its memory is on remote nodes (home {_nodes(loc.home_nodes)})",
+                           fix, subject))
+    if any("slow-tier" in r and "without a policy" in r for r in loc.reasons):
+        out.append(Finding("NT403", Severity.WARNING,
+                           f"{_pct(loc.slow_tier_ratio)} of its memory is on slow-tier nodes without a policy asking "
+                           "for it", fix, subject))
+    if loc.threads_off_home:
+        out.append(Finding("NT404", Severity.WARNING,
+                           f"{len(loc.threads_off_home)} of {len(proc.threads)} threads last ran off home node "
+                           f"{_nodes(loc.home_nodes)}", loc.fix.taskset or "", subject))
+    return out
+
+
+def _nodes(nodes: tuple[int, ...]) -> str:
+    return format_cpulist(nodes) or "?"

@@ -1,0 +1,122 @@
+"""A running process as `audit` sees it: threads, memory per node, GPU, access counters, locality.
+
+Plain frozen dataclasses filled by `numatune.readers.procs` / `numatune.readers.perf` and judged by
+`numatune.analysis.locality`; nothing here reads the system.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Mapping kinds of the memory split, in display order.
+MAPPING_KINDS = ("anon", "file", "heap", "stack", "shm", "hugetlb")
+
+
+@dataclass(frozen=True)
+class PolicyUse:
+    """One memory policy as numa_maps prints it ("bind:0", "weighted interleave:0-1") and its weight."""
+
+    policy: str
+    mappings: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class NumaMemory:
+    """Resident memory of one address space by node, from /proc/PID/numa_maps."""
+
+    by_node: dict[int, int] = field(default_factory=dict)  # node -> bytes
+    by_kind: dict[str, dict[int, int]] = field(default_factory=dict)  # kind -> node -> bytes
+    policies: tuple[PolicyUse, ...] = ()
+    mappings: int = 0
+    malformed_lines: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_node.values())
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    tid: int
+    comm: str
+    cpu: int | None  # the CPU it last ran on (stat field 39)
+    allowed_cpus: tuple[int, ...]
+    state: str = ""
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    """The GPU a process uses, and how numatune knows."""
+
+    bdf: str | None
+    node: int | None
+    source: str  # "fd /dev/nvidia3", "CUDA_VISIBLE_DEVICES=2,3 + LOCAL_RANK=1 (PCI bus order assumed)"
+    index: int | None = None  # NVIDIA minor / render node number / visible-device index
+
+
+@dataclass(frozen=True)
+class AccessCounters:
+    """Where the access ratio comes from; `notes` say why a better source was not used."""
+
+    source: str  # pmu | numa_balancing | placement
+    local: int | None = None
+    remote: int | None = None
+    by_node: dict[int, int] = field(default_factory=dict)
+    remote_ratio: float | None = None
+    events: tuple[str, ...] = ()
+    window_s: float | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    comm: str
+    cmdline: tuple[str, ...]
+    ppid: int | None
+    state: str
+    threads: tuple[ThreadInfo, ...]
+    cpus_allowed: tuple[int, ...]
+    mems_allowed: tuple[int, ...]
+    cgroup: str | None = None  # unified (v2) path, or the cpuset controller's path on v1
+    cpuset_cpus: tuple[int, ...] | None = None  # effective cpuset of that cgroup, when readable
+    cpuset_mems: tuple[int, ...] | None = None
+    memory: NumaMemory = NumaMemory()
+    kernel_thread: bool = False
+    environ: dict[str, str] = field(default_factory=dict)  # ONLY readers.procs.ENVIRON_KEYS
+    gpus_open: tuple[GpuUse, ...] = ()  # every GPU device node it holds open
+    gpu: GpuUse | None = None  # the one it uses, when it can be told
+    rank: int | None = None
+    rank_source: str | None = None  # "LOCAL_RANK", "SLURM_LOCALID", ...
+    numa_faults: dict[int, int] = field(default_factory=dict)  # NUMA-balancing hinting faults by node
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fix:
+    launch: str | None = None
+    numactl: str | None = None
+    migratepages: str | None = None
+    taskset: str | None = None
+
+
+@dataclass(frozen=True)
+class Locality:
+    home_nodes: tuple[int, ...]
+    home_source: str  # "gpu" | "threads" | "none"
+    remote_ratio: float
+    slow_tier_ratio: float
+    remote_bytes: int
+    slow_tier_bytes: int
+    threads_off_home: tuple[int, ...]  # TIDs whose last CPU is not on a home node
+    verdict: str  # ok | warning | misplaced | n/a
+    reasons: tuple[str, ...]
+    fix: Fix = Fix()
+
+
+@dataclass(frozen=True)
+class ProcessAudit:
+    process: ProcessInfo
+    locality: Locality
+    counters: AccessCounters

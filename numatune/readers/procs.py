@@ -1,0 +1,586 @@
+"""Per-process readers for `audit`: numa_maps, status, task stat, sched NUMA faults, cgroup cpuset, GPUs.
+
+Everything goes through the Host, so a saved tree (`numatune snapshot --pid`) reads the same way as
+the live node. `PROCESS_FILES` is the exact list of per-PID files read here (the snapshot copies them)
+and `ENVIRON_KEYS` the only environment variables ever read from /proc/PID/environ: the rest of an
+environment can hold secrets and is dropped as soon as the file is split, never kept or printed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import Counter
+from operator import itemgetter
+
+from numatune.cpulist import parse_cpulist
+from numatune.errors import NumatuneError, PermissionDenied, ProcessGone, ReadError
+from numatune.host import Host
+from numatune.model.process import GpuUse, NumaMemory, PolicyUse, ProcessInfo, ThreadInfo
+from numatune.model.topology import Topology
+
+# Per-PID paths (relative to /proc/PID) that audit reads. "task/*/x" means every thread's file.
+PROCESS_FILES: tuple[str, ...] = (
+    "cmdline",
+    "comm",
+    "stat",
+    "status",
+    "numa_maps",
+    "sched",
+    "cgroup",
+    "environ",  # ONLY the ENVIRON_KEYS below; a snapshot must store nothing else
+    "task/*/stat",
+    "task/*/status",
+    "task/*/sched",
+)
+# Symlinks (relative to /proc/PID) whose *targets* audit reads: open GPU device nodes.
+PROCESS_LINKS: tuple[str, ...] = ("fd/*",)
+# System files audit reads besides the topology.
+SYSTEM_FILES: tuple[str, ...] = (
+    "/proc/vmstat",
+    "/proc/sys/kernel/numa_balancing",
+    "/proc/sys/kernel/perf_event_paranoid",
+    "/proc/driver/nvidia/gpus/*/information",
+    "/sys/class/drm/renderD*/device",
+    "/sys/fs/cgroup/<cgroup>/cpuset.cpus.effective",
+    "/sys/fs/cgroup/<cgroup>/cpuset.mems.effective",
+)
+
+# Local-rank variables in the order launchers are tried (torchrun, Slurm, Open MPI, MPICH/Intel MPI, PMIx).
+RANK_KEYS: tuple[str, ...] = (
+    "LOCAL_RANK",
+    "SLURM_LOCALID",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "PMI_LOCAL_RANK",
+    "PMIX_LOCAL_RANK",
+    "MV2_COMM_WORLD_LOCAL_RANK",
+)
+GPU_ENV_KEYS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+ENVIRON_KEYS: tuple[str, ...] = RANK_KEYS + GPU_ENV_KEYS + (
+    "CUDA_DEVICE_ORDER",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "SLURM_PROCID",
+    "OMPI_COMM_WORLD_RANK",
+)
+
+PF_KTHREAD = 0x00200000
+_POLICY_STARTS = ("default", "local", "bind", "prefer", "weighted")
+_SHM_PREFIXES = ("/dev/zero", "/SYSV", "/dev/shm/", "/memfd:")
+_ADDR_WIDTH = 12  # x86-64/arm64 user addresses: "7f1234567000"
+
+
+# -- numa_maps -----------------------------------------------------------------------------------
+def unescape_octal(name: str) -> str:
+    """Undo the kernel's `\\ooo` escapes in numa_maps/mountinfo paths ("a\\040b" -> "a b")."""
+    if "\\" not in name:
+        return name
+    out, i = [], 0
+    while i < len(name):
+        ch = name[i]
+        if ch == "\\" and i + 4 <= len(name) and name[i + 1 : i + 4].isdigit():
+            out.append(chr(int(name[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _mapping_kind(token: str) -> str:
+    if token == "heap" or token == "stack":
+        return token
+    if token.startswith("file="):
+        path = token[5:]
+        return "shm" if path.startswith(_SHM_PREFIXES) else "file"
+    return "anon"
+
+
+def _tails(lines: list[str]) -> Counter[str]:
+    """Count identical lines once the address is dropped: most mappings of a big process repeat.
+
+    Fast path: slice off a 12-digit address (C-level map); a tail that does not start with " " and a
+    policy word means an address of another width, and the exact per-line split is used instead.
+    """
+    fast = Counter(map(itemgetter(slice(_ADDR_WIDTH, None)), lines))
+    ok = all(t[:1] == " " and t[1:].startswith(_POLICY_STARTS) for t in fast if t)
+    if ok:
+        return Counter({t[1:]: n for t, n in fast.items() if t})
+    return Counter(line.partition(" ")[2] for line in lines if line)
+
+
+def parse_numa_maps(text: str, page_kib: int = 4) -> NumaMemory:
+    """Resident bytes by node, by mapping kind and by policy, in one pass over /proc/PID/numa_maps.
+
+    Traps handled: policies with a space ("prefer (many):0-1", "weighted interleave:0-1") and flags
+    ("bind=static:0"); octal-escaped file names (never split: the kernel escapes blanks); lines with no
+    pages and no kernelpagesize_kB; hugetlb VMAs ("huge") counted in huge pages; N<node> for CPU-less
+    nodes. `page_kib` is the base page size, used only by kernels older than 4.0 (no kernelpagesize_kB).
+    """
+    lines = text.split("\n")
+    by_node: dict[int, int] = {}
+    by_kind: dict[str, dict[int, int]] = {}
+    policy_maps: dict[str, int] = {}
+    policy_bytes: dict[str, int] = {}
+    mappings = 0
+    malformed = 0
+    for tail, count in _tails(lines).items():
+        toks = tail.split()
+        if not toks:
+            malformed += count
+            continue
+        mappings += count
+        first = toks[0]
+        if (first == "prefer" or first == "weighted") and len(toks) > 1 and ":" in toks[1]:
+            policy, i = first + " " + toks[1], 2
+        else:
+            policy, i = first, 1
+        kind = "anon"
+        huge = False
+        kpage = 0
+        nodes: list[tuple[int, int]] = []
+        bad = False
+        for tok in toks[i:]:
+            if tok[0] == "N" and tok[1:2].isdigit():
+                node, _, pages = tok[1:].partition("=")
+                if not (node.isdigit() and pages.isdigit()):
+                    bad = True
+                    break
+                nodes.append((int(node), int(pages)))
+            elif tok.startswith("kernelpagesize_kB="):
+                value = tok[18:]
+                if not value.isdigit():
+                    bad = True
+                    break
+                kpage = int(value)
+            elif tok == "huge":
+                huge = True
+            elif tok == "heap" or tok == "stack" or tok.startswith("file="):
+                kind = _mapping_kind(tok)
+        if bad:
+            malformed += count
+            mappings -= count
+            continue
+        if huge:
+            kind = "hugetlb"
+        size = (kpage or (2048 if huge else page_kib)) * 1024
+        policy_maps[policy] = policy_maps.get(policy, 0) + count
+        total = 0
+        if nodes:
+            kind_nodes = by_kind.setdefault(kind, {})
+            for node, pages in nodes:
+                b = pages * size * count
+                by_node[node] = by_node.get(node, 0) + b
+                kind_nodes[node] = kind_nodes.get(node, 0) + b
+                total += b
+        policy_bytes[policy] = policy_bytes.get(policy, 0) + total
+    policies = tuple(
+        PolicyUse(p, policy_maps[p], policy_bytes[p])
+        for p in sorted(policy_maps, key=lambda p: (-policy_bytes[p], -policy_maps[p], p))
+    )
+    return NumaMemory(
+        by_node=dict(sorted(by_node.items())),
+        by_kind={k: dict(sorted(v.items())) for k, v in by_kind.items()},
+        policies=policies,
+        mappings=mappings,
+        malformed_lines=malformed,
+    )
+
+
+# -- status, stat, sched, vmstat, environ --------------------------------------------------------
+def parse_status(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.split("\n"):
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key] = value.strip()
+    return out
+
+
+def parse_stat(text: str) -> dict[str, object]:
+    """/proc/PID/stat: the comm may hold blanks and parentheses, so split after the LAST ')'."""
+    head, sep, rest = text.rpartition(")")
+    if not sep:
+        raise ValueError("no ')' in stat")
+    fields = rest.split()  # fields[0] is field 3 (state)
+    comm = head.partition("(")[2]
+    if len(fields) < 7:
+        raise ValueError("too few fields in stat")
+    cpu = int(fields[36]) if len(fields) > 36 and fields[36].lstrip("-").isdigit() else None
+    return {
+        "comm": comm,
+        "state": fields[0],
+        "ppid": int(fields[1]),
+        "flags": int(fields[6]),
+        "cpu": cpu,  # field 39: the CPU it last ran on
+    }
+
+
+def parse_sched_numa_faults(text: str) -> dict[int, int]:
+    """NUMA-balancing hinting faults per node ("numa_faults node=N task_private=A task_shared=B ...").
+
+    Old kernels swapped the private/shared labels, so only their sum is used.
+    """
+    out: dict[int, int] = {}
+    for line in text.split("\n"):
+        if not line.startswith("numa_faults node="):
+            continue
+        fields = dict(tok.split("=", 1) for tok in line.split()[1:] if "=" in tok)
+        try:
+            node = int(fields["node"])
+            out[node] = out.get(node, 0) + int(fields.get("task_private", 0)) + int(fields.get("task_shared", 0))
+        except (KeyError, ValueError):
+            continue
+    return out
+
+
+def parse_vmstat(text: str) -> dict[str, int]:
+    out = {}
+    for line in text.split("\n"):
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            out[key] = int(value)
+    return out
+
+
+def parse_environ(data: str, keys: tuple[str, ...] = ENVIRON_KEYS) -> dict[str, str]:
+    """Only the named keys; every other variable is dropped here and never stored."""
+    wanted = set(keys)
+    out = {}
+    for entry in data.split("\x00"):
+        key, sep, value = entry.partition("=")
+        if sep and key in wanted:
+            out[key] = value
+    return out
+
+
+def local_rank(environ: dict[str, str]) -> tuple[int | None, str | None]:
+    for key in RANK_KEYS:
+        value = environ.get(key, "").strip()
+        if value.isdigit():
+            return int(value), key
+    return None, None
+
+
+# -- reading one process -------------------------------------------------------------------------
+class _Reader:
+    """Reads files of one PID, turning "it vanished" and "not allowed" into numatune's errors."""
+
+    def __init__(self, host: Host, pid: int) -> None:
+        self.host, self.pid, self.base = host, pid, f"/proc/{pid}"
+
+    def gone(self) -> bool:
+        return not self.host.is_dir(self.base)
+
+    def read(self, rel: str) -> str:
+        path = f"{self.base}/{rel}"
+        try:
+            return self.host.read_text(path)
+        except PermissionDenied as exc:
+            raise PermissionDenied(
+                f"permission denied reading {path}: process {self.pid} belongs to another user",
+                hint="run as root or as the process owner (reading numa_maps needs ptrace access)",
+            ) from exc
+        except ReadError as exc:
+            if self.gone():
+                raise ProcessGone(f"process {self.pid} exited while being read") from exc
+            raise
+
+    def optional(self, rel: str) -> str | None:
+        try:
+            return self.read(rel)
+        except PermissionDenied:
+            return None
+        except ProcessGone:
+            raise
+        except NumatuneError:
+            return None
+
+
+def pid_exists(host: Host, pid: int) -> bool:
+    return host.is_dir(f"/proc/{pid}")
+
+
+def read_process(host: Host, pid: int, topo: Topology | None = None, *, threads: bool = True) -> ProcessInfo:
+    """Everything audit needs about one PID. Raises ProcessGone / PermissionDenied with one clear line."""
+    r = _Reader(host, pid)
+    if r.gone():
+        raise ProcessGone(f"no process with PID {pid}", hint="check the PID with `ps -p PID`")
+    notes: list[str] = []
+    try:
+        stat = parse_stat(r.read("stat"))
+        status = parse_status(r.read("status"))
+    except ValueError as exc:
+        raise ProcessGone(f"process {pid}: unreadable stat ({exc})") from exc
+    kernel_thread = bool(int(stat["flags"]) & PF_KTHREAD)  # type: ignore[arg-type]
+    cmdline_raw = r.optional("cmdline") or ""
+    cmdline = tuple(a for a in cmdline_raw.split("\x00") if a) if cmdline_raw else ()
+    comm = status.get("Name") or str(stat["comm"])
+    memory = NumaMemory()
+    if not kernel_thread:
+        maps = r.optional("numa_maps")
+        if maps is None:
+            if host.exists(f"/proc/{pid}/numa_maps") and host.is_live:
+                r.read("numa_maps")  # raises the clear PermissionDenied
+            notes.append("numa_maps not available: memory placement unknown")
+        else:
+            memory = parse_numa_maps(maps)
+            if memory.malformed_lines:
+                notes.append(f"{memory.malformed_lines} malformed numa_maps line(s) skipped")
+            if not maps.strip():
+                kernel_thread = not cmdline  # exited-to-zombie or kernel thread: no address space
+    thread_infos = _read_threads(r, stat, status) if threads else ()
+    environ_text = r.optional("environ")
+    environ = parse_environ(environ_text) if environ_text else {}
+    del environ_text  # the full environment is never kept
+    rank, rank_key = local_rank(environ)
+    cgroup, cpuset_cpus, cpuset_mems = _read_cpuset(host, r.optional("cgroup"))
+    faults = _read_numa_faults(r, [t.tid for t in thread_infos] or [pid])
+    gpus_open = read_open_gpus(host, pid, topo) if topo is not None and not kernel_thread else ()
+    gpu, gpu_note = choose_gpu(gpus_open, environ, rank, topo) if topo is not None else (None, None)
+    if gpu_note:
+        notes.append(gpu_note)
+    if r.gone():
+        raise ProcessGone(f"process {pid} exited while being read")
+    return ProcessInfo(
+        pid=pid,
+        comm=comm,
+        cmdline=cmdline,
+        ppid=int(stat["ppid"]),  # type: ignore[arg-type]
+        state=str(stat["state"]),
+        threads=thread_infos,
+        cpus_allowed=tuple(sorted(_cpulist(status.get("Cpus_allowed_list")))),
+        mems_allowed=tuple(sorted(_cpulist(status.get("Mems_allowed_list")))),
+        cgroup=cgroup,
+        cpuset_cpus=cpuset_cpus,
+        cpuset_mems=cpuset_mems,
+        memory=memory,
+        kernel_thread=kernel_thread,
+        environ=environ,
+        gpus_open=gpus_open,
+        gpu=gpu,
+        rank=rank,
+        rank_source=rank_key,
+        numa_faults=faults,
+        notes=tuple(notes),
+    )
+
+
+def _cpulist(text: str | None) -> frozenset[int]:
+    if not text:
+        return frozenset()
+    try:
+        return parse_cpulist(text)
+    except ValueError:
+        return frozenset()
+
+
+def _read_threads(r: _Reader, stat: dict, status: dict[str, str]) -> tuple[ThreadInfo, ...]:
+    out = []
+    for name in r.host.listdir(f"{r.base}/task"):
+        if not name.isdigit():
+            continue
+        st = r.optional(f"task/{name}/stat")
+        ss = r.optional(f"task/{name}/status")
+        if st is None:
+            continue  # the thread exited between listing and reading: not the process
+        try:
+            t = parse_stat(st)
+        except ValueError:
+            continue
+        allowed = _cpulist(parse_status(ss).get("Cpus_allowed_list")) if ss else frozenset()
+        out.append(ThreadInfo(int(name), str(t["comm"]), t["cpu"], tuple(sorted(allowed)), str(t["state"])))  # type: ignore[arg-type]
+    if not out:  # no task/ directory (a partial capture): the main thread from the process files
+        allowed = _cpulist(status.get("Cpus_allowed_list"))
+        out.append(ThreadInfo(r.pid, str(stat["comm"]), stat["cpu"], tuple(sorted(allowed)), str(stat["state"])))
+    return tuple(out)
+
+
+def _read_numa_faults(r: _Reader, tids: list[int]) -> dict[int, int]:
+    """Sum of every thread's hinting faults (each task keeps its own); the process file if no task/."""
+    texts = [r.optional(f"task/{tid}/sched") for tid in tids]
+    if not any(texts):
+        texts = [r.optional("sched")]
+    total: dict[int, int] = {}
+    for text in texts:
+        for node, n in parse_sched_numa_faults(text or "").items():
+            total[node] = total.get(node, 0) + n
+    return total
+
+
+def parse_cgroup(text: str) -> str | None:
+    """The v2 path ("0::/x"), else the v1 cpuset controller's path."""
+    v1 = None
+    for line in text.split("\n"):
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            return parts[2]
+        if "cpuset" in parts[1].split(","):
+            v1 = parts[2]
+    return v1
+
+
+def _read_cpuset(
+    host: Host, cgroup_text: str | None
+) -> tuple[str | None, tuple[int, ...] | None, tuple[int, ...] | None]:
+    if not cgroup_text:
+        return None, None, None
+    path = parse_cgroup(cgroup_text)
+    if path is None:
+        return None, None, None
+    rel = path.strip("/")
+    if ".." in rel.split("/"):
+        return path, None, None
+    candidates = [
+        (f"/sys/fs/cgroup/{rel}".rstrip("/"), "cpuset.cpus.effective", "cpuset.mems.effective"),
+        (f"/sys/fs/cgroup/cpuset/{rel}".rstrip("/"), "cpuset.effective_cpus", "cpuset.effective_mems"),
+    ]
+    for base, cpus_file, mems_file in candidates:
+        cpus = host.read_cpulist(f"{base}/{cpus_file}")
+        if cpus is not None:
+            mems = host.read_cpulist(f"{base}/{mems_file}")
+            return path, tuple(sorted(cpus)), tuple(sorted(mems)) if mems is not None else None
+    return path, None, None
+
+
+# -- GPUs ----------------------------------------------------------------------------------------
+def _gpu_for_nvidia_minor(topo: Topology, minor: int) -> tuple[str | None, int | None]:
+    for d in topo.devices:
+        if d.nvidia is not None and d.nvidia.minor == minor:
+            return d.bdf, d.node
+    return None, None
+
+
+def read_open_gpus(host: Host, pid: int, topo: Topology) -> tuple[GpuUse, ...]:
+    """GPU device nodes among the open file descriptors: /dev/nvidiaN, /dev/dri/renderD*, /dev/kfd."""
+    seen: dict[str, GpuUse] = {}
+    for fd in host.listdir(f"/proc/{pid}/fd"):
+        target = host.read_link(f"/proc/{pid}/fd/{fd}")
+        if not target or not target.startswith("/dev/") or target in seen:
+            continue
+        name = target[5:]
+        if name.startswith("nvidia") and name[6:].isdigit():
+            minor = int(name[6:])
+            bdf, node = _gpu_for_nvidia_minor(topo, minor)
+            seen[target] = GpuUse(bdf, node, f"fd {target}", minor)
+        elif name.startswith("dri/renderD") and name[11:].isdigit():
+            dev = host.resolve(f"/sys/class/drm/{name[4:]}/device")
+            bdf = dev.rsplit("/", 1)[-1] if dev else None
+            pci = topo.device(bdf) if bdf else None
+            seen[target] = GpuUse(bdf, pci.node if pci else None, f"fd {target}", int(name[11:]))
+        elif name == "kfd":
+            seen[target] = GpuUse(None, None, "fd /dev/kfd (AMD GPU in use; which one from ROCR/HIP_VISIBLE_DEVICES)")
+    return tuple(seen.values())
+
+
+def _gpus_in_bus_order(topo: Topology, vendor: int | None = None) -> list:
+    gpus = [d for d in topo.devices if d.kind == "gpu" and (vendor is None or d.vendor_id == vendor)]
+    return sorted(gpus, key=lambda d: d.bdf)
+
+
+def choose_gpu(
+    opened: tuple[GpuUse, ...], environ: dict[str, str], rank: int | None, topo: Topology
+) -> tuple[GpuUse | None, str | None]:
+    """The one GPU a process uses: a single open device node, else the visible-devices list and the rank.
+
+    Returns (gpu, note); the note says what was assumed or why no GPU could be told.
+    """
+    concrete = [g for g in opened if g.bdf is not None]
+    if len(concrete) == 1:
+        return concrete[0], None
+    from_env = _gpu_from_env(environ, rank, topo)
+    if from_env is not None:
+        if concrete and from_env.bdf not in {g.bdf for g in concrete}:
+            return from_env, f"the GPU named by the environment ({from_env.bdf}) is not among its open GPUs"
+        return from_env, None
+    if len(concrete) > 1:
+        return None, f"it holds {len(concrete)} GPUs open and no local rank tells which one it uses"
+    if any(g.source.startswith("fd /dev/kfd") for g in opened):
+        return None, "it uses an AMD GPU (/dev/kfd) but neither ROCR/HIP_VISIBLE_DEVICES nor a rank says which"
+    return None, None
+
+
+def _gpu_from_env(environ: dict[str, str], rank: int | None, topo: Topology) -> GpuUse | None:
+    for key in GPU_ENV_KEYS:
+        if key in environ:
+            vendor = 0x10DE if key == "CUDA_VISIBLE_DEVICES" else 0x1002
+            items = [x.strip() for x in environ[key].split(",") if x.strip()]
+            if not items:
+                return None
+            pick = items[rank] if rank is not None and rank < len(items) else (items[0] if len(items) == 1 else None)
+            if pick is None:
+                return None
+            what = f"{key}={environ[key]}" + (f" + local rank {rank}" if rank is not None and len(items) > 1 else "")
+            if pick.upper().startswith(("GPU-", "MIG-")):
+                for d in topo.devices:
+                    if d.nvidia is not None and d.nvidia.uuid and d.nvidia.uuid.lower() == pick.lower():
+                        return GpuUse(d.bdf, d.node, f"{what} (UUID)", d.nvidia.minor)
+                return None
+            if not pick.isdigit():
+                return None
+            gpus = _gpus_in_bus_order(topo, vendor) or _gpus_in_bus_order(topo)
+            index = int(pick)
+            if index >= len(gpus):
+                return GpuUse(None, None, f"{what}: index {index} but {len(gpus)} GPU(s) found", index)
+            d = gpus[index]
+            order = "PCI bus order" if environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" else "PCI bus order assumed"
+            return GpuUse(d.bdf, d.node, f"{what} ({order})", index)
+    if rank is not None:
+        gpus = _gpus_in_bus_order(topo)
+        if rank < len(gpus):
+            d = gpus[rank]
+            return GpuUse(d.bdf, d.node, f"local rank {rank} -> GPU {rank} in PCI bus order (assumed)", rank)
+    return None
+
+
+# -- finding processes ---------------------------------------------------------------------------
+def list_processes(host: Host) -> dict[int, tuple[int, str, str]]:
+    """pid -> (ppid, comm, argv0 basename) for every process in the root; exited ones are skipped."""
+    out = {}
+    for name in host.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        text = host.read_optional(f"/proc/{name}/stat")
+        if not text:
+            continue
+        try:
+            st = parse_stat(text)
+        except ValueError:
+            continue
+        cmd = host.read_optional(f"/proc/{name}/cmdline") or ""
+        argv0 = cmd.split("\x00", 1)[0] if "\x00" in cmd else cmd.split(" ", 1)[0]
+        out[int(name)] = (int(st["ppid"]), str(st["comm"]), argv0.rsplit("/", 1)[-1])  # type: ignore[arg-type]
+    return out
+
+
+def descendants(table: dict[int, tuple[int, str, str]], root: int) -> list[int]:
+    """Every process under `root` (children first-level first), not `root` itself."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, queue = [], sorted(children.get(root, []))
+    while queue:
+        pid = queue.pop(0)
+        out.append(pid)
+        queue.extend(sorted(children.get(pid, [])))
+    return out
+
+
+def match_name(table: dict[int, tuple[int, str, str]], pattern: str, exclude: int | None = None) -> list[int]:
+    """PIDs whose comm or argv[0] basename matches a shell glob (a plain word matches as a substring)."""
+    glob = any(c in pattern for c in "*?[")
+    out = []
+    for pid, (_, comm, argv0) in sorted(table.items()):
+        if pid == exclude:
+            continue
+        names = (comm, argv0)
+        if glob:
+            hit = any(fnmatch.fnmatchcase(n, pattern) for n in names if n)
+        else:
+            hit = any(pattern in n for n in names if n)
+        if hit:
+            out.append(pid)
+    return out

@@ -1,0 +1,101 @@
+"""The `numatune.audit/1` JSON document (documented in docs/json-schemas.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numatune import __version__
+from numatune.model.process import GpuUse, ProcessAudit
+
+SCHEMA = "numatune.audit/1"
+
+
+def _nodes(d: dict[int, int]) -> dict[str, int]:
+    return {str(k): v for k, v in sorted(d.items())}
+
+
+def _gpu(g: GpuUse | None) -> dict[str, Any] | None:
+    if g is None:
+        return None
+    return {"bdf": g.bdf, "node": g.node, "source": g.source, "index": g.index}
+
+
+def process_json(a: ProcessAudit, helpers: int | None = None) -> dict[str, Any]:
+    p, loc, c = a.process, a.locality, a.counters
+    doc: dict[str, Any] = {
+        "pid": p.pid,
+        "command": list(p.cmdline),
+        "comm": p.comm,
+        "ppid": p.ppid,
+        "state": p.state,
+        "kernel_thread": p.kernel_thread,
+        "rank": p.rank,
+        "rank_source": p.rank_source,
+        "threads": [
+            {"tid": t.tid, "comm": t.comm, "cpu": t.cpu, "allowed_cpus": list(t.allowed_cpus)} for t in p.threads
+        ],
+        "cpus_allowed": list(p.cpus_allowed),
+        "mems_allowed": list(p.mems_allowed),
+        "cgroup": p.cgroup,
+        "cpuset_cpus": list(p.cpuset_cpus) if p.cpuset_cpus is not None else None,
+        "cpuset_mems": list(p.cpuset_mems) if p.cpuset_mems is not None else None,
+        "memory_by_node": _nodes(p.memory.by_node),
+        "memory_by_kind": {k: _nodes(v) for k, v in p.memory.by_kind.items()},
+        "memory_total": p.memory.total,
+        "mappings": p.memory.mappings,
+        "policies": [{"policy": u.policy, "mappings": u.mappings, "bytes": u.bytes} for u in p.memory.policies],
+        "home_nodes": list(loc.home_nodes),
+        "home_source": loc.home_source,
+        "remote_ratio": round(loc.remote_ratio, 6),
+        "slow_tier_ratio": round(loc.slow_tier_ratio, 6),
+        "remote_bytes": loc.remote_bytes,
+        "slow_tier_bytes": loc.slow_tier_bytes,
+        "threads_off_home": list(loc.threads_off_home),
+        "access_counters": {
+            "source": c.source,
+            "values": {
+                "local": c.local,
+                "remote": c.remote,
+                "by_node": _nodes(c.by_node),
+                "remote_ratio": round(c.remote_ratio, 6) if c.remote_ratio is not None else None,
+            },
+            "events": list(c.events),
+            "window_s": c.window_s,
+            "notes": list(c.notes),
+        },
+        "gpu": _gpu(p.gpu),
+        "gpus_open": [_gpu(g) for g in p.gpus_open],
+        "verdict": loc.verdict,
+        "reasons": list(loc.reasons),
+        "fix": {
+            "launch": loc.fix.launch,
+            "numactl": loc.fix.numactl,
+            "migratepages": loc.fix.migratepages,
+            "taskset": loc.fix.taskset,
+        },
+        "notes": list(p.notes),
+    }
+    if helpers is not None:
+        doc["helper_processes"] = helpers
+    return doc
+
+
+def audit_document(
+    audits: list[ProcessAudit],
+    *,
+    source: str,
+    live: bool,
+    thresholds: dict[str, float],
+    job: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "numatune_version": __version__,
+        "source": source,
+        "live": live,
+        "thresholds": thresholds,
+        "processes": [process_json(a) for a in audits],
+        "job": job,
+        "notes": notes or [],
+    }

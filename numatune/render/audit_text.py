@@ -1,0 +1,182 @@
+"""Rich rendering of `audit`: a job table (one row per rank or process), then per-process detail."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from numatune.cpulist import format_cpulist
+from numatune.model.process import MAPPING_KINDS, ProcessAudit
+from numatune.model.topology import Topology
+from numatune.render.inspect_text import human_bytes
+
+VERDICT_STYLE = {"ok": "green", "warning": "yellow", "misplaced": "bold red", "n/a": "dim"}
+MAX_THREAD_ROWS = 24
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _mem_by_node(by_node: dict[int, int]) -> str:
+    return ", ".join(f"{n}: {human_bytes(b)}" for n, b in sorted(by_node.items()) if b) or "-"
+
+
+def _cpu_nodes(a: ProcessAudit, topo: Topology) -> str:
+    node_of = {cpu: n.id for n in topo.nodes for cpu in n.cpus}
+    nodes = sorted({node_of[t.cpu] for t in a.process.threads if t.cpu in node_of})
+    return format_cpulist(nodes) if nodes else "-"
+
+
+def _gpu(a: ProcessAudit) -> str:
+    g = a.process.gpu
+    if g is None:
+        return f"{len(a.process.gpus_open)} open" if a.process.gpus_open else "-"
+    node = "?" if g.node is None else str(g.node)
+    return f"{g.bdf or '?'} (node {node})"
+
+
+def _verdict(v: str) -> Text:
+    return Text(v, style=VERDICT_STYLE.get(v, ""))
+
+
+def _command(a: ProcessAudit, width: int = 40) -> str:
+    cmd = " ".join(a.process.cmdline) or f"[{a.process.comm}]"
+    return cmd if len(cmd) <= width else cmd[: width - 1] + "…"
+
+
+def job_table(
+    audits: list[ProcessAudit], topo: Topology, helpers: dict[int, int] | None = None, title: str = ""
+) -> Table:
+    helpers = helpers or {}
+    table = Table(title=title or None, title_justify="left")
+    show_rank = any(a.process.rank is not None for a in audits)
+    if show_rank:
+        table.add_column("rank", justify="right")
+    for col in ("PID", "command", "GPU (node)", "CPU nodes", "memory by node", "remote", "slow tier", "verdict"):
+        table.add_column(col, justify="right" if col in ("PID", "remote", "slow tier") else "left")
+    for a in audits:
+        row = []
+        if show_rank:
+            row.append("-" if a.process.rank is None else str(a.process.rank))
+        extra = helpers.get(a.process.pid, 0)
+        pid = str(a.process.pid) + (f" (+{extra})" if extra else "")
+        row += [
+            pid,
+            _command(a),
+            _gpu(a),
+            _cpu_nodes(a, topo),
+            _mem_by_node(a.process.memory.by_node),
+            _pct(a.locality.remote_ratio),
+            _pct(a.locality.slow_tier_ratio),
+        ]
+        table.add_row(*row, _verdict(a.locality.verdict))
+    return table
+
+
+def fix_text(a: ProcessAudit) -> Text:
+    out = Text()
+    loc = a.locality
+    out.append(f"PID {a.process.pid} ", style="bold")
+    out.append(loc.verdict, style=VERDICT_STYLE.get(loc.verdict, ""))
+    out.append("\n")
+    for r in loc.reasons:
+        out.append(f"  - {r}\n")
+    f = loc.fix
+    if f.launch or f.numactl:
+        out.append("  restart with:\n")
+        for line in (f.launch, f.numactl):
+            if line:
+                out.append(f"    {line}\n", style="cyan")
+    if f.migratepages or f.taskset:
+        out.append("  fix the running process:\n")
+        for line in (f.migratepages, f.taskset):
+            if line:
+                out.append(f"    {line}\n", style="cyan")
+    return out
+
+
+def process_detail(a: ProcessAudit, topo: Topology) -> Group:
+    p, loc, c = a.process, a.locality, a.counters
+    head = Text()
+    head.append(f"PID {p.pid}", style="bold")
+    head.append(f"  {' '.join(p.cmdline) or f'[{p.comm}]'}\n")
+    if p.kernel_thread:
+        head.append("kernel thread: no user address space, nothing to place\n", style="dim")
+        return Group(head)
+    head.append(f"threads {len(p.threads)}   Cpus_allowed_list {format_cpulist(p.cpus_allowed) or '-'}   ")
+    head.append(f"Mems_allowed_list {format_cpulist(p.mems_allowed) or '-'}\n")
+    if p.cgroup is not None:
+        cs = format_cpulist(p.cpuset_cpus) if p.cpuset_cpus is not None else "?"
+        ms = format_cpulist(p.cpuset_mems) if p.cpuset_mems is not None else "?"
+        head.append(f"cgroup {p.cgroup}   cpuset cpus {cs}   mems {ms}\n")
+    if p.rank is not None:
+        head.append(f"local rank {p.rank} (from {p.rank_source})\n")
+    head.append(f"GPU {_gpu(a)}" + (f"  [{p.gpu.source}]" if p.gpu else "") + "\n")
+    head.append(f"home node(s) {format_cpulist(loc.home_nodes) or '?'} (from {loc.home_source})   ")
+    head.append(f"remote {_pct(loc.remote_ratio)}   slow tier {_pct(loc.slow_tier_ratio)}\n")
+
+    mem = Table(title="resident memory by node (numa_maps)", title_justify="left")
+    nodes = sorted(p.memory.by_node)
+    mem.add_column("kind")
+    for n in nodes:
+        label = f"node {n}" + (" (home)" if n in loc.home_nodes else "")
+        kind = topo.node(n).kind if topo.node(n) else "?"
+        mem.add_column(f"{label}\n{kind}", justify="right")
+    mem.add_column("total", justify="right")
+    for kind in MAPPING_KINDS:
+        row = p.memory.by_kind.get(kind)
+        if row:
+            mem.add_row(kind, *(human_bytes(row.get(n, 0)) for n in nodes), human_bytes(sum(row.values())))
+    mem.add_row("total", *(human_bytes(p.memory.by_node[n]) for n in nodes), human_bytes(p.memory.total), style="bold")
+
+    pol = Table(title=f"memory policies ({p.memory.mappings} mappings)", title_justify="left")
+    for col in ("policy", "mappings", "resident"):
+        pol.add_column(col, justify="left" if col == "policy" else "right")
+    for u in p.memory.policies:
+        pol.add_row(u.policy, str(u.mappings), human_bytes(u.bytes))
+
+    node_of = {cpu: n.id for n in topo.nodes for cpu in n.cpus}
+    thr = Table(title="threads", title_justify="left")
+    for col in ("TID", "comm", "last CPU", "node", "allowed CPUs"):
+        thr.add_column(col)
+    off = set(loc.threads_off_home)
+    for t in p.threads[:MAX_THREAD_ROWS]:
+        node = node_of.get(t.cpu) if t.cpu is not None else None
+        thr.add_row(
+            str(t.tid), t.comm, "-" if t.cpu is None else str(t.cpu),
+            Text("-" if node is None else str(node), style="yellow" if t.tid in off else ""),
+            format_cpulist(t.allowed_cpus),
+        )
+    if len(p.threads) > MAX_THREAD_ROWS:
+        thr.add_row("…", f"{len(p.threads) - MAX_THREAD_ROWS} more", "", "", "")
+
+    acc = Text()
+    acc.append(f"access counters: {c.source}")
+    if c.remote_ratio is not None:
+        acc.append(f", remote {_pct(c.remote_ratio)}")
+    if c.events:
+        acc.append(f" ({', '.join(c.events)}")
+        acc.append(f", {c.window_s:g}s)" if c.window_s else ")")
+    acc.append("\n")
+    for note in c.notes:
+        acc.append(f"  note: {note}\n", style="dim")
+    for note in p.notes:
+        acc.append(f"  note: {note}\n", style="dim")
+    return Group(head, mem, pol, thr, acc, fix_text(a))
+
+
+def render_audit(
+    audits: list[ProcessAudit], topo: Topology, *, job: bool = False, helpers: dict[int, int] | None = None
+) -> Group:
+    """One process: the detail. Several, or a job: the table, then the reasons and fixes of the others."""
+    if len(audits) == 1 and not job:
+        return process_detail(audits[0], topo)
+    parts: list = [job_table(audits, topo, helpers, "job" if job else "processes")]
+    for a in audits:
+        if a.locality.verdict in ("warning", "misplaced"):
+            parts.append(fix_text(a))
+    bad = sum(a.locality.verdict == "misplaced" for a in audits)
+    parts.append(Text(f"{len(audits)} process(es), {bad} misplaced", style="bold"))
+    return Group(*parts)
