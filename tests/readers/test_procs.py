@@ -1,0 +1,380 @@
+"""Per-process readers: numa_maps/stat/sched/environ parsing, real processes against numastat, perf plumbing."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import numatune.host as host_module
+from numatune.errors import PermissionDenied, ProcessGone
+from numatune.host import Host
+from numatune.readers import perf
+from numatune.readers.procs import (
+    ENVIRON_KEYS,
+    PROCESS_FILES,
+    local_rank,
+    parse_cgroup,
+    parse_environ,
+    parse_numa_maps,
+    parse_sched_numa_faults,
+    parse_stat,
+    parse_vmstat,
+    read_process,
+    unescape_octal,
+)
+from numatune.readers.topology import read_topology
+
+MIB = 1024 * 1024
+
+# -- hand-made numa_maps text (not captured from a kernel; shaped after fs/proc/task_mmu.c) ----------
+HAND_MADE_MAPS = textwrap.dedent("""\
+    5653f1f07000 default heap anon=412 dirty=412 active=0 N0=412 kernelpagesize_kB=4
+    7ffd8ca34000 default stack anon=10 dirty=10 active=1 N0=10 kernelpagesize_kB=4
+    7f24b7c18000 default file=/usr/lib/locale/C.utf8/LC_CTYPE mapped=32 mapmax=14 N0=32 kernelpagesize_kB=4
+    7f24b7c40000 prefer (many):0-1 anon=100 dirty=100 N0=60 N1=40 kernelpagesize_kB=4
+    7f24b7c80000 weighted interleave:0,2 anon=300 dirty=300 N0=200 N2=100 kernelpagesize_kB=4
+    7f24b7d00000 bind=static:1 anon=50 dirty=50 N1=50 kernelpagesize_kB=4
+    7f24b7e00000 default file=/tmp/a\\040b\\075c.txt\\040(deleted) mapped=2 N1=2 kernelpagesize_kB=4
+    7f24b7f00000 default file=/dev/zero\\040(deleted) dirty=8 N0=8 kernelpagesize_kB=4
+    7f24b8000000 default file=/SYSV00000000\\040(deleted) dirty=4 N1=4 kernelpagesize_kB=4
+    7f24c0000000 default file=/anon_hugepage\\040(deleted) huge anon=3 dirty=3 N0=2 N1=1 kernelpagesize_kB=2048
+    7f24d0000000 default
+    7f24d1000000 default file=/usr/lib/libc.so.6
+    7f24d2000000 interleave=relative:0-1 anon=7 dirty=7 N0=4 N1=3 kernelpagesize_kB=4
+""")
+
+
+def test_parse_numa_maps_hand_made_traps():
+    mem = parse_numa_maps(HAND_MADE_MAPS)
+    k4, k2m = 4096, 2 * MIB
+    assert mem.mappings == 13 and mem.malformed_lines == 0
+    assert mem.by_node == {
+        0: (412 + 10 + 32 + 60 + 200 + 8 + 4) * k4 + 2 * k2m,
+        1: (40 + 50 + 2 + 4 + 3) * k4 + 1 * k2m,
+        2: 100 * k4,  # a CPU-less node named only by N2=
+    }
+    assert mem.by_kind["heap"] == {0: 412 * k4}
+    assert mem.by_kind["stack"] == {0: 10 * k4}
+    assert mem.by_kind["hugetlb"] == {0: 2 * k2m, 1: k2m}  # counted in huge pages
+    assert mem.by_kind["shm"] == {0: 8 * k4, 1: 4 * k4}  # /dev/zero and SysV
+    assert mem.by_kind["file"] == {0: 32 * k4, 1: 2 * k4}
+    policies = {p.policy: (p.mappings, p.bytes) for p in mem.policies}
+    assert policies["prefer (many):0-1"] == (1, 100 * k4)
+    assert policies["weighted interleave:0,2"] == (1, 300 * k4)
+    assert policies["bind=static:1"] == (1, 50 * k4)
+    assert policies["interleave=relative:0-1"] == (1, 7 * k4)
+    assert policies["default"][0] == 9  # no-page lines still count as mappings
+
+
+def test_parse_numa_maps_malformed_and_short_addresses():
+    text = (
+        "400000 default file=/usr/bin/old anon=1 dirty=1 N0=1 kernelpagesize_kB=4\n"  # non-PIE: short address
+        "7f0000000000 default anon=2 dirty=2 N0=two kernelpagesize_kB=4\n"
+        "7f0000001000 default anon=3 dirty=3 N1=3 kernelpagesize_kB=x\n"
+        "1000 weighted interleave:0-1 anon=5 N0=5 kernelpagesize_kB=4\n"
+        "\n"
+    )
+    mem = parse_numa_maps(text)
+    assert mem.malformed_lines == 2
+    assert mem.by_node == {0: 6 * 4096}
+    assert {p.policy for p in mem.policies} == {"default", "weighted interleave:0-1"}
+
+
+def test_parse_numa_maps_old_kernel_without_pagesize():
+    mem = parse_numa_maps("7f0000000000 default anon=2 dirty=2 N0=2\n", page_kib=64)
+    assert mem.by_node == {0: 2 * 64 * 1024}
+
+
+def test_parse_numa_maps_many_identical_lines_aggregate():
+    text = "".join(f"7f{i:010x} default anon=1 dirty=1 N0=1 kernelpagesize_kB=4\n" for i in range(5000))
+    mem = parse_numa_maps(text)
+    assert mem.mappings == 5000 and mem.by_node == {0: 5000 * 4096}
+
+
+def test_unescape_octal():
+    assert unescape_octal(r"/tmp/a\040b\075c.txt\040(deleted)") == "/tmp/a b=c.txt (deleted)"
+    assert unescape_octal("plain") == "plain"
+    assert unescape_octal("trail\\04") == "trail\\04"
+
+
+def test_parse_stat_comm_with_parens_and_field_39():
+    fields = ["S", "1", "2", "3"] + ["0"] * 32 + ["7"] + ["0"] * 10  # fields 3..; index 36 = field 39
+    text = "1234 (evil) (name x) " + " ".join(fields)
+    st = parse_stat(text)
+    assert st["comm"] == "evil) (name x"
+    assert st["state"] == "S" and st["ppid"] == 1 and st["cpu"] == 7
+
+
+def test_parse_sched_numa_faults_sums_private_and_shared():
+    text = textwrap.dedent("""\
+        total_numa_faults                            :                  120
+        current_node=0, numa_group_id=0
+        numa_faults node=0 task_private=10 task_shared=5 group_private=0 group_shared=0
+        numa_faults node=1 task_private=90 task_shared=15 group_private=0 group_shared=0
+    """)
+    assert parse_sched_numa_faults(text) == {0: 15, 1: 105}
+
+
+def test_parse_vmstat_and_cgroup():
+    assert parse_vmstat("numa_hint_faults 10\nnuma_hint_faults_local 7\n") == {
+        "numa_hint_faults": 10, "numa_hint_faults_local": 7}
+    assert parse_cgroup("0::/slurm/job_1/step_0\n") == "/slurm/job_1/step_0"
+    assert parse_cgroup("12:cpu,cpuacct:/a\n5:cpuset:/job9\n") == "/job9"
+
+
+def test_parse_environ_keeps_only_named_keys():
+    data = "\x00".join(["HOME=/root", "AWS_SECRET_ACCESS_KEY=hunter2", "LOCAL_RANK=3", "CUDA_VISIBLE_DEVICES=4,5", ""])
+    env = parse_environ(data)
+    assert env == {"LOCAL_RANK": "3", "CUDA_VISIBLE_DEVICES": "4,5"}
+    assert local_rank(env) == (3, "LOCAL_RANK")
+    assert local_rank({"SLURM_LOCALID": "2"}) == (2, "SLURM_LOCALID")
+    assert "AWS_SECRET_ACCESS_KEY" not in ENVIRON_KEYS
+
+
+def test_process_files_constant_names_what_is_read():
+    assert "numa_maps" in PROCESS_FILES and "task/*/stat" in PROCESS_FILES and "environ" in PROCESS_FILES
+
+
+# -- real processes on this machine ----------------------------------------------------------------
+CHILD = textwrap.dedent("""\
+    import mmap, os, sys
+    size = int(sys.argv[1]) * 1024 * 1024
+    mode = sys.argv[2]
+    if mode == "hugetlb":
+        fd = os.memfd_create("numatune-test", os.MFD_HUGETLB)
+        os.ftruncate(fd, size)
+        m = mmap.mmap(fd, size)
+    else:
+        m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if mode == "thp":
+            m.madvise(mmap.MADV_HUGEPAGE)
+    step = 2 * 1024 * 1024 if mode == "hugetlb" else 4096
+    for off in range(0, size, step):
+        m[off] = 1
+    print("ready", flush=True)
+    sys.stdin.readline()
+""")
+
+
+def spawn(mib: int = 64, mode: str = "anon", env: dict[str, str] | None = None) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(mib), mode], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline()
+    if line.strip() != "ready":
+        proc.kill()
+        proc.wait()
+        pytest.skip(f"child could not allocate {mib} MiB ({mode})")
+    return proc
+
+
+def finish(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+    proc.wait(timeout=10)
+
+
+def numastat_nodes(pid: int) -> dict[int, float]:
+    """Per-node Total (MB) from `numastat -p PID`."""
+    if shutil.which("numastat") is None:
+        pytest.skip("numastat not installed (apt-get install -y numactl)")
+    out = subprocess.run(["numastat", "-p", str(pid)], capture_output=True, text=True, check=True).stdout
+    header = next(line for line in out.splitlines() if "Node" in line and "Total" in line)
+    nodes = [int(n) for n in re.findall(r"Node (\d+)", header)]
+    total = next(line for line in out.splitlines() if line.startswith("Total"))
+    values = [float(v) for v in total.split()[1:]]
+    return dict(zip(nodes, values[: len(nodes)], strict=True))
+
+
+def _check_against_numastat(pid: int, kind: str, at_least: int) -> None:
+    host = Host.open("/")
+    info = read_process(host, pid, read_topology(host, pci_ids=None))
+    ref = numastat_nodes(pid)
+    ours = {n: b / MIB for n, b in info.memory.by_node.items()}
+    for node in set(ref) | set(ours):
+        assert abs(ours.get(node, 0.0) - ref.get(node, 0.0)) <= 0.02, (node, ours, ref)
+    assert sum(info.memory.by_kind.get(kind, {}).values()) >= at_least
+
+
+def test_real_anon_64mib_matches_numastat():
+    child = spawn(64, "anon")
+    try:
+        _check_against_numastat(child.pid, "anon", 64 * MIB)
+    finally:
+        finish(child)
+
+
+def test_real_thp_64mib_matches_numastat():
+    thp = open("/sys/kernel/mm/transparent_hugepage/enabled").read() if os.path.exists(
+        "/sys/kernel/mm/transparent_hugepage/enabled") else ""
+    if "[never]" in thp or not thp:
+        pytest.skip("transparent huge pages are disabled on this machine")
+    child = spawn(64, "thp")
+    try:
+        rollup = open(f"/proc/{child.pid}/smaps_rollup").read()
+        huge_kib = int(re.search(r"AnonHugePages:\s+(\d+)", rollup).group(1))
+        if huge_kib == 0:
+            pytest.skip("THP allowed but the kernel gave no huge pages to the child")
+        _check_against_numastat(child.pid, "anon", 64 * MIB)
+    finally:
+        finish(child)
+
+
+@pytest.fixture
+def hugepages():
+    path = "/proc/sys/vm/nr_hugepages"
+    try:
+        before = int(open(path).read())
+        if before < 40:
+            with open(path, "w") as fh:
+                fh.write(str(before + 40))
+        if int(open("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages").read()) < 32:
+            raise OSError("not enough free 2 MiB huge pages")
+    except OSError as exc:
+        pytest.skip(f"cannot reserve 2 MiB huge pages: {exc}")
+    yield
+    with open(path, "w") as fh:
+        fh.write(str(before))
+
+
+def test_real_hugetlb_counts_huge_pages(hugepages):
+    child = spawn(64, "hugetlb")
+    try:
+        _check_against_numastat(child.pid, "hugetlb", 64 * MIB)
+    finally:
+        finish(child)
+
+
+def test_real_threads_status_and_environ_filtered():
+    env = dict(os.environ, LOCAL_RANK="5", MY_SECRET_TOKEN="hunter2")
+    child = spawn(8, "anon", env=env)
+    try:
+        host = Host.open("/")
+        info = read_process(host, child.pid, read_topology(host, pci_ids=None))
+        assert info.pid == child.pid and info.threads
+        assert all(t.cpu is not None and t.allowed_cpus for t in info.threads)
+        assert info.cpus_allowed == tuple(sorted(os.sched_getaffinity(child.pid)))
+        assert info.rank == 5 and info.rank_source == "LOCAL_RANK"
+        assert "hunter2" not in repr(info) and "MY_SECRET_TOKEN" not in info.environ
+        assert info.cmdline[0] == sys.executable
+    finally:
+        finish(child)
+
+
+def test_missing_pid_is_process_gone():
+    with pytest.raises(ProcessGone, match="no process with PID"):
+        read_process(Host.open("/"), 2**22 + 12345)
+
+
+def test_process_exiting_mid_read_is_process_gone():
+    child = spawn(4, "anon")
+
+    class KillingHost(Host):
+        """Kills and reaps the child when its numa_maps is about to be read."""
+
+        def read_text(self, logical: str) -> str:
+            if logical == f"/proc/{child.pid}/numa_maps":
+                child.kill()
+                child.wait()
+            return super().read_text(logical)
+
+    with pytest.raises(ProcessGone, match="exited while being read"):
+        read_process(KillingHost(), child.pid)
+
+
+def test_permission_denied_is_reported(monkeypatch):
+    child = spawn(4, "anon")
+    real_open = open
+
+    def denying_open(path, *args, **kwargs):
+        if str(path).endswith("/numa_maps"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(host_module, "open", denying_open, raising=False)
+    try:
+        with pytest.raises(PermissionDenied, match=f"/proc/{child.pid}/numa_maps"):
+            read_process(Host.open("/"), child.pid)
+    finally:
+        monkeypatch.undo()
+        finish(child)
+
+
+def test_kernel_thread_is_reported_as_such():
+    if not os.path.exists("/proc/2/stat") or "kthreadd" not in open("/proc/2/stat").read():
+        pytest.skip("no kthreadd at PID 2 (not the host's PID namespace)")
+    info = read_process(Host.open("/"), 2)
+    assert info.kernel_thread and info.memory.total == 0
+
+
+# -- perf_event_open plumbing ------------------------------------------------------------------------
+def test_pack_attr_layout():
+    local, remote = perf.generic_events()
+    raw = perf.pack_attr(remote)
+    assert len(raw) == perf.PERF_ATTR_SIZE_VER5
+    assert int.from_bytes(raw[0:4], "little") == perf.PERF_TYPE_HW_CACHE
+    assert int.from_bytes(raw[4:8], "little") == perf.PERF_ATTR_SIZE_VER5
+    assert int.from_bytes(raw[8:16], "little") == 0x10006  # NODE | READ << 8 | MISS << 16
+    assert int.from_bytes(raw[40:48], "little") & 1  # disabled until the window starts
+    assert local.config == 6
+
+
+def test_events_for_amd_zen_are_raw():
+    (local, remote), label = perf.events_for_cpu("AuthenticAMD", 0x19)
+    assert (local.type, local.config, remote.config) == (perf.PERF_TYPE_RAW, 0x0844, 0x4044)
+    (local, remote), _ = perf.events_for_cpu("AuthenticAMD", 0x17)
+    assert (local.config, remote.config) == (0x0843, 0x4043)
+    (_, remote), label = perf.events_for_cpu("GenuineIntel", 6)
+    assert remote.name == "node-load-misses" and "generic" in label
+
+
+@pytest.mark.parametrize(
+    ("err", "root", "hyper", "expect"),
+    [
+        (errno.EACCES, False, False, "perf_event_paranoid is 2 and you are not root"),
+        (errno.ENOENT, True, True, "not supported in this VM"),
+        (errno.EOPNOTSUPP, True, False, "not supported by this CPU"),
+    ],
+)
+def test_open_pmu_explains_failures(err, root, hyper, expect, tmp_path):
+    (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "proc/sys/kernel/perf_event_paranoid").write_text("2\n")
+    flags = "fpu hypervisor" if hyper else "fpu"
+    (tmp_path / "proc/cpuinfo").write_text(f"vendor_id\t: GenuineIntel\ncpu family\t: 6\nflags\t\t: {flags}\n")
+    class LiveTree(Host):  # a tree, but live enough to reach the (fake) syscall
+        @property
+        def is_live(self) -> bool:
+            return True
+
+    live = LiveTree(tmp_path, "test")
+    with pytest.raises(perf.PmuUnavailable, match=expect):
+        perf.open_pmu(live, {1: [1]}, syscall=lambda attr, tid: -err, euid=0 if root else 1000)
+
+
+def test_open_pmu_refuses_saved_trees(tmp_path):
+    (tmp_path / "proc").mkdir()
+    with pytest.raises(perf.PmuUnavailable, match="live node"):
+        perf.open_pmu(Host.open(tmp_path), {1: [1]})
+
+
+def test_open_pmu_live_gives_counts_or_a_note():
+    """On a machine with a PMU this counts the test's own loads; in a VM without one it says so."""
+    try:
+        session = perf.open_pmu(Host.open("/"), {os.getpid(): [os.getpid()]})
+    except perf.PmuUnavailable as exc:
+        assert str(exc)
+        return
+    session.start()
+    data = bytearray(64 * MIB)
+    for i in range(0, len(data), 4096):
+        data[i] = 1
+    counts = session.stop()
+    assert os.getpid() in counts and all(v >= 0 for v in counts[os.getpid()])
+
