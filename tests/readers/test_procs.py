@@ -163,6 +163,14 @@ CHILD = textwrap.dedent("""\
 """)
 
 
+def _read(path: str) -> str:
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
 def spawn(mib: int = 64, mode: str = "anon", env: dict[str, str] | None = None) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-c", CHILD, str(mib), mode], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=env)
@@ -212,13 +220,12 @@ def test_real_anon_64mib_matches_numastat():
 
 
 def test_real_thp_64mib_matches_numastat():
-    thp = open("/sys/kernel/mm/transparent_hugepage/enabled").read() if os.path.exists(
-        "/sys/kernel/mm/transparent_hugepage/enabled") else ""
+    thp = _read("/sys/kernel/mm/transparent_hugepage/enabled")
     if "[never]" in thp or not thp:
         pytest.skip("transparent huge pages are disabled on this machine")
     child = spawn(64, "thp")
     try:
-        rollup = open(f"/proc/{child.pid}/smaps_rollup").read()
+        rollup = _read(f"/proc/{child.pid}/smaps_rollup")
         huge_kib = int(re.search(r"AnonHugePages:\s+(\d+)", rollup).group(1))
         if huge_kib == 0:
             pytest.skip("THP allowed but the kernel gave no huge pages to the child")
@@ -231,11 +238,11 @@ def test_real_thp_64mib_matches_numastat():
 def hugepages():
     path = "/proc/sys/vm/nr_hugepages"
     try:
-        before = int(open(path).read())
+        before = int(_read(path))
         if before < 40:
             with open(path, "w") as fh:
                 fh.write(str(before + 40))
-        if int(open("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages").read()) < 32:
+        if int(_read("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages") or 0) < 32:
             raise OSError("not enough free 2 MiB huge pages")
     except OSError as exc:
         pytest.skip(f"cannot reserve 2 MiB huge pages: {exc}")
@@ -308,7 +315,7 @@ def test_permission_denied_is_reported(monkeypatch):
 
 
 def test_kernel_thread_is_reported_as_such():
-    if not os.path.exists("/proc/2/stat") or "kthreadd" not in open("/proc/2/stat").read():
+    if not os.path.exists("/proc/2/stat") or "kthreadd" not in _read("/proc/2/stat"):
         pytest.skip("no kthreadd at PID 2 (not the host's PID namespace)")
     info = read_process(Host.open("/"), 2)
     assert info.kernel_thread and info.memory.total == 0
