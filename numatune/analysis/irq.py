@@ -1,0 +1,136 @@
+"""Findings about device interrupts (codes NT2xx, stable). Pure: `check` calls `irq_findings` too."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from numatune.cpulist import format_cpulist
+from numatune.model.findings import Finding, Severity
+from numatune.model.irq import DeviceIrqs, Irq, IrqReport
+from numatune.model.topology import Topology
+
+REMOTE_SHARE = 0.10  # a device whose interrupts land more than this share off its node is flagged
+PLAN_FIX = "run `numatune irq plan` to see the local placement, then `numatune irq apply`"
+
+
+def node_map(topo: Topology) -> dict[int, int]:
+    """CPU -> node, for every CPU of a node."""
+    return {cpu: n.id for n in topo.nodes for cpu in n.cpus}
+
+
+def locality(irq: Irq, dev_node: int | None, node_of: dict[int, int]) -> bool | None:
+    """True when the IRQ is routed only to CPUs of the device's node; None when that cannot be told."""
+    where = irq.where
+    if dev_node is None or not where or not node_of:
+        return None
+    nodes = {node_of.get(c) for c in where}
+    if None in nodes:
+        return None
+    return nodes == {dev_node}
+
+
+def remote_counts(irq: Irq, dev_node: int | None, node_of: dict[int, int]) -> tuple[int, int]:
+    """(interrupts counted on other nodes' CPUs, all counted) since boot."""
+    if dev_node is None or not node_of:
+        return 0, irq.total or 0
+    remote = sum(n for cpu, n in irq.per_cpu if node_of.get(cpu, dev_node) != dev_node)
+    return remote, irq.total or 0
+
+
+def _label(dev: DeviceIrqs) -> str:
+    names = dev.label
+    return f"{dev.kind.upper()} {names}" + (f" ({dev.bdf})" if dev.bdf and dev.bdf != names else "")
+
+
+def irq_findings(topo: Topology, irqs: IrqReport, reserved: Iterable[int] = ()) -> list[Finding]:
+    """Remote-node IRQs, IRQs on rank or isolated cores, irqbalance undoing manual settings."""
+    node_of = node_map(topo)
+    multi = len([n for n in topo.nodes if n.cpus]) > 1
+    reserved_set = frozenset(reserved)
+    isolated = frozenset(irqs.isolated_cpus)
+    out: list[Finding] = []
+    for dev in irqs.devices:
+        movable = [i for i in dev.irqs if i.present and i.managed is not True]
+        if dev.node is None:
+            if dev.irqs and multi:
+                out.append(Finding(
+                    "NT207", Severity.INFO,
+                    f"{_label(dev)}: node unknown, locality of its {len(dev.irqs)} IRQs cannot be judged",
+                    "fix the device's numa_node (see NT001) or plan with a root that has sysfs", dev.key,
+                ))
+        elif multi:
+            remote = total = 0
+            hot: list[int] = []
+            for i in movable:  # managed IRQs are spread over every node by design
+                r, t = remote_counts(i, dev.node, node_of)
+                remote += r
+                total += t
+                if t and r / t > 0.5:
+                    hot.append(i.irq)
+            if total and remote / total > REMOTE_SHARE:
+                out.append(Finding(
+                    "NT201", Severity.WARNING,
+                    f"{_label(dev)} on node {dev.node}: {remote / total:.0%} of its {total:,} interrupts fired on "
+                    f"other nodes' CPUs ({len(hot)} of {len(movable)} movable IRQs mostly remote: {_irqs(hot)})",
+                    PLAN_FIX, dev.key,
+                ))
+            off = [i.irq for i in movable if locality(i, dev.node, node_of) is False]
+            if off:
+                out.append(Finding(
+                    "NT202", Severity.WARNING,
+                    f"{_label(dev)} on node {dev.node}: {len(off)} IRQs are routed to CPUs outside node {dev.node} "
+                    f"({_irqs(off)})",
+                    PLAN_FIX, dev.key,
+                ))
+        if reserved_set:
+            on_rank = [i.irq for i in movable if set(i.where or ()) & reserved_set]
+            if on_rank:
+                out.append(Finding(
+                    "NT203", Severity.WARNING,
+                    f"{_label(dev)}: {len(on_rank)} IRQs can land on cores reserved for ranks "
+                    f"({format_cpulist(reserved_set)}): {_irqs(on_rank)}",
+                    "run `numatune irq plan` with the same --ranks-per-node/--exclude-cpus, then `numatune irq apply`",
+                    dev.key,
+                ))
+        if isolated:
+            on_iso = [i.irq for i in movable if i.where and set(i.where) <= isolated]
+            if on_iso:
+                out.append(Finding(
+                    "NT204", Severity.WARNING,
+                    f"{_label(dev)}: {len(on_iso)} IRQs are routed only to isolated CPUs "
+                    f"({format_cpulist(isolated)}): {_irqs(on_iso)}",
+                    PLAN_FIX, dev.key,
+                ))
+        managed = [i.irq for i in dev.irqs if i.managed]
+        if managed:
+            out.append(Finding(
+                "NT206", Severity.INFO,
+                f"{_label(dev)}: {len(managed)} IRQs are kernel-managed and cannot be moved ({_irqs(managed)})",
+                "", dev.key,
+            ))
+    if irqs.irqbalance_running:
+        keep_off = reserved_set | isolated
+        banned = frozenset(irqs.irqbalance_banned or ())
+        if keep_off and keep_off <= banned:
+            out.append(Finding(
+                "NT205", Severity.INFO,
+                f"irqbalance is running and already keeps off CPUs {format_cpulist(banned)}",
+                "", "irqbalance",
+            ))
+        else:
+            line = f"IRQBALANCE_BANNED_CPULIST={format_cpulist(keep_off)}" if keep_off else ""
+            out.append(Finding(
+                "NT205", Severity.WARNING,
+                "irqbalance is running: it moves interrupts on its own and will undo affinity set by hand"
+                + (f"; it is not kept off CPUs {format_cpulist(keep_off - banned)}" if keep_off - banned else ""),
+                (f"set {line} in /etc/default/irqbalance (or /etc/sysconfig/irqbalance) and restart it, "
+                 if line else "")
+                + "or stop it (`systemctl disable --now irqbalance`) before `numatune irq apply`",
+                "irqbalance",
+            ))
+    return out
+
+
+def _irqs(numbers: list[int], limit: int = 8) -> str:
+    shown = ", ".join(str(n) for n in numbers[:limit])
+    return shown + (f" and {len(numbers) - limit} more" if len(numbers) > limit else "")

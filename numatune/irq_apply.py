@@ -1,0 +1,305 @@
+"""The only code in numatune that writes to a system: IRQ affinity, all or nothing.
+
+Order of work for `apply` (and `restore`): read every affected IRQ's current affinity files, save
+them to a state file (apply) before touching anything, write each new value, read it back, and on
+the first failure put back every file already changed, verified byte for byte against what was
+read. A kernel-managed IRQ (the write returns EIO) and an IRQ that vanished are skipped, not failures.
+On a writable `--root` copy the same code runs without root, which is how the tests prove it.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from numatune import __version__
+from numatune.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
+from numatune.errors import ApplyError, InputError, PermissionDenied, ReadError
+from numatune.host import Host
+
+STATE_SCHEMA = "numatune.irq-state/1"
+STATE_DIR = "/var/lib/numatune"
+Writer = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class Change:
+    """Write `text` to /proc/irq/<irq>/<file>; reading back must give the CPUs in `expect`."""
+
+    irq: int
+    text: str
+    expect: frozenset[int]
+    file: str = "smp_affinity_list"
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One IRQ's affinity files exactly as read (None: file absent)."""
+
+    irq: int
+    smp_affinity_list: str | None
+    smp_affinity: str | None
+    label: str = ""
+
+
+@dataclass
+class ApplyResult:
+    applied: list[int] = field(default_factory=list)
+    unchanged: list[int] = field(default_factory=list)
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    planned: list[Change] = field(default_factory=list)  # dry run: what would be written
+    state_file: str | None = None
+
+
+def irq_path(irq: int, name: str) -> str:
+    return f"/proc/irq/{irq}/{name}"
+
+
+def require_write_access(host: Host) -> None:
+    """Writing IRQ affinity on the live node needs root; say so before anything is read or saved."""
+    if host.is_live and os.geteuid() != 0:
+        raise PermissionDenied(
+            "irq apply/restore writes /proc/irq/N/smp_affinity_list and needs root on a live node",
+            hint="run it with sudo, or see what it would do with --dry-run",
+        )
+
+
+def default_state_path(host: Host, now: float | None = None) -> Path:
+    """/var/lib/numatune/irq-<UTC timestamp>.json, under the root for --root (so a fixture copy keeps its own).
+
+    Never an existing file: a second apply in the same second gets a -2, -3... suffix.
+    """
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now if now is not None else time.time()))
+    path = host.path(f"{STATE_DIR}/irq-{stamp}.json")
+    n = 2
+    while path.exists():
+        path = host.path(f"{STATE_DIR}/irq-{stamp}-{n}.json")
+        n += 1
+    return path
+
+
+def _read_raw(host: Host, logical: str) -> str | None:
+    try:
+        return host.read_text(logical)
+    except ReadError:
+        return None
+
+
+def snapshot(host: Host, irqs: Iterable[tuple[int, str]]) -> tuple[list[Saved], list[tuple[int, str]]]:
+    """(saved state of IRQs that exist, [(irq, reason)] for those that vanished)."""
+    saved: list[Saved] = []
+    gone: list[tuple[int, str]] = []
+    for irq, label in irqs:
+        lst = _read_raw(host, irq_path(irq, "smp_affinity_list"))
+        hexmask = _read_raw(host, irq_path(irq, "smp_affinity"))
+        if lst is None and hexmask is None:
+            gone.append((irq, f"vanished: /proc/irq/{irq} is gone"))
+            continue
+        saved.append(Saved(irq, lst, hexmask, label))
+    return saved, gone
+
+
+def write_state(path: Path, saved: list[Saved], source: str, targets: dict[int, str] | None = None) -> None:
+    """Write the state file atomically (temporary file + rename) before any IRQ is touched."""
+    doc = {
+        "schema": STATE_SCHEMA,
+        "numatune_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "source": source,
+        "irqs": [
+            {
+                "irq": s.irq,
+                "label": s.label,
+                "smp_affinity_list": s.smp_affinity_list,
+                "smp_affinity": s.smp_affinity,
+                **({"planned": targets[s.irq]} if targets and s.irq in targets else {}),
+            }
+            for s in saved
+        ],
+    }
+    if path.exists():
+        raise InputError(f"state file {path} already exists: it may hold an earlier original state",
+                         hint="pass another --save FILE (or restore that one first)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".irq-state-", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except PermissionError as exc:
+        raise PermissionDenied(f"cannot write the state file {path}: {exc.strerror}",
+                               hint="pass --save FILE in a writable place") from exc
+    except OSError as exc:
+        raise InputError(f"cannot write the state file {path}: {exc.strerror or exc}",
+                         hint="pass --save FILE in a writable place; nothing was changed") from exc
+
+
+def read_state(path: str | os.PathLike[str]) -> list[Saved]:
+    """Load a state file written by `irq apply`; one clear error for anything else."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InputError(f"state file {path} does not exist") from exc
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read state file {path}: {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("schema") != STATE_SCHEMA or not isinstance(doc.get("irqs"), list):
+        raise InputError(f"{path} is not a numatune IRQ state file (schema {STATE_SCHEMA})")
+    out = []
+    for entry in doc["irqs"]:
+        try:
+            out.append(Saved(int(entry["irq"]), entry.get("smp_affinity_list"), entry.get("smp_affinity"),
+                             str(entry.get("label", ""))))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{path}: malformed IRQ entry {entry!r}") from exc
+    return out
+
+
+def _cpus_of(text: str, file: str) -> frozenset[int]:
+    return parse_cpumask(text) if file == "smp_affinity" else parse_cpulist(text)
+
+
+def _read_cpus(host: Host, irq: int, file: str) -> frozenset[int] | None:
+    raw = _read_raw(host, irq_path(irq, file))
+    if raw is None:
+        return None
+    try:
+        return _cpus_of(raw, file)
+    except ValueError:
+        return None
+
+
+def run_changes(
+    host: Host,
+    changes: list[Change],
+    *,
+    state_path: Path | None = None,
+    writer: Writer | None = None,
+    dry_run: bool = False,
+) -> ApplyResult:
+    """Apply `changes` all or nothing. `writer` replaces Host.write_text (tests inject faults with it)."""
+    write = writer or host.write_text
+    result = ApplyResult()
+    saved, gone = snapshot(host, [(c.irq, c.label) for c in changes])
+    result.skipped += gone
+    by_irq = {s.irq: s for s in saved}
+    todo = [c for c in changes if c.irq in by_irq]
+    if dry_run:
+        result.planned = todo
+        return result
+    if state_path is not None:
+        write_state(state_path, saved, host.label, {c.irq: c.text.strip() for c in todo})
+        result.state_file = str(state_path)
+    changed: list[Change] = []
+    for change in todo:
+        before = by_irq[change.irq]
+        if getattr(before, change.file) is None and before.smp_affinity is not None:
+            # A kernel (or tree) without smp_affinity_list: write the hex mask instead.
+            text = format_cpumask(change.expect) + "\n"
+            change = Change(change.irq, text, change.expect, "smp_affinity", change.label)
+        current = getattr(before, change.file)
+        if current is not None and _same(current, change):
+            result.unchanged.append(change.irq)
+            continue
+        logical = irq_path(change.irq, change.file)
+        try:
+            write(logical, change.text)
+        except OSError as exc:
+            if exc.errno == errno.EIO:
+                result.skipped.append((change.irq, "kernel-managed (write refused with EIO)"))
+                _put_back(host, [change], by_irq, write, quiet=True)
+                continue
+            if exc.errno == errno.ENOENT or not host.exists(f"/proc/irq/{change.irq}"):
+                result.skipped.append((change.irq, "vanished between read and write"))
+                continue
+            _fail(host, changed + [change], by_irq, write, change,
+                  f"writing {logical}: {exc.strerror or exc}", result.state_file)
+        got = _read_cpus(host, change.irq, change.file)
+        if got is None and not host.exists(f"/proc/irq/{change.irq}"):
+            result.skipped.append((change.irq, "vanished right after the write"))
+            continue
+        if got != change.expect:
+            _fail(host, changed + [change], by_irq, write, change,
+                  f"{logical} reads back {format_cpulist(got or ())!r}, expected {format_cpulist(change.expect)!r}",
+                  result.state_file)
+        changed.append(change)
+        result.applied.append(change.irq)
+    return result
+
+
+def _same(current: str, change: Change) -> bool:
+    try:
+        return _cpus_of(current, change.file) == change.expect
+    except ValueError:
+        return False
+
+
+def _fail(host: Host, changed: list[Change], by_irq: dict[int, Saved], write: Writer, failed: Change,
+          why: str, state_file: str | None) -> None:
+    problems = _put_back(host, changed, by_irq, write)
+    done = len(changed) - 1
+    if problems:
+        raise ApplyError(
+            f"IRQ affinity write failed at IRQ {failed.irq} ({why}); rollback incomplete: " + "; ".join(problems),
+            hint=f"run `numatune irq restore {state_file}`" if state_file else "check /proc/irq by hand",
+        )
+    raise ApplyError(
+        f"IRQ affinity write failed at IRQ {failed.irq} ({why}); rolled back the {done} IRQs already changed: "
+        "every affinity is as before",
+        hint=f"state saved in {state_file}" if state_file else None,
+    )
+
+
+def _put_back(host: Host, changed: list[Change], by_irq: dict[int, Saved], write: Writer,
+              quiet: bool = False) -> list[str]:
+    """Rewrite the saved text of every changed file, newest first; return what could not be restored."""
+    problems: list[str] = []
+    for change in reversed(changed):
+        saved = getattr(by_irq[change.irq], change.file)
+        logical = irq_path(change.irq, change.file)
+        if saved is None:
+            continue
+        now = _read_raw(host, logical)
+        if now == saved:
+            continue
+        if now is None and not host.exists(f"/proc/irq/{change.irq}"):
+            continue  # gone: nothing left to restore
+        try:
+            write(logical, saved)
+        except OSError as exc:
+            if not quiet:
+                problems.append(f"IRQ {change.irq}: {exc.strerror or exc}")
+            continue
+        back = _read_raw(host, logical)
+        mismatch = back != saved and _read_cpus(host, change.irq, change.file) != _cpus_of(saved, change.file)
+        if mismatch and not quiet:
+            problems.append(f"IRQ {change.irq}: reads {back!r} after restoring {saved!r}")
+    return problems
+
+
+def restore_changes(saved: list[Saved]) -> list[Change]:
+    """The writes that put a state file back: the list form when saved, else the hex mask."""
+    out = []
+    for s in saved:
+        if s.smp_affinity_list is not None and s.smp_affinity_list.strip():
+            out.append(Change(s.irq, s.smp_affinity_list, parse_cpulist(s.smp_affinity_list), "smp_affinity_list",
+                              s.label))
+        elif s.smp_affinity is not None and s.smp_affinity.strip():
+            out.append(Change(s.irq, s.smp_affinity, parse_cpumask(s.smp_affinity), "smp_affinity", s.label))
+    return out
+
+
+def plan_changes(entries: Iterable) -> list[Change]:  # noqa: ANN001 - PlannedIrq, kept import-light
+    """The writes for a plan's `set` entries."""
+    return [
+        Change(e.irq, format_cpulist(e.target) + "\n", frozenset(e.target), "smp_affinity_list", e.label)
+        for e in entries
+        if e.action == "set" and e.target
+    ]

@@ -1,0 +1,250 @@
+"""IRQ placement plan: each device's queue interrupts spread over free cores of its own node.
+
+Pure: topology and IRQ report in, decisions out. "Free" means not reserved for ranks (the same
+split as `launch --cpu-bind exclusive`: a node's physical cores, minus `--reserve-cores` kept for
+housekeeping, split evenly among the ranks sharing that node, SMT siblings together), not given in
+`--exclude-cpus`, and not isolated. Queue IRQs get one CPU each, physical cores first, continuing
+round-robin across the devices of a node so two NICs do not pile onto the same first core; control
+IRQs (async, admin, misc) get the whole free set of the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from numatune.cpulist import format_cpulist
+from numatune.model.irq import IrqReport
+from numatune.model.topology import Topology
+
+
+@dataclass(frozen=True)
+class PlannedIrq:
+    irq: int
+    device: str  # key (BDF or name)
+    label: str  # netdev/NVMe names or BDF
+    kind: str
+    node: int | None
+    actions: tuple[str, ...]
+    role: str
+    current: tuple[int, ...] | None  # smp_affinity_list now (None: unknown)
+    target: tuple[int, ...] | None  # None when skipped
+    action: str  # set | keep | skip
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class IrqPlan:
+    entries: tuple[PlannedIrq, ...]
+    reserved: tuple[int, ...]  # CPUs kept free of IRQs: rank cores, --exclude-cpus
+    isolated: tuple[int, ...]
+    free_by_node: dict[int, tuple[int, ...]] = field(default_factory=dict)  # CPUs the plan may use
+    rank_cpus: dict[int, tuple[int, ...]] = field(default_factory=dict)  # rank -> CPUs (with --ranks-per-node)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def changes(self) -> tuple[PlannedIrq, ...]:
+        return tuple(e for e in self.entries if e.action == "set")
+
+    @property
+    def banned(self) -> tuple[int, ...]:
+        """CPUs irqbalance must stay off: the reserved and isolated ones."""
+        return tuple(sorted(set(self.reserved) | set(self.isolated)))
+
+
+def physical_cores(topo: Topology, cpus: Iterable[int]) -> list[tuple[int, ...]]:
+    """Group CPUs into cores (SMT siblings together), ordered by their first CPU id."""
+    wanted = set(cpus)
+    sib = {c.id: c.siblings for c in topo.cpus if c.online}
+    seen: set[int] = set()
+    cores = []
+    for cpu in sorted(wanted):
+        if cpu in seen:
+            continue
+        group = tuple(s for s in sib.get(cpu, (cpu,)) if s in wanted) or (cpu,)
+        seen.update(group)
+        cores.append(group)
+    return cores
+
+
+def spread_order(topo: Topology, cpus: Iterable[int]) -> list[int]:
+    """First thread of every core, then the second threads, and so on (physical cores first)."""
+    cores = physical_cores(topo, cpus)
+    out: list[int] = []
+    depth = max((len(c) for c in cores), default=0)
+    for level in range(depth):
+        out.extend(core[level] for core in cores if len(core) > level)
+    return out
+
+
+def rank_nodes(topo: Topology, ranks: int) -> list[int]:
+    """The node of each local rank: its GPU's (rank i uses the i-th GPU by PCI address) when every rank
+    has one with a known node, else ranks in contiguous blocks over the nodes that have CPUs."""
+    gpus = sorted((g for g in topo.gpus if g.path), key=lambda g: g.bdf)
+    if len(gpus) >= ranks and all(g.node is not None for g in gpus[:ranks]):
+        return [g.node for g in gpus[:ranks]]  # type: ignore[misc]
+    nodes = [n.id for n in topo.nodes if n.cpus]
+    if not nodes:
+        return []
+    per, extra = divmod(ranks, len(nodes))
+    out: list[int] = []
+    for i, nid in enumerate(nodes):
+        out.extend([nid] * (per + (1 if i < extra else 0)))
+    return out
+
+
+def exclusive_split(
+    topo: Topology, ranks: int, reserve_cores: int = 0, isolated: Iterable[int] = ()
+) -> tuple[dict[int, tuple[int, ...]], list[str]]:
+    """rank -> CPUs as `launch --cpu-bind exclusive` gives them; plus notes about ranks left without cores.
+
+    Per node: physical cores (isolated ones left out), the first `reserve_cores` kept for housekeeping,
+    the rest split evenly among the node's ranks (the remainder stays free too).
+    """
+    iso = set(isolated)
+    placement = rank_nodes(topo, ranks)
+    out: dict[int, tuple[int, ...]] = {}
+    notes: list[str] = []
+    for nid in sorted(set(placement)):
+        node = topo.node(nid)
+        members = [r for r, n in enumerate(placement) if n == nid]
+        cores = [c for c in physical_cores(topo, node.cpus if node else ()) if not set(c) & iso]
+        usable = cores[reserve_cores:]
+        per = len(usable) // len(members) if members else 0
+        if per == 0:
+            notes.append(f"node {nid}: {len(usable)} cores for {len(members)} ranks: ranks get no exclusive cores")
+        for j, rank in enumerate(members):
+            out[rank] = tuple(sorted(c for core in usable[j * per : (j + 1) * per] for c in core))
+    return out, notes
+
+
+def plan_irqs(
+    topo: Topology,
+    report: IrqReport,
+    *,
+    exclude_cpus: Iterable[int] = (),
+    ranks_per_node: int | None = None,
+    reserve_cores: int = 0,
+) -> IrqPlan:
+    """Decide a target affinity for every movable IRQ of every device of interest."""
+    isolated = frozenset(report.isolated_cpus)
+    notes: list[str] = []
+    rank_cpus: dict[int, tuple[int, ...]] = {}
+    reserved = set(exclude_cpus)
+    if ranks_per_node:
+        rank_cpus, split_notes = exclusive_split(topo, ranks_per_node, reserve_cores, isolated)
+        notes += split_notes
+        for cpus in rank_cpus.values():
+            reserved.update(cpus)
+    online = {c.id for c in topo.cpus if c.online}
+    free_by_node: dict[int, tuple[int, ...]] = {}
+    for n in topo.nodes:
+        free = [c for c in n.cpus if c not in reserved and c not in isolated and (not online or c in online)]
+        free_by_node[n.id] = tuple(spread_order(topo, free))
+    cursor: dict[int, int] = {}
+    entries: list[PlannedIrq] = []
+    for dev in report.devices:
+        free = free_by_node.get(dev.node) if dev.node is not None else None
+        queue_irqs = [i for i in dev.irqs if i.role == "queue"]
+        ordered = sorted(dev.irqs, key=lambda i: (i.role != "queue", i.queue if i.queue is not None else i.irq, i.irq))
+        for irq in ordered:
+            base = {
+                "irq": irq.irq, "device": dev.key, "label": dev.label, "kind": dev.kind, "node": dev.node,
+                "actions": irq.actions, "role": irq.role, "current": irq.smp_affinity_list,
+            }
+            reason = _skip_reason(irq, dev.node, free, report.has_proc_irq)
+            if reason:
+                entries.append(PlannedIrq(**base, target=None, action="skip", reason=reason))
+                continue
+            assert free is not None and dev.node is not None
+            if irq.role == "queue" and len(queue_irqs) > 0:
+                at = cursor.get(dev.node, 0)
+                target: tuple[int, ...] = (free[at % len(free)],)
+                cursor[dev.node] = at + 1
+                why = (f"queue {irq.queue}: " if irq.queue is not None else "") + "one local CPU"
+            else:
+                target = tuple(sorted(free))
+                why = "control IRQ: every free CPU of the node"
+            same = irq.smp_affinity_list is not None and tuple(irq.smp_affinity_list) == target
+            entries.append(PlannedIrq(**base, target=target, action="keep" if same else "set",
+                                      reason="already there" if same else why))
+    if reserved:
+        notes.append(f"CPUs kept free of device IRQs: {format_cpulist(reserved)}")
+    if isolated:
+        notes.append(f"isolated CPUs left out: {format_cpulist(isolated)}")
+    return IrqPlan(
+        entries=tuple(entries),
+        reserved=tuple(sorted(reserved)),
+        isolated=tuple(sorted(isolated)),
+        free_by_node=free_by_node,
+        rank_cpus=rank_cpus,
+        notes=tuple(notes),
+    )
+
+
+def _skip_reason(irq, node: int | None, free: tuple[int, ...] | None, has_proc_irq: bool) -> str:  # noqa: ANN001
+    if not irq.present:
+        return "vanished: no longer in /proc/irq or /proc/interrupts"
+    if irq.managed:
+        why = f" ({irq.managed_evidence})" if irq.managed_evidence else ""
+        return "kernel-managed affinity: cannot be moved" + why
+    if node is None:
+        return "device node unknown"
+    if not free:
+        return f"no free CPU on node {node} (all reserved, excluded or isolated): use --reserve-cores"
+    if not has_proc_irq:
+        return "no /proc/irq in this root: current affinity unknown"
+    return ""
+
+
+# -- persistent forms ---------------------------------------------------------------------------
+def irqbalance_lines(plan: IrqPlan) -> list[str]:
+    """The /etc/default/irqbalance lines that keep irqbalance off rank cores and off the planned IRQs."""
+    lines = []
+    if plan.banned:
+        lines.append(f"IRQBALANCE_BANNED_CPULIST={format_cpulist(plan.banned)}")
+    banirq = " ".join(f"--banirq={e.irq}" for e in plan.entries if e.action in ("set", "keep"))
+    if banirq:
+        lines.append(f'IRQBALANCE_ARGS="{banirq}"')
+    return lines
+
+
+def tuned_snippet(plan: IrqPlan) -> str:
+    """A tuned profile fragment: one [irq] plugin instance per distinct target (tuned >= 2.22)."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for e in plan.entries:
+        if e.action in ("set", "keep") and e.target:
+            groups.setdefault(e.target, []).append(e.irq)
+    if not groups:
+        return ""
+    out = [
+        "# tuned profile fragment written by numatune irq plan; IRQ numbers can change across",
+        "# reboots and driver reloads: re-run `numatune irq plan` after either.",
+        "[scheduler]",
+        "irq_process=false",
+    ]
+    for target, irqs in sorted(groups.items()):
+        name = "numatune_irq_cpu" + format_cpulist(target).replace(",", "_").replace("-", "to")
+        out += ["", f"[{name}]", "type=irq", "devices=" + ",".join(f"irq{n}" for n in sorted(irqs)),
+                f"affinity={format_cpulist(target)}"]
+    return "\n".join(out) + "\n"
+
+
+def shell_script(plan: IrqPlan, source: str) -> str:
+    """A standalone script doing what `irq apply` does, minus rollback: for review or configuration tools."""
+    lines = [
+        "#!/bin/sh",
+        f"# IRQ affinity plan written by numatune irq plan for {source}",
+        "# Each line moves one IRQ; an IRQ that vanished or is kernel-managed is reported and left alone.",
+        "set -u",
+        "move() {",
+        '  f="/proc/irq/$1/smp_affinity_list"',
+        '  if [ ! -e "$f" ]; then echo "irq $1: gone, skipped" >&2; return 0; fi',
+        '  if ! echo "$2" > "$f" 2>/dev/null; then echo "irq $1: write refused (managed?), skipped" >&2; fi',
+        "}",
+    ]
+    for e in plan.changes:
+        assert e.target is not None
+        lines.append(f"move {e.irq} {format_cpulist(e.target)}  # {e.label} {' '.join(e.actions)}".rstrip())
+    lines.append("exit 0")
+    return "\n".join(lines) + "\n"

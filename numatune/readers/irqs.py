@@ -1,0 +1,497 @@
+"""Device interrupts: /proc/interrupts (one pass), /proc/irq/N/*, PCI msi_irqs/ and action names.
+
+/proc/interrupts on a 1152-CPU machine is 13 MB, nearly all of it per-CPU counts of interrupts no
+one asked about. The parser therefore finds each row's tail (chip, hwirq, action names) without
+splitting the counts, using the kernel's fixed-width layout (" %10u" per CPU) with a checked
+fallback for rows that do not follow it, and parses counts only for the rows of devices of interest.
+Layouts handled: x86 (`IR-PCI-MSI 524288-edge eth0`), 6.x per-device MSI domains
+(`PCI-MSIX-0000:00:01.0 0-edge virtio0-config`), ARM (`GICv3 27 Level arch_timer`), s390 (named
+rows first, no hwirq column), ERR:/MIS: rows with one column, blank lines, rows with fewer columns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from itertools import compress
+
+from numatune.cpulist import parse_cpulist, parse_cpumask
+from numatune.host import Host
+from numatune.model.findings import Skipped
+from numatune.model.irq import DeviceIrqs, InterruptRow, InterruptsTable, Irq, IrqReport
+from numatune.model.topology import PciDevice, Topology
+
+INTERRUPTS = "/proc/interrupts"
+PROC_IRQ = "/proc/irq"
+DEBUGFS_IRQS = "/sys/kernel/debug/irq/irqs"
+ISOLATED = "/sys/devices/system/cpu/isolated"
+IRQ_KINDS = ("nic", "gpu", "nvme", "cxl", "accelerator")
+IRQBALANCE_CONFIGS = ("/etc/default/irqbalance", "/etc/sysconfig/irqbalance")
+
+_BDF_TEXT = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+_BDF_IN = re.compile(_BDF_TEXT)
+_TAIL = re.compile(
+    r"\s*(?P<chip>\S+)"
+    r"(?:\s+(?P<hwirq>\d+)(?:-(?P<trig>[A-Za-z]+)|\s+(?P<trig2>Level|Edge|level|edge)))?"
+    r"\s*(?P<actions>.*?)\s*$"
+)
+_COUNTS = re.compile(r"(?:\s+\d+(?=\s|$))*")
+# Action-name shapes that identify a device without sysfs.
+_MLX = re.compile(r"^(?P<what>mlx[45]_[a-z_]+?)(?P<n>\d*)@pci:(?P<bdf>" + _BDF_TEXT + r")$")
+_NVME = re.compile(r"^(?P<ctrl>nvme\d+)q(?P<q>\d+)$")
+_QUEUE = re.compile(
+    r"^(?:(?P<drv>i40e|ice|iavf|igb|igc|ixgbe|ixgbevf|bnxt_en|be2net|qede|ena|gve|idpf|mlx4|hinic|sfc)-)?"
+    r"(?P<if>.+?)-(?P<dir>TxRx|txrx|rx|tx|Rx|Tx|fp|combined|comp)-(?P<q>\d+)$"
+)
+_DRIVER_BDF = re.compile(r"^(?P<drv>i40e|ice|iavf|ixgbe|igb|bnxt_en|qede|idpf)-(?P<bdf>" + _BDF_TEXT + r")")
+_NAME_HINT = re.compile(r"@pci:|TxRx|txrx|-rx-|-tx-|-fp-|-combined-|nvme\d+q|" + _BDF_TEXT)
+_CONTROL_WORDS = ("async", "cmd", "pages", "misc", "config", "ctrl", "admin", "fdir", "aux", "err")
+
+
+# -- /proc/interrupts ---------------------------------------------------------------------------
+def parse_interrupts(
+    text: str,
+    wanted: Callable[[int, str], bool] | None = None,
+) -> InterruptsTable:
+    """Parse /proc/interrupts. `wanted(irq, tail)` picks the rows whose counts are parsed (all if None).
+
+    `tail` is the raw text after the counts (chip, hwirq, action names); rows not wanted are not
+    kept at all, so a caller asking for a handful of devices pays for a handful of rows.
+    """
+    size = len(text)
+    pos = 0
+    header = ""
+    while pos < size:  # the header: the first line that is not blank
+        nl = text.find("\n", pos)
+        nl = size if nl < 0 else nl
+        header = text[pos:nl]
+        pos = nl + 1
+        if header.strip():
+            break
+    cpus = tuple(int(tok[3:]) for tok in header.split() if tok.startswith("CPU") and tok[3:].isdigit())
+    ncpu = len(cpus)
+    width = 11 * ncpu  # the kernel writes " %10u" per online CPU
+    rows: dict[int, InterruptRow] = {}
+    numeric = irregular = 0
+    find = text.find
+    while pos < size:
+        nl = find("\n", pos)
+        if nl < 0:
+            nl = size
+        line_start, pos = pos, nl + 1
+        colon = find(":", line_start, nl)
+        if colon < 0:
+            continue  # blank line
+        label = text[line_start:colon].strip()
+        if not label.isdigit():
+            continue  # NMI, LOC, ERR, MIS, s390 EXT/I/O... : not device interrupts
+        numeric += 1
+        irq = int(label)
+        start = colon + 1
+        end = start + width
+        if end < nl and text[end] == " " and text[end - 1].isdigit() and (ncpu == 0 or text[start] == " "):
+            fixed = True
+        else:
+            end = _COUNTS.match(text, start, nl).end()
+            fixed = False
+        tail = text[end:nl]
+        if wanted is not None and not wanted(irq, tail):
+            continue
+        row = _row(irq, text[start:end], tail, ncpu, cpus)
+        if row is None and fixed:
+            # The fixed-width guess was wrong (a count wider than 10 digits): take the slow path.
+            end = _COUNTS.match(text, start, nl).end()
+            row = _row(irq, text[start:end], text[end:nl], ncpu, cpus)
+            fixed = False
+        if not fixed:
+            irregular += 1
+        if row is not None:
+            rows[irq] = row
+    return InterruptsTable(cpus=cpus, rows=rows, numeric_rows=numeric, irregular_rows=irregular)
+
+
+def _row(irq: int, seg: str, tail: str, ncpu: int, cpus: tuple[int, ...]) -> InterruptRow | None:
+    if ncpu and seg.count("0") == ncpu and seg.count(" ") + ncpu == len(seg):
+        per_cpu: tuple[tuple[int, int], ...] = ()  # every count is "0": nothing to convert
+        total = 0
+    else:
+        tokens = seg.split()
+        if len(tokens) > ncpu:
+            # More numbers than CPUs: the extras belong to the tail (a numeric chip column).
+            tail = " ".join(tokens[ncpu:]) + " " + tail
+            tokens = tokens[:ncpu]
+        try:
+            hits = [(cpus[i], int(tokens[i])) for i in compress(range(len(tokens)), map("0".__ne__, tokens))]
+        except ValueError:
+            return None  # not a count: the fixed-width guess was wrong
+        per_cpu = tuple(hits)
+        total = sum(v for _, v in hits)
+    m = _TAIL.match(tail)
+    if m is None:
+        return InterruptRow(irq=irq, actions=(), total=total, per_cpu=per_cpu)
+    chip = m.group("chip")
+    if chip[0].isdigit():
+        return None
+    actions_text = m.group("actions")
+    actions = tuple(a.strip() for a in actions_text.split(", ") if a.strip()) if actions_text else ()
+    return InterruptRow(
+        irq=irq,
+        actions=actions,
+        chip=chip,
+        hwirq=m.group("hwirq"),
+        trigger=m.group("trig") or m.group("trig2"),
+        total=total,
+        per_cpu=per_cpu,
+    )
+
+
+# -- identifying devices from action names -------------------------------------------------------
+@dataclass(frozen=True)
+class NameMatch:
+    """What an action name says about its device."""
+
+    key_kind: str  # bdf | netdev | nvme
+    key: str
+    device_kind: str  # nic | nvme
+    role: str  # queue | control
+    queue: int | None
+
+
+def identify_action(name: str) -> NameMatch | None:
+    """Recognise the device behind one action name (no sysfs needed); None if it names none we track."""
+    m = _MLX.match(name)
+    if m:
+        queue = "comp" in m.group("what")
+        number = int(m.group("n")) if queue and m.group("n") else None
+        return NameMatch("bdf", m.group("bdf").lower(), "nic", "queue" if queue else "control", number)
+    m = _NVME.match(name)
+    if m:
+        q = int(m.group("q"))
+        return NameMatch("nvme", m.group("ctrl"), "nvme", "queue" if q > 0 else "control", q if q > 0 else None)
+    m = _DRIVER_BDF.match(name)
+    if m:
+        return NameMatch("bdf", m.group("bdf").lower(), "nic", "control", None)
+    m = _QUEUE.match(name)
+    if m:
+        iface = m.group("if")
+        bdf = _BDF_IN.search(iface)
+        if bdf:
+            return NameMatch("bdf", bdf.group(0).lower(), "nic", "control", None)
+        return NameMatch("netdev", iface, "nic", "queue", int(m.group("q")))
+    return None
+
+
+def _role_of(name: str) -> tuple[str, int | None]:
+    m = identify_action(name)
+    if m is not None:
+        return m.role, m.queue
+    low = name.lower()
+    if any(w in low for w in _CONTROL_WORDS):
+        return "control", None
+    q = re.search(r"(\d+)$", name)
+    return "queue", int(q.group(1)) if q and q.group(1) != name else None
+
+
+# -- /proc/irq/N ---------------------------------------------------------------------------------
+@dataclass
+class IrqState:
+    smp_affinity: str | None = None
+    smp_affinity_list: tuple[int, ...] | None = None
+    effective_affinity_list: tuple[int, ...] | None = None
+    affinity_hint: tuple[int, ...] | None = None
+    node: int | None = None
+    exists: bool = False
+    managed: bool | None = None
+    managed_evidence: str | None = None
+    debugfs_device: str | None = None
+
+
+def read_irq_state(host: Host, irq: int, debugfs: bool = False) -> IrqState:
+    """Affinity files of one IRQ. Missing files stay None; a missing directory means the IRQ is gone."""
+    base = f"{PROC_IRQ}/{irq}"
+    state = IrqState()
+    smp = host.read_optional(f"{base}/smp_affinity")
+    smp_list = host.read_optional(f"{base}/smp_affinity_list")
+    if smp is None and smp_list is None and not host.is_dir(base):
+        return state
+    state.exists = True
+    state.smp_affinity = smp
+    state.smp_affinity_list = _cpus(smp_list, parse_cpulist)
+    if state.smp_affinity_list is None and smp is not None:
+        state.smp_affinity_list = _cpus(smp, parse_cpumask)
+    state.effective_affinity_list = _cpus(host.read_optional(f"{base}/effective_affinity_list"), parse_cpulist)
+    if state.effective_affinity_list is None:
+        state.effective_affinity_list = _cpus(host.read_optional(f"{base}/effective_affinity"), parse_cpumask)
+    state.affinity_hint = _cpus(host.read_optional(f"{base}/affinity_hint"), parse_cpumask)
+    node = host.read_optional(f"{base}/node")
+    if node and node.lstrip("-").isdigit() and int(node) >= 0:
+        state.node = int(node)
+    if debugfs:
+        text = host.read_optional(f"{DEBUGFS_IRQS}/{irq}")
+        if text is not None:
+            state.managed = "AFFINITY_MANAGED" in text
+            state.managed_evidence = "debugfs dstate IRQD_AFFINITY_MANAGED" if state.managed else "debugfs dstate"
+            m = re.search(r"^device:\s*(\S+)", text, re.M)
+            state.debugfs_device = m.group(1) if m else None
+    return state
+
+
+def _cpus(text: str | None, parse: Callable[[str], frozenset[int]]) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(sorted(parse(text)))
+    except ValueError:
+        return None
+
+
+# -- the report ----------------------------------------------------------------------------------
+@dataclass
+class _Dev:
+    key: str
+    bdf: str | None
+    kind: str
+    node: int | None = None
+    node_inferred: bool = False
+    netdevs: tuple[str, ...] = ()
+    rdma: tuple[str, ...] = ()
+    nvme: tuple[str, ...] = ()
+    driver: str | None = None
+    in_sysfs: bool = True
+    found: dict[int, set[str]] = field(default_factory=dict)
+
+    def add(self, irq: int, how: str) -> None:
+        self.found.setdefault(irq, set()).add(how)
+
+
+def read_irq_report(host: Host, topo: Topology) -> IrqReport:
+    """Every IRQ of the devices of interest, with counts, affinity and managed state."""
+    skipped: list[Skipped] = []
+    devs: list[_Dev] = []
+    by_bdf: dict[str, _Dev] = {}
+    by_netdev: dict[str, _Dev] = {}
+    by_nvme: dict[str, _Dev] = {}
+    by_irq: dict[int, _Dev] = {}
+    cpu_nodes = [n.id for n in topo.nodes if n.cpus]
+    only_node = cpu_nodes[0] if len(cpu_nodes) == 1 else None  # one node: every device is local to it
+    for d in topo.devices:
+        if d.kind not in IRQ_KINDS or not d.path:
+            continue
+        node = d.node if d.node is not None else only_node
+        dev = _Dev(
+            key=d.bdf, bdf=d.bdf, kind=d.kind, node=node, node_inferred=d.numa_node is None and node is not None,
+            netdevs=d.netdevs, rdma=d.rdma, nvme=d.nvme, driver=d.driver,
+        )
+        devs.append(dev)
+        by_bdf[d.bdf.lower()] = dev
+        for n in d.netdevs:
+            by_netdev[n] = dev
+        for n in d.nvme:
+            by_nvme[n] = dev
+        for irq in _msi_irqs(host, d):
+            dev.add(irq, "msi_irqs")
+            by_irq.setdefault(irq, dev)
+
+    text = host.read_optional(INTERRUPTS)
+    has_interrupts = text is not None
+    if text is None:
+        skipped.append(Skipped(INTERRUPTS, "not in this root: no per-CPU counts and no action names"))
+        table = InterruptsTable(cpus=())
+    else:
+        known = by_irq.keys()
+
+        def wanted(irq: int, tail: str) -> bool:
+            return irq in known or _NAME_HINT.search(tail) is not None or _mentions(tail, by_netdev)
+
+        table = parse_interrupts(text, wanted)
+
+    # Join action names to devices (sysfs first, then names alone).
+    for row in table.rows.values():
+        if row.irq in by_irq:
+            continue
+        for name in row.actions:
+            dev = _match_known(name, by_bdf, by_netdev, by_nvme)
+            if dev is None:
+                m = identify_action(name)
+                if m is None:
+                    continue
+                dev = _name_only(m, devs, by_bdf, by_netdev, by_nvme)
+            dev.add(row.irq, "name")
+            by_irq.setdefault(row.irq, dev)
+            break
+
+    # Legacy INTx for devices with nothing else.
+    for dev in devs:
+        if not dev.found and dev.in_sysfs and dev.bdf:
+            pci = topo.device(dev.bdf)
+            legacy = host.read_int(f"{pci.path}/irq") if pci is not None else None
+            if legacy and legacy > 0:
+                dev.add(legacy, "irq")
+
+    has_proc_irq = host.is_dir(PROC_IRQ)
+    debugfs = host.is_dir(DEBUGFS_IRQS)
+    out = []
+    for dev in devs:
+        irqs = []
+        for irq_no in sorted(dev.found):
+            row = table.rows.get(irq_no)
+            state = read_irq_state(host, irq_no, debugfs) if has_proc_irq else IrqState()
+            actions = row.actions if row else ()
+            role, queue = _roles(actions)
+            managed, evidence = state.managed, state.managed_evidence
+            if managed is None and any(_NVME.match(a) and role == "queue" for a in actions):
+                managed, evidence = True, "NVMe I/O queue: the nvme driver asks for kernel-managed affinity"
+            present = state.exists or row is not None or not (has_proc_irq or has_interrupts)
+            irqs.append(
+                Irq(
+                    irq=irq_no,
+                    actions=actions,
+                    role=role,
+                    queue=queue,
+                    found_by=tuple(sorted(dev.found[irq_no])),
+                    chip=row.chip if row else None,
+                    total=row.total if row else None,
+                    per_cpu=row.per_cpu if row else (),
+                    smp_affinity=state.smp_affinity,
+                    smp_affinity_list=state.smp_affinity_list,
+                    effective_affinity_list=state.effective_affinity_list,
+                    affinity_hint=state.affinity_hint,
+                    node=state.node,
+                    managed=managed,
+                    managed_evidence=evidence,
+                    present=present,
+                )
+            )
+        if not irqs and not dev.in_sysfs:
+            continue
+        out.append(
+            DeviceIrqs(
+                key=dev.key, bdf=dev.bdf, kind=dev.kind, node=dev.node, node_inferred=dev.node_inferred,
+                netdevs=dev.netdevs, rdma=dev.rdma, nvme=dev.nvme, driver=dev.driver, in_sysfs=dev.in_sysfs,
+                irqs=tuple(irqs),
+            )
+        )
+    if text is not None and not has_proc_irq:
+        skipped.append(Skipped(PROC_IRQ, "not in this root: affinity (smp_affinity_list) unknown"))
+    running, banned = read_irqbalance(host)
+    isolated = host.read_cpulist(ISOLATED) or frozenset()
+    return IrqReport(
+        source=host.label,
+        live=host.is_live,
+        interrupts_cpus=table.cpus,
+        has_interrupts=has_interrupts,
+        has_proc_irq=has_proc_irq,
+        devices=tuple(out),
+        isolated_cpus=tuple(sorted(isolated)),
+        irqbalance_running=running,
+        irqbalance_banned=banned,
+        skipped=tuple(skipped) + topo.skipped,
+    )
+
+
+def _msi_irqs(host: Host, dev: PciDevice) -> list[int]:
+    return [int(n) for n in host.listdir(f"{dev.path}/msi_irqs") if n.isdigit()]
+
+
+def _mentions(tail: str, by_netdev: dict[str, _Dev]) -> bool:
+    if not by_netdev:
+        return False
+    return any(n in tail for n in by_netdev)
+
+
+def _match_known(
+    name: str, by_bdf: dict[str, _Dev], by_netdev: dict[str, _Dev], by_nvme: dict[str, _Dev]
+) -> _Dev | None:
+    for m in _BDF_IN.finditer(name):
+        dev = by_bdf.get(m.group(0).lower())
+        if dev is not None:
+            return dev
+    nv = _NVME.match(name)
+    if nv and nv.group("ctrl") in by_nvme:
+        return by_nvme[nv.group("ctrl")]
+    for nd, dev in by_netdev.items():
+        if name == nd or name.startswith(nd + "-") or f"-{nd}-" in name or name.endswith("-" + nd):
+            return dev
+    return None
+
+
+def _name_only(
+    m: NameMatch, devs: list[_Dev], by_bdf: dict[str, _Dev], by_netdev: dict[str, _Dev], by_nvme: dict[str, _Dev]
+) -> _Dev:
+    index = {"bdf": by_bdf, "netdev": by_netdev, "nvme": by_nvme}[m.key_kind]
+    dev = index.get(m.key)
+    if dev is None:
+        dev = _Dev(
+            key=m.key,
+            bdf=m.key if m.key_kind == "bdf" else None,
+            kind=m.device_kind,
+            netdevs=(m.key,) if m.key_kind == "netdev" else (),
+            nvme=(m.key,) if m.key_kind == "nvme" else (),
+            in_sysfs=False,
+        )
+        devs.append(dev)
+        index[m.key] = dev
+    return dev
+
+
+def _roles(actions: Iterable[str]) -> tuple[str, int | None]:
+    roles = [_role_of(a) for a in actions]
+    if not roles:
+        return "queue", None
+    queue = next((r for r in roles if r[0] == "queue"), None)
+    return queue if queue is not None else roles[0]
+
+
+def read_irqbalance(host: Host) -> tuple[bool | None, tuple[int, ...] | None]:
+    """(running, banned CPUs). Running is None when this root has no process table to look at.
+
+    From the daemon's environment only the two IRQBALANCE_BANNED_* keys are read, never the rest.
+    """
+    pids = [p for p in host.listdir("/proc") if p.isdigit()]
+    running: bool | None = None if not pids and not host.is_live else False
+    banned: tuple[int, ...] | None = None
+    for pid in pids:
+        if host.read_optional(f"/proc/{pid}/comm") == "irqbalance":
+            running = True
+            banned = _banned_from_environ(host.read_optional(f"/proc/{pid}/environ"))
+            break
+    if banned is None:
+        for path in IRQBALANCE_CONFIGS:
+            banned = _banned_from_config(host.read_optional(path))
+            if banned is not None:
+                break
+    return running, banned
+
+
+def _banned_from_environ(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    for entry in text.split("\x00"):
+        key, sep, value = entry.partition("=")
+        if sep and key in ("IRQBALANCE_BANNED_CPULIST", "IRQBALANCE_BANNED_CPUS"):
+            return _banned_value(key, value)
+    return None
+
+
+def _banned_from_config(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if sep and key in ("IRQBALANCE_BANNED_CPULIST", "IRQBALANCE_BANNED_CPUS"):
+            return _banned_value(key, value.strip().strip("\"'"))
+    return None
+
+
+def _banned_value(key: str, value: str) -> tuple[int, ...] | None:
+    parse = parse_cpulist if key.endswith("CPULIST") else parse_cpumask
+    return _cpus(value, parse)
+
+
+def read_isolated(host: Host) -> frozenset[int]:
+    return host.read_cpulist(ISOLATED) or frozenset()
