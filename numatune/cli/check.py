@@ -97,7 +97,8 @@ def run_checks(app: App, policy, pids: tuple[int, ...]):  # noqa: ANN001, ANN201
 
     topo, _matrix, _findings = build_inspect(app)
     results = topology_results(topo)
-    irq_results, irq_report, irq_note = _irq_results(app, topo)
+    reserved = policy.rank_cpus if policy is not None and policy.rank_cpus else frozenset()
+    irq_results, irq_report, irq_note = _irq_results(app, topo, reserved)
     results += irq_results
     if pids:
         results += _audit_results(app, topo, pids)
@@ -115,8 +116,11 @@ def run_checks(app: App, policy, pids: tuple[int, ...]):  # noqa: ANN001, ANN201
     return results, topo
 
 
-def _irq_results(app: App, topo):  # noqa: ANN001, ANN202
-    """irq's rules when this root has /proc/interrupts; else one skipped result saying why."""
+def _irq_results(app: App, topo, reserved: frozenset[int]):  # noqa: ANN001, ANN202
+    """irq's rules when this root has /proc/interrupts; else one skipped result saying why.
+
+    `reserved`: the policy's rank cores, so irq's own rule about IRQs on rank cores runs too.
+    """
     from numatune.analysis.check import grouped_results
     from numatune.model.check import CheckResult
 
@@ -126,12 +130,13 @@ def _irq_results(app: App, topo):  # noqa: ANN001, ANN202
         return [CheckResult("irq.all", "irq", "IRQ placement rules", skipped=note)], None, note
     try:
         from numatune.analysis.irq import irq_findings
-        from numatune.readers.irqs import read_irqs
+        from numatune.readers.irqs import read_irq_report
     except ImportError:
         note = "the IRQ rules are not part of this build"
         return [CheckResult("irq.all", "irq", "IRQ placement rules", skipped=note)], None, note
-    report = read_irqs(host, topo)
-    return grouped_results("irq", irq_findings(topo, report), "IRQ placement rules"), report, "IRQ affinity unknown"
+    report = read_irq_report(host, topo)
+    note = "" if report.has_proc_irq else "this root has no /proc/irq (IRQ affinity unknown)"
+    return grouped_results("irq", irq_findings(topo, report, reserved), "IRQ placement rules"), report, note
 
 
 def _placements(report):  # noqa: ANN001, ANN202 - IrqReport | None -> tuple[IrqPlacement, ...] | None
