@@ -1,0 +1,229 @@
+"""`numatune audit` end to end: real processes and a real process tree, a saved tree, errors."""
+
+from __future__ import annotations
+
+import errno
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import numatune.host as host_module
+from tests.conftest import fixture_root
+
+ALLOC = textwrap.dedent("""\
+    import mmap, sys
+    m = mmap.mmap(-1, 16 << 20)
+    for off in range(0, 16 << 20, 4096):
+        m[off] = 1
+    print("ready", flush=True)
+    sys.stdin.readline()
+""")
+
+# A launcher (like torchrun) with 3 ranks; rank 1 forks a data-loader helper inheriting LOCAL_RANK=1.
+LAUNCHER = textwrap.dedent("""\
+    import os, subprocess, sys
+    alloc = sys.argv[1]
+    helper = "import subprocess,sys; h=subprocess.Popen([sys.executable,'-c',sys.argv[1]],stdin=sys.stdin); " \\
+             "h.wait()"
+    kids = []
+    for rank in range(3):
+        env = dict(os.environ, LOCAL_RANK=str(rank), MY_SECRET_TOKEN="hunter2")
+        code = alloc if rank != 1 else helper
+        args = [sys.executable, "-c", code] + ([alloc] if rank == 1 else [])
+        kids.append(subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+    for k in kids[0:1] + kids[2:]:
+        assert k.stdout.readline().strip() == "ready"
+    assert kids[1].stdout.readline().strip() == "ready"
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for k in kids:
+        k.stdin.write("\\n"); k.stdin.flush(); k.wait()
+""")
+
+
+def start(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True, env=env)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def stop(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        p.stdin.write("\n")
+        p.stdin.flush()
+    p.wait(timeout=20)
+
+
+@pytest.fixture
+def child():
+    p = start(ALLOC)
+    yield p
+    stop(p)
+
+
+def test_json_contract_on_a_real_process(cli, child):
+    r = cli("audit", str(child.pid), "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "numatune.audit/1"
+    (p,) = doc["processes"]
+    assert p["pid"] == child.pid and p["command"][0] == sys.executable
+    assert p["threads"] and {"tid", "cpu", "allowed_cpus"} <= set(p["threads"][0])
+    assert sum(p["memory_by_node"].values()) >= 16 << 20
+    assert all(isinstance(k, str) for k in p["memory_by_node"])
+    assert 0.0 <= p["remote_ratio"] <= 1.0 and 0.0 <= p["slow_tier_ratio"] <= 1.0
+    assert p["home_nodes"] and p["verdict"] in ("ok", "warning", "misplaced")
+    assert p["access_counters"]["source"] in ("pmu", "numa_balancing", "placement")
+    assert "values" in p["access_counters"] and p["gpu"] is None
+    assert set(p["fix"]) == {"launch", "numactl", "migratepages", "taskset"}
+
+
+def test_table_on_a_real_process(cli, child):
+    r = cli("audit", str(child.pid))
+    assert r.exit_code == 0
+    assert f"PID {child.pid}" in r.stdout and "resident memory by node" in r.stdout
+    assert "access counters: placement" in r.stdout or "access counters: numa_balancing" in r.stdout
+
+
+def test_job_view_on_a_real_process_tree(cli):
+    launcher = start(LAUNCHER, ALLOC)
+    try:
+        r = cli("audit", "--children", str(launcher.pid), "--json")
+        assert r.exit_code == 0, r.stderr
+        doc = json.loads(r.stdout)
+        ranks = doc["job"]["ranks"]
+        assert [x["rank"] for x in ranks] == [0, 1, 2]
+        assert [x["helper_processes"] for x in ranks] == [0, 1, 0]  # rank 1's data-loader is counted
+        assert [p["rank"] for p in doc["processes"]] == [0, 1, 2]
+        assert "hunter2" not in r.stdout and "MY_SECRET_TOKEN" not in r.stdout
+        t = cli("audit", "--children", str(launcher.pid))
+        assert t.exit_code == 0
+        assert "rank" in t.stdout and "(+1)" in t.stdout and "3 process(es)" in t.stdout
+    finally:
+        stop(launcher)
+
+
+def test_name_pattern(cli, child):
+    r = cli("audit", "--name", "python*", "--json")
+    assert r.exit_code == 0
+    assert child.pid in {p["pid"] for p in json.loads(r.stdout)["processes"]}
+    r = cli("audit", "--name", "no-such-command-xyz")
+    assert r.exit_code == 6 and "no process matches" in r.stderr
+
+
+def test_missing_pid_exit_6(cli):
+    r = cli("audit", str(2**22 + 4321))
+    assert r.exit_code == 6 and r.stderr.startswith("numatune: error: no process with PID")
+    assert "Traceback" not in r.stderr
+
+
+def test_permission_denied_exit_4(cli, child, monkeypatch):
+    real_open = open
+
+    def denying_open(path, *args, **kwargs):
+        if str(path).endswith(f"/{child.pid}/numa_maps"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(host_module, "open", denying_open, raising=False)
+    r = cli("audit", str(child.pid))
+    assert r.exit_code == 4 and "permission denied" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_kernel_thread(cli):
+    try:
+        with open("/proc/2/comm") as fh:
+            if fh.read().strip() != "kthreadd":
+                pytest.skip("no kthreadd at PID 2")
+    except OSError:
+        pytest.skip("no PID 2")
+    r = cli("audit", "2")
+    assert r.exit_code == 0 and "kernel thread" in r.stdout
+    doc = json.loads(cli("audit", "2", "--json").stdout)
+    assert doc["processes"][0]["kernel_thread"] is True and doc["processes"][0]["verdict"] == "n/a"
+
+
+def test_usage_errors(cli):
+    assert cli("audit").exit_code == 2
+    assert cli("audit", "--children", "--name", "x").exit_code == 2
+    assert cli("audit", "1", "--watch", "--json").exit_code == 2
+    assert cli("audit", "1", "--remote-warn", "30", "--remote-misplaced", "20").exit_code == 2
+
+
+def test_watch_refreshes_and_stops(cli, child):
+    r = cli("audit", str(child.pid), "--watch", "--interval", "0.1", "--count", "2")
+    assert r.exit_code == 0 and str(child.pid) in r.stdout
+
+
+def test_sample_reports_its_source(cli, child):
+    r = cli("audit", str(child.pid), "--sample", "0.3", "--json")
+    assert r.exit_code == 0
+    c = json.loads(r.stdout)["processes"][0]["access_counters"]
+    if c["source"] == "pmu":
+        assert c["events"] and c["window_s"] == 0.3
+    else:  # no PMU here: the note says why
+        assert c["notes"] and any("not supported" in n or "paranoid" in n or "counted no" in n for n in c["notes"])
+
+
+# -- a saved procfs tree (hand-made per-PID files on the real two-socket ghw sys tree) -----------------
+def _saved_tree(tmp_path):
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root("intel-xeon-L5640-2node"), root, symlinks=True)
+    pid = root / "proc" / "4242"
+    (pid / "task" / "4242").mkdir(parents=True)
+    stat = "4242 (python) S 1 " + " ".join(["0"] * 33) + " 0 " + " ".join(["0"] * 10)
+    (pid / "stat").write_text(stat + "\n")
+    (pid / "task" / "4242" / "stat").write_text(stat + "\n")  # field 39 = CPU 0 (node 0)
+    status = "Name:\tpython\nPPid:\t1\nCpus_allowed_list:\t0-23\nMems_allowed_list:\t0-1\n"
+    (pid / "status").write_text(status)
+    (pid / "task" / "4242" / "status").write_text(status)
+    (pid / "cmdline").write_text("python\x00train.py\x00")
+    (pid / "environ").write_text("LOCAL_RANK=0\x00API_KEY=secret\x00")
+    (pid / "numa_maps").write_text(
+        "55d000000000 default heap anon=100 dirty=100 N0=100 kernelpagesize_kB=4\n"
+        "7f0000000000 default anon=600 dirty=600 N0=300 N1=300 kernelpagesize_kB=4\n"
+    )
+    return root
+
+
+def test_saved_tree_root(cli, tmp_path):
+    root = _saved_tree(tmp_path)
+    r = cli("--root", str(root), "audit", "4242", "--json")
+    assert r.exit_code == 0, r.stderr
+    p = json.loads(r.stdout)["processes"][0]
+    assert p["memory_by_node"] == {"0": 400 * 4096, "1": 300 * 4096}
+    assert p["home_nodes"] == [0] and p["remote_ratio"] == pytest.approx(300 / 700, abs=1e-6)
+    assert p["verdict"] == "misplaced" and p["fix"]["migratepages"] == "migratepages 4242 1 0"
+    assert p["rank"] == 0 and "secret" not in r.stdout
+    assert any("live node" in n for n in p["access_counters"]["notes"]) is False
+    r = cli("--root", str(root), "audit", "4242", "--sample", "0.05", "--json")
+    notes = json.loads(r.stdout)["processes"][0]["access_counters"]["notes"]
+    assert any("live node" in n for n in notes)
+    assert cli("--root", str(root), "audit", "4243").exit_code == 6
+
+
+def test_process_exits_between_listing_and_reading_is_skipped_in_a_tree(cli, tmp_path, monkeypatch):
+    import numatune.readers.procs as procs
+
+    root = _saved_tree(tmp_path)
+    (root / "proc" / "4000").mkdir()
+    (root / "proc" / "4000" / "stat").write_text("4000 (torchrun) S 1 " + " ".join(["0"] * 44) + "\n")
+    real = procs.list_processes
+
+    def listing_with_a_ghost(host):
+        table = real(host)
+        table[4242] = (4000, "python", "python")
+        table[4244] = (4000, "python", "python")  # listed, then gone before it is read
+        return table
+
+    monkeypatch.setattr(procs, "list_processes", listing_with_a_ghost)
+    r = cli("--root", str(root), "audit", "--children", "4000", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [p["pid"] for p in doc["processes"]] == [4242]
+    assert any("4244" in n for n in doc["notes"])
