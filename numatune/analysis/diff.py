@@ -1,0 +1,136 @@
+"""Compare two nodes' topologies: what a BIOS update, a new kernel or a swapped card changed.
+
+Both sides are `numatune.inspect/1` documents (a root or snapshot is turned into one first), so a
+live node, a saved tree and a report gathered last month compare the same way. A document is
+flattened into a *view*: ordered keys ("node 1 cpus", "device 0000:18:00.0") with short string
+values; the difference of two views is the list of keys whose values differ. Fields that change
+from minute to minute (free memory, the source path, the numatune version) are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from numatune.cpulist import format_cpulist
+from numatune.errors import InputError
+
+INSPECT_SCHEMA = "numatune.inspect/1"
+PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")
+MEMORY_TOLERANCE = 0.02  # node memory within 2% is "the same" (firmware and kernels reserve a little)
+
+
+@dataclass(frozen=True)
+class Difference:
+    key: str  # "node 1 cpus"
+    category: str  # cpu | numa | distances | memory | tiers | devices | kernel
+    a: str | None  # None: absent on that side
+    b: str | None
+
+
+def check_inspect_document(doc: Any, where: str) -> dict[str, Any]:
+    """Accept only inspect reports of a schema version this code understands."""
+    if not isinstance(doc, dict) or "schema" not in doc:
+        raise InputError(f"{where} is not a numatune JSON report (no \"schema\" field)")
+    schema = doc["schema"]
+    if not isinstance(schema, str) or not schema.startswith("numatune.inspect/"):
+        raise InputError(f"{where} is a {schema} report; expected {INSPECT_SCHEMA} "
+                         "(made by `numatune inspect --json`)")
+    if schema != INSPECT_SCHEMA:
+        raise InputError(f"{where} has schema {schema}; this numatune reads {INSPECT_SCHEMA}")
+    for key in ("cpu", "nodes", "devices", "settings"):
+        if key not in doc:
+            raise InputError(f"{where}: the report has no {key!r} field")
+    return doc
+
+
+def _s(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _gib(kib: int | None) -> str | None:
+    return None if kib is None else f"{kib / 1048576:.1f} GiB"
+
+
+def view(doc: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
+    """key -> (category, value): everything diff compares, in report order."""
+    out: dict[str, tuple[str, str | None]] = {}
+    cpu = doc.get("cpu") or {}
+    out["cpu model"] = ("cpu", _s(cpu.get("model")))
+    out["sockets"] = ("cpu", _s(len(cpu.get("sockets") or [])))
+    out["threads per core"] = ("cpu", _s(cpu.get("threads_per_core")))
+    out["online cpus"] = ("cpu", format_cpulist(cpu.get("online") or []) or "none")
+    out["offline cpus"] = ("cpu", format_cpulist(cpu.get("offline") or []) or "none")
+    nodes = doc.get("nodes") or []
+    out["numa nodes"] = ("numa", f"{len(nodes)} ({format_cpulist(n['id'] for n in nodes) or 'none'})")
+    for n in nodes:
+        nid = n["id"]
+        out[f"node {nid} cpus"] = ("numa", format_cpulist(n.get("cpus") or []) or "none")
+        out[f"node {nid} kind"] = ("numa", _s(n.get("kind")))
+        out[f"node {nid} memory"] = ("memory", _gib(n.get("memory_total_kib")))
+        dist = n.get("distances") or {}
+        row = " ".join(f"{k}:{v}" for k, v in sorted(dist.items(), key=lambda kv: int(kv[0])))
+        out[f"node {nid} distances"] = ("distances", row or None)
+        out[f"node {nid} tier"] = ("tiers", _s(n.get("tier")))
+    for d in doc.get("devices") or []:
+        if d.get("kind") not in PLACED_KINDS:
+            continue
+        node = d.get("numa_node")
+        where = f"node {node}" if node is not None else (
+            f"node ? (inferred {d['inferred_node']})" if d.get("inferred_node") is not None else "node ?")
+        names = ",".join((d.get("netdevs") or []) + (d.get("rdma") or []) + (d.get("nvme") or []))
+        out[f"device {d['bdf']}"] = ("devices", f"{d['kind']} on {where}" + (f" ({names})" if names else ""))
+    pm = doc.get("path_matrix") or {}
+    labels, devs, cells = pm.get("labels") or [], pm.get("devices") or [], pm.get("cells") or []
+    for i, label in enumerate(labels):
+        if not label.startswith("GPU"):
+            continue
+        best = _best_nic_path(labels, cells[i] if i < len(cells) else [])
+        if best is not None:
+            out[f"device {devs[i]} nearest NIC path"] = ("devices", best)
+    settings = doc.get("settings") or {}
+    out["kernel release"] = ("kernel", _s(settings.get("release")))
+    for key in ("numa_balancing", "transparent_hugepage", "thp_defrag", "zone_reclaim_mode", "demotion_enabled",
+                "weighted_interleave_auto"):
+        out[f"kernel {key}"] = ("kernel", _s(settings.get(key)))
+    return out
+
+
+_PATH_RANK = {"X": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+
+
+def _best_nic_path(labels: list[str], row: list[str]) -> str | None:
+    paths = [row[j] for j, lab in enumerate(labels) if lab.startswith("NIC") and j < len(row)]
+    return min(paths, key=lambda p: _PATH_RANK.get(p, 9)) if paths else None
+
+
+def _memory_equal(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return a == b
+    x, y = float(a.split()[0]), float(b.split()[0])
+    return abs(x - y) <= MEMORY_TOLERANCE * max(x, y, 1e-9)
+
+
+def diff_views(
+    a: dict[str, tuple[str, str | None]], b: dict[str, tuple[str, str | None]], ignore: tuple[str, ...] = ()
+) -> list[Difference]:
+    """Keys whose values differ, in A's order then B-only keys; `ignore`: categories or key prefixes."""
+    keys = list(a) + [k for k in b if k not in a]
+    out = []
+    for key in keys:
+        cat = a[key][0] if key in a else b[key][0]
+        va = a[key][1] if key in a else None
+        vb = b[key][1] if key in b else None
+        if cat in ignore or any(key.startswith(p) for p in ignore):
+            continue
+        if va == vb or (cat == "memory" and _memory_equal(va, vb)):
+            continue
+        out.append(Difference(key, cat, va, vb))
+    return out
+
+
+CATEGORIES = ("cpu", "numa", "memory", "distances", "tiers", "devices", "kernel")

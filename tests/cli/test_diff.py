@@ -1,0 +1,139 @@
+"""numatune diff: roots, snapshot archives and JSON reports, with the changes admins look for."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+
+import pytest
+
+from tests.conftest import fixture_root
+
+SMALL = "vm-offlineCPUs"
+TWO_NODE = "intel-xeon-L5640-2node"
+
+
+_DOCS: dict[str, str] = {}
+
+
+@pytest.fixture
+def report(cli, tmp_path):
+    def make(name: str, edit=None):
+        if name not in _DOCS:
+            _DOCS[name] = cli("--root", str(fixture_root(name)), "inspect", "--json").stdout
+        doc = json.loads(_DOCS[name])
+        if edit:
+            edit(doc)
+        path = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}.json"
+        path.write_text(json.dumps(doc))
+        return str(path)
+
+    return make
+
+
+def test_a_root_equals_its_own_report(cli, report):
+    result = cli("diff", str(fixture_root(TWO_NODE)), report(TWO_NODE))
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[-1] == "no differences"
+
+
+def test_a_snapshot_archive_equals_its_tree(cli, tmp_path):
+    archive = tmp_path / "node.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(fixture_root(SMALL), arcname=SMALL)
+    result = cli("diff", "--json", str(archive), str(fixture_root(SMALL)))
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 0 and doc["equal"] is True
+    assert doc["a"]["kind"] == "snapshot" and doc["b"]["kind"] == "root"
+
+
+def _snc_on(doc):
+    """What turning on sub-NUMA clustering looks like: node 0 split in two, a new distance row."""
+    n0 = doc["nodes"][0]
+    half = len(n0["cpus"]) // 2
+    new = dict(n0, id=2, cpus=n0["cpus"][half:], memory_total_kib=n0["memory_total_kib"] // 2)
+    n0["cpus"] = n0["cpus"][:half]
+    n0["memory_total_kib"] //= 2
+    for n in doc["nodes"]:
+        n["distances"]["2"] = 11 if n["id"] == 0 else 21
+    new["distances"] = {"0": 11, "1": 21, "2": 10}
+    doc["nodes"].append(new)
+
+
+def test_sub_numa_clustering_shows_up(cli, report):
+    result = cli("diff", "--json", report(TWO_NODE), report(TWO_NODE, _snc_on))
+    assert result.exit_code == 1
+    diffs = {d["key"]: d for d in json.loads(result.stdout)["differences"]}
+    assert diffs["numa nodes"]["a"] == "2 (0-1)" and diffs["numa nodes"]["b"] == "3 (0-2)"
+    assert diffs["node 0 cpus"]["b"] == "0,2,4,6,8,10"
+    assert diffs["node 2 cpus"]["a"] is None
+    assert diffs["node 0 memory"]["category"] == "memory"
+    assert diffs["node 1 distances"]["b"] == "0:20 1:10 2:21"
+
+
+def test_kernel_and_devices(cli, report):
+    def edit(doc):
+        doc["settings"]["release"] = "6.8.0-45-generic"
+        doc["settings"]["numa_balancing"] = 1
+        nic = next(d for d in doc["devices"] if d["kind"] == "nic" and d["numa_node"] == 1)
+        nic["numa_node"] = 0
+        doc["devices"] = [d for d in doc["devices"] if d["bdf"] != "0000:04:00.0"]
+
+    a, b = report(TWO_NODE), report(TWO_NODE, edit)
+    result = cli("diff", a, b)
+    assert result.exit_code == 1
+    text = result.stdout
+    assert "[kernel]" in text and "kernel release" in text and "6.8.0-45-generic" in text
+    assert "kernel numa_balancing" in text
+    assert "nic on node 1" in text and "nic on node 0" in text
+    assert "(absent)" in text
+    assert text.splitlines()[-1].endswith("differences")
+    only_devices = json.loads(cli("diff", "--json", "--ignore", "kernel", a, b).stdout)
+    assert {d["category"] for d in only_devices["differences"]} == {"devices"}
+    none = cli("diff", "-i", "kernel", "-i", "device", a, b)
+    assert none.exit_code == 0
+
+
+def test_small_memory_drift_is_not_a_difference(cli, report):
+    def drift(doc):
+        doc["nodes"][0]["memory_total_kib"] = int(doc["nodes"][0]["memory_total_kib"] * 1.01)
+        doc["nodes"][0]["memory_free_kib"] = 1
+
+    assert cli("diff", report(TWO_NODE), report(TWO_NODE, drift)).exit_code == 0
+
+
+def test_edited_tree(cli, tmp_path):
+    root = tmp_path / "root"
+    shutil.copytree(fixture_root(SMALL), root, symlinks=True)
+    (root / "sys/devices/system/cpu/cpu1/online").write_text("0\n")
+    (root / "sys/devices/system/cpu/online").write_text("0\n")
+    (root / "sys/devices/system/cpu/offline").write_text("1-3\n")
+    result = cli("diff", "--json", str(fixture_root(SMALL)), str(root))
+    diffs = {d["key"]: (d["a"], d["b"]) for d in json.loads(result.stdout)["differences"]}
+    assert result.exit_code == 1
+    assert diffs["online cpus"] == ("0-1", "0") and diffs["offline cpus"] == ("2-3", "1-3")
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("not json at all", "neither a sysfs tree, a snapshot archive nor a numatune JSON report"),
+        ("{ broken", "is not valid JSON"),
+        ('{"schema": "numatune.audit/1"}', "is a numatune.audit/1 report; expected numatune.inspect/1"),
+        ('{"schema": "numatune.inspect/9", "cpu": {}}', "has schema numatune.inspect/9"),
+        ('{"schema": "numatune.inspect/1"}', "the report has no 'cpu' field"),
+        ("[1, 2]", "neither a sysfs tree"),
+    ],
+)
+def test_bad_inputs(cli, tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    result = cli("diff", str(bad), str(fixture_root(SMALL)))
+    assert result.exit_code == 3
+    assert message in result.stderr and result.stdout == ""
+
+
+def test_missing_input_and_usage(cli, tmp_path):
+    assert cli("diff", str(tmp_path / "nope"), str(fixture_root(SMALL))).exit_code == 3
+    assert cli("diff", str(fixture_root(SMALL))).exit_code == 2
