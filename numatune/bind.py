@@ -1,0 +1,276 @@
+"""The live side of `numatune launch`: what this process may use, which tools exist, and the exec.
+
+Reads go through the Host (so a saved root answers the same questions), except the calling process's
+own affinity (sched_getaffinity), which only exists live. Applying is sched_setaffinity and
+set_mempolicy (ctypes) or numactl/taskset, then execvpe: the process is replaced, so the command's
+exit status and signals reach the launcher untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import NoReturn
+
+from numatune.cpulist import format_cpulist
+from numatune.errors import NumatuneError, PermissionDenied
+from numatune.host import Host
+from numatune.model.launch import LaunchFacts, LaunchPlan, Numactl
+from numatune.model.topology import PciDevice, Topology
+
+ISOLATED = "/sys/devices/system/cpu/isolated"
+WEIGHT_DIR = "/sys/kernel/mm/mempolicy/weighted_interleave"
+
+# set_mempolicy(2) syscall numbers; glibc has no wrapper (libnuma does), so it is called by number.
+SYS_SET_MEMPOLICY = {
+    "x86_64": 238,
+    "aarch64": 237,
+    "riscv64": 237,
+    "loongarch64": 237,
+    "ppc64le": 261,
+    "ppc64": 261,
+    "s390x": 270,
+    "i686": 276,
+    "i386": 276,
+    "armv7l": 321,
+}
+
+
+class CommandNotRunnable(NumatuneError):
+    """The command itself cannot be exec'd: 127 when not found, 126 otherwise (as shells do)."""
+
+    exit_code = 127  # type: ignore[assignment]
+
+
+# -- facts --------------------------------------------------------------------------------------------
+def which(name: str) -> str | None:
+    """shutil.which without importing shutil (the launch path counts milliseconds)."""
+    for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(d or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def probe_numactl(path: str) -> Numactl:
+    """Version and policy options: `numactl --version` (2.0.19+ answers), else the usage text it prints."""
+    import subprocess
+
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+        text = out.stdout + out.stderr
+    except (OSError, subprocess.SubprocessError):
+        return Numactl(path, None, False, False)
+    m = re.search(r"(\d+)\.(\d+)\.(\d+)", text) if out.returncode == 0 else None
+    version = m.group(0) if m else None
+    vt = tuple(int(x) for x in m.groups()) if m else None
+    many = "--preferred-many" in text or (vt is not None and vt >= (2, 0, 15))
+    weighted = "--weighted-interleave" in text or (vt is not None and vt >= (2, 0, 19))
+    return Numactl(path, version, many, weighted)
+
+
+def cgroup_cpuset(host: Host) -> tuple[frozenset[int] | None, str | None]:
+    """cpuset.cpus.effective of this process's cgroup (v2, or v1 cpuset), walking up to the first that has it."""
+    text = host.read_optional("/proc/self/cgroup") or ""
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            base, name = "/sys/fs/cgroup", "cpuset.cpus.effective"
+        elif "cpuset" in parts[1].split(","):
+            base, name = "/sys/fs/cgroup/cpuset", "cpuset.effective_cpus"
+        else:
+            continue
+        path = parts[2].rstrip("/")
+        while True:
+            logical = f"{base}{path}/{name}"
+            cpus = host.read_cpulist(logical)
+            if cpus:
+                return cpus, logical
+            if not path:
+                break
+            path = path.rsplit("/", 1)[0]
+    return None, None
+
+
+def gather_facts(host: Host, environ: Mapping[str, str], *, probe: bool) -> LaunchFacts:
+    """Everything the plan needs beyond the topology. `probe` runs numactl to learn its options."""
+    from numatune.plan.launch import ENV_KEYS
+    from numatune.readers.nodes import read_interleave_weights
+
+    env = {k: environ[k] for k in ENV_KEYS if k in environ}
+    allowed = mems = None
+    source = "every online CPU of the root"
+    if host.is_live:
+        allowed = frozenset(os.sched_getaffinity(0))
+        source = "sched_getaffinity"
+        cg, where = cgroup_cpuset(host)
+        if cg is not None and not allowed <= cg:
+            allowed &= cg
+            source += f" ∩ {where}"
+        status = host.read_optional("/proc/self/status") or ""
+        m = re.search(r"^Mems_allowed_list:\s*(\S+)", status, re.MULTILINE)
+        if m:
+            from numatune.cpulist import parse_cpulist
+
+            mems = parse_cpulist(m.group(1))
+    numactl_path = which("numactl")
+    numactl = None
+    if numactl_path:
+        numactl = probe_numactl(numactl_path) if probe else Numactl(numactl_path, None, False, False)
+    return LaunchFacts(
+        env=env,
+        allowed_cpus=allowed,
+        allowed_source=source,
+        allowed_mems=mems,
+        isolated=host.read_cpulist(ISOLATED) or frozenset(),
+        kernel=host.read_optional("/proc/sys/kernel/osrelease"),
+        numactl=numactl,
+        taskset=which("taskset"),
+        direct_ok=os.uname().machine in SYS_SET_MEMPOLICY,
+        current_weights=read_interleave_weights(host),
+    )
+
+
+# -- topology and devices (only what launch needs) -------------------------------------------------------
+def read_launch_topology(host: Host, *, node_kinds: bool) -> Topology:
+    """CPUs and nodes without PCI; `node_kinds` adds the CXL/DAX scan that tells CXL nodes apart.
+
+    The plain case reads what `read_topology(host, devices=False)` reads for CPUs and nodes but skips
+    its imports of the PCI/CXL readers and its kernel-settings pass (which walks /proc on a live node):
+    launch is on the critical path of every rank's start.
+    """
+    if node_kinds:
+        from numatune.readers.cxl import read_cxl
+        from numatune.readers.topology import classify_nodes, read_topology
+
+        topo = read_topology(host, devices=False)
+        cxl = read_cxl(host)
+        return replace(topo, cxl=cxl, nodes=classify_nodes(host, topo.nodes, cxl, topo.cpu.architecture))
+    from numatune.readers.cpus import read_cpus, summarize_cpus
+    from numatune.readers.nodes import read_nodes
+
+    cpus = read_cpus(host)
+    summary = summarize_cpus(host, cpus)
+    nodes, numa_kernel, skipped = read_nodes(host, {c.id for c in cpus}, summary.online)
+    node_of = {cpu: n.id for n in nodes for cpu in n.cpus}
+    return Topology(
+        source=host.label,
+        live=host.is_live,
+        cpu=summary,
+        cpus=tuple(replace(c, node=node_of.get(c.id)) for c in cpus),
+        nodes=tuple(replace(n, kind="dram", kind_evidence="has CPUs") if n.cpus else n for n in nodes),
+        numa_kernel=numa_kernel,
+        skipped=tuple(skipped),
+    )
+
+
+def read_launch_devices(host: Host, topo: Topology, bdf: str | None = None) -> list[PciDevice]:
+    """GPUs and accelerators (with NVIDIA UUIDs and AMD KFD nodes), plus the `--gpu` BDF if it is any other device."""
+    from numatune.readers.pci import read_pci_devices
+
+    devices, _ = read_pci_devices(host, topo.nodes)
+    out = [d for d in devices if d.kind in ("gpu", "accelerator") or (bdf and d.bdf.lower() == bdf)]
+    if bdf and not any(d.bdf.lower() == bdf for d in out):
+        dev = read_pci_function(host, bdf, topo)
+        if dev is not None:
+            out.append(dev)
+    return out
+
+
+def read_pci_function(host: Host, bdf: str, topo: Topology) -> PciDevice | None:
+    """Any PCI function (a bridge, an FPGA, a display numatune does not report) by address."""
+    from numatune.readers.pci import device_kind
+
+    base = f"/sys/bus/pci/devices/{bdf}"
+    if not host.exists(base):
+        return None
+    path = host.resolve(base) or base
+    numa = host.read_int(f"{path}/numa_node")
+    local = host.read_cpulist(f"{path}/local_cpulist") or host.read_cpumask(f"{path}/local_cpus") or frozenset()
+    class_code = host.read_int(f"{path}/class", 16) or 0
+    vendor = host.read_int(f"{path}/vendor", 16)
+    inferred = None
+    if (numa is None or numa < 0) and local:
+        homes = [n.id for n in topo.nodes if n.cpus and local <= set(n.cpus)]
+        inferred = homes[0] if len(homes) == 1 and local != {c for n in topo.nodes for c in n.cpus} else None
+    return PciDevice(
+        bdf=bdf,
+        path=path,
+        class_code=class_code,
+        vendor_id=vendor,
+        device_id=host.read_int(f"{path}/device", 16),
+        kind=device_kind(class_code, vendor),
+        numa_node=numa if numa is not None and numa >= 0 else None,
+        inferred_node=inferred,
+        inferred_from="local_cpulist" if inferred is not None else None,
+        local_cpus=tuple(sorted(local)),
+    )
+
+
+# -- applying -----------------------------------------------------------------------------------------------
+def set_mempolicy(mode: int, nodes: Sequence[int]) -> None:
+    """set_mempolicy(2) for the calling thread; inherited by the exec'd command."""
+    import ctypes
+
+    machine = os.uname().machine
+    nr = SYS_SET_MEMPOLICY.get(machine)
+    if nr is None:
+        raise NumatuneError(f"no set_mempolicy syscall number for {machine}")
+    words = (max(nodes, default=0) // 64) + 1
+    mask = (ctypes.c_ulong * words)()
+    for n in nodes:
+        mask[n // 64] |= 1 << (n % 64)
+    libc = ctypes.CDLL(None, use_errno=True)
+    rc = libc.syscall(ctypes.c_long(nr), ctypes.c_int(mode), mask, ctypes.c_ulong(words * 64 + 1))
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise NumatuneError(
+            f"set_mempolicy(mode {mode}, nodes {format_cpulist(nodes)}) failed: {os.strerror(err)}",
+            hint="the kernel may not support this policy, or the nodes are outside the cgroup's cpuset.mems",
+        )
+
+
+def write_weights(host: Host, weights: Mapping[int, int]) -> None:
+    for node, weight in sorted(weights.items()):
+        logical = f"{WEIGHT_DIR}/node{node}"
+        try:
+            host.write_text(logical, f"{weight}\n")
+        except PermissionError as exc:
+            raise PermissionDenied(
+                f"cannot set the weighted-interleave weight of node {node} ({logical}): permission denied",
+                hint="weights are system-wide: run as root, or leave --weights out to use the kernel's",
+            ) from exc
+        except OSError as exc:
+            raise NumatuneError(f"cannot write {logical}: {exc.strerror or exc}") from exc
+
+
+def apply_plan(plan: LaunchPlan, environ: Mapping[str, str]) -> NoReturn:
+    """Bind (for the direct method) and exec the plan's argv; never returns."""
+    env = dict(environ)
+    env.update(plan.env)
+    if plan.method == "direct":
+        if plan.cpus:
+            try:
+                os.sched_setaffinity(0, plan.cpus)
+            except OSError as exc:
+                raise NumatuneError(f"sched_setaffinity({format_cpulist(plan.cpus)}) failed: {exc.strerror}") from exc
+        if plan.memory.mode is not None:
+            set_mempolicy(plan.memory.mode, plan.memory.nodes)
+    program = plan.command[0] if plan.command else ""
+    if not program or ("/" not in program and which(program) is None):
+        raise CommandNotRunnable(f"cannot run {program!r}: command not found")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(plan.argv[0], list(plan.argv), env)
+    except FileNotFoundError as exc:
+        raise CommandNotRunnable(f"cannot run {plan.argv[0]!r}: command not found") from exc
+    except OSError as exc:
+        err = CommandNotRunnable(f"cannot run {plan.argv[0]!r}: {exc.strerror or exc}")
+        err.exit_code = 126  # type: ignore[assignment]
+        raise err from exc

@@ -1,0 +1,159 @@
+"""numatune launch: run a command bound to its GPU's NUMA node (CPUs and memory).
+
+The hot path (`numatune launch --node 0 -- CMD`) imports click, the model and the CPU/node readers
+only: no rich, psutil, pyudev or py-cpuinfo, and no PCI scan unless a GPU has to be found.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from numatune.cli._app import App
+from numatune.model.launch import MEM_POLICIES, METHODS
+
+_KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
+
+
+@click.command(
+    "launch",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--rank", type=click.IntRange(min=0), help="Local rank (default: LOCAL_RANK, SLURM_LOCALID, ...).")
+@click.option("--local-size", type=click.IntRange(min=1), help="Ranks on this node (default: LOCAL_WORLD_SIZE, ...).")
+@click.option("--gpu", metavar="INDEX|BDF|UUID", help="The rank's device; a BDF may name any PCI device.")
+@click.option("--node", type=click.IntRange(min=0), help="Bind to this NUMA node (no GPU lookup).")
+@click.option("--cpu-bind", "cpu_bind", default="node", show_default=True, metavar="node|socket|exclusive|cores:N|none",
+              help="Which CPUs of the node the rank gets.")
+@click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Leave the first N physical cores of each node to data loaders and IRQs.")
+@click.option("--allow-isolated", is_flag=True, help="Also use isolcpus CPUs (excluded by default).")
+@click.option("--mem-policy", type=click.Choice(MEM_POLICIES), default="bind", show_default=True,
+              help="Memory policy for the command.")
+@click.option("--mem-nodes", metavar="LIST", help="Memory nodes for the policy instead of the derived ones (0,2).")
+@click.option("--weights", metavar="NODE:W,...", help="Weighted-interleave weights (system-wide; root to change).")
+@click.option("--via", type=click.Choice(METHODS), default="auto", show_default=True,
+              help="numactl, taskset or direct syscalls (auto: numactl when it can express the policy).")
+@click.option("--best-effort", is_flag=True, help="When a binding cannot be honoured, warn and run unbound.")
+@click.option("--dry-run", is_flag=True, help="Print the exact command and the reasoning; run nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (numatune.launch/1); run nothing.")
+@click.option("--emit", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              help="Write a POSIX sh wrapper that runs numatune launch per rank; run nothing.")
+@click.option("--quiet", "-q", is_flag=True, help="No stderr line saying what was bound (warnings still shown).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.pass_obj
+def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN003 - click passes the options
+    """Run COMMAND bound to its GPU's NUMA node: numatune launch [OPTIONS] -- CMD [ARGS...]
+
+    Rank → GPU (--gpu, CUDA_VISIBLE_DEVICES, ROCR/HIP_VISIBLE_DEVICES, or the rank's index in PCI order)
+    → node (the GPU's numa_node, or --node) → CPUs (--cpu-bind) and memory (--mem-policy), then the process
+    is replaced by numactl, taskset or the command itself. Exit status and signals pass through.
+    """
+    from numatune.cpulist import parse_cpulist
+    from numatune.errors import InputError
+    from numatune.model.launch import LaunchOptions
+    from numatune.plan.launch import normalize_bdf, parse_cpu_bind, parse_weights
+
+    try:
+        mem_nodes = tuple(sorted(parse_cpulist(kw["mem_nodes"]))) if kw["mem_nodes"] else None
+    except ValueError as exc:
+        raise InputError(f"--mem-nodes {kw['mem_nodes']!r}: expected a node list like 0,2 or 0-3") from exc
+    if mem_nodes == ():
+        raise InputError("--mem-nodes is empty")
+    opts = LaunchOptions(
+        rank=kw["rank"],
+        local_size=kw["local_size"],
+        gpu=kw["gpu"],
+        node=kw["node"],
+        cpu_bind=parse_cpu_bind(kw["cpu_bind"]),
+        reserve_cores=kw["reserve_cores"],
+        allow_isolated=kw["allow_isolated"],
+        mem_policy=kw["mem_policy"],
+        mem_nodes=mem_nodes,
+        weights=parse_weights(kw["weights"]) if kw["weights"] else None,
+        via=kw["via"],
+        best_effort=kw["best_effort"],
+    )
+    if kw["emit"]:
+        _emit(kw["emit"], kw, command)
+        if not kw["quiet"]:
+            app.note(f"wrote {kw['emit']}: run it as `torchrun --nproc-per-node N --no-python {kw['emit']} CMD ...`")
+        return
+    if not command:
+        raise click.UsageError("no command given: numatune launch [OPTIONS] -- CMD [ARGS...]")
+    plan_only = kw["dry_run"] or kw["as_json"]
+    host = app.host
+    if not host.is_live and not plan_only:
+        raise InputError(f"launch can only run a command on the live node, not on --root {app.root}",
+                         hint="add --dry-run or --json to see the plan for that root")
+
+    from numatune.bind import gather_facts, read_launch_devices, read_launch_topology
+    from numatune.plan.launch import plan_launch
+
+    topo = read_launch_topology(host, node_kinds=opts.mem_policy in _KIND_POLICIES)
+    devices = []
+    if opts.node is None or opts.gpu is not None:
+        bdf = normalize_bdf(opts.gpu) if opts.gpu else None
+        devices = read_launch_devices(host, topo, bdf)
+    probe = opts.mem_policy in ("preferred-many", "weighted") and opts.via in ("auto", "numactl")
+    facts = gather_facts(host, os.environ, probe=probe)
+    plan = plan_launch(topo, devices, facts, opts, command)
+    if kw["as_json"]:
+        from numatune.render.launch_json import launch_document
+
+        app.echo_json(launch_document(plan, host.label))
+        return
+    if kw["dry_run"]:
+        from numatune.render.launch_text import render_dry_run
+
+        click.echo(render_dry_run(plan), nl=False)
+        return
+    from numatune.bind import apply_plan, write_weights
+    from numatune.errors import NumatuneError
+    from numatune.render.launch_text import summary_line
+
+    for w in plan.warnings:
+        app.warn(w)
+    if plan.write_weights:
+        try:
+            write_weights(host, plan.write_weights)
+            app.note("set weighted-interleave weights " + ",".join(f"{n}:{w}" for n, w in plan.write_weights.items())
+                     + " (system-wide)")
+        except NumatuneError as exc:
+            if not opts.best_effort:
+                raise
+            app.warn(f"{exc.message}; the kernel's current weights are used (--best-effort)")
+    if not kw["quiet"]:
+        app.note(summary_line(plan))
+    apply_plan(plan, os.environ)
+
+
+def _emit(path: str, kw: dict, command: tuple[str, ...]) -> None:
+    """Write the wrapper with the options as given (canonical form), minus --emit/--dry-run/--json."""
+    import numatune
+    from numatune.render.launch_sh import render_wrapper
+
+    args = ["launch"]
+    for name, flag in (("rank", "--rank"), ("local_size", "--local-size"), ("gpu", "--gpu"), ("node", "--node"),
+                       ("mem_nodes", "--mem-nodes"), ("weights", "--weights")):
+        if kw[name] is not None:
+            args += [flag, str(kw[name])]
+    args += ["--cpu-bind", kw["cpu_bind"], "--mem-policy", kw["mem_policy"], "--via", kw["via"]]
+    if kw["reserve_cores"]:
+        args += ["--reserve-cores", str(kw["reserve_cores"])]
+    for name in ("allow_isolated", "best_effort", "quiet"):
+        if kw[name]:
+            args.append("--" + name.replace("_", "-"))
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(numatune.__file__)))
+    text = render_wrapper(sys.executable, parent, args, command)
+    from numatune.errors import InputError
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(path, 0o755)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc

@@ -1,0 +1,133 @@
+"""What `numatune launch` decides: which rank, which GPU, which node, which CPUs, which memory policy.
+
+Immutable records built by `plan/launch.py` from a Topology and the live facts gathered by `bind.py`,
+consumed by the renderers and `bind.apply_plan`. They are NamedTuples rather than frozen dataclasses
+on purpose: launch runs in front of every rank, and on Python 3.11 creating a frozen dataclass costs
+about 20 times more than a NamedTuple (one exec per generated method); see README, Performance.
+Never mutate the shared empty-dict defaults.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from numatune.errors import Unsupported
+
+CPU_BIND_MODES = ("node", "socket", "exclusive", "cores:N", "none")
+MEM_POLICIES = ("bind", "preferred", "preferred-many", "interleave", "weighted", "cxl-spill", "none")
+METHODS = ("auto", "numactl", "taskset", "direct")
+
+# Linux uapi/linux/mempolicy.h
+MPOL_DEFAULT = 0
+MPOL_PREFERRED = 1
+MPOL_BIND = 2
+MPOL_INTERLEAVE = 3
+MPOL_LOCAL = 4
+MPOL_PREFERRED_MANY = 5  # Linux 5.15
+MPOL_WEIGHTED_INTERLEAVE = 6  # Linux 6.9
+
+# policy name -> (MPOL_* mode, minimal kernel, numactl option, minimal numactl)
+POLICY_SUPPORT: dict[str, tuple[int, tuple[int, int], str, str]] = {
+    "bind": (MPOL_BIND, (2, 6), "--membind", "any"),
+    "cxl-spill": (MPOL_BIND, (2, 6), "--membind", "any"),
+    "preferred": (MPOL_PREFERRED, (2, 6), "--preferred", "any"),
+    "interleave": (MPOL_INTERLEAVE, (2, 6), "--interleave", "any"),
+    "preferred-many": (MPOL_PREFERRED_MANY, (5, 15), "--preferred-many", "2.0.15"),
+    "weighted": (MPOL_WEIGHTED_INTERLEAVE, (6, 9), "--weighted-interleave", "2.0.19"),
+}
+
+
+class BindingError(Unsupported):
+    """A binding that cannot be honoured (no GPU, no usable CPU, unsupported policy): exit 7.
+
+    `--best-effort` turns it into a warning and an unbound run.
+    """
+
+
+class CpuBind(NamedTuple):
+    mode: str  # node | socket | exclusive | cores | none
+    cores: int | None = None  # for cores:N
+
+
+class LaunchOptions(NamedTuple):
+    """The user's choices, already parsed and validated for syntax."""
+
+    rank: int | None = None
+    local_size: int | None = None
+    gpu: str | None = None
+    node: int | None = None
+    cpu_bind: CpuBind = CpuBind("node")
+    reserve_cores: int = 0
+    allow_isolated: bool = False
+    mem_policy: str = "bind"
+    mem_nodes: tuple[int, ...] | None = None
+    weights: dict[int, int] | None = None
+    via: str = "auto"
+    best_effort: bool = False
+
+
+class Numactl(NamedTuple):
+    path: str
+    version: str | None  # "2.0.19" when `numactl --version` answers; else None
+    preferred_many: bool  # --preferred-many in its usage text (numactl >= 2.0.15)
+    weighted: bool  # --weighted-interleave in its usage text (numactl >= 2.0.19)
+
+
+class LaunchFacts(NamedTuple):
+    """What the plan needs to know about the process and node it runs on (gathered by bind.py)."""
+
+    env: dict[str, str] = {}  # only the launcher keys in plan.ENV_KEYS
+    allowed_cpus: frozenset[int] | None = None  # None: every online CPU (a saved root)
+    allowed_source: str = "every online CPU of the root"
+    allowed_mems: frozenset[int] | None = None
+    isolated: frozenset[int] = frozenset()
+    kernel: str | None = None  # release string
+    numactl: Numactl | None = None
+    taskset: str | None = None
+    direct_ok: bool = True  # set_mempolicy syscall number known for this architecture
+    current_weights: dict[int, int] = {}
+
+
+class RankInfo(NamedTuple):
+    rank: int
+    rank_source: str  # "LOCAL_RANK=3" | "--rank" | "default (no launcher variable)"
+    local_size: int | None
+    size_source: str | None
+
+
+class GpuChoice(NamedTuple):
+    bdf: str
+    kind: str
+    pci_index: int | None  # position among the node's GPUs in PCI bus order
+    source: str  # how it was chosen
+    ordering: str | None  # the device ordering assumed, when indices were involved
+    uuid: str | None = None
+    numa_node: int | None = None
+    inferred_node: int | None = None
+    inferred_from: str | None = None
+
+
+class MemPolicy(NamedTuple):
+    policy: str  # one of MEM_POLICIES
+    mode: int | None  # MPOL_* (None for "none")
+    nodes: tuple[int, ...] = ()
+    weights: dict[int, int] = {}  # weighted only
+    weights_source: str | None = None  # "--weights" | "HMAT read bandwidth" | "kernel"
+
+
+class LaunchPlan(NamedTuple):
+    rank: RankInfo
+    gpu: GpuChoice | None
+    node: int | None
+    node_source: str
+    cpu_mode: str
+    cpus: tuple[int, ...]  # empty: no CPU binding
+    memory: MemPolicy
+    method: str  # numactl | taskset | direct | exec
+    argv: tuple[str, ...]  # what is exec'd (for direct: the command itself, after the syscalls)
+    command: tuple[str, ...]
+    env: dict[str, str]  # variables set for the command (OMP_NUM_THREADS)
+    reasons: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    write_weights: dict[int, int] = {}  # sysfs weights to set before exec
+    unbound: bool = False  # --best-effort fell back to an unbound run

@@ -1,0 +1,672 @@
+"""Plan a launch: local rank → GPU → NUMA node → CPUs → memory policy → the argv to exec.
+
+Pure: the Topology, the GPU-bearing PCI devices and the live facts (allowed CPUs, isolcpus, kernel,
+numactl) come in as arguments, so every decision is tested on fixture trees. Each step appends a
+sentence to `reasons`, which `--dry-run` prints.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from numatune.cpulist import format_cpulist
+from numatune.errors import InputError
+from numatune.model.launch import (
+    POLICY_SUPPORT,
+    BindingError,
+    CpuBind,
+    GpuChoice,
+    LaunchFacts,
+    LaunchOptions,
+    LaunchPlan,
+    MemPolicy,
+    RankInfo,
+)
+from numatune.model.topology import NumaNode, PciDevice, Topology
+
+RANK_VARS: tuple[tuple[str, str], ...] = (
+    ("LOCAL_RANK", "torchrun"),
+    ("SLURM_LOCALID", "Slurm"),
+    ("OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI"),
+    ("MPI_LOCALRANKID", "MPICH/Intel MPI"),
+    ("PMI_LOCAL_RANK", "PMI"),
+    ("PMIX_LOCAL_RANK", "PMIx"),
+)
+SIZE_VARS: tuple[tuple[str, str], ...] = (
+    ("LOCAL_WORLD_SIZE", "torchrun"),
+    ("SLURM_NTASKS_PER_NODE", "Slurm"),
+    ("SLURM_TASKS_PER_NODE", "Slurm"),
+    ("OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI"),
+    ("MPI_LOCALNRANKS", "MPICH/Intel MPI"),
+    ("PMI_LOCAL_SIZE", "PMI"),
+    ("PMIX_LOCAL_SIZE", "PMIx"),
+)
+GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+# The only environment keys numatune reads (and ever shows): never the rest of the environment.
+ENV_KEYS: tuple[str, ...] = (
+    *(k for k, _ in RANK_VARS),
+    *(k for k, _ in SIZE_VARS),
+    *GPU_VARS,
+    "CUDA_DEVICE_ORDER",
+    "SLURM_NODEID",
+    "OMP_NUM_THREADS",
+)
+
+_BDF = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+_UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$", re.IGNORECASE)
+
+
+# -- option parsing (pure, used by the CLI) ---------------------------------------------------------
+def parse_cpu_bind(text: str) -> CpuBind:
+    """`node`, `socket`, `exclusive`, `none` or `cores:N`."""
+    if text in ("node", "socket", "exclusive", "none"):
+        return CpuBind(text)
+    m = re.fullmatch(r"cores:(\d+)", text)
+    if m and int(m.group(1)) > 0:
+        return CpuBind("cores", int(m.group(1)))
+    raise InputError(f"--cpu-bind {text!r}: expected node, socket, exclusive, cores:N (N >= 1) or none")
+
+
+def parse_weights(text: str) -> dict[int, int]:
+    """`0:4,2:1` (node:weight); weights 1-255 as the kernel accepts them."""
+    out: dict[int, int] = {}
+    for part in text.split(","):
+        node, sep, weight = part.strip().partition(":")
+        if not sep or not node.isdigit() or not weight.isdigit():
+            raise InputError(f"--weights {text!r}: expected NODE:WEIGHT[,NODE:WEIGHT...], e.g. 0:4,2:1")
+        if not 1 <= int(weight) <= 255:
+            raise InputError(f"--weights: weight {weight} for node {node} is outside 1-255")
+        out[int(node)] = int(weight)
+    return out
+
+
+def normalize_bdf(text: str) -> str | None:
+    """"18:00.0" → "0000:18:00.0"; None when the text is not a BDF."""
+    m = _BDF.match(text.strip())
+    if not m:
+        return None
+    domain = m.group(1) or "0000"
+    return f"{domain.lower()}:{m.group(2).lower()}:{m.group(3).lower()}.{m.group(4)}"
+
+
+def pci_sort_key(bdf: str) -> tuple[int, ...]:
+    """PCI bus order: domain, bus, device, function as numbers (domains may be 5+ hex digits)."""
+    m = _BDF.match(bdf)
+    if not m:
+        return (1 << 40,)
+    return (int(m.group(1) or "0", 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4)))
+
+
+def kernel_version(release: str | None) -> tuple[int, int] | None:
+    m = re.match(r"(\d+)\.(\d+)", release or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+# -- rank ---------------------------------------------------------------------------------------------
+def _env_int(env: Mapping[str, str], key: str) -> int | None:
+    value = env.get(key)
+    if value is None or value.strip() == "":
+        return None
+    if not value.strip().isdigit():
+        raise InputError(f"{key}={value!r} is not a non-negative integer")
+    return int(value)
+
+
+def slurm_tasks_on_node(value: str, node_index: int) -> int | None:
+    """SLURM_TASKS_PER_NODE "2(x3),1" → tasks on the node_index-th node of the job."""
+    counts: list[int] = []
+    for part in value.split(","):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not m:
+            return None
+        counts += [int(m.group(1))] * int(m.group(2) or 1)
+    return counts[node_index] if 0 <= node_index < len(counts) else None
+
+
+def detect_rank(env: Mapping[str, str], opts: LaunchOptions) -> RankInfo:
+    """The local rank and local world size, from --rank/--local-size or the first launcher variable set."""
+    if opts.rank is not None:
+        rank, rank_source = opts.rank, "--rank"
+    else:
+        rank, rank_source = 0, "default 0 (no LOCAL_RANK, SLURM_LOCALID, OMPI_/MPI_/PMI_/PMIX_ local rank set)"
+        for key, who in RANK_VARS:
+            value = _env_int(env, key)
+            if value is not None:
+                rank, rank_source = value, f"{key}={value} ({who})"
+                break
+    size, size_source = opts.local_size, "--local-size" if opts.local_size is not None else None
+    if size is None:
+        for key, who in SIZE_VARS:
+            if key == "SLURM_TASKS_PER_NODE":
+                if key in env:
+                    size = slurm_tasks_on_node(env[key], _env_int(env, "SLURM_NODEID") or 0)
+            else:
+                size = _env_int(env, key)
+            if size is not None:
+                size_source = f"{key}={env[key]} ({who})"
+                break
+    if size is not None and size <= rank:
+        raise InputError(f"local rank {rank} ({rank_source}) is not below the local world size {size} ({size_source})")
+    return RankInfo(rank, rank_source, size, size_source)
+
+
+# -- GPU ----------------------------------------------------------------------------------------------
+def gpus_in_pci_order(devices: Sequence[PciDevice]) -> tuple[list[PciDevice], str]:
+    """GPUs in PCI bus order; when there are none, accelerators (e.g. NEC Vector Engines)."""
+    for kind in ("gpu", "accelerator"):
+        found = sorted((d for d in devices if d.kind == kind), key=lambda d: pci_sort_key(d.bdf))
+        if found:
+            return found, kind
+    return [], "gpu"
+
+
+def _ordering_note(env: Mapping[str, str], gpus: Sequence[PciDevice], var: str | None) -> str:
+    if var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
+        return "ROCm enumerates GPUs in KFD node order, assumed to be PCI bus order"
+    order = env.get("CUDA_DEVICE_ORDER")
+    if order == "PCI_BUS_ID":
+        return "CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA indices follow PCI bus order"
+    models = {(d.vendor_id, d.device_id) for d in gpus}
+    if any(d.device_id is None for d in gpus):
+        same = "; GPU models unknown, CUDA's default FASTEST_FIRST order may differ: set CUDA_DEVICE_ORDER=PCI_BUS_ID"
+    elif len(models) == 1:
+        same = f"; all {len(gpus)} are the same model, so CUDA's default FASTEST_FIRST order agrees"
+    else:
+        same = ("; the GPUs differ in model, so CUDA's default FASTEST_FIRST order may differ: "
+                "set CUDA_DEVICE_ORDER=PCI_BUS_ID")
+
+    shown = f"CUDA_DEVICE_ORDER={order}" if order else "CUDA_DEVICE_ORDER unset"
+    return f"PCI bus order assumed ({shown}){same}"
+
+
+def _resolve_entry(entry: str, gpus: Sequence[PciDevice], var: str) -> PciDevice:
+    entry = entry.strip()
+    if entry.isdigit():
+        index = int(entry)
+        if index >= len(gpus):
+            raise BindingError(f"{var} names GPU {index} but this root has {len(gpus)} GPU(s)")
+        return gpus[index]
+    if _UUID.match(entry):
+        if entry.upper().startswith("MIG-"):
+            raise BindingError(f"{var} entry {entry}: MIG instances cannot be mapped to a PCI device; pass --gpu BDF")
+        known = [d for d in gpus if d.nvidia and d.nvidia.uuid]
+        if not known:
+            raise BindingError(
+                f"{var} entry {entry} is a UUID but no GPU UUIDs are known "
+                "(/proc/driver/nvidia/gpus/*/information missing): pass --gpu BDF or use indices"
+            )
+        hits = [d for d in known if d.nvidia.uuid.lower().startswith(entry.lower())]  # CUDA accepts unique prefixes
+        if len(hits) != 1:
+            raise BindingError(f"{var} entry {entry} matches {len(hits)} GPUs")
+        return hits[0]
+    raise BindingError(f"{var} entry {entry!r} is neither an index nor a GPU UUID")
+
+
+def _visible(env: Mapping[str, str], gpus: list[PciDevice]) -> tuple[str | None, list[PciDevice] | None, bool]:
+    """(variable, the GPUs it makes visible in order, whether any entry was a UUID)."""
+    for var in GPU_VARS:
+        value = env.get(var)
+        if value is None:
+            continue
+        entries = [e for e in value.split(",") if e.strip()]
+        if not entries or entries[0].strip() in ("-1", "NoDevFiles"):
+            raise BindingError(f"{var}={value!r} hides every GPU")
+        return var, [_resolve_entry(e, gpus, var) for e in entries], any(_UUID.match(e.strip()) for e in entries)
+    return None, None, False
+
+
+def choose_gpu(
+    env: Mapping[str, str], opts: LaunchOptions, rank: RankInfo, devices: Sequence[PciDevice]
+) -> tuple[PciDevice, GpuChoice, list[PciDevice]]:
+    """The rank's device and the devices in use by the node's local ranks (to split cores among them)."""
+    gpus, kind = gpus_in_pci_order(devices)
+    if opts.gpu is not None:
+        dev, source, ordering = _gpu_option(opts.gpu, gpus, devices)
+        in_use = gpus if dev in gpus else [dev]
+    else:
+        if not gpus:
+            raise BindingError("no GPU found in this root and neither --gpu nor --node was given")
+        var, visible, uuids = _visible(env, gpus)
+        if visible is not None:
+            if len(visible) == 1:
+                dev, pos = visible[0], 0
+                in_use = gpus[: rank.local_size] if rank.local_size else gpus
+                note = "; one visible GPU per rank: the other ranks' GPUs are assumed to be the first in PCI order"
+            elif rank.rank < len(visible):
+                dev, pos = visible[rank.rank], rank.rank
+                in_use = visible[: rank.local_size] if rank.local_size else visible
+                note = ""
+            else:
+                raise BindingError(f"local rank {rank.rank} but {var} lists {len(visible)} GPU(s)")
+            source = f"{var} entry {pos} ({env[var].split(',')[pos].strip()}){note}"
+            ordering = "UUIDs name GPUs directly: no ordering assumed" if uuids else _ordering_note(env, gpus, var)
+        else:
+            if rank.rank >= len(gpus):
+                raise BindingError(f"local rank {rank.rank} but this root has {len(gpus)} {kind}(s) and no --gpu")
+            dev = gpus[rank.rank]
+            in_use = gpus[: rank.local_size] if rank.local_size else gpus
+            source = f"local rank {rank.rank} → {kind} {rank.rank} in PCI bus order"
+            ordering = _ordering_note(env, gpus, None)
+    choice = GpuChoice(
+        bdf=dev.bdf,
+        kind=dev.kind,
+        pci_index=gpus.index(dev) if dev in gpus else None,
+        source=source,
+        ordering=ordering,
+        uuid=dev.nvidia.uuid if dev.nvidia else None,
+        numa_node=dev.numa_node,
+        inferred_node=dev.inferred_node,
+        inferred_from=dev.inferred_from,
+    )
+    return dev, choice, list(in_use)
+
+
+def _gpu_option(value: str, gpus: list[PciDevice], devices: Sequence[PciDevice]) -> tuple[PciDevice, str, str | None]:
+    bdf = normalize_bdf(value)
+    if bdf is not None:
+        dev = next((d for d in devices if d.bdf.lower() == bdf), None)
+        if dev is None:
+            raise BindingError(f"--gpu {value}: no PCI device {bdf} in this root")
+        return dev, f"--gpu {value} (PCI {dev.kind})", None
+    if value.isdigit():
+        if int(value) >= len(gpus):
+            raise BindingError(f"--gpu {value}: this root has {len(gpus)} GPU(s)")
+        return gpus[int(value)], f"--gpu {value} (index in PCI bus order)", "--gpu indices are PCI bus order"
+    if _UUID.match(value):
+        return _resolve_entry(value, gpus, "--gpu"), f"--gpu {value} (UUID)", None
+    raise BindingError(f"--gpu {value!r}: expected an index, a PCI address (0000:18:00.0) or a GPU UUID")
+
+
+# -- node -----------------------------------------------------------------------------------------------
+def choose_node(
+    topo: Topology, opts: LaunchOptions, dev: PciDevice | None, warnings: list[str]
+) -> tuple[int, str]:
+    if opts.node is not None:
+        node, source = opts.node, "--node"
+    elif dev is None:
+        raise BindingError("no GPU and no --node: nothing to bind to")
+    elif dev.numa_node is not None:
+        node, source = dev.numa_node, f"numa_node of {dev.bdf}"
+    elif dev.inferred_node is not None:
+        node, source = dev.inferred_node, f"inferred from {dev.inferred_from} of {dev.bdf}"
+        how = source.split(" of ")[0]
+        warnings.append(f"{dev.bdf} has numa_node -1 (firmware gave no proximity); node {node} {how}")
+    else:
+        cpu_nodes = [n.id for n in topo.nodes if n.cpus]
+        if len(cpu_nodes) != 1:
+            raise BindingError(f"{dev.bdf} has numa_node -1 and its node cannot be inferred: pass --node")
+        node, source = cpu_nodes[0], f"the only node with CPUs ({dev.bdf} has numa_node -1)"
+        warnings.append(f"{dev.bdf} has numa_node -1; using node {node}, the only node with CPUs")
+    if topo.node(node) is None:
+        known = ",".join(str(n.id) for n in topo.nodes) or "none"
+        raise BindingError(f"node {node} ({source}) is not in this root (nodes: {known})")
+    return node, source
+
+
+# -- CPUs -------------------------------------------------------------------------------------------------
+def _cores_of(topo: Topology, node: NumaNode, usable: frozenset[int]) -> list[tuple[int, ...]]:
+    """The node's usable CPUs grouped into physical cores (SMT siblings together), in CPU order."""
+    by_id = {c.id: c for c in topo.cpus}
+    mine = set(node.cpus) & usable
+    seen: set[int] = set()
+    cores = []
+    for cpu in sorted(mine):
+        if cpu in seen:
+            continue
+        c = by_id.get(cpu)
+        group = tuple(sorted({cpu} | {s for s in (c.siblings if c else ()) if s in mine}))
+        seen.update(group)
+        cores.append(group)
+    return cores
+
+
+def _flat(cores: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    return tuple(sorted(c for core in cores for c in core))
+
+
+def choose_cpus(
+    topo: Topology,
+    opts: LaunchOptions,
+    facts: LaunchFacts,
+    node_id: int,
+    share: tuple[int, int],
+    reasons: list[str],
+) -> tuple[int, ...]:
+    """CPUs for this rank; `share` is (this rank's position, ranks sharing the node)."""
+    mode = opts.cpu_bind.mode
+    if mode == "none":
+        reasons.append("cpus: not bound (--cpu-bind none)")
+        return ()
+    online = frozenset(topo.cpu.online) or frozenset(c for n in topo.nodes for c in n.cpus)
+    allowed = online if facts.allowed_cpus is None else online & facts.allowed_cpus
+    isolated = frozenset() if opts.allow_isolated else facts.isolated
+    usable = allowed - isolated
+    excluded = []
+    if facts.allowed_cpus is not None and online - facts.allowed_cpus:
+        excluded.append(f"outside the allowed CPUs {format_cpulist(facts.allowed_cpus)} ({facts.allowed_source})")
+    if isolated & allowed:
+        excluded.append(f"isolcpus {format_cpulist(isolated)}")
+
+    def node_cores(nid: int) -> list[tuple[int, ...]]:
+        n = topo.node(nid)
+        cores = _cores_of(topo, n, usable) if n else []
+        if opts.reserve_cores:
+            if len(cores) <= opts.reserve_cores:
+                raise BindingError(
+                    f"--reserve-cores {opts.reserve_cores} leaves no core on node {nid} ({len(cores)} usable cores)"
+                )
+            cores = cores[opts.reserve_cores :]
+        return cores
+
+    node = topo.node(node_id)
+    if not topo.cpu.online:
+        raise BindingError("this root has no CPU topology (/sys/devices/system/cpu): pass --cpu-bind none")
+    if node is None or not node.cpus:
+        raise BindingError(f"node {node_id} has no CPUs ({node.kind if node else 'absent'}): choose a node with CPUs")
+    cores = node_cores(node_id)
+    if not cores:
+        why = "; ".join(excluded) or "none online"
+        raise BindingError(f"no usable CPU on node {node_id} (node CPUs {format_cpulist(node.cpus)}; {why})")
+    reserve = f" after reserving its first {opts.reserve_cores} core(s)" if opts.reserve_cores else ""
+    if mode == "node":
+        cpus = _flat(cores)
+        reasons.append(f"cpus: all usable CPUs of node {node_id}{reserve} (--cpu-bind node)")
+    elif mode == "socket":
+        packages = {c.package for c in topo.cpus if c.id in node.cpus and c.package is not None}
+        nodes = sorted({n.id for n in topo.nodes for c in topo.cpus if c.package in packages and c.id in n.cpus})
+        cpus = _flat([core for nid in nodes for core in node_cores(nid)])
+        shown = ",".join(str(p) for p in sorted(packages)) or "?"
+        reasons.append(f"cpus: socket {shown} of node {node_id} (nodes {','.join(map(str, nodes))}){reserve}")
+    else:
+        index, count = share
+        per = len(cores) // count if mode == "exclusive" else (opts.cpu_bind.cores or 1)
+        if per == 0:
+            raise BindingError(f"node {node_id} has {len(cores)} usable core(s){reserve} for {count} ranks")
+        if (index + 1) * per > len(cores):
+            raise BindingError(
+                f"cores:{per} for rank #{index + 1} of {count} on node {node_id} needs {(index + 1) * per} cores; "
+                f"{len(cores)} usable{reserve}"
+            )
+        mine = cores[index * per : (index + 1) * per]
+        cpus = _flat(mine)
+        left = len(cores) - count * per if mode == "exclusive" else None
+        spare = f"; {left} core(s) left unused" if left else ""
+        what = "exclusive" if mode == "exclusive" else f"cores:{per}"
+        reasons.append(
+            f"cpus: {what}: node {node_id} has {len(cores)} usable physical core(s){reserve}, {count} rank(s) share it "
+            f"→ {per} core(s) each; this rank is #{index + 1} → cores {index * per}-{(index + 1) * per - 1} "
+            f"of the node, SMT siblings kept together{spare}"
+        )
+    if excluded:
+        reasons.append("cpus excluded: " + "; ".join(excluded))
+    return cpus
+
+
+# -- memory -------------------------------------------------------------------------------------------------
+def _nearest_cpu_node(topo: Topology, mem: NumaNode) -> int | None:
+    dists = [(n.distances.get(mem.id), n.id) for n in topo.nodes if n.cpus and n.distances.get(mem.id) is not None]
+    return min(dists)[1] if dists else None
+
+
+def local_memory_nodes(topo: Topology, node: int) -> list[int]:
+    """CPU-less memory nodes (CXL, HBM, PMem, unknown; not GPU memory) whose nearest CPU node is `node`."""
+    out = []
+    for m in topo.nodes:
+        if m.cpus or m.kind in ("gpu", "memoryless") or m.memory_total_kib == 0:
+            continue
+        if _nearest_cpu_node(topo, m) == node:
+            out.append(m.id)
+    return out
+
+
+def nearest_cxl_node(topo: Topology, node: int) -> int | None:
+    here = topo.node(node)
+    cxl = [m for m in topo.nodes if m.kind == "cxl" and m.memory_total_kib != 0]
+    if not cxl or here is None:
+        return None
+    return min(cxl, key=lambda m: (here.distances.get(m.id, 1 << 30), m.id)).id
+
+
+def hmat_bandwidth(node: NumaNode) -> int | None:
+    """Read bandwidth (MB/s) from CPU initiators (access1), else any initiator (access0)."""
+    for cls in (1, 0):
+        for e in node.hmat:
+            if e.access_class == cls and e.read_bandwidth_mbps:
+                return e.read_bandwidth_mbps
+    return None
+
+
+def hmat_weights(topo: Topology, nodes: Sequence[int]) -> dict[int, int] | None:
+    bws = {}
+    for nid in nodes:
+        n = topo.node(nid)
+        bw = hmat_bandwidth(n) if n else None
+        if not bw:
+            return None
+        bws[nid] = bw
+    low = min(bws.values())
+    return {nid: max(1, min(255, round(bw / low))) for nid, bw in bws.items()}
+
+
+def _check_kernel(policy: str, facts: LaunchFacts, warnings: list[str]) -> None:
+    need = POLICY_SUPPORT[policy][1]
+    have = kernel_version(facts.kernel)
+    if have is None:
+        if need > (2, 6):
+            warnings.append(f"kernel version unknown: {policy} needs Linux {need[0]}.{need[1]}+")
+        return
+    if have < need:
+        raise BindingError(f"--mem-policy {policy} needs Linux {need[0]}.{need[1]}+; this kernel is {facts.kernel}")
+
+
+def choose_memory(
+    topo: Topology, opts: LaunchOptions, facts: LaunchFacts, node: int, reasons: list[str], warnings: list[str]
+) -> tuple[MemPolicy, dict[int, int]]:
+    """(policy, weights to write to sysfs before exec)."""
+    policy = opts.mem_policy
+    if policy == "none":
+        reasons.append("memory: no policy (--mem-policy none): the kernel's default, local allocation")
+        return MemPolicy("none", None), {}
+    mode = POLICY_SUPPORT[policy][0]
+    _check_kernel(policy, facts, warnings)
+    explicit = opts.mem_nodes
+    weights: dict[int, int] = {}
+    weights_source = None
+    write: dict[int, int] = {}
+    if policy in ("bind", "preferred"):
+        nodes = explicit or (node,)
+        if policy == "preferred" and len(nodes) != 1:
+            raise BindingError("--mem-policy preferred takes one node; use preferred-many for several")
+        why = "--mem-nodes" if explicit else f"node {node}"
+        verb = "only from" if policy == "bind" else "first from, then anywhere"
+        reasons.append(f"memory: {policy} — allocate {verb} {why}")
+    elif policy == "interleave":
+        nodes = explicit or tuple(n.id for n in topo.nodes if n.cpus and n.memory_total_kib != 0)
+        why = "--mem-nodes" if explicit else "every node with CPUs and memory"
+        reasons.append(f"memory: interleave page by page over {why}")
+    elif policy == "preferred-many":
+        nodes = explicit or (node, *local_memory_nodes(topo, node))
+        why = "--mem-nodes" if explicit else f"node {node} and the CPU-less memory nodes nearest to it"
+        reasons.append(f"memory: preferred-many over {why}; when all are full the kernel falls back to any node")
+    elif policy == "weighted":
+        nodes = explicit or (node, *(m for m in local_memory_nodes(topo, node) if topo.node(m).kind != "gpu"))
+        if len(nodes) == 1 and explicit:
+            warnings.append("weighted interleave over one node (--mem-nodes) places pages like bind")
+        elif len(nodes) < 2:
+            raise BindingError(
+                f"--mem-policy weighted: no CXL or other CPU-less memory node is nearest to node {node}; "
+                "weighted interleave over one node is just bind (pass --mem-nodes to choose)"
+            )
+        weights, weights_source, write = _weights(topo, opts, facts, nodes, warnings)
+        shown = ", ".join(f"node {n}: {w}" for n, w in weights.items())
+        reasons.append(f"memory: weighted interleave over nodes {format_cpulist(nodes)} with weights {shown} "
+                       f"({weights_source}); weights are system-wide in /sys/kernel/mm/mempolicy/weighted_interleave")
+    else:  # cxl-spill
+        cxl = nearest_cxl_node(topo, node)
+        if cxl is None:
+            kinds = ", ".join(f"{n.id}:{n.kind}" for n in topo.nodes)
+            raise BindingError(f"--mem-policy cxl-spill: no CXL memory node in this root (nodes {kinds})")
+        nodes = explicit or (node, cxl)
+        dist = topo.node(node).distances.get(cxl)
+        reasons.append(
+            f"memory: cxl-spill — bind to node {node} (local DRAM) and CXL node {cxl} (distance {dist}): the kernel "
+            f"fills the nearest node of the set first, so pages spill to CXL, never to another socket"
+        )
+    for nid in nodes:
+        n = topo.node(nid)
+        if n is None:
+            raise BindingError(f"memory node {nid} is not in this root")
+        if n.memory_total_kib == 0:
+            raise BindingError(f"memory node {nid} has no memory (MemTotal 0)")
+        if facts.allowed_mems is not None and nid not in facts.allowed_mems:
+            raise BindingError(
+                f"memory node {nid} is outside this process's allowed nodes {format_cpulist(facts.allowed_mems)} "
+                "(cgroup cpuset.mems)"
+            )
+    return MemPolicy(policy, mode, tuple(nodes), weights, weights_source), write
+
+
+def _weights(
+    topo: Topology, opts: LaunchOptions, facts: LaunchFacts, nodes: Sequence[int], warnings: list[str]
+) -> tuple[dict[int, int], str, dict[int, int]]:
+    current = {n: facts.current_weights.get(n, 1) for n in nodes}
+    if opts.weights is not None:
+        missing = [n for n in nodes if n not in opts.weights]
+        if missing:
+            raise BindingError(f"--weights gives no weight for node(s) {format_cpulist(missing)}")
+        wanted = {n: opts.weights[n] for n in nodes}
+        write = {n: w for n, w in wanted.items() if facts.current_weights.get(n) != w}
+        return wanted, "--weights", write
+    suggested = hmat_weights(topo, nodes)
+    if suggested is None:
+        warnings.append("no HMAT bandwidth for these nodes: the kernel's current weights are used (--weights to set)")
+        return current, "kernel's current weights", {}
+    if suggested != current:
+        shown = ",".join(f"{n}:{w}" for n, w in suggested.items())
+        auto = " (the kernel's auto mode is on)" if topo.settings.weighted_interleave_auto else ""
+        warnings.append(
+            f"HMAT read bandwidth suggests weights {shown} but the kernel's are "
+            f"{','.join(f'{n}:{w}' for n, w in current.items())}{auto}; the kernel's are used "
+            f"(pass --weights {shown} to set them, root)"
+        )
+        return current, "kernel's current weights", {}
+    return current, "HMAT read bandwidth (matches the kernel's weights)", {}
+
+
+# -- how to apply ----------------------------------------------------------------------------------------------
+def choose_method(
+    opts: LaunchOptions, facts: LaunchFacts, cpus: tuple[int, ...], mem: MemPolicy, command: Sequence[str],
+    reasons: list[str],
+) -> tuple[str, tuple[str, ...]]:
+    """numactl when it can express the policy, taskset for CPUs only, else direct syscalls."""
+    command = tuple(command)
+    if not cpus and mem.mode is None:
+        reasons.append("apply: nothing to bind; the command is exec'd as is")
+        return "exec", command
+    via = opts.via
+    nm = facts.numactl
+    why_not = None
+    if via in ("auto", "numactl"):
+        if nm is None:
+            why_not = "numactl is not installed"
+        elif mem.policy == "preferred-many" and not nm.preferred_many:
+            why_not = f"{nm.path} has no --preferred-many (needs numactl 2.0.15+)"
+        elif mem.policy == "weighted" and not nm.weighted:
+            why_not = f"{nm.path} has no --weighted-interleave (needs numactl 2.0.19+)"
+        else:
+            argv = [nm.path]
+            if cpus:
+                argv.append(f"--physcpubind={format_cpulist(cpus)}")
+            if mem.mode is not None:
+                argv.append(f"{POLICY_SUPPORT[mem.policy][2]}={format_cpulist(mem.nodes)}")
+            reasons.append(f"apply: numactl {nm.version or ''}".rstrip() + f" ({nm.path})")
+            return "numactl", (*argv, "--", *command)
+        if via == "numactl":
+            raise BindingError(f"--via numactl: {why_not}")
+    if via in ("auto", "taskset") and mem.mode is None and facts.taskset:
+        reasons.append(f"apply: taskset (CPUs only{'; ' + why_not if why_not else ''})")
+        return "taskset", (facts.taskset, "-c", format_cpulist(cpus), *command)
+    if via == "taskset":
+        problem = "taskset cannot set a memory policy" if mem.mode is not None else "taskset is not installed"
+        raise BindingError(f"--via taskset: {problem}")
+    if mem.mode is not None and not facts.direct_ok:
+        extra = f"; {why_not}" if why_not else ""
+        raise BindingError(f"no set_mempolicy syscall number known for this architecture{extra}")
+    calls = []
+    if cpus:
+        calls.append(f"sched_setaffinity(0, {{{format_cpulist(cpus)}}})")
+    if mem.mode is not None:
+        calls.append(f"set_mempolicy({mem.policy}, {{{format_cpulist(mem.nodes)}}})")
+    reasons.append(f"apply: directly ({'; '.join(calls)}), then exec{' — ' + why_not if why_not else ''}")
+    return "direct", command
+
+
+# -- the whole plan -----------------------------------------------------------------------------------------------
+def plan_launch(
+    topo: Topology,
+    devices: Sequence[PciDevice],
+    facts: LaunchFacts,
+    opts: LaunchOptions,
+    command: Sequence[str],
+) -> LaunchPlan:
+    """Rank → GPU → node → CPUs → memory → argv. BindingError unless --best-effort (then unbound)."""
+    env = facts.env
+    rank = detect_rank(env, opts)
+    reasons = [f"rank: {rank.rank} from {rank.rank_source}"
+               + (f"; {rank.local_size} local rank(s) from {rank.size_source}" if rank.local_size else
+                  "; local world size unknown")]
+    warnings: list[str] = []
+    gpu = None
+    node = None
+    node_source = "none"
+    try:
+        dev = None
+        in_use: list[PciDevice] = []
+        if opts.node is None or opts.gpu is not None:
+            dev, gpu, in_use = choose_gpu(env, opts, rank, devices)
+            reasons.append(f"gpu: {gpu.bdf} ({gpu.kind}) from {gpu.source}")
+            if gpu.ordering:
+                reasons.append(f"ordering: {gpu.ordering}")
+        node, node_source = choose_node(topo, opts, dev, warnings)
+        reasons.append(f"node: {node} ({node_source})")
+        share = _share(opts, rank, dev, in_use, node, reasons)
+        cpus = choose_cpus(topo, opts, facts, node, share, reasons)
+        mem, write = choose_memory(topo, opts, facts, node, reasons, warnings)
+        method, argv = choose_method(opts, facts, cpus, mem, command, reasons)
+    except BindingError as exc:
+        if not opts.best_effort:
+            raise
+        warnings.append(f"{exc.message}; running unbound (--best-effort)")
+        reasons.append("apply: unbound (--best-effort)")
+        return LaunchPlan(rank, gpu, node, node_source, opts.cpu_bind.mode, (), MemPolicy("none", None), "exec",
+                          tuple(command), tuple(command), {}, tuple(reasons), tuple(warnings), {}, True)
+    set_env = {}
+    if cpus:
+        if "OMP_NUM_THREADS" in env:
+            reasons.append(f"env: OMP_NUM_THREADS={env['OMP_NUM_THREADS']} already set: left alone")
+        else:
+            set_env["OMP_NUM_THREADS"] = str(len(cpus))
+            reasons.append(f"env: OMP_NUM_THREADS={len(cpus)} (one thread per bound CPU)")
+    mode = opts.cpu_bind.mode if opts.cpu_bind.mode != "cores" else f"cores:{opts.cpu_bind.cores}"
+    return LaunchPlan(rank, gpu, node, node_source, mode, cpus, mem, method, argv, tuple(command), set_env,
+                      tuple(reasons), tuple(warnings), write)
+
+
+def _share(
+    opts: LaunchOptions, rank: RankInfo, dev: PciDevice | None, in_use: list[PciDevice], node: int,
+    reasons: list[str],
+) -> tuple[int, int]:
+    """(position of this rank among the ranks on its node, how many there are) for exclusive / cores:N."""
+    if opts.cpu_bind.mode not in ("exclusive", "cores"):
+        return 0, 1
+    if dev is None or opts.node is not None:
+        count = rank.local_size or 1
+        reasons.append(f"sharing: --node given, so all {count} local rank(s) are assumed to share node {node}")
+        return rank.rank % count, count
+    sharing = sorted({d.bdf: d for d in in_use if d.node == node}.values(), key=lambda d: pci_sort_key(d.bdf))
+    if dev not in sharing:
+        sharing = sorted([*sharing, dev], key=lambda d: pci_sort_key(d.bdf))
+    names = ", ".join(d.bdf for d in sharing)
+    reasons.append(f"sharing: {len(sharing)} device(s) in use on node {node} ({names}), one rank each")
+    return sharing.index(dev), len(sharing)

@@ -1,0 +1,37 @@
+"""`numatune launch --dry-run`: the exact command and the reasoning, as plain text (no rich on this path)."""
+
+from __future__ import annotations
+
+from numatune.cpulist import format_cpulist
+from numatune.model.launch import LaunchPlan
+from numatune.render.launch_sh import sh_word
+
+
+def render_dry_run(plan: LaunchPlan) -> str:
+    lines = [f"  {r}" for r in plan.reasons]
+    lines += [f"  warning: {w}" for w in plan.warnings]
+    if plan.write_weights:
+        shown = ",".join(f"{n}:{w}" for n, w in sorted(plan.write_weights.items()))
+        lines.append(f"  before exec: write weights {shown} to /sys/kernel/mm/mempolicy/weighted_interleave/node*")
+    env = " ".join(f"{k}={sh_word(v)}" for k, v in plan.env.items())
+    cmd = " ".join(sh_word(a) for a in plan.argv)
+    lines.append(f"command ({plan.method}):")
+    lines.append(f"  {'env ' + env + ' ' if env else ''}{cmd}")
+    return "plan:\n" + "\n".join(lines) + "\n"
+
+
+def summary_line(plan: LaunchPlan) -> str:
+    """The one stderr line printed before exec (--quiet silences it)."""
+    who = f"rank {plan.rank.rank}"
+    if plan.gpu is not None:
+        who += f" → {plan.gpu.kind} {plan.gpu.bdf}"
+    if plan.node is not None:
+        who += f" → node {plan.node}"
+    if plan.unbound:
+        return f"{who}: running unbound (--best-effort)"
+    cpus = f"cpus {format_cpulist(plan.cpus)} ({plan.cpu_mode})" if plan.cpus else "cpus unbound"
+    mem = plan.memory
+    memory = f"memory {mem.policy}:{format_cpulist(mem.nodes)}" if mem.mode is not None else "memory unbound"
+    if mem.weights:
+        memory += " weights " + ",".join(f"{n}:{w}" for n, w in mem.weights.items())
+    return f"{who}: {cpus}, {memory}, via {plan.method}"
