@@ -8,6 +8,7 @@ line on stderr and its exit code; anything else is a bug, shown as one line unle
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 
 import click
