@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 
 from numatune.cpulist import parse_cpulist, parse_cpumask
+from numatune.errors import NumatuneError
 from numatune.host import Host
 from numatune.model.findings import Skipped
 from numatune.model.irq import DeviceIrqs, InterruptRow, InterruptsTable, Irq, IrqReport
@@ -454,7 +455,7 @@ def read_irqbalance(host: Host) -> tuple[bool | None, tuple[int, ...] | None]:
     for pid in pids:
         if host.read_optional(f"/proc/{pid}/comm") == "irqbalance":
             running = True
-            banned = _banned_from_environ(host.read_optional(f"/proc/{pid}/environ"))
+            banned = _banned_from_environ(_read_raw(host, f"/proc/{pid}/environ"))
             break
     if banned is None:
         for path in IRQBALANCE_CONFIGS:
@@ -462,6 +463,14 @@ def read_irqbalance(host: Host) -> tuple[bool | None, tuple[int, ...] | None]:
             if banned is not None:
                 break
     return running, banned
+
+
+def _read_raw(host: Host, logical: str) -> str | None:
+    """NULs kept (read_optional drops them, and environ is NUL-separated)."""
+    try:
+        return host.read_text(logical)
+    except NumatuneError:
+        return None
 
 
 def _banned_from_environ(text: str | None) -> tuple[int, ...] | None:
