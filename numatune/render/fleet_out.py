@@ -1,0 +1,81 @@
+"""`numatune fleet` as text and as the `numatune.fleet/1` JSON document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numatune import __version__
+from numatune.analysis.fleet import Fleet, Group
+
+SCHEMA = "numatune.fleet/1"
+
+
+def _names(names: tuple[str, ...], limit: int = 8) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _shape_line(g: Group) -> str:
+    s = g.shape
+    nodes = "; ".join(f"{k}: {v}" for k, v in s.items() if k.startswith("node "))
+    parts = [f"{s['sockets']} sockets", f"{s['online cpus']} cpus (SMT {s['threads per core']})",
+             f"{s['numa nodes']} NUMA nodes ({nodes})" if nodes else f"{s['numa nodes']} NUMA nodes",
+             f"GPUs {s['gpus']}", f"NICs {s['nics']}"]
+    if "gpu nearest nic" in s:
+        parts.append(f"GPU->NIC {s['gpu nearest nic']}")
+    return ", ".join(parts)
+
+
+def render_fleet_text(fleet: Fleet, unreadable: list[tuple[str, str]]) -> str:
+    kinds = "topology" if len(fleet.groups) == 1 else "topologies"
+    lines = [f"numatune fleet: {fleet.total} nodes, {len(fleet.groups)} {kinds}"]
+    for g in fleet.groups:
+        tag = "reference" if g is fleet.groups[0] else "outliers"
+        lines.append("")
+        lines.append(f"group {g.id} [{g.fingerprint}] {len(g.nodes)} node{'s' if len(g.nodes) != 1 else ''} "
+                     f"({tag}): {_names(g.nodes)}")
+        lines.append(f"  shape: {_shape_line(g)}")
+        lines.append(f"  distances: {g.shape['distances']}")
+        for key, ref, mine in g.differs:
+            lines.append(f"  differs from group A: {key}: {ref if ref is not None else '(absent)'} -> "
+                         f"{mine if mine is not None else '(absent)'}")
+        lines.append("  kernels: " + ", ".join(f"{k} x{v}" for k, v in g.kernels.items()))
+        for f in g.findings:
+            lines.append(f"  {f.code} {f.severity:<7} on {len(f.nodes)}/{len(g.nodes)}: {f.message}")
+    if fleet.outliers:
+        lines.append("")
+        lines.append(f"outliers ({len(fleet.outliers)}): {_names(fleet.outliers, 20)}")
+    for note in fleet.notes:
+        lines.append(f"note: {note}")
+    for where, why in unreadable:
+        lines.append(f"unreadable: {where}: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def fleet_document(fleet: Fleet, unreadable: list[tuple[str, str]]) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "numatune_version": __version__,
+        "nodes": fleet.total,
+        "reference_is_majority": fleet.reference_is_majority,
+        "groups": [
+            {
+                "id": g.id,
+                "fingerprint": g.fingerprint,
+                "size": len(g.nodes),
+                "nodes": list(g.nodes),
+                "shape": g.shape,
+                "differs_from_reference": [{"key": k, "reference": a, "group": b} for k, a, b in g.differs],
+                "kernels": g.kernels,
+                "findings": [
+                    {"code": f.code, "severity": f.severity, "message": f.message, "count": len(f.nodes),
+                     "nodes": list(f.nodes)}
+                    for f in g.findings
+                ],
+            }
+            for g in fleet.groups
+        ],
+        "outliers": list(fleet.outliers),
+        "unreadable": [{"source": w, "reason": r} for w, r in unreadable],
+        "notes": list(fleet.notes),
+    }

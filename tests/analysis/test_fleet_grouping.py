@@ -1,0 +1,64 @@
+"""Fleet fingerprints and grouping (pure)."""
+
+from __future__ import annotations
+
+import copy
+
+from numatune.analysis.fleet import NodeReport, fingerprint, group_fleet, round_gib, shape
+
+DOC = {
+    "schema": "numatune.inspect/1",
+    "cpu": {"sockets": [0, 1], "threads_per_core": 2, "online": list(range(8))},
+    "nodes": [
+        {"id": 0, "cpus": [0, 1, 2, 3], "memory_total_kib": 528_000_000, "kind": "dram", "tier": 4,
+         "distances": {"0": 10, "1": 21}},
+        {"id": 1, "cpus": [4, 5, 6, 7], "memory_total_kib": 528_100_000, "kind": "dram", "tier": 4,
+         "distances": {"0": 21, "1": 10}},
+    ],
+    "devices": [
+        {"bdf": "0000:18:00.0", "kind": "gpu", "numa_node": 0},
+        {"bdf": "0000:19:00.0", "kind": "nic", "numa_node": 0},
+        {"bdf": "0000:98:00.0", "kind": "gpu", "numa_node": 1},
+    ],
+    "path_matrix": {"labels": ["GPU0", "GPU1", "NIC0"],
+                    "cells": [["X", "SYS", "PIX"], ["SYS", "X", "SYS"], ["PIX", "SYS", "X"]]},
+    "settings": {"release": "6.8.0"},
+    "findings": [],
+}
+
+
+def test_round_gib():
+    assert round_gib(int(503.7 * 1048576)) == "500 GiB"
+    assert round_gib(int(15.6 * 1048576)) == "16 GiB"
+    assert round_gib(int(0.37 * 1048576)) == "0.37 GiB"
+    assert round_gib(None) == "0 GiB"
+
+
+def test_shape():
+    s = shape(DOC)
+    assert s["sockets"] == "2" and s["numa nodes"] == "2"
+    assert s["node 0"] == "4 cpus, 500 GiB, dram, tier 4"
+    assert s["distances"] == "10 21 / 21 10"
+    assert s["gpus"] == "node 0: 1, node 1: 1" and s["nics"] == "node 0: 1"
+    assert s["gpu nearest nic"] == "PIX x1, SYS x1"
+
+
+def test_fingerprint_ignores_what_identical_nodes_differ_in():
+    other = copy.deepcopy(DOC)
+    other["nodes"][0]["memory_total_kib"] -= 300_000  # firmware reserving a little more
+    other["settings"]["release"] = "5.15.0"
+    other["devices"][0]["bdf"] = "0001:18:00.0"
+    other["findings"] = [{"code": "NT005", "severity": "info", "message": "m"}]
+    assert fingerprint(shape(other)) == fingerprint(shape(DOC))
+    moved = copy.deepcopy(DOC)
+    moved["devices"][1]["numa_node"] = 1
+    assert fingerprint(shape(moved)) != fingerprint(shape(DOC))
+
+
+def test_tie_is_noted():
+    other = copy.deepcopy(DOC)
+    other["cpu"]["threads_per_core"] = 1
+    fleet = group_fleet([NodeReport("a", DOC), NodeReport("b", other)])
+    assert not fleet.reference_is_majority and fleet.notes
+    assert fleet.outliers == ("b",)
+    assert fleet.groups[1].differs == (("threads per core", "2", "1"),)

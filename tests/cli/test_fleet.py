@@ -1,0 +1,124 @@
+"""numatune fleet on reports made from the fixtures: grouping, outliers, findings, input forms."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import fixture_root
+
+BASE = "intel-xeon-L5640-2node"  # 2 sockets, 2 nodes, NICs with numa_node -1 (NT001)
+OTHER = "40intel64-2g2n4c+pcilocality"  # 4 sockets, 4 nodes
+_DOCS: dict[str, str] = {}
+
+
+@pytest.fixture
+def inspect_json(cli):
+    def make(name: str) -> dict:
+        if name not in _DOCS:
+            result = cli("--root", str(fixture_root(name)), "inspect", "--json")
+            assert result.exit_code == 0
+            _DOCS[name] = result.stdout
+        return json.loads(_DOCS[name])
+
+    return make
+
+
+@pytest.fixture
+def fleet_dir(tmp_path, inspect_json):
+    """Five nodes: three identical, one on another kernel with a little less memory, one different machine."""
+    d = tmp_path / "reports"
+    d.mkdir()
+    for host in ("node01", "node02", "node03"):
+        (d / f"{host}.json").write_text(json.dumps(inspect_json(BASE)))
+    drift = inspect_json(BASE)
+    drift["settings"]["release"] = "6.8.0-45-generic"
+    drift["nodes"][0]["memory_total_kib"] = int(drift["nodes"][0]["memory_total_kib"] * 0.995)
+    (d / "node04.json").write_text(json.dumps(drift))
+    (d / "node05.json").write_text(json.dumps(inspect_json(OTHER)))
+    return d
+
+
+def test_groups_outliers_and_findings(cli, fleet_dir):
+    result = cli("fleet", "--json", str(fleet_dir))
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "numatune.fleet/1" and doc["nodes"] == 5
+    a, b = doc["groups"]
+    assert a["nodes"] == ["node01", "node02", "node03", "node04"] and a["id"] == "A"
+    assert a["kernels"] == {"unknown": 3, "6.8.0-45-generic": 1}
+    assert b["nodes"] == ["node05"] and doc["outliers"] == ["node05"]
+    assert doc["reference_is_majority"] is True
+    diffs = {d["key"]: (d["reference"], d["group"]) for d in b["differs_from_reference"]}
+    assert diffs["sockets"] == ("2", "4") and diffs["numa nodes"] == ("2", "4")
+    assert diffs["node 2"][0] is None
+    (nt001,) = [f for f in a["findings"] if f["code"] == "NT001"]
+    assert nt001["count"] == 4 and nt001["severity"] == "warning"
+    assert a["fingerprint"] != b["fingerprint"] and len(a["fingerprint"]) == 12
+
+
+def test_text_and_fail_on_outliers(cli, fleet_dir):
+    result = cli("fleet", str(fleet_dir))
+    assert result.exit_code == 0
+    text = result.stdout
+    assert text.splitlines()[0] == "numatune fleet: 5 nodes, 2 topologies"
+    assert "group A [" in text and "4 nodes (reference): node01, node02, node03, node04" in text
+    assert "differs from group A: sockets: 2 -> 4" in text
+    assert "outliers (1): node05" in text
+    assert cli("fleet", "--fail-on-outliers", str(fleet_dir)).exit_code == 1
+    same = [str(fleet_dir / f"node0{i}.json") for i in (1, 2, 3)]
+    assert cli("fleet", "--fail-on-outliers", *same).exit_code == 0
+
+
+def test_json_lines_on_stdin(cli, inspect_json):
+    lines = "\n".join(json.dumps(inspect_json(n)) for n in (BASE, BASE, OTHER)) + "\n"
+    doc = json.loads(cli("fleet", "--json", input=lines).stdout)
+    assert [g["nodes"] for g in doc["groups"]] == [["stdin#1", "stdin#2"], ["stdin#3"]]
+
+
+def test_pdsh_prefixed_pretty_json(cli, inspect_json):
+    """`pdsh -w node[1-3] numatune inspect --json`: every line prefixed with the host, lines interleaved."""
+    per_host = {h: json.dumps(inspect_json(BASE if h != "gpu3" else OTHER), indent=2).splitlines()
+                for h in ("gpu1", "gpu2", "gpu3")}
+    out = []
+    for i in range(max(len(v) for v in per_host.values())):
+        for host, lines in per_host.items():
+            if i < len(lines):
+                out.append(f"{host}: {lines[i]}")
+    doc = json.loads(cli("fleet", "--json", "-", input="\n".join(out) + "\n").stdout)
+    assert [g["nodes"] for g in doc["groups"]] == [["gpu1", "gpu2"], ["gpu3"]]
+
+
+def test_unreadable_reports_are_listed_not_fatal(cli, fleet_dir):
+    (fleet_dir / "broken.json").write_text("{ not json")
+    (fleet_dir / "check.json").write_text(json.dumps({"schema": "numatune.check/1"}))
+    result = cli("fleet", "--json", str(fleet_dir))
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    reasons = {u["source"].rsplit("/", 1)[-1]: u["reason"] for u in doc["unreadable"]}
+    assert "not valid JSON" in reasons["broken.json"]
+    assert "numatune.check/1" in reasons["check.json"]
+    assert "broken.json" in result.stderr
+    assert cli("fleet", "--fail-on-outliers", str(fleet_dir / "broken.json"), str(fleet_dir / "node01.json")
+               ).exit_code == 1
+
+
+def test_no_reports_is_an_input_error(cli, tmp_path):
+    empty = tmp_path / "e.json"
+    empty.write_text("")
+    result = cli("fleet", str(empty))
+    assert result.exit_code == 3 and "no numatune inspect report" in result.stderr
+    assert cli("fleet", str(tmp_path / "missing.json")).exit_code == 3
+    assert cli("fleet", input="hello world\n").exit_code == 3
+
+
+def test_every_fixture_report_is_accepted(cli, inspect_json, tmp_path):
+    from tests.conftest import tree_fixtures
+
+    names = tree_fixtures()
+    for n in names:
+        (tmp_path / f"{n}.json").write_text(json.dumps(inspect_json(n)))
+    doc = json.loads(cli("fleet", "--json", str(tmp_path)).stdout)
+    assert doc["nodes"] == len(names) and doc["unreadable"] == []
+    assert sum(g["size"] for g in doc["groups"]) == len(names)
