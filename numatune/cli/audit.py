@@ -15,6 +15,27 @@ def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float
     return value / 100 if value > 1 else value
 
 
+def prefetch_numa_maps(app: App, pids: tuple[int, ...]) -> tuple[object, dict[int, str]]:
+    """Start reading the PIDs' numa_maps in a thread: the kernel builds it (the slowest part of a
+    big process's audit) while this thread imports modules and reads the topology. Errors are left
+    for the normal read to report."""
+    import threading
+
+    out: dict[int, str] = {}
+    host = app.host
+
+    def work() -> None:
+        for pid in pids:
+            try:
+                out[pid] = host.read_text(f"/proc/{pid}/numa_maps")
+            except Exception:  # noqa: BLE001 - read_process reads it again and reports the error
+                return
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread, out
+
+
 class AuditRun:
     """One audit pass: which PIDs, read them, optionally count accesses, judge them."""
 
@@ -55,14 +76,17 @@ class AuditRun:
             wanted += [p for p in matched if p not in wanted]
         return wanted, strict, job
 
-    def read(self, pids: list[int], strict: set[int], notes: list[str]) -> list:  # noqa: ANN401
+    def read(
+        self, pids: list[int], strict: set[int], notes: list[str], prefetched: dict[int, str] | None = None
+    ) -> list:
         from numatune.errors import PermissionDenied, ProcessGone
         from numatune.readers.procs import read_process
 
         procs, denied = [], 0
         for pid in pids:
             try:
-                procs.append(read_process(self.host, pid, self.topo))
+                maps = (prefetched or {}).get(pid)
+                procs.append(read_process(self.host, pid, self.topo, numa_maps=maps))
             except ProcessGone:
                 if pid in strict:
                     raise
@@ -78,12 +102,14 @@ class AuditRun:
             raise ProcessGone("every matched process exited while being read")
         return procs
 
-    def run(self, sample: float, progress: bool) -> tuple[list, dict | None, list[str], dict[int, int]]:
+    def run(
+        self, sample: float, progress: bool, prefetched: dict[int, str] | None = None
+    ) -> tuple[list, dict | None, list[str], dict[int, int]]:
         from numatune.analysis.locality import job_ranks, judge
 
         pids, strict, job = self.targets()
         notes: list[str] = []
-        procs = self.read(pids, strict, notes)
+        procs = self.read(pids, strict, notes, None if sample > 0 else prefetched)
         pmu_counts: dict[int, tuple[int, int]] | None = None
         pmu_note = "hardware counters not sampled: pass --sample SECONDS to count local/remote DRAM loads"
         events: tuple[str, ...] = ()
@@ -192,9 +218,10 @@ def audit_cmd(
 
     With --children on a launcher (torchrun, srun, mpirun), one row per local rank.
     """
+    fmt = resolve_format(fmt, as_json)
+    prefetch = prefetch_numa_maps(app, pids) if pids and not children and not watch and not sample else None
     from numatune.analysis.locality import Thresholds
 
-    fmt = resolve_format(fmt, as_json)
     if not pids and not names:
         raise click.UsageError("give at least one PID or --name PATTERN")
     if children and not pids:
@@ -209,7 +236,11 @@ def audit_cmd(
     if watch:
         _watch(app, run, interval, count, sample)
         return
-    audits, job, notes, helpers = run.run(sample, progress=fmt == "table")
+    prefetched = None
+    if prefetch is not None:
+        prefetch[0].join()  # type: ignore[attr-defined]
+        prefetched = prefetch[1]
+    audits, job, notes, helpers = run.run(sample, progress=fmt == "table", prefetched=prefetched)
     if fmt == "json":
         from numatune.render.audit_json import audit_document
 

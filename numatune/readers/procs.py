@@ -302,8 +302,13 @@ def pid_exists(host: Host, pid: int) -> bool:
     return host.is_dir(f"/proc/{pid}")
 
 
-def read_process(host: Host, pid: int, topo: Topology | None = None, *, threads: bool = True) -> ProcessInfo:
-    """Everything audit needs about one PID. Raises ProcessGone / PermissionDenied with one clear line."""
+def read_process(
+    host: Host, pid: int, topo: Topology | None = None, *, threads: bool = True, numa_maps: str | None = None
+) -> ProcessInfo:
+    """Everything audit needs about one PID. Raises ProcessGone / PermissionDenied with one clear line.
+
+    `numa_maps` is the file's text when the caller already read it (audit prefetches it in a thread).
+    """
     r = _Reader(host, pid)
     if r.gone():
         raise ProcessGone(f"no process with PID {pid}", hint="check the PID with `ps -p PID`")
@@ -319,7 +324,7 @@ def read_process(host: Host, pid: int, topo: Topology | None = None, *, threads:
     comm = status.get("Name") or str(stat["comm"])
     memory = NumaMemory()
     if not kernel_thread:
-        maps = r.optional("numa_maps")
+        maps = numa_maps if numa_maps is not None else r.optional("numa_maps")
         if maps is None:
             if host.exists(f"/proc/{pid}/numa_maps") and host.is_live:
                 r.read("numa_maps")  # raises the clear PermissionDenied
