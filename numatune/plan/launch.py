@@ -349,15 +349,17 @@ def choose_cpus(
         excluded.append(f"isolcpus {format_cpulist(isolated)}")
 
     def node_cores(nid: int) -> list[tuple[int, ...]]:
+        """The node's physical cores minus the reserved first N, then only their usable CPUs."""
         n = topo.node(nid)
-        cores = _cores_of(topo, n, usable) if n else []
+        cores = _cores_of(topo, n, online) if n else []
         if opts.reserve_cores:
             if len(cores) <= opts.reserve_cores:
                 raise BindingError(
-                    f"--reserve-cores {opts.reserve_cores} leaves no core on node {nid} ({len(cores)} usable cores)"
+                    f"--reserve-cores {opts.reserve_cores} leaves no core on node {nid} ({len(cores)} online cores)"
                 )
             cores = cores[opts.reserve_cores :]
-        return cores
+        kept = [tuple(c for c in core if c in usable) for core in cores]
+        return [core for core in kept if core]
 
     node = topo.node(node_id)
     if not topo.cpu.online:

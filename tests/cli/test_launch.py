@@ -1,0 +1,195 @@
+"""numatune launch end to end: dry-run and JSON on fixture roots, real exec on this machine, the sh wrapper."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import PROJECT, fixture_root
+
+HM = str(fixture_root("handmade-launch-2s4gpu-cxl"))
+LAUNCHER_ENVS = {
+    "torchrun": {"LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "4"},
+    "slurm": {"SLURM_LOCALID": "3", "SLURM_TASKS_PER_NODE": "4(x2)", "SLURM_NODEID": "1"},
+    "openmpi": {"OMPI_COMM_WORLD_LOCAL_RANK": "3", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"},
+    "mpich": {"MPI_LOCALRANKID": "3", "MPI_LOCALNRANKS": "4"},
+    "pmi": {"PMI_LOCAL_RANK": "3", "PMI_LOCAL_SIZE": "4"},
+    "pmix": {"PMIX_LOCAL_RANK": "3", "PMIX_LOCAL_SIZE": "4"},
+}
+CLEAN: dict = {k: None for k in ("LOCAL_RANK", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")}
+
+# What the child reports about itself: affinity, allowed memory nodes, its heap's policy, argv, OMP_NUM_THREADS.
+PROBE = r"""
+import json, os, sys
+status = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)
+maps = open('/proc/self/numa_maps').read().splitlines()
+policy = maps[0].split(' ', 1)[1].split(' file=')[0].split(' anon=')[0] if maps else ''
+print(json.dumps({'cpus': sorted(os.sched_getaffinity(0)), 'mems': status['Mems_allowed_list'].strip(),
+                  'policy': policy, 'argv': sys.argv[1:], 'omp': os.environ.get('OMP_NUM_THREADS')}))
+"""
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")}
+    env["PYTHONPATH"] = str(PROJECT)
+    env.update(extra or {})
+    return env
+
+
+def _numatune(*args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()):
+    argv = [*prefix, sys.executable, "-m", "numatune", *args]
+    return subprocess.run(argv, env=_env(env), capture_output=True, text=True, timeout=60)
+
+
+def _node0_cpus() -> list[int]:
+    with open("/sys/devices/system/node/node0/cpulist") as fh:
+        text = fh.read().strip()
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return sorted(set(out) & os.sched_getaffinity(0))
+
+
+# -- dry-run and JSON on fixture roots ---------------------------------------------------------------------------
+@pytest.mark.parametrize("launcher", sorted(LAUNCHER_ENVS))
+def test_dry_run_for_every_launcher(cli, launcher):
+    res = cli("--root", HM, "launch", "--dry-run", "--cpu-bind", "exclusive", "--", "python", "train.py",
+              env={**CLEAN, **LAUNCHER_ENVS[launcher]})
+    assert res.exit_code == 0, res.stderr
+    assert "rank: 3 from" in res.stdout and "4 local rank(s)" in res.stdout
+    assert "gpu: 0000:af:00.0" in res.stdout and "node: 1 (numa_node of 0000:af:00.0)" in res.stdout
+    assert re.search(r"numactl --physcpubind=6-7,14-15 --membind=1 -- python train.py$", res.stdout, re.M)
+    assert "OMP_NUM_THREADS=4" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("cvd", "rank", "bdf"),
+    [("1,0", "0", "0000:3b:00.0"), ("GPU-5e1c0a27-3b2d-4c1e-9f00-000000008602", "0", "0000:86:00.0"),
+     ("GPU-5e1c0a07,GPU-5e1c0a37", "1", "0000:af:00.0")],
+)
+def test_json_plan_with_cuda_visible_devices(cli, cvd, rank, bdf):
+    res = cli("--root", HM, "launch", "--json", "--mem-policy", "cxl-spill", "--", "python", "train.py",
+              env={**CLEAN, "LOCAL_RANK": rank, "CUDA_VISIBLE_DEVICES": cvd})
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "numatune.launch/1"
+    assert doc["gpu"]["bdf"] == bdf and doc["gpu"]["uuid"].startswith("GPU-5e1c0a")
+    node = 0 if bdf < "0000:80" else 1
+    assert doc["node"] == node and doc["memory"]["nodes"] == [node, node + 2]
+    assert doc["memory"]["policy"] == "cxl-spill" and doc["method"] in ("numactl", "direct")
+    assert doc["command"] == ["python", "train.py"] and doc["argv"][-2:] == ["python", "train.py"]
+    assert doc["env"]["OMP_NUM_THREADS"] == str(len(doc["cpu_bind"]["cpus"]))
+
+
+def test_binding_errors_exit_7_and_best_effort_runs_unbound(cli):
+    res = cli("--root", str(fixture_root("32intel64-2p8co2t+8ve")), "launch", "--dry-run", "--mem-policy",
+              "cxl-spill", "--", "true", env=CLEAN)
+    assert res.exit_code == 7 and "no CXL memory node" in res.stderr
+    res = cli("--root", str(fixture_root("32intel64-2p8co2t+8ve")), "launch", "--json", "--best-effort",
+              "--mem-policy", "cxl-spill", "--", "true", env=CLEAN)
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 0 and doc["unbound"] and doc["argv"] == ["true"] and "unbound" in doc["warnings"][-1]
+
+
+def test_usage_and_input_errors(cli):
+    assert cli("--root", HM, "launch", "--dry-run", env=CLEAN).exit_code == 2  # no command
+    res = cli("--root", HM, "launch", "--", "true", env=CLEAN)
+    assert res.exit_code == 3 and "live node" in res.stderr
+    res = cli("--root", HM, "launch", "--dry-run", "--cpu-bind", "cores:0", "--", "true", env=CLEAN)
+    assert res.exit_code == 3 and "cores:N" in res.stderr
+    res = cli("--root", HM, "launch", "--dry-run", "--weights", "0=4", "--", "true", env=CLEAN)
+    assert res.exit_code == 3 and "NODE:WEIGHT" in res.stderr
+    res = cli("--root", HM, "launch", "--dry-run", "--", "true", env={**CLEAN, "LOCAL_RANK": "abc"})
+    assert res.exit_code == 3 and "LOCAL_RANK='abc'" in res.stderr
+
+
+def test_isolcpus_from_the_root_are_excluded(cli, tmp_path):
+    root = tmp_path / "root"
+    shutil.copytree(HM, root, symlinks=True)
+    (root / "sys/devices/system/cpu/isolated").write_text("2-3,10-11\n")
+    res = cli("--root", str(root), "launch", "--json", "--", "true", env={**CLEAN, "LOCAL_RANK": "0"})
+    doc = json.loads(res.stdout)
+    assert doc["cpu_bind"]["cpus"] == [0, 1, 8, 9]
+    res = cli("--root", str(root), "launch", "--json", "--allow-isolated", "--", "true",
+              env={**CLEAN, "LOCAL_RANK": "0"})
+    assert json.loads(res.stdout)["cpu_bind"]["cpus"] == [0, 1, 2, 3, 8, 9, 10, 11]
+
+
+# -- real exec on this machine ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("via", ["numactl", "direct", "taskset"])
+def test_exec_binds_the_child(via):
+    if via != "direct" and shutil.which(via) is None:
+        pytest.skip(f"{via} is not installed here")
+    extra = ("--mem-policy", "none") if via == "taskset" else ()
+    res = _numatune("launch", "--node", "0", "--via", via, *extra, "--", sys.executable, "-c", PROBE, "a b")
+    assert res.returncode == 0, res.stderr
+    child = json.loads(res.stdout)
+    cpus = _node0_cpus()
+    assert child["cpus"] == cpus and child["omp"] == str(len(cpus)) and child["argv"] == ["a b"]
+    if via == "taskset":
+        assert child["policy"] == "default"
+    else:
+        assert child["mems"] == "0" and child["policy"] == "bind:0"
+    assert f"via {via}" in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_exec_respects_a_narrower_affinity_and_quiet():
+    cpus = _node0_cpus()
+    if len(cpus) < 2 or shutil.which("taskset") is None:
+        pytest.skip("needs two CPUs on node 0 and taskset")
+    res = _numatune("launch", "-q", "--node", "0", "--via", "direct", "--", sys.executable, "-c", PROBE,
+                    prefix=("taskset", "-c", str(cpus[-1])), env={"OMP_NUM_THREADS": "7"})
+    child = json.loads(res.stdout)
+    assert child["cpus"] == [cpus[-1]] and child["omp"] == "7" and res.stderr == ""
+
+
+def test_direct_weighted_interleave_when_the_kernel_has_it():
+    release = os.uname().release
+    if tuple(int(x) for x in re.findall(r"\d+", release)[:2]) < (6, 9):
+        pytest.skip(f"kernel {release} has no weighted interleave")
+    res = _numatune("launch", "--node", "0", "--mem-policy", "weighted", "--mem-nodes", "0", "--",
+                    sys.executable, "-c", PROBE)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["policy"] == "weighted interleave:0"
+
+
+def test_exit_status_and_signals_pass_through():
+    assert _numatune("launch", "-q", "--node", "0", "--", "sh", "-c", "exit 42").returncode == 42
+    assert _numatune("launch", "-q", "--node", "0", "--", "sh", "-c", "kill -TERM $$").returncode == -15
+    res = _numatune("launch", "-q", "--node", "0", "--", "no-such-command-xyz")
+    assert res.returncode == 127 and "command not found" in res.stderr
+
+
+# -- the wrapper -----------------------------------------------------------------------------------------------------
+NASTY = ["two words", "it's", 'say "hi"', "$HOME and `id` and $(id)", "line1\nline2", "", "-x", "back\\slash"]
+
+
+def test_emitted_wrapper_passes_every_argument_through_sh(tmp_path):
+    wrap = tmp_path / "wrap.sh"
+    res = _numatune("launch", "--emit", str(wrap), "--node", "0", "--cpu-bind", "node", "--",
+                    sys.executable, "-c", PROBE, *NASTY[:3])
+    assert res.returncode == 0, res.stderr
+    text = wrap.read_text()
+    assert text.startswith("#!/bin/sh\n") and os.access(wrap, os.X_OK) and '"$@"' in text
+    done = subprocess.run(["sh", str(wrap), *NASTY[3:]], env=_env({"LOCAL_RANK": "0"}), capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    child = json.loads(done.stdout)
+    assert child["argv"] == NASTY and child["cpus"] == _node0_cpus()
+
+
+def test_wrapper_as_torchrun_no_python_would_call_it(tmp_path):
+    wrap = tmp_path / "wrap.sh"
+    assert _numatune("launch", "--emit", str(wrap), "--cpu-bind", "exclusive", "--node", "0").returncode == 0
+    env = _env({"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+    done = subprocess.run([str(wrap), sys.executable, "-c", PROBE, "x"], env=env, capture_output=True, text=True,
+                          timeout=60, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["argv"] == ["x"] and "exclusive" in done.stderr
