@@ -181,7 +181,7 @@ class AuditRun:
 @click.option("--name", "names", multiple=True, metavar="PATTERN",
               help="Processes whose command name matches (shell glob; a plain word matches as a substring). "
                    "Repeatable.")
-@format_option("table", "json")
+@format_option("table", "json", "prometheus")
 @click.option("--watch", is_flag=True, help="Live view, refreshed every --interval seconds (Ctrl-C to stop).")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, metavar="SECONDS",
               help="Refresh period of --watch.")
@@ -241,14 +241,20 @@ def audit_cmd(
         prefetch[0].join()  # type: ignore[attr-defined]
         prefetched = prefetch[1]
     audits, job, notes, helpers = run.run(sample, progress=fmt == "table", prefetched=prefetched)
-    if fmt == "json":
+    if fmt in ("json", "prometheus"):
         from numatune.render.audit_json import audit_document
 
-        app.echo_json(audit_document(
+        doc = audit_document(
             audits, source=run.topo.source, live=run.topo.live, job=job, notes=notes,
             thresholds={"remote_warning": remote_warn, "remote_misplaced": remote_misplaced,
                         "slow_tier_warning": slow_tier_warn},
-        ))
+        )
+        if fmt == "json":
+            app.echo_json(doc)
+        else:
+            from numatune.render.prometheus import audit_metrics
+
+            click.echo(audit_metrics(doc), nl=False)
         return
     from numatune.render.audit_text import render_audit
 

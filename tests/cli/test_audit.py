@@ -83,6 +83,12 @@ def test_json_contract_on_a_real_process(cli, child):
     assert set(p["fix"]) == {"launch", "numactl", "migratepages", "taskset"}
 
 
+def test_prometheus_format(cli, child):
+    r = cli("audit", str(child.pid), "--format", "prometheus")
+    assert r.exit_code == 0, r.stderr
+    assert str(child.pid) in r.stdout and "# TYPE" in r.stdout
+
+
 def test_table_on_a_real_process(cli, child):
     r = cli("audit", str(child.pid))
     assert r.exit_code == 0
