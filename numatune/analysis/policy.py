@@ -23,11 +23,6 @@ from numatune.model.check import CheckResult, IrqPlacement
 from numatune.model.findings import Finding, Severity
 from numatune.model.topology import Topology
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
 PATH_KINDS = ("PIX", "PXB", "PHB", "NODE")  # allowed values of nic_max_path (SYS would allow anything)
 TIER_CHOICES = ("below-dram", "same-as-dram")
 
@@ -123,6 +118,11 @@ _SECTIONS = {
 
 def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy file; any problem is an InputError naming the file and key."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+
     p = Path(path)
     try:
         raw = p.read_bytes()

@@ -145,3 +145,21 @@ def test_numactl_version_is_skipped_on_a_saved_root(cli, tmp_path):
                          str(policy)).stdout)
     (c,) = [c for c in doc["checks"] if c["name"] == "policy.tools.numactl_min_version"]
     assert c["status"] == "skipped" and "live node" in c["skipped_reason"]
+
+
+def test_irq_rules_run_where_the_root_has_proc_interrupts(cli):
+    doc = json.loads(cli("--root", str(fixture_root("procfs-4cpu-kvm")), "check", "--json").stdout)
+    irq = [c for c in doc["checks"] if c["group"] == "irq"]
+    assert irq and all(c["status"] != "skipped" for c in irq)
+    none = json.loads(cli("--root", str(fixture_root("vm-offlineCPUs")), "check", "--json").stdout)
+    assert [c["status"] for c in none["checks"] if c["group"] == "irq"] == ["skipped"]
+
+
+def test_audit_rules_with_pid(cli):
+    import os
+
+    result = cli("check", "--json", "--pid", str(os.getpid()))
+    doc = json.loads(result.stdout)
+    audit = [c for c in doc["checks"] if c["group"] == "audit"]
+    assert audit and all(c["status"] != "skipped" for c in audit)
+    assert cli("check", "--pid", "999999999").exit_code == 6
