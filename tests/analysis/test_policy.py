@@ -254,3 +254,19 @@ def test_overrides_ignore_and_severity(topo_of):
     results = apply_overrides(evaluate_policy(policy, topo), policy)
     assert codes(results) == ["NT301"]
     assert results[0].findings[0].severity is Severity.INFO
+
+
+def test_gpu_cxl_tree(topo_of):
+    """The hand-made GPU+CXL tree: 2 CXL nodes of 64 GiB in tier 22 under DRAM's tier 4, one NIC on socket 1."""
+    topo = topo_of("handmade-launch-2s4gpu-cxl")
+    policy = parse_policy({"expect": {"gpus_per_node": 2, "nic_max_path": "NODE",
+                                      "cxl": {"capacity_gib_min": 128, "tier": "below-dram"}}})
+    r = by_name(evaluate_policy(policy, topo))
+    assert r["policy.expect.gpus_per_node"].passed
+    assert r["policy.expect.cxl.capacity_gib_min"].passed and r["policy.expect.cxl.tier"].passed
+    nic = r["policy.expect.nic_per_gpu"]
+    assert sorted(f.subject for f in nic.findings) == sorted(g.bdf for g in topo.gpus if g.node == 0)
+    assert all("is SYS, worse than NODE" in f.message for f in nic.findings)
+    assert not evaluate_policy(parse_policy({"expect": {"cxl": {"capacity_gib_min": 129}}}), topo)[0].passed
+    assert not evaluate_policy(parse_policy({"expect": {"cxl": {"tier": "same-as-dram"}}}), topo)[0].passed
+    assert set(gpu_local_nics(topo).values()) <= {g.bdf for g in topo.gpus if g.node == 1}
