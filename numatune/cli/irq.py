@@ -76,11 +76,11 @@ def irq_group(ctx: click.Context, fmt: str, as_json: bool, exclude_cpus: frozens
     reserved = _reserved(topo, report, exclude_cpus, ranks_per_node, reserve_cores)
     findings = irq_findings(topo, report, reserved)
     if fmt in ("json", "prometheus"):
-        from numatune.render.irq_json import irq_document
+        from numatune.render.irq_json import dumps, irq_document
 
         doc = irq_document(topo, report, findings)
         if fmt == "json":
-            app.echo_json(doc)
+            click.echo(dumps(doc))
             return
         try:
             from numatune.render.prometheus import irq_metrics
@@ -138,9 +138,9 @@ def plan_cmd(app: App, fmt: str, as_json: bool, exclude_cpus: frozenset[int], ra
             raise InputError(f"cannot write {emit}: {exc.strerror or exc}") from exc
         app.note(f"wrote {emit} ({len(plan.changes)} moves)")
     if fmt == "json":
-        from numatune.render.irq_json import plan_document
+        from numatune.render.irq_json import dumps, plan_document
 
-        app.echo_json(plan_document(plan, report, balance, tuned))
+        click.echo(dumps(plan_document(plan, report, balance, tuned)))
         return
     from numatune.render.irq_text import render_plan
 

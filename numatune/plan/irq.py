@@ -1,8 +1,9 @@
 """IRQ placement plan: each device's queue interrupts spread over free cores of its own node.
 
 Pure: topology and IRQ report in, decisions out. "Free" means not reserved for ranks (the same
-split as `launch --cpu-bind exclusive`: a node's physical cores, minus `--reserve-cores` kept for
-housekeeping, split evenly among the ranks sharing that node, SMT siblings together), not given in
+split as `launch --cpu-bind exclusive` in plan/launch.py: rank i on the i-th GPU in PCI order; a
+node's usable physical cores, minus the first `--reserve-cores`, split evenly among the ranks
+sharing that node, SMT siblings together, the remainder left over), not given in
 `--exclude-cpus`, and not isolated. Queue IRQs get one CPU each, physical cores first, continuing
 round-robin across the devices of a node so two NICs do not pile onto the same first core; control
 IRQs (async, admin, misc) get the whole free set of the node.
@@ -78,9 +79,12 @@ def spread_order(topo: Topology, cpus: Iterable[int]) -> list[int]:
 
 
 def rank_nodes(topo: Topology, ranks: int) -> list[int]:
-    """The node of each local rank: its GPU's (rank i uses the i-th GPU by PCI address) when every rank
-    has one with a known node, else ranks in contiguous blocks over the nodes that have CPUs."""
-    gpus = sorted((g for g in topo.gpus if g.path), key=lambda g: g.bdf)
+    """The node of each local rank, as `launch` picks it: rank i uses the i-th GPU (accelerator when there
+    is no GPU) in PCI order; when some rank has no such device with a known node, ranks go in
+    contiguous blocks over the nodes that have CPUs."""
+    from numatune.plan.launch import gpus_in_pci_order
+
+    gpus, _ = gpus_in_pci_order([d for d in topo.devices if d.path])
     if len(gpus) >= ranks and all(g.node is not None for g in gpus[:ranks]):
         return [g.node for g in gpus[:ranks]]  # type: ignore[misc]
     nodes = [n.id for n in topo.nodes if n.cpus]

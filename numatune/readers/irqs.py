@@ -73,6 +73,7 @@ def parse_interrupts(
     cpus = tuple(int(tok[3:]) for tok in header.split() if tok.startswith("CPU") and tok[3:].isdigit())
     ncpu = len(cpus)
     width = 11 * ncpu  # the kernel writes " %10u" per online CPU
+    zero_row = "          0" * ncpu
     rows: dict[int, InterruptRow] = {}
     numeric = irregular = 0
     find = text.find
@@ -99,11 +100,11 @@ def parse_interrupts(
         tail = text[end:nl]
         if wanted is not None and not wanted(irq, tail):
             continue
-        row = _row(irq, text[start:end], tail, ncpu, cpus)
+        row = _row(irq, text[start:end], tail, ncpu, cpus, zero_row)
         if row is None and fixed:
             # The fixed-width guess was wrong (a count wider than 10 digits): take the slow path.
             end = _COUNTS.match(text, start, nl).end()
-            row = _row(irq, text[start:end], text[end:nl], ncpu, cpus)
+            row = _row(irq, text[start:end], text[end:nl], ncpu, cpus, zero_row)
             fixed = False
         if not fixed:
             irregular += 1
@@ -112,22 +113,20 @@ def parse_interrupts(
     return InterruptsTable(cpus=cpus, rows=rows, numeric_rows=numeric, irregular_rows=irregular)
 
 
-def _row(irq: int, seg: str, tail: str, ncpu: int, cpus: tuple[int, ...]) -> InterruptRow | None:
-    if ncpu and seg.count("0") == ncpu and seg.count(" ") + ncpu == len(seg):
-        per_cpu: tuple[tuple[int, int], ...] = ()  # every count is "0": nothing to convert
-        total = 0
-    else:
+def _row(irq: int, seg: str, tail: str, ncpu: int, cpus: tuple[int, ...], zero_row: str) -> InterruptRow | None:
+    per_cpu: tuple[tuple[int, int], ...] = ()
+    total = 0
+    if seg != zero_row:  # one memcmp settles the common case: a row of zeros in the kernel's layout
         tokens = seg.split()
         if len(tokens) > ncpu:
             # More numbers than CPUs: the extras belong to the tail (a numeric chip column).
             tail = " ".join(tokens[ncpu:]) + " " + tail
             tokens = tokens[:ncpu]
         try:
-            hits = [(cpus[i], int(tokens[i])) for i in compress(range(len(tokens)), map("0".__ne__, tokens))]
+            per_cpu = tuple((cpus[i], int(tokens[i])) for i in _nonzero(tokens))
         except ValueError:
             return None  # not a count: the fixed-width guess was wrong
-        per_cpu = tuple(hits)
-        total = sum(v for _, v in hits)
+        total = sum(v for _, v in per_cpu)
     m = _TAIL.match(tail)
     if m is None:
         return InterruptRow(irq=irq, actions=(), total=total, per_cpu=per_cpu)
@@ -145,6 +144,28 @@ def _row(irq: int, seg: str, tail: str, ncpu: int, cpus: tuple[int, ...]) -> Int
         total=total,
         per_cpu=per_cpu,
     )
+
+
+def _nonzero(tokens: list[str]) -> list[int]:
+    """Indexes of the tokens that are not "0", scanning in C: a device IRQ usually fires on few CPUs."""
+    hits = len(tokens) - tokens.count("0")
+    if hits == 0:
+        return []
+    if hits > 32:
+        return list(compress(range(len(tokens)), map("0".__ne__, tokens)))
+    out = []
+    for value in set(tokens):
+        if value == "0":
+            continue
+        at = tokens.index(value)
+        while True:
+            out.append(at)
+            try:
+                at = tokens.index(value, at + 1)
+            except ValueError:
+                break
+    out.sort()
+    return out
 
 
 # -- identifying devices from action names -------------------------------------------------------
@@ -294,7 +315,7 @@ def read_irq_report(host: Host, topo: Topology) -> IrqReport:
             dev.add(irq, "msi_irqs")
             by_irq.setdefault(irq, dev)
 
-    text = host.read_optional(INTERRUPTS)
+    text = _read_raw(host, INTERRUPTS)  # read_optional would copy 13 MB twice more to strip NULs
     has_interrupts = text is not None
     if text is None:
         skipped.append(Skipped(INTERRUPTS, "not in this root: no per-CPU counts and no action names"))

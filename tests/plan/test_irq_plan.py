@@ -135,3 +135,20 @@ def test_without_proc_irq_nothing_is_planned(tmp_path):
     plan = plan_irqs(topo, read_irq_report(host, topo))
     assert not plan.changes
     assert "no /proc/irq" in by_irq(plan)[41].reason
+
+
+@pytest.mark.parametrize("reserve", [0, 1])
+def test_rank_cores_equal_launch_exclusive(reserve):
+    """The cores kept free of IRQs are exactly those `launch --cpu-bind exclusive` gives each rank."""
+    from conftest import fixture_root
+    from numatune.model.launch import CpuBind, LaunchFacts, LaunchOptions
+    from numatune.plan.launch import plan_launch
+
+    topo = read_topology(Host.open(fixture_root("handmade-launch-2s4gpu-cxl")))
+    ranks = len(topo.gpus)
+    split, _ = exclusive_split(topo, ranks, reserve)
+    for rank in range(ranks):
+        opts = LaunchOptions(rank=rank, local_size=ranks, cpu_bind=CpuBind("exclusive"), reserve_cores=reserve,
+                             mem_policy="none", via="direct")
+        launched = plan_launch(topo, topo.devices, LaunchFacts(), opts, ["true"])
+        assert tuple(launched.cpus) == split[rank], (rank, launched.reasons)
