@@ -131,7 +131,7 @@ def _irq_results(app: App, topo, reserved: frozenset[int]):  # noqa: ANN001, ANN
     try:
         from numatune.analysis.irq import irq_findings
         from numatune.readers.irqs import read_irq_report
-    except ImportError:
+    except ModuleNotFoundError:
         note = "the IRQ rules are not part of this build"
         return [CheckResult("irq.all", "irq", "IRQ placement rules", skipped=note)], None, note
     report = read_irq_report(host, topo)
@@ -160,7 +160,7 @@ def _audit_results(app: App, topo, pids: tuple[int, ...]):  # noqa: ANN001, ANN2
     try:
         from numatune.analysis.locality import audit_findings
         from numatune.readers.procs import read_process
-    except ImportError:
+    except ModuleNotFoundError:
         return [CheckResult("audit.all", "audit", "process locality rules",
                             skipped="the audit rules are not part of this build")]
     findings = []
