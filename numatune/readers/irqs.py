@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from itertools import compress
+from typing import NamedTuple
 
 from numatune.cpulist import parse_cpulist, parse_cpumask
 from numatune.errors import NumatuneError
@@ -116,7 +116,15 @@ def parse_interrupts(
 def _row(irq: int, seg: str, tail: str, ncpu: int, cpus: tuple[int, ...], zero_row: str) -> InterruptRow | None:
     per_cpu: tuple[tuple[int, int], ...] = ()
     total = 0
-    if seg != zero_row:  # one memcmp settles the common case: a row of zeros in the kernel's layout
+    if seg == zero_row:  # one memcmp settles the common case: a row of zeros in the kernel's layout
+        pass
+    elif len(seg) == len(zero_row) and (cols := _nonzero_columns(seg)) is not None:
+        try:
+            per_cpu = tuple((cpus[c], int(seg[11 * c : 11 * c + 11])) for c in cols)
+        except ValueError:
+            return None  # not the fixed layout after all
+        total = sum(v for _, v in per_cpu)
+    else:
         tokens = seg.split()
         if len(tokens) > ncpu:
             # More numbers than CPUs: the extras belong to the tail (a numeric chip column).
@@ -146,6 +154,22 @@ def _row(irq: int, seg: str, tail: str, ncpu: int, cpus: tuple[int, ...], zero_r
     )
 
 
+def _nonzero_columns(seg: str, limit: int = 48) -> list[int] | None:
+    """Columns (11 characters each) holding a non-zero count, found with str.find on the digits 1-9;
+    None when there are too many to be worth it (the caller then splits the row)."""
+    cols: set[int] = set()
+    hits = 0
+    for digit in "123456789":
+        at = seg.find(digit)
+        while at >= 0:
+            hits += 1
+            if hits > limit:
+                return None
+            cols.add(at // 11)
+            at = seg.find(digit, at + 1)
+    return sorted(cols)
+
+
 def _nonzero(tokens: list[str]) -> list[int]:
     """Indexes of the tokens that are not "0", scanning in C: a device IRQ usually fires on few CPUs."""
     hits = len(tokens) - tokens.count("0")
@@ -169,8 +193,7 @@ def _nonzero(tokens: list[str]) -> list[int]:
 
 
 # -- identifying devices from action names -------------------------------------------------------
-@dataclass(frozen=True)
-class NameMatch:
+class NameMatch(NamedTuple):
     """What an action name says about its device."""
 
     key_kind: str  # bdf | netdev | nvme
@@ -216,17 +239,22 @@ def _role_of(name: str) -> tuple[str, int | None]:
 
 
 # -- /proc/irq/N ---------------------------------------------------------------------------------
-@dataclass
 class IrqState:
-    smp_affinity: str | None = None
-    smp_affinity_list: tuple[int, ...] | None = None
-    effective_affinity_list: tuple[int, ...] | None = None
-    affinity_hint: tuple[int, ...] | None = None
-    node: int | None = None
-    exists: bool = False
-    managed: bool | None = None
-    managed_evidence: str | None = None
-    debugfs_device: str | None = None
+    """What /proc/irq/N says about one IRQ (a plain class: no dataclass machinery at import)."""
+
+    __slots__ = ("smp_affinity", "smp_affinity_list", "effective_affinity_list", "affinity_hint", "node", "exists",
+                 "managed", "managed_evidence", "debugfs_device")
+
+    def __init__(self) -> None:
+        self.smp_affinity: str | None = None
+        self.smp_affinity_list: tuple[int, ...] | None = None
+        self.effective_affinity_list: tuple[int, ...] | None = None
+        self.affinity_hint: tuple[int, ...] | None = None
+        self.node: int | None = None
+        self.exists = False
+        self.managed: bool | None = None
+        self.managed_evidence: str | None = None
+        self.debugfs_device: str | None = None
 
 
 def read_irq_state(host: Host, irq: int, debugfs: bool = False) -> IrqState:
@@ -269,19 +297,15 @@ def _cpus(text: str | None, parse: Callable[[str], frozenset[int]]) -> tuple[int
 
 
 # -- the report ----------------------------------------------------------------------------------
-@dataclass
 class _Dev:
-    key: str
-    bdf: str | None
-    kind: str
-    node: int | None = None
-    node_inferred: bool = False
-    netdevs: tuple[str, ...] = ()
-    rdma: tuple[str, ...] = ()
-    nvme: tuple[str, ...] = ()
-    driver: str | None = None
-    in_sysfs: bool = True
-    found: dict[int, set[str]] = field(default_factory=dict)
+    """A device being assembled: its identity and the IRQs found for it, with how."""
+
+    def __init__(self, key: str, bdf: str | None, kind: str, node: int | None = None, node_inferred: bool = False,
+                 netdevs: tuple[str, ...] = (), rdma: tuple[str, ...] = (), nvme: tuple[str, ...] = (),
+                 driver: str | None = None, in_sysfs: bool = True) -> None:
+        self.key, self.bdf, self.kind, self.node, self.node_inferred = key, bdf, kind, node, node_inferred
+        self.netdevs, self.rdma, self.nvme, self.driver, self.in_sysfs = netdevs, rdma, nvme, driver, in_sysfs
+        self.found: dict[int, set[str]] = {}
 
     def add(self, irq: int, how: str) -> None:
         self.found.setdefault(irq, set()).add(how)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -63,7 +62,7 @@ def test_queues_spread_on_the_device_node(world):
 
 def test_exclude_cpus_and_isolated(world):
     topo, report = world
-    report = replace(report, isolated_cpus=(7,))
+    report = report._replace(isolated_cpus=(7,))
     plan = plan_irqs(topo, report, exclude_cpus={4, 5})
     e = by_irq(plan)
     assert {t for i in (41, 42, 43, 44) for t in e[i].target} == {6}
@@ -102,10 +101,10 @@ def test_already_in_place_is_kept(world):
     first = plan_irqs(topo, report)
     target = {e.irq: e.target for e in first.entries}
     devices = tuple(
-        replace(d, irqs=tuple(replace(i, smp_affinity_list=target.get(i.irq) or i.smp_affinity_list) for i in d.irqs))
+        d._replace(irqs=tuple(i._replace(smp_affinity_list=target.get(i.irq) or i.smp_affinity_list) for i in d.irqs))
         for d in report.devices
     )
-    again = plan_irqs(topo, replace(report, devices=devices))
+    again = plan_irqs(topo, report._replace(devices=devices))
     assert not again.changes and {e.action for e in again.entries} == {"keep", "skip"}
 
 
@@ -141,6 +140,7 @@ def test_without_proc_irq_nothing_is_planned(tmp_path):
 def test_rank_cores_equal_launch_exclusive(reserve):
     """The cores kept free of IRQs are exactly those `launch --cpu-bind exclusive` gives each rank."""
     from conftest import fixture_root
+
     from numatune.model.launch import CpuBind, LaunchFacts, LaunchOptions
     from numatune.plan.launch import plan_launch
 
