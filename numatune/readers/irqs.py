@@ -37,7 +37,7 @@ _TAIL = re.compile(
     r"(?:\s+(?P<hwirq>\d+)(?:-(?P<trig>[A-Za-z]+)|\s+(?P<trig2>Level|Edge|level|edge)))?"
     r"\s*(?P<actions>.*?)\s*$"
 )
-_COUNTS = re.compile(r"(?:\s+\d+(?=\s|$))*")
+_COUNTS = re.compile(rb"(?:\s+\d+(?=\s|$))*")
 # Action-name shapes that identify a device without sysfs.
 _MLX = re.compile(r"^(?P<what>mlx[45]_[a-z_]+?)(?P<n>\d*)@pci:(?P<bdf>" + _BDF_TEXT + r")$")
 _NVME = re.compile(r"^(?P<ctrl>nvme\d+)q(?P<q>\d+)$")
@@ -52,59 +52,66 @@ _CONTROL_WORDS = ("async", "cmd", "pages", "misc", "config", "ctrl", "admin", "f
 
 # -- /proc/interrupts ---------------------------------------------------------------------------
 def parse_interrupts(
-    text: str,
+    text: str | bytes,
     wanted: Callable[[int, str], bool] | None = None,
 ) -> InterruptsTable:
     """Parse /proc/interrupts. `wanted(irq, tail)` picks the rows whose counts are parsed (all if None).
 
-    `tail` is the raw text after the counts (chip, hwirq, action names); rows not wanted are not
-    kept at all, so a caller asking for a handful of devices pays for a handful of rows.
+    `tail` is the text after the counts (chip, hwirq, action names); rows not wanted are not kept at
+    all, so a caller asking for a handful of devices pays for a handful of rows. Works on the raw
+    bytes: only the header, the tails and the counts of kept rows are ever decoded.
     """
-    size = len(text)
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    size = len(data)
     pos = 0
-    header = ""
+    header = b""
     while pos < size:  # the header: the first line that is not blank
-        nl = text.find("\n", pos)
+        nl = data.find(b"\n", pos)
         nl = size if nl < 0 else nl
-        header = text[pos:nl]
+        header = data[pos:nl]
         pos = nl + 1
         if header.strip():
             break
-    cpus = tuple(int(tok[3:]) for tok in header.split() if tok.startswith("CPU") and tok[3:].isdigit())
+    cpus = tuple(int(tok[3:]) for tok in header.decode("ascii", "replace").split()
+                 if tok.startswith("CPU") and tok[3:].isdigit())
     ncpu = len(cpus)
     width = 11 * ncpu  # the kernel writes " %10u" per online CPU
     zero_row = "          0" * ncpu
+    zero_bytes = zero_row.encode()
     rows: dict[int, InterruptRow] = {}
     numeric = irregular = 0
-    find = text.find
+    find = data.find
+    startswith = data.startswith
     while pos < size:
-        nl = find("\n", pos)
+        nl = find(b"\n", pos)
         if nl < 0:
             nl = size
         line_start, pos = pos, nl + 1
-        colon = find(":", line_start, nl)
+        colon = find(b":", line_start, nl)
         if colon < 0:
             continue  # blank line
-        label = text[line_start:colon].strip()
+        label = data[line_start:colon].strip()
         if not label.isdigit():
             continue  # NMI, LOC, ERR, MIS, s390 EXT/I/O... : not device interrupts
         numeric += 1
         irq = int(label)
         start = colon + 1
         end = start + width
-        if end < nl and text[end] == " " and text[end - 1].isdigit() and (ncpu == 0 or text[start] == " "):
+        if end < nl and data[end] == 32 and 48 <= data[end - 1] <= 57 and (ncpu == 0 or data[start] == 32):
             fixed = True
         else:
-            end = _COUNTS.match(text, start, nl).end()
+            end = _COUNTS.match(data, start, nl).end()
             fixed = False
-        tail = text[end:nl]
+        tail = data[end:nl].decode("utf-8", "replace")
         if wanted is not None and not wanted(irq, tail):
             continue
-        row = _row(irq, text[start:end], tail, ncpu, cpus, zero_row)
+        seg = zero_row if fixed and startswith(zero_bytes, start) else data[start:end].decode("ascii", "replace")
+        row = _row(irq, seg, tail, ncpu, cpus, zero_row)
         if row is None and fixed:
             # The fixed-width guess was wrong (a count wider than 10 digits): take the slow path.
-            end = _COUNTS.match(text, start, nl).end()
-            row = _row(irq, text[start:end], text[end:nl], ncpu, cpus, zero_row)
+            end = _COUNTS.match(data, start, nl).end()
+            row = _row(irq, data[start:end].decode("ascii", "replace"), data[end:nl].decode("utf-8", "replace"),
+                       ncpu, cpus, zero_row)
             fixed = False
         if not fixed:
             irregular += 1
@@ -339,7 +346,7 @@ def read_irq_report(host: Host, topo: Topology) -> IrqReport:
             dev.add(irq, "msi_irqs")
             by_irq.setdefault(irq, dev)
 
-    text = _read_raw(host, INTERRUPTS)  # read_optional would copy 13 MB twice more to strip NULs
+    text = read_interrupts(host)
     has_interrupts = text is not None
     if text is None:
         skipped.append(Skipped(INTERRUPTS, "not in this root: no per-CPU counts and no action names"))
@@ -508,6 +515,15 @@ def read_irqbalance(host: Host) -> tuple[bool | None, tuple[int, ...] | None]:
             if banned is not None:
                 break
     return running, banned
+
+
+def read_interrupts(host: Host) -> bytes | None:
+    """/proc/interrupts as bytes, None if absent: text mode's universal-newline pass, a whole-file
+    decode and read_optional's NUL stripping would each cost more than the read itself on 13 MB."""
+    try:
+        return host.read_bytes(INTERRUPTS)
+    except NumatuneError:
+        return None
 
 
 def _read_raw(host: Host, logical: str) -> str | None:
