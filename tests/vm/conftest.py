@@ -1,0 +1,132 @@
+"""pytest glue for the VM harness: one boot per topology per session, shared by its checks.
+
+Outcomes, by design:
+- QEMU, virtme-ng, the kernel or host udev missing -> every VM test skips, with the precise
+  reason (and a banner in the terminal summary, so a skipped VM stage is never silent).
+- The guest never reaches the batch script (QEMU or boot failure outside the project) ->
+  retried once, then skipped loudly with the console tail.
+- The batch ran: each check passes or FAILS on its own result; a check missing from the
+  results (guest died half-way) FAILS, pointing at the console log.
+NUMATUNE_VM=0 skips the VM tests deliberately (fast local runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+for p in (HERE, HERE / "guest"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+import vm_fixtures  # noqa: E402
+import vm_runner  # noqa: E402
+import vm_topology  # noqa: E402
+
+
+@dataclass
+class TopologyRun:
+    results: dict[str, Any] | None = None
+    skip_reason: str | None = None
+    boots: list[vm_runner.BootResult] = field(default_factory=list)
+    fixture_note: str | None = None
+
+
+class VmSession:
+    """Boots each topology at most once (plus one retry) and keeps the guest's results."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, TopologyRun] = {}
+        self._env: vm_runner.Environment | None = None
+
+    @property
+    def env(self) -> vm_runner.Environment:
+        if self._env is None:
+            self._env = vm_runner.probe()
+        return self._env
+
+    def get(self, name: str) -> TopologyRun:
+        if name not in self.runs:
+            self.runs[name] = self._boot(name)
+        return self.runs[name]
+
+    def _boot(self, name: str) -> TopologyRun:
+        run = TopologyRun()
+        if os.environ.get("NUMATUNE_VM") == "0":
+            run.skip_reason = "NUMATUNE_VM=0: VM tests disabled on purpose"
+            return run
+        env = self.env
+        if not env.usable:
+            run.skip_reason = "VM harness cannot run here: " + "; ".join(env.problems)
+            return run
+        topo = vm_topology.load(name)
+        reasons = []
+        for attempt in (1, 2):
+            boot = vm_runner.boot(env, topo)
+            run.boots.append(boot)
+            results = _load(boot.results_path)
+            if results and results.get("started"):
+                run.results = results
+                break
+            why = "timed out" if boot.timed_out else f"vng exited {boot.returncode}"
+            reasons.append(f"boot {attempt}: {why} after {boot.seconds:.0f}s, guest batch never started")
+        else:
+            last = run.boots[-1]
+            run.skip_reason = (
+                f"VM boot of {name!r} failed twice ({'; '.join(reasons)}); console: {last.console_log}\n"
+                + vm_runner.tail(last.console_log, 25)
+            )
+            return run
+        if os.environ.get("NUMATUNE_VM_UPDATE_FIXTURES") == "1":
+            snap = run.results.get("checks", {}).get("snapshot", {})
+            if snap.get("status") == "passed":
+                dest = vm_fixtures.update(topo, run.boots[-1], env, run.results)
+                run.fixture_note = f"fixtures updated: {dest}"
+            else:
+                run.fixture_note = f"fixtures NOT updated: snapshot check {snap.get('status', 'missing')}"
+        return run
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+_SESSION = VmSession()
+
+
+@pytest.fixture(scope="session")
+def vm_session() -> VmSession:
+    return _SESSION
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say loudly what the VM stage did: boot times, skips, fixture updates."""
+    if not _SESSION.runs and _SESSION._env is None:
+        return
+    tr = terminalreporter
+    tr.section("numatune VM harness")
+    env = _SESSION._env
+    if env is not None:
+        tr.write_line(f"kernel {env.kernel_version}, accel {env.accel} ({env.accel_reason})")
+    for name, run in _SESSION.runs.items():
+        for b in run.boots:
+            tr.write_line(f"{name}: boot+batch {b.seconds:.0f}s rc={b.returncode} log={b.console_log}")
+        if run.results:
+            checks = run.results.get("checks", {})
+            bad = [k for k, v in checks.items() if v.get("status") != "passed"]
+            tr.write_line(f"{name}: {len(checks) - len(bad)}/{len(checks)} checks passed in the guest"
+                          f" (set-up {run.results.get('setup', {}).get('seconds')}s)")
+        if run.skip_reason:
+            tr.write_line(f"!!! VM TESTS FOR {name!r} SKIPPED: {run.skip_reason}", red=True, bold=True)
+        if run.fixture_note:
+            tr.write_line(f"{name}: {run.fixture_note}")

@@ -1,0 +1,493 @@
+"""Checks that need a real kernel acting: `launch` binds, `audit` sees pages, `irq` moves IRQs.
+
+Issue items 2-4. Small workloads (toucher.py) are started in the guest and looked at from
+outside with the kernel's own views: sched_getaffinity, /proc/PID/numa_maps, `numastat -p`,
+/proc/irq/N/smp_affinity_list.
+
+A numatune start costs 10-20 s in a TCG guest (Python imports over 9p), so work is batched:
+the launches of the policy check run concurrently, one `audit` call covers every audited
+process, and one apply/restore round serves both IRQ checks. The shared parts are computed
+once per boot and cached on the Context.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vm_checks import Context, check
+from vm_guest import (
+    CheckFailed,
+    NotImplementedYet,
+    irq_affinity,
+    msi_irqs,
+    numatune,
+    numatune_json,
+    parse_cpulist,
+    read,
+    run,
+    spawn_toucher,
+    stop,
+    wait_for,
+)
+
+TOUCH_MIB = 64
+TOUCHER = Path(__file__).with_name("toucher.py")
+
+
+def _require(sub: str) -> str:
+    """Help text of a numatune subcommand; fails the check when it does not exist yet."""
+    res = numatune(*sub.split(), "--help", timeout=120)
+    if res.returncode != 0:
+        raise NotImplementedYet(f"`numatune {sub}` is not available (yet):\n{res.summary(600)}")
+    return res.stdout
+
+
+def _numastat_mb(pid: int) -> dict[int, float]:
+    """Per-node totals (MB) from `numastat -p PID`."""
+    res = run(["numastat", "-p", str(pid)], check=True)
+    header: list[int] = []
+    for line in res.stdout.splitlines():
+        if re.match(r"\s+Node \d+", line):
+            header = [int(x) for x in re.findall(r"Node (\d+)", line)]
+        elif line.startswith("Total") and header:
+            vals = [float(x) for x in line.split()[1:]]
+            return dict(zip(header, vals, strict=False))
+    raise CheckFailed(f"cannot parse numastat -p:\n{res.stdout}")
+
+
+def _share(bytes_by_node: dict[str, int], nodes: set[int]) -> float:
+    total = sum(bytes_by_node.values())
+    return sum(v for k, v in bytes_by_node.items() if int(k) in nodes) / total if total else 0.0
+
+
+@dataclass
+class Launched:
+    """One `numatune launch ... -- toucher` run: its process and the toucher's self-report."""
+
+    label: str
+    argv: list[str]
+    proc: subprocess.Popen[bytes]
+    ready: Path
+    report: dict[str, Any] | None = None
+    error: str | None = None
+
+    def finish(self) -> None:
+        """Wait for the report (or the launcher's exit) and fill report/error."""
+        wait_for(lambda: self.ready.exists() or self.proc.poll() is not None, timeout=240)
+        if self.ready.exists():
+            self.report = json.loads(self.ready.read_text())
+            return
+        if self.proc.poll() is None:
+            stop(self.proc)
+        out, err = self.proc.communicate()
+        self.error = (f"$ {' '.join(self.argv)}\n-> rc={self.proc.returncode}, the child never reported\n"
+                      f"stdout: {out.decode(errors='replace')[-600:]}\n"
+                      f"stderr: {err.decode(errors='replace')[-1500:]}")
+
+    def require(self) -> dict[str, Any]:
+        if self.report is None:
+            raise CheckFailed(self.error or f"{self.label}: no report")
+        return self.report
+
+
+def _start_launch(label: str, args: list[str], out: Path, stay: bool = False) -> Launched:
+    """Start `numatune launch -q ARGS -- python toucher.py MIB READY [--exit]` (not waiting)."""
+    ready = out / f"launch-{label}.json"
+    ready.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "numatune", "launch", "-q", *args, "--",
+            sys.executable, str(TOUCHER), str(TOUCH_MIB), str(ready), *([] if stay else ["--exit"])]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return Launched(label, argv, proc, ready)
+
+
+def _launch(label: str, args: list[str], out: Path, stay: bool = False) -> Launched:
+    launched = _start_launch(label, args, out, stay)
+    launched.finish()
+    if not stay and launched.proc.poll() is None:
+        launched.proc.wait(timeout=60)
+    return launched
+
+
+def _node1_cpus(ctx: Context) -> list[int]:
+    return list(ctx.topo.node(1).cpus)
+
+
+def _placement_problems(rep: dict[str, Any], cpus: list[int], mem_nodes: set[int]) -> list[str]:
+    problems = []
+    if rep["affinity"] != cpus:
+        problems.append(f"sched_getaffinity {rep['affinity']} != {cpus}")
+    if _share(rep["bytes_by_node"], mem_nodes) < 0.95:
+        problems.append(f"touched memory not on node(s) {sorted(mem_nodes)}: {rep['bytes_by_node']} "
+                        f"(numa_maps policy {rep['policy']!r})")
+    return problems
+
+
+# --------------------------------------------------------------------------------------------
+# 2. launch
+
+
+@check()
+def launch_node1_binds(ctx: Context) -> dict[str, Any]:
+    """`numatune launch --node 1 -- child`: the child runs on CPUs 2-3 with its memory on node 1."""
+    _require("launch")
+    launched = _launch("node1", ["--node", "1"], ctx.out, stay=True)
+    try:
+        rep = launched.require()
+        status = read(f"/proc/{rep['pid']}/status")
+        numastat = _numastat_mb(rep["pid"])
+    finally:
+        stop(launched.proc)
+    problems = _placement_problems(rep, _node1_cpus(ctx), {1})
+    allowed = re.search(r"Cpus_allowed_list:\s*(\S+)", status)
+    if not allowed or parse_cpulist(allowed[1]) != _node1_cpus(ctx):
+        problems.append(f"/proc/PID/status Cpus_allowed_list {allowed[1] if allowed else None!r}")
+    if not rep["policy"].startswith("bind:1"):
+        problems.append(f"numa_maps policy {rep['policy']!r}, expected bind:1")
+    if numastat.get(1, 0.0) < 0.8 * sum(numastat.values()):
+        problems.append(f"numastat -p: most memory not on node 1: {numastat}")
+    if problems:
+        raise CheckFailed("\n".join(problems) + f"\nreport: {rep}")
+    return {"report": rep, "numastat_mb": numastat}
+
+
+@check()
+def launch_near_device(ctx: Context) -> dict[str, Any]:
+    """A rank whose device (the NIC, by BDF via --gpu) sits on node 1 gets node 1's CPUs and memory."""
+    _require("launch")
+    nic = ctx.node1_nic()
+    bdf = Path(f"/sys/class/net/{nic}/device").resolve().name
+    launched = _launch("near", ["--gpu", bdf], ctx.out)
+    rep = launched.require()
+    problems = _placement_problems(rep, _node1_cpus(ctx), {1})
+    if problems:
+        raise CheckFailed(f"launch --gpu {bdf} ({nic}):\n" + "\n".join(problems))
+    return {"bdf": bdf, "nic": nic, "report": rep}
+
+
+@dataclass
+class PolicyCase:
+    """One --mem-policy run: extra launch args, the numa_maps policy prefix, where pages go."""
+
+    args: list[str]
+    policy_prefix: str
+    nodes: set[int]
+    spread: bool = False  # pages must land on every node of `nodes` (interleave)
+    refuse: str | None = None  # expected refusal (exit 7) text instead of a run
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _policy_cases(ctx: Context, choices: list[str]) -> dict[str, PolicyCase]:
+    cxl = ctx.cxl_chain["node"] if ctx.cxl_chain and ctx.cxl_chain.get("node", -1) >= 0 else None
+    cases: dict[str, PolicyCase] = {}
+    for choice in choices:
+        base = ["--node", "1", "--mem-policy", choice]
+        if choice == "bind":
+            cases[choice] = PolicyCase(base, "bind:1", {1})
+        elif choice == "preferred":
+            cases[choice] = PolicyCase(base, "prefer:1", {1})
+        elif choice == "preferred-many":
+            cases[choice] = PolicyCase([*base, "--mem-nodes", "0,1"], "prefer (many):0-1", {0, 1})
+        elif choice == "interleave":
+            cases[choice] = PolicyCase([*base, "--mem-nodes", "0,1"], "interleave:0-1", {0, 1}, spread=True)
+        elif choice == "weighted":
+            cases[choice] = PolicyCase([*base, "--mem-nodes", "0,1"], "weighted interleave:0-1", {0, 1},
+                                       spread=True)
+        elif choice == "cxl-spill":
+            if cxl is None:
+                cases[choice] = PolicyCase(base, "", set(), refuse="no CXL memory node")
+            else:  # local DRAM first: 64 MiB fits node 1, nothing spills
+                cases[choice] = PolicyCase(base, f"bind:1,{cxl}", {1})
+        elif choice == "none":
+            cases[choice] = PolicyCase(base, "default", {1})
+        else:
+            cases[choice] = PolicyCase(base, "", {0, 1, 2, 3}, extra={"unknown": True})
+    return cases
+
+
+def _policy_choices(help_text: str) -> list[str]:
+    flat = " ".join(help_text.split())
+    m = re.search(r"--mem-policy \[([^\]]+)\]", flat)
+    if not m:
+        raise NotImplementedYet(f"`numatune launch --help` shows no --mem-policy [choices]:\n{help_text[:1500]}")
+    return [c.strip() for c in m[1].split("|")]
+
+
+@check()
+def launch_mem_policies(ctx: Context) -> dict[str, Any]:
+    """Every --mem-policy choice of launch shows up as that policy in the child's numa_maps and placement."""
+    cases = _policy_cases(ctx, _policy_choices(_require("launch")))
+    started = {name: _start_launch(f"policy-{name}", case.args, ctx.out) for name, case in cases.items()}
+    seen, problems = {}, []
+    for name, launched in started.items():
+        case = cases[name]
+        launched.finish()
+        if launched.proc.poll() is None:
+            launched.proc.wait(timeout=60)
+        if case.refuse:
+            err = (launched.error or "") + (launched.proc.stderr.read().decode() if launched.proc.stderr else "")
+            if launched.report is not None or launched.proc.returncode != 7 or case.refuse not in err:
+                problems.append(f"{name}: expected a refusal (exit 7, {case.refuse!r}), got rc="
+                                f"{launched.proc.returncode} report={launched.report} {err[-400:]}")
+            seen[name] = {"refused": launched.proc.returncode}
+            continue
+        if launched.report is None:
+            problems.append(f"{name}: {launched.error}")
+            continue
+        rep = launched.report
+        seen[name] = {"policy": rep["policy"], "bytes_by_node": rep["bytes_by_node"]}
+        if not rep["policy"].startswith(case.policy_prefix):
+            problems.append(f"{name}: numa_maps policy {rep['policy']!r}, expected {case.policy_prefix!r}")
+        if _share(rep["bytes_by_node"], case.nodes) < 0.95:
+            problems.append(f"{name}: memory outside nodes {sorted(case.nodes)}: {rep['bytes_by_node']}")
+        if case.spread and any(_share(rep["bytes_by_node"], {n}) < 0.05 for n in case.nodes):
+            problems.append(f"{name}: pages not spread over {sorted(case.nodes)}: {rep['bytes_by_node']}")
+        if rep["affinity"] != _node1_cpus(ctx):
+            problems.append(f"{name}: affinity {rep['affinity']} != {_node1_cpus(ctx)}")
+    if problems:
+        raise CheckFailed("\n".join(problems) + f"\nseen: {json.dumps(seen)}")
+    return {"policies": seen}
+
+
+@check("cxl")
+def launch_cxl_policy(ctx: Context) -> dict[str, Any]:
+    """launch puts memory on the CXL node: bind to it, and weighted interleave over node 1 + CXL."""
+    _require("launch")
+    cxl = ctx.cxl_node()
+    bind = _start_launch("cxl-bind", ["--node", "1", "--mem-policy", "bind", "--mem-nodes", str(cxl)], ctx.out)
+    weighted = _start_launch("cxl-weighted", ["--node", "1", "--mem-policy", "weighted", "--mem-nodes", f"1,{cxl}"],
+                             ctx.out)
+    bind.finish()
+    weighted.finish()
+    problems = []
+    b = bind.require()
+    if not b["policy"].startswith(f"bind:{cxl}") or _share(b["bytes_by_node"], {cxl}) < 0.95:
+        problems.append(f"bind --mem-nodes {cxl}: policy {b['policy']!r}, memory {b['bytes_by_node']}")
+    w = weighted.require()
+    if not w["policy"].startswith("weighted interleave") or _share(w["bytes_by_node"], {cxl}) < 0.05:
+        problems.append(f"weighted --mem-nodes 1,{cxl}: policy {w['policy']!r}, memory {w['bytes_by_node']}")
+    if problems:
+        raise CheckFailed("\n".join(problems))
+    return {"bind": b, "weighted": w}
+
+
+# --------------------------------------------------------------------------------------------
+# 3. audit: every audited process is started first, then one `audit PID... --json` call
+
+
+@dataclass
+class AuditRound:
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def _audit_round(ctx: Context) -> AuditRound:
+    cached = getattr(ctx, "_audit_round", None)
+    if cached is not None:
+        return cached
+    rnd = AuditRound()
+    ctx._audit_round = rnd  # type: ignore[attr-defined]
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    pids: dict[str, int] = {}
+    roles: list[tuple[str, list[str]]] = [("remote", ["numactl", "--cpunodebind=0", "--membind=1"])]
+    if ctx.topo.cxl:
+        try:
+            roles.append(("slow", ["numactl", "--cpunodebind=1", f"--membind={ctx.cxl_node()}"]))
+        except CheckFailed as exc:
+            rnd.errors["slow"] = str(exc)
+    for role, prefix in roles:
+        ready = ctx.out / f"audit-{role}.json"
+        try:
+            procs[role] = spawn_toucher(prefix, TOUCH_MIB, ready)
+            pids[role] = json.loads(ready.read_text())["pid"]
+        except CheckFailed as exc:
+            rnd.errors[role] = str(exc)
+    launched = _start_launch("audit-local", ["--node", "1"], ctx.out, stay=True)
+    launched.finish()
+    if launched.report:
+        pids["local"] = launched.report["pid"]
+    else:
+        rnd.errors["local"] = launched.error or "launch failed"
+    try:
+        if pids:
+            _require("audit")
+            data = numatune_json("audit", *map(str, pids.values()), "--json", ok_codes=(0, 1))
+            by_pid = {p.get("pid"): p for p in data.get("processes", [])}
+            for role, pid in pids.items():
+                if pid in by_pid:
+                    rnd.entries[role] = by_pid[pid]
+                else:
+                    rnd.errors[role] = f"audit --json has no entry for pid {pid}: {json.dumps(data)[:1200]}"
+    except CheckFailed as exc:
+        for role in pids:
+            rnd.errors.setdefault(role, str(exc))
+    finally:
+        for p in procs.values():
+            stop(p)
+        stop(launched.proc)
+    return rnd
+
+
+def _audit_entry(ctx: Context, role: str) -> dict[str, Any]:
+    rnd = _audit_round(ctx)
+    if role not in rnd.entries:
+        raise CheckFailed(rnd.errors.get(role, f"no audit entry for the {role} process"))
+    return rnd.entries[role]
+
+
+_AUDIT_KEYS = ("remote_ratio", "slow_tier_ratio", "memory_by_node", "home_nodes", "verdict", "fix", "reasons")
+
+
+@check()
+def audit_remote_process(ctx: Context) -> dict[str, Any]:
+    """audit of a process under numactl --cpunodebind=0 --membind=1 reports it remote and gives a fix."""
+    a = _audit_entry(ctx, "remote")
+    problems = []
+    if not isinstance(a.get("remote_ratio"), (int, float)) or a["remote_ratio"] < 0.8:
+        problems.append(f"remote_ratio {a.get('remote_ratio')!r} (want >= 0.8)")
+    if a.get("verdict") != "misplaced":
+        problems.append(f"verdict {a.get('verdict')!r} (want 'misplaced')")
+    if not any((a.get("fix") or {}).values()):
+        problems.append(f"no fix recommended: {a.get('fix')!r}")
+    if problems:
+        raise CheckFailed("\n".join(problems) + f"\naudit: { {k: a.get(k) for k in _AUDIT_KEYS} }")
+    return {k: a.get(k) for k in _AUDIT_KEYS}
+
+
+@check()
+def audit_launched_local(ctx: Context) -> dict[str, Any]:
+    """A process started by `numatune launch --node 1` is reported as local (verdict ok)."""
+    a = _audit_entry(ctx, "local")
+    if not isinstance(a.get("remote_ratio"), (int, float)) or a["remote_ratio"] > 0.05 or a.get("verdict") != "ok":
+        raise CheckFailed(f"launched process: remote_ratio {a.get('remote_ratio')!r} verdict {a.get('verdict')!r}"
+                          f" (want <= 0.05 and 'ok')\naudit: { {k: a.get(k) for k in _AUDIT_KEYS} }")
+    return {k: a.get(k) for k in _AUDIT_KEYS}
+
+
+@check("cxl")
+def audit_slow_tier(ctx: Context) -> dict[str, Any]:
+    """A process whose memory sits on the CXL node is reported with a high slow_tier_ratio."""
+    a = _audit_entry(ctx, "slow")
+    if not isinstance(a.get("slow_tier_ratio"), (int, float)) or a["slow_tier_ratio"] < 0.8:
+        raise CheckFailed(f"slow_tier_ratio {a.get('slow_tier_ratio')!r} (want >= 0.8) with memory on the CXL node"
+                          f"\naudit: { {k: a.get(k) for k in _AUDIT_KEYS} }")
+    return {k: a.get(k) for k in _AUDIT_KEYS}
+
+
+# --------------------------------------------------------------------------------------------
+# 4. irq: one plan -> apply -> restore round serves both IRQ checks
+
+
+@dataclass
+class IrqRound:
+    nic: str = ""
+    nic_irqs: list[int] = field(default_factory=list)
+    managed: list[int] = field(default_factory=list)
+    before: dict[int, list[int]] = field(default_factory=dict)
+    after: dict[int, list[int]] = field(default_factory=dict)
+    effective_after: dict[int, list[int]] = field(default_factory=dict)
+    restored: dict[int, list[int]] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
+    apply: dict[str, Any] = field(default_factory=dict)
+    restore: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+def _irq_actions() -> dict[int, str]:
+    """IRQ number -> the rest of its /proc/interrupts line (chip, hwirq, action names)."""
+    out = {}
+    for line in read("/proc/interrupts", "").splitlines()[1:]:
+        head, _, rest = line.partition(":")
+        if head.strip().isdigit():
+            out[int(head)] = rest
+    return out
+
+
+def _nvme_irqs() -> list[int]:
+    return sorted(int(p.name) for p in Path("/sys/class/nvme").glob("nvme*/device/msi_irqs/*"))
+
+
+def _irq_round(ctx: Context) -> IrqRound:
+    cached = getattr(ctx, "_irq_round", None)
+    if cached is not None:
+        return cached
+    rnd = IrqRound()
+    ctx._irq_round = rnd  # type: ignore[attr-defined]
+    try:
+        _require("irq")
+        rnd.nic = ctx.node1_nic()
+        rnd.nic_irqs = msi_irqs(rnd.nic)
+        if not rnd.nic_irqs:
+            raise CheckFailed(f"{rnd.nic} has no MSI IRQs after `ip link set up` (harness problem)")
+        rnd.managed = _nvme_irqs()
+        for irq in rnd.nic_irqs:  # a known, wrong placement: node 0's first CPU
+            Path(f"/proc/irq/{irq}/smp_affinity_list").write_text("0")
+        rnd.before = {i: irq_affinity(i) for i in rnd.nic_irqs + rnd.managed}
+        rnd.report = numatune_json("irq", "--json", ok_codes=(0, 1))
+        saved = ctx.out / "irq-state.json"
+        rnd.apply = numatune_json("irq", "apply", "--json", "--save", str(saved), ok_codes=(0, 1))
+        rnd.after = {i: irq_affinity(i) for i in rnd.before}
+        rnd.effective_after = {
+            i: parse_cpulist(read(f"/proc/irq/{i}/effective_affinity_list", "")) for i in rnd.nic_irqs
+        }
+        rnd.restore = numatune_json("irq", "restore", str(saved), "--json", ok_codes=(0, 1))
+        rnd.restored = {i: irq_affinity(i) for i in rnd.before}
+    except CheckFailed as exc:
+        rnd.error = str(exc)
+    return rnd
+
+
+@check()
+def irq_apply_restore(ctx: Context) -> dict[str, Any]:
+    """`irq apply` moves the node-1 NIC's MSI IRQs onto node-1 CPUs in /proc/irq; `irq restore` puts them back."""
+    rnd = _irq_round(ctx)
+    if rnd.error:
+        raise CheckFailed(rnd.error)
+    node1 = set(_node1_cpus(ctx))
+    problems = []
+    for irq in rnd.nic_irqs:
+        if not rnd.after[irq] or not set(rnd.after[irq]) <= node1:
+            problems.append(f"IRQ {irq} ({rnd.nic}) smp_affinity_list after apply {rnd.after[irq]}, "
+                            f"want within {sorted(node1)}")
+        if not set(rnd.effective_after[irq]) <= node1:
+            problems.append(f"IRQ {irq} effective_affinity_list after apply {rnd.effective_after[irq]}")
+        if rnd.restored[irq] != rnd.before[irq]:
+            problems.append(f"IRQ {irq} after restore {rnd.restored[irq]}, was {rnd.before[irq]}")
+    if problems:
+        raise CheckFailed("\n".join(problems) + f"\napply: {json.dumps(rnd.apply)[:1500]}"
+                          f"\nrestore: {json.dumps(rnd.restore)[:800]}")
+    return {"nic": rnd.nic, "before": rnd.before, "after": rnd.after, "applied": rnd.apply.get("applied")}
+
+
+@check("two-socket")
+def irq_managed_skipped(ctx: Context) -> dict[str, Any]:
+    """The NVMe queue IRQs are kernel-managed: irq reports them managed, apply skips them, nothing moves."""
+    rnd = _irq_round(ctx)
+    if rnd.error:
+        raise CheckFailed(rnd.error)
+    if not rnd.managed:
+        raise CheckFailed("no NVMe MSI IRQs in the guest (harness problem: nvme device missing?)")
+    flags = {i["irq"]: i.get("managed") for d in rnd.report.get("devices", []) for i in d.get("irqs", [])}
+    skipped = {s["irq"]: s["reason"] for s in rnd.apply.get("skipped", [])}
+    problems = []
+    # nvme0q0 is the admin queue (not managed); the I/O queue vectors nvme0qN are.
+    queue_irqs = [i for i in rnd.managed if re.search(r"nvme\d+q[1-9]", _irq_actions().get(i, ""))]
+    for irq in queue_irqs:
+        if flags.get(irq) is not True:
+            problems.append(f"IRQ {irq} (NVMe I/O queue) managed={flags.get(irq)!r} in `irq --json`")
+        if rnd.after.get(irq) != rnd.before.get(irq):
+            problems.append(f"IRQ {irq} moved by apply: {rnd.before.get(irq)} -> {rnd.after.get(irq)}")
+        if "managed" not in skipped.get(irq, ""):
+            problems.append(f"IRQ {irq} (NVMe I/O queue) not reported skipped as managed by apply: "
+                            f"{skipped.get(irq)!r}")
+    if not queue_irqs:
+        problems.append(f"no NVMe I/O queue IRQs among {rnd.managed}")
+    if problems:
+        raise CheckFailed("\n".join(problems))
+    return {"nvme_irqs": rnd.managed, "skipped": skipped, "managed_flags": {i: flags.get(i) for i in queue_irqs}}
+

@@ -1,0 +1,109 @@
+"""Turn a guest's `numatune snapshot` tarball into fixtures/vm-<topology>/ plus PROVENANCE.md.
+
+Fixture trees committed to the repo must come from `numatune snapshot` run inside the guest
+(never from a hand-made copy), so the fast unit tests parse exactly what a real 6.12 kernel
+writes. Updating is opt-in (NUMATUNE_VM_UPDATE_FIXTURES=1 or run_vm.py --update-fixtures):
+a normal test run must not rewrite tracked files.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import vm_runner
+import vm_topology
+
+FIXTURES = vm_runner.REPO / "fixtures"
+
+
+def qemu_version(qemu: str | None) -> str:
+    if not qemu:
+        return "unknown"
+    out = subprocess.run([qemu, "--version"], capture_output=True, text=True, check=False).stdout
+    return out.splitlines()[0] if out else "unknown"
+
+
+def _safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """Regular files, directories and relative symlinks only; no absolute or '..' paths."""
+    ok = []
+    for m in tar.getmembers():
+        parts = Path(m.name).parts
+        if m.name.startswith("/") or ".." in parts:
+            continue
+        if m.issym() and (m.linkname.startswith("/") and not m.linkname.startswith("/sys")):
+            continue
+        if m.isfile() or m.isdir() or m.issym():
+            ok.append(m)
+    return ok
+
+
+def update(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_runner.Environment,
+           results: dict[str, Any]) -> Path:
+    """Replace fixtures/vm-<name>/ with the extracted snapshot and a provenance note."""
+    tarball = boot.run_dir / "snapshot.tar.gz"
+    if not tarball.exists():
+        raise FileNotFoundError(f"{tarball}: the guest's snapshot check produced no tarball")
+    dest = FIXTURES / f"vm-{topo.name}"
+    with tempfile.TemporaryDirectory(dir=FIXTURES) as tmp:
+        staging = Path(tmp) / "tree"
+        staging.mkdir()
+        with tarfile.open(tarball) as tar:
+            tar.extractall(staging, members=_safe_members(tar), filter="tar")
+        # A tarball with a single top-level directory (e.g. snapshot-HOST/) is unwrapped.
+        entries = list(staging.iterdir())
+        root = entries[0] if len(entries) == 1 and entries[0].is_dir() and entries[0].name not in ("sys", "proc") \
+            else staging
+        (root / "PROVENANCE.md").write_text(provenance(topo, boot, env, results))
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.move(str(root), dest)
+    return dest
+
+
+def provenance(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_runner.Environment,
+               results: dict[str, Any]) -> str:
+    snap = results.get("checks", {}).get("snapshot", {}).get("details", {})
+    chain = results.get("setup", {}).get("cxl_chain")
+    rel_topo = topo.path.relative_to(vm_runner.REPO)
+    lines = [
+        f"# fixtures/vm-{topo.name}",
+        "",
+        "Captured by `numatune snapshot` inside a QEMU guest booted by the VM harness (tests/vm).",
+        "Do not edit by hand: re-capture with",
+        "`NUMATUNE_VM_UPDATE_FIXTURES=1 .venv/bin/python -m pytest -m vm tests/vm` or",
+        f"`.venv/bin/python tests/vm/run_vm.py {topo.name} --update-fixtures`.",
+        "",
+        f"- kernel: Debian `linux-image-{env.kernel_version}`"
+        f" (guest `uname -r`: {results.get('env', {}).get('uname')})",
+        f"- topology file: `{rel_topo}` ({topo.description})",
+        f"- QEMU: {qemu_version(env.qemu)}, accelerator {env.accel} ({env.accel_reason})",
+        f"- date: {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- command in the guest: `{snap.get('command', 'numatune snapshot -o snapshot.tar.gz')}`",
+    ]
+    if chain:
+        lines.append(f"- CXL set-up before the snapshot: {json.dumps(chain)} "
+                     "(cxl create-region -> ndctl create-namespace -m devdax -> daxctl reconfigure-device "
+                     "--mode=system-ram)")
+    lines += [
+        "- NICs were brought up (`ip link set DEV up`) so their MSI vectors exist in /proc/irq.",
+        "",
+        "QEMU options:",
+        "",
+        "```",
+        *_pairs(vm_topology.qemu_args(topo, Path("CACHE"))),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _pairs(args: list[str]) -> list[str]:
+    """["-m", "x", "-smp", "4"] -> ["-m x", "-smp 4"] for a readable note."""
+    return [f"{args[i]} {args[i + 1]}" for i in range(0, len(args) - 1, 2)]

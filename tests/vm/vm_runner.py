@@ -1,0 +1,252 @@
+"""Host side of the VM harness: find QEMU/virtme-ng/kernel, pick an accelerator, boot once.
+
+One boot per topology runs ``tests/vm/guest/batch.py`` inside the guest, which writes its
+results into the run directory (inside the checkout, shared read-write with the guest).
+Everything here is plain functions so ``tests/vm/run_vm.py`` (manual use) and the pytest
+fixtures share them.
+
+Facts this relies on (see ../shared/vm-notes.md):
+- virtme-ng shares the host root read-only, so the host venv's python runs in the guest;
+- its output travels over virtio-serial ports the guest finds through udev;
+- QEMU opens the guest's stdout as /proc/self/fd/N with O_TRUNC, so stdout must be a pipe,
+  never a regular file (output would be garbled);
+- /dev/kvm here is PVM, which cannot run a stock kernel: use TCG unless KVM is real.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import vm_topology
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+CACHE = Path(os.environ.get("NUMATUNE_VM_CACHE", HERE / ".cache"))
+RUNS = CACHE / "runs"
+BATCH = HERE / "guest" / "batch.py"
+
+#: Seconds one boot may take, batch included (TCG, 4 vCPUs on 2 shared host cores).
+BOOT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_TIMEOUT", "420"))
+
+
+@dataclass
+class Environment:
+    """What a boot needs; ``problems`` non-empty means the VM tests must skip."""
+
+    vng: str | None = None
+    qemu: str | None = None
+    kernel_image: Path | None = None
+    kernel_version: str | None = None
+    accel: str = "tcg"
+    accel_reason: str = ""
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        return not self.problems
+
+
+def find_kernel(cache: Path = CACHE) -> tuple[Path, str] | None:
+    """The kernel unpacked by setup.sh: (vmlinuz path, version) or None."""
+    boot = cache / "kernel" / "boot"
+    images = sorted(boot.glob("vmlinuz-6.12.*"), key=lambda p: _version_key(p.name))
+    for image in reversed(images):
+        version = image.name.removeprefix("vmlinuz-")
+        if (cache / "kernel" / "lib" / "modules" / version / "modules.dep").exists():
+            return image, version
+    return None
+
+
+def _version_key(name: str) -> list[int]:
+    digits = "".join(c if c.isdigit() else " " for c in name)
+    return [int(x) for x in digits.split()]
+
+
+def kvm_choice() -> tuple[str, str]:
+    """Pick ``kvm`` only when it can run a stock kernel; returns (accel, why).
+
+    /dev/kvm on our machines is provided by ``kvm_pvm``, which only runs PVM guest kernels:
+    QEMU then aborts ("failed to set MSR 0x10a") or the guest dies with an emulation failure.
+    Real KVM means kvm_intel or kvm_amd is loaded. NUMATUNE_VM_ACCEL=kvm|tcg overrides.
+    """
+    forced = os.environ.get("NUMATUNE_VM_ACCEL", "").strip().lower()
+    if forced in ("kvm", "tcg"):
+        return forced, f"forced by NUMATUNE_VM_ACCEL={forced}"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "tcg", "/dev/kvm missing or not accessible"
+    if Path("/sys/module/kvm_pvm").exists():
+        return "tcg", "/dev/kvm is PVM (kvm_pvm), which cannot run a stock kernel"
+    if Path("/sys/module/kvm_intel").exists() or Path("/sys/module/kvm_amd").exists():
+        return "kvm", "kvm_intel/kvm_amd loaded"
+    return "tcg", "no kvm_intel/kvm_amd module loaded"
+
+
+def probe() -> Environment:
+    """Collect everything a boot needs and list precisely what is missing."""
+    env = Environment()
+    bindir = Path(sys.executable).parent
+    env.vng = shutil.which("vng", path=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.qemu = shutil.which("qemu-system-x86_64")
+    kernel = find_kernel()
+    if kernel:
+        env.kernel_image, env.kernel_version = kernel
+    env.accel, env.accel_reason = kvm_choice()
+    if env.qemu is None:
+        env.problems.append("qemu-system-x86_64 not found (run: bash tests/vm/setup.sh)")
+    if env.vng is None:
+        env.problems.append(f"virtme-ng's vng not found next to {sys.executable} (run: bash tests/vm/setup.sh)")
+    if kernel is None:
+        env.problems.append(
+            f"no unpacked linux-image-6.12.*+deb12-amd64 in {CACHE}/kernel (run: bash tests/vm/setup.sh)"
+        )
+    if not _udev_running():
+        env.problems.append(
+            "udevd is not running on the host; virtme-ng would silently lose the guest's output "
+            "(run: bash tests/vm/setup.sh, or /lib/systemd/systemd-udevd --daemon)"
+        )
+    return env
+
+
+def _udev_running() -> bool:
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if (proc / "comm").read_text().strip() in ("systemd-udevd", "udevd"):
+                return True
+    return False
+
+
+@dataclass
+class BootResult:
+    topology: str
+    returncode: int | None
+    seconds: float
+    timed_out: bool
+    run_dir: Path
+    console_log: Path
+    command: list[str]
+
+    @property
+    def results_path(self) -> Path:
+        return self.run_dir / "results.json"
+
+
+def guest_command(topo: vm_topology.Topology, run_dir: Path, extra: list[str] | None = None) -> str:
+    """Shell command virtme-ng runs in the guest (the host venv's python, via the shared root)."""
+    argv = [sys.executable, str(BATCH), "--topology", str(topo.path), "--out", str(run_dir), *(extra or [])]
+    return shlex.join(argv)
+
+
+def vng_command(env: Environment, topo: vm_topology.Topology, run_dir: Path,
+                extra_batch_args: list[str] | None = None) -> list[str]:
+    assert env.vng and env.kernel_image
+    qemu = vm_topology.qemu_args(topo, run_dir)
+    cmd = [
+        env.vng,
+        "--run", str(env.kernel_image),
+        "--verbose",
+        "--cpus", str(topo.ncpus),
+        "--memory", f"{topo.memory_mib}M",
+        "--rwdir", str(REPO),
+        "--cwd", str(REPO),
+        "--name", f"numatune-{topo.name}",
+        # "=" form: the value starts with "-", which argparse would take for an option.
+        "--qemu-opts=" + vm_topology.qemu_opts_string(qemu),
+    ]
+    if env.accel != "kvm":
+        cmd.append("--disable-kvm")
+    for a in topo.append:
+        cmd.append(f"--append={a}")
+    cmd.append("--exec=" + guest_command(topo, run_dir, extra_batch_args))
+    return cmd
+
+
+@contextlib.contextmanager
+def boot_lock() -> Iterator[None]:
+    """One boot at a time on this machine (2 shared cores), even across pytest processes."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / "boot.lock").open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEOUT,
+         extra_batch_args: list[str] | None = None) -> BootResult:
+    """Boot ``topo`` once and run the guest batch; the guest writes run_dir/results.json."""
+    run_dir = RUNS / topo.name
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    vm_topology.prepare_backing_files(topo, run_dir)
+    cmd = vng_command(env, topo, run_dir, extra_batch_args)
+    console = run_dir / "console.log"
+    path_env = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    child_env = {**os.environ, "PATH": path_env}
+    start = time.monotonic()
+    timed_out = False
+    with boot_lock(), console.open("wb") as log:
+        log.write(("$ " + " ".join(cmd) + "\n").encode())
+        log.flush()
+        # stdout must be a pipe (QEMU truncates a regular-file stdout); stdin must not be a tty.
+        proc = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        assert proc.stdout is not None
+        deadline = start + timeout
+        os.set_blocking(proc.stdout.fileno(), False)
+        while True:
+            chunk = proc.stdout.read(65536)
+            if chunk:
+                log.write(chunk)
+                log.flush()
+            elif proc.poll() is not None:
+                break
+            else:
+                time.sleep(0.2)
+            if time.monotonic() > deadline:
+                timed_out = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                log.write(f"\n[harness] killed after {timeout}s\n".encode())
+                break
+        rest = proc.stdout.read()
+        if rest:
+            log.write(rest)
+    return BootResult(
+        topology=topo.name,
+        returncode=proc.returncode,
+        seconds=time.monotonic() - start,
+        timed_out=timed_out,
+        run_dir=run_dir,
+        console_log=console,
+        command=cmd,
+    )
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"(no log: {exc})"
