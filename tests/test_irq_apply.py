@@ -27,8 +27,8 @@ from numatune.readers.irqs import read_irq_report
 from numatune.readers.topology import read_topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import fixture_root  # noqa: E402
-from irq_roots import build_root, tree_digest  # noqa: E402
+from tests.conftest import fixture_root  # noqa: E402
+from tests.irq_roots import build_root, tree_digest  # noqa: E402
 
 
 def planned(host: Host, **opts) -> list[Change]:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from conftest import fixture_root, tree_fixtures  # noqa: E402
-from irq_roots import NIC, build_root, tree_digest  # noqa: E402
+from tests.conftest import fixture_root, tree_fixtures  # noqa: E402
+from tests.irq_roots import NIC, build_root, tree_digest  # noqa: E402
 
 
 @pytest.fixture

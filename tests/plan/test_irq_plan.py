@@ -23,7 +23,7 @@ from numatune.readers.irqs import read_irq_report
 from numatune.readers.topology import read_topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from irq_roots import GPU, NIC, NVME, build_root  # noqa: E402
+from tests.irq_roots import GPU, NIC, NVME, build_root  # noqa: E402
 
 
 @pytest.fixture
@@ -139,7 +139,7 @@ def test_without_proc_irq_nothing_is_planned(tmp_path):
 @pytest.mark.parametrize("reserve", [0, 1])
 def test_rank_cores_equal_launch_exclusive(reserve):
     """The cores kept free of IRQs are exactly those `launch --cpu-bind exclusive` gives each rank."""
-    from conftest import fixture_root
+    from tests.conftest import fixture_root
 
     from numatune.model.launch import CpuBind, LaunchFacts, LaunchOptions
     from numatune.plan.launch import plan_launch

@@ -15,8 +15,8 @@ from numatune.readers.irqs import identify_action, parse_interrupts, read_irq_re
 from numatune.readers.topology import read_topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from conftest import fixture_root  # noqa: E402
-from irq_roots import GPU, NIC, NVME, build_root  # noqa: E402
+from tests.conftest import fixture_root  # noqa: E402
+from tests.irq_roots import GPU, NIC, NVME, build_root  # noqa: E402
 
 SAMPLES = ["procfs-4cpu-kvm", "pcp-8cpu-x86_64", "pcp-16cpu-s390x", "dev-1node-x86"]
 

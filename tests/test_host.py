@@ -1,0 +1,72 @@
+import os
+import tarfile
+
+import pytest
+
+from numatune.errors import InputError, NotASysfsTree, ParseError
+from numatune.host import Host, natural_key
+
+
+def make_tree(tmp_path):
+    """A small hand-made tree (not a real machine) for Host behaviour only."""
+    node = tmp_path / "sys/devices/system/node/node0"
+    node.mkdir(parents=True)
+    (node / "cpulist").write_text("0-1\n\x00")
+    (node / "bad").write_text("zz\n")
+    (tmp_path / "sys/devices/system/node/node10").mkdir()
+    (tmp_path / "sys/devices/system/node/node9").mkdir()
+    os.symlink("../../../escape", tmp_path / "sys/devices/system/dangling")
+    return tmp_path
+
+
+def test_natural_sort_and_listdir(tmp_path):
+    host = Host.open(make_tree(tmp_path))
+    assert host.listdir("/sys/devices/system/node") == ["node0", "node9", "node10"]
+    assert host.listdir("/sys/nothing/here") == []
+    assert sorted(["node10", "node9"], key=natural_key) == ["node9", "node10"]
+
+
+def test_reads_strip_nul_and_parse(tmp_path):
+    host = Host.open(make_tree(tmp_path))
+    assert host.read_cpulist("/sys/devices/system/node/node0/cpulist") == {0, 1}
+    assert host.read_optional("/sys/devices/system/node/node0/missing") is None
+    with pytest.raises(ParseError, match="node0/bad"):
+        host.read_int("/sys/devices/system/node/node0/bad")
+
+
+def test_path_cannot_escape_root(tmp_path):
+    host = Host.open(make_tree(tmp_path))
+    with pytest.raises(ValueError):
+        host.path("/sys/../../etc/passwd")
+    assert host.resolve("/sys/devices/system/dangling") is None
+
+
+def test_missing_and_non_tree_roots(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        Host.open(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotASysfsTree):
+        Host.open(tmp_path / "empty")
+    junk = tmp_path / "junk.tar.gz"
+    junk.write_bytes(b"not a tar")
+    with pytest.raises(NotASysfsTree):
+        Host.open(junk)
+
+
+def test_tar_snapshot_is_unpacked_and_rejects_escaping_links(tmp_path):
+    tree = make_tree(tmp_path / "t")
+    archive = tmp_path / "snap.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tree / "sys", arcname="top/sys")
+        evil = tarfile.TarInfo("top/sys/evil")
+        evil.type, evil.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(evil)
+    host = Host.open(archive)
+    assert host.label == str(archive)
+    assert host.read_cpulist("/sys/devices/system/node/node0/cpulist") == {0, 1}
+    assert not host.path("/sys/evil").is_symlink()
+
+
+def test_live_host():
+    host = Host.open("/")
+    assert host.is_live and host.path("/proc/cpuinfo") == host.root / "proc/cpuinfo"
