@@ -47,4 +47,27 @@ def cli(monkeypatch):
 
 
 def pytest_configure(config):
-    os.environ.setdefault("NUMATUNE_PCI_IDS", "")
+    os.environ.setdefault("NUMATUNE_PCI_IDS", "")  # device names must not depend on the machine's pci.ids
+
+
+GOLDEN = PROJECT / "tests" / "golden"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/ from the current output")
+
+
+@pytest.fixture
+def golden(request):
+    """Compare text with tests/golden/<name>; `pytest --update-golden` rewrites it (review the diff)."""
+
+    def check(name: str, text: str) -> None:
+        path = GOLDEN / name
+        if request.config.getoption("--update-golden"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return
+        assert path.exists(), f"no golden file {path}; run pytest --update-golden"
+        assert text == path.read_text(), f"output differs from {path}"
+
+    return check

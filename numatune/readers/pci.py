@@ -29,7 +29,7 @@ def device_kind(class_code: int, vendor_id: int | None) -> str:
     base, sub = class_code >> 16, (class_code >> 8) & 0xFF
     if base == 0x03:
         return "gpu" if vendor_id in GPU_VENDORS and sub in (0x00, 0x02, 0x80) else "display"
-    if base == 0x02:
+    if base == 0x02 or (base == 0x0C and sub == 0x06):  # 0x0c06: InfiniBand HCAs (QLogic, older Mellanox)
         return "nic"
     if base == 0x01 and sub == 0x08:
         return "nvme"

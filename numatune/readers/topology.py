@@ -57,12 +57,12 @@ def classify_nodes(
     for d in cxl.dax:
         if d.target_node is not None:
             dax_by_node.setdefault(d.target_node, []).append(d.backing)
-    dram_bw = [
-        e.read_bandwidth_mbps for n in nodes if n.cpus for e in n.hmat if e.read_bandwidth_mbps
-    ]
+    own_bw = {n.id: max((e.read_bandwidth_mbps or 0 for e in n.hmat), default=0) for n in nodes if n.cpus}
     out = []
     for n in nodes:
-        kind, why = _kind_of(n, gpu_nodes, dax_by_node.get(n.id, []), max(dram_bw, default=0))
+        initiators = {i for e in n.hmat for i in e.initiators}
+        local_bw = max((own_bw.get(i, 0) for i in initiators), default=0)
+        kind, why = _kind_of(n, gpu_nodes, dax_by_node.get(n.id, []), local_bw)
         out.append(replace(n, kind=kind, kind_evidence=why))
     return tuple(out)
 
@@ -82,7 +82,7 @@ def _kind_of(
         return "memoryless", "no CPUs and no memory (generic initiator or empty)"
     bw = max((e.read_bandwidth_mbps or 0 for e in node.hmat), default=0)
     if dram_bw and bw > dram_bw:
-        return "hbm", f"CPU-less with HMAT bandwidth {bw} MB/s above DRAM's {dram_bw} MB/s"
+        return "hbm", f"CPU-less with HMAT bandwidth {bw} MB/s above its initiator's DRAM ({dram_bw} MB/s)"
     if "hmem" in dax_backings:
         return "unknown", "soft-reserved (hmem) memory, backing device not described"
     return "unknown", "CPU-less node with no evidence of its memory type"

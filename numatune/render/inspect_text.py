@@ -126,7 +126,7 @@ def _hmat_table(topo: Topology) -> Table:
 def _devices_table(topo: Topology) -> Table:
     t = Table(title="Devices (node? = inferred, - = unknown)", title_justify="left")
     for col in ("BDF", "kind", "node", "name", "interfaces", "link", "local CPUs"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col in ("BDF", "kind", "node"))
     for d in topo.devices:
         name = " ".join(x for x in (d.vendor_name, d.device_name) if x) or (
             f"{d.vendor_id or 0:04x}:{d.device_id or 0:04x}"
@@ -149,8 +149,8 @@ def _devices_table(topo: Topology) -> Table:
 
 
 def _matrix_table(m: PathMatrix) -> Table:
-    t = Table(title="GPU/NIC paths (" + "; ".join(f"{k} = {v}" for k, v in LEGEND.items()) + ")",
-              title_justify="left")
+    t = Table(title="GPU/NIC paths", title_justify="left",
+              caption="; ".join(f"{k}: {v}" for k, v in LEGEND.items() if k != "X"), caption_justify="left")
     t.add_column("")
     for label in m.labels:
         t.add_column(label)
@@ -162,8 +162,10 @@ def _matrix_table(m: PathMatrix) -> Table:
 
 
 def _cxl_tree(topo: Topology) -> Tree:
-    root = Tree("CXL memory: memdev -> region -> DAX -> NUMA node")
     cxl = topo.cxl
+    title = "CXL memory: memdev -> region -> DAX -> NUMA node" if cxl.memdevs or cxl.regions else (
+        "DAX devices -> NUMA node")
+    root = Tree(title)
     for mem in cxl.memdevs:
         root.add(
             f"{mem.name}: ram {human_bytes(mem.ram_size)}, pmem {human_bytes(mem.pmem_size)}, "

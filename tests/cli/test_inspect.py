@@ -1,0 +1,164 @@
+"""numatune inspect through the CLI: golden outputs, every fixture in every format, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.conftest import fixture_root, tree_fixtures
+
+GOLDEN_TREES = ["32em64t-2n8c+dax+nvme+mic+dimms", "256ppc-8n8s4t", "fakeheteromemtiers", "nvidiagpunumanodes",
+                "20s390-2g6s4c", "topo-mi210-xgmi-pcie"]
+
+
+@pytest.mark.parametrize("name", GOLDEN_TREES)
+def test_json_golden(cli, golden, name):
+    result = cli("--root", str(fixture_root(name)), "inspect", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    doc["source"] = name  # the absolute path differs between checkouts
+    golden(f"{name}/inspect.json", json.dumps(doc, indent=2) + "\n")
+
+
+@pytest.mark.parametrize("name", ["32em64t-2n8c+dax+nvme+mic+dimms", "fakeheteromemtiers"])
+def test_table_golden(cli, golden, name):
+    result = cli("--root", str(fixture_root(name)), "inspect")
+    assert result.exit_code == 0, result.stderr
+    golden(f"{name}/inspect.txt", result.stdout.replace(str(fixture_root(name)), name))
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "prometheus"])
+@pytest.mark.parametrize("name", tree_fixtures())
+def test_every_fixture_every_format(cli, name, fmt):
+    result = cli("--root", str(fixture_root(name)), "inspect", "--format", fmt)
+    assert result.exit_code == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    if fmt == "json":
+        doc = json.loads(result.stdout)
+        assert doc["schema"] == "numatune.inspect/1"
+        for node in doc["nodes"]:
+            assert isinstance(node["id"], int) and all(isinstance(c, int) for c in node["cpus"])
+            assert all(isinstance(k, str) for k in node["distances"])
+        for dev in doc["devices"]:
+            assert dev["numa_node"] is None or dev["numa_node"] >= 0
+        for f in doc["findings"]:
+            assert set(f) >= {"code", "severity", "message", "fix"}
+
+
+def test_json_contract_on_two_socket_tree(cli):
+    doc = json.loads(cli("--root", str(fixture_root("32em64t-2n8c+dax+nvme+mic+dimms")), "inspect", "--json").stdout)
+    assert [n["id"] for n in doc["nodes"]] == [0, 1]
+    assert doc["nodes"][1]["distances"] == {"0": 21, "1": 10}
+    nic = next(d for d in doc["devices"] if d["bdf"] == "0000:82:00.0")
+    assert nic["numa_node"] == 1 and nic["rdma"] == ["mlx4_0"] and nic["local_cpus"] == list(range(8, 16))
+    nvme = next(d for d in doc["devices"] if d["kind"] == "nvme")
+    assert nvme["numa_node"] is None and nvme["inferred_node"] == 0
+    assert any(f["code"] == "NT001" for f in doc["findings"])
+
+
+def test_findings_on_known_trees(cli):
+    codes = lambda name: {f["code"] for f in json.loads(  # noqa: E731
+        cli("--root", str(fixture_root(name)), "inspect", "--json").stdout)["findings"]}
+    assert "NT008" in codes("8em64t-2s2ca2c-buggynuma")  # every node claims the same CPUs
+    assert "NT006" in codes("16em64t-4s2c2t-offlines")
+    assert "NT011" in codes("20s390-2g6s4c")
+    assert "NT001" in codes("vm-accel-nvidia-p100")
+
+
+def test_root_from_environment(cli):
+    result = cli("inspect", "--json", env={"NUMATUNE_ROOT": str(fixture_root("256ppc-8n8s4t"))})
+    assert result.exit_code == 0 and len(json.loads(result.stdout)["nodes"]) == 8
+
+
+# -- bad input: small hand-made trees, labelled as such -----------------------------------------------
+
+def hand_made_tree(tmp_path, files: dict[str, str]):
+    for rel, text in files.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"sys/devices/system/node/node0/cpulist": "0-x\n", "sys/devices/system/cpu/online": "0\n"},
+         "malformed /sys/devices/system/node/node0/cpulist"),
+        ({"sys/devices/system/cpu/online": "zz\n"}, "malformed /sys/devices/system/cpu/online"),
+    ],
+)
+def test_malformed_files_give_one_line(cli, tmp_path, files, message):
+    root = hand_made_tree(tmp_path, files)
+    result = cli("--root", str(root), "inspect")
+    assert result.exit_code == 3
+    assert result.stderr.startswith(f"numatune: error: {message}")
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_bad_distance_row_is_skipped_with_a_note(cli, tmp_path):
+    root = hand_made_tree(tmp_path, {
+        "sys/devices/system/node/online": "0-1\n",
+        "sys/devices/system/node/node0/cpulist": "0\n",
+        "sys/devices/system/node/node0/distance": "10 21 30\n",
+        "sys/devices/system/node/node1/cpulist": "1\n",
+        "sys/devices/system/node/node1/distance": "21 ten\n",
+        "sys/devices/system/cpu/online": "0-1\n",
+    })
+    result = cli("--root", str(root), "inspect", "--json")
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert all(n["distances"] == {} for n in doc["nodes"])
+    reasons = " ".join(s["reason"] for s in doc["skipped"])
+    assert "3 entries for 2 online nodes" in reasons and "malformed distance row" in reasons
+    assert "NT009" in {f["code"] for f in doc["findings"]}
+
+
+def test_missing_root_and_non_tree(cli, tmp_path):
+    result = cli("--root", str(tmp_path / "nope"), "inspect")
+    assert result.exit_code == 3 and "does not exist" in result.stderr
+    result = cli("--root", str(tmp_path), "inspect")
+    assert result.exit_code == 3 and "not a sysfs/procfs tree" in result.stderr
+    assert "hint:" in result.stderr
+
+
+def test_pci_device_with_unknown_node_and_dangling_links(cli, tmp_path):
+    root = hand_made_tree(tmp_path, {
+        "sys/devices/system/cpu/online": "0-3\n",
+        "sys/devices/system/node/online": "0-1\n",
+        "sys/devices/system/node/node0/cpulist": "0-1\n",
+        "sys/devices/system/node/node1/cpulist": "2-3\n",
+        "sys/devices/pci0000:00/0000:00:01.0/numa_node": "1\n",
+        "sys/devices/pci0000:00/0000:00:01.0/class": "0x060400\n",
+        "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/class": "0x030200\n",
+        "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/vendor": "0x10de\n",
+        "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/numa_node": "-1\n",
+        "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/local_cpulist": "0-3\n",
+    })
+    links = tmp_path / "sys/bus/pci/devices"
+    links.mkdir(parents=True)
+    os.symlink("../../../devices/pci0000:00/0000:00:01.0", links / "0000:00:01.0")
+    os.symlink("../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0", links / "0000:01:00.0")
+    os.symlink("../../../devices/pci0000:00/gone", links / "0000:02:00.0")  # dangling: skipped, no crash
+    doc = json.loads(cli("--root", str(tmp_path), "inspect", "--json").stdout)
+    (gpu,) = doc["devices"]
+    assert gpu["kind"] == "gpu" and gpu["numa_node"] is None
+    assert (gpu["inferred_node"], gpu["inferred_from"]) == (1, "upstream bridge")
+
+
+def test_snapshot_round_trip_matches_live(cli, tmp_path):
+    """inspect of a snapshot equals inspect live, apart from what changes by the second."""
+    archive = tmp_path / "node.tar.gz"
+    assert cli("snapshot", "-o", str(archive)).exit_code == 0
+    live = json.loads(cli("inspect", "--json").stdout)
+    saved = json.loads(cli("--root", str(archive), "inspect", "--json").stdout)
+    for doc in (live, saved):
+        doc.pop("source"), doc.pop("live")
+        doc["settings"].pop("irqbalance_running")
+        for n in doc["nodes"]:
+            n.pop("memory_free_kib")
+            for h in n["hugepages"]:
+                h.pop("free")
+    assert saved == live

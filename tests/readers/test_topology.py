@@ -1,0 +1,151 @@
+"""Facts known to be true of each real fixture tree (from the upstream INDEX rows in fixtures/README.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from numatune.readers.topology import read_topology
+
+
+def topo(host_of, name):
+    return read_topology(host_of(name))
+
+
+def cpus_of(t):
+    return {n.id: n.cpus for n in t.nodes}
+
+
+def test_power7_node_ids_with_holes(host_of):
+    t = topo(host_of, "256ppc-8n8s4t")
+    assert [n.id for n in t.nodes] == [0, 1, 4, 5, 8, 9, 12, 13]
+    assert all(len(n.cpus) == 32 for n in t.nodes)
+    assert cpus_of(t)[4] == tuple(range(64, 96))
+    assert len(t.cpu.online) == 256 and t.cpu.threads_per_core == 4
+    assert t.cpu.sockets == (-1,)  # POWER: package id -1 is an id, not an error
+    assert t.node(0).distances == {0: 10, 1: 20, 4: 40, 5: 40, 8: 40, 9: 40, 12: 40, 13: 40}
+    assert t.node(13).distances[12] == 20
+
+
+def test_arm_nul_terminated_files_and_odd_package_ids(host_of):
+    t = topo(host_of, "128arm-2pa2n8cluster4co")
+    assert cpus_of(t) == {i: tuple(range(32 * i, 32 * i + 32)) for i in range(4)}
+    assert t.cpu.sockets == (36, 8442)
+    assert t.cpu.architecture == "aarch64"
+    assert t.node(0).distances == {0: 10, 1: 16, 2: 32, 3: 33}
+
+
+def test_two_socket_with_nic_on_node1_nvme_unknown_and_dax(host_of):
+    t = topo(host_of, "32em64t-2n8c+dax+nvme+mic+dimms")
+    assert cpus_of(t) == {0: tuple(range(8)), 1: tuple(range(8, 16))}
+    mlx = t.device("0000:82:00.0")
+    assert (mlx.kind, mlx.numa_node, mlx.netdevs, mlx.rdma) == ("nic", 1, ("ib0",), ("mlx4_0",))
+    nvme = t.device("0000:00:02.0")
+    assert nvme.kind == "nvme" and nvme.numa_node is None
+    assert nvme.inferred_node == 0 and nvme.inferred_from == "local_cpulist"
+    assert t.device("0000:83:00.0").kind == "accelerator"
+    assert t.device("0000:05:00.0").kind == "display"  # the BMC's ASPEED VGA is not a GPU
+    assert {(d.name, d.target_node, d.mode, d.backing) for d in t.cxl.dax} == {
+        ("dax0.0", 4, "device_dax", "nvdimm"),
+        ("dax1.3", 5, "device_dax", "nvdimm"),
+        ("dax1.4", 5, "kmem", "nvdimm"),
+    }
+    assert 16 in t.cpu.offline or t.cpu.offline == ()
+
+
+def test_offline_cpus_without_topology(host_of):
+    t = topo(host_of, "16em64t-4s2c2t-offlines")
+    assert {c.id for c in t.cpus if not c.online} == {2, 5, 13, 14}
+    assert set(t.cpu.offline) >= {2, 5, 13, 14}
+    g = topo(host_of, "vm-offlineCPUs")
+    assert g.cpu.online == (0, 1) and set(g.cpu.offline) == {2, 3}
+
+
+def test_kernel_without_numa_is_one_node(host_of):
+    t = topo(host_of, "20s390-2g6s4c")
+    assert not t.numa_kernel
+    assert [n.id for n in t.nodes] == [0]
+    assert t.nodes[0].cpus == t.cpu.online and len(t.cpu.online) == 20
+    assert t.cpu.sockets == (-1,)
+
+
+def test_pci_domain_wider_than_16_bits(host_of):
+    t = topo(host_of, "2pa-pcidomain32bits")
+    bdfs = host_of("2pa-pcidomain32bits").listdir("/sys/bus/pci/devices")
+    assert any(b.startswith("10000:") for b in bdfs)
+    assert all(d.numa_node is None for d in t.devices)
+
+
+def test_buggy_firmware_all_nodes_same_cpus(host_of):
+    t = topo(host_of, "8em64t-2s2ca2c-buggynuma")
+    assert len(t.nodes) == 8
+    assert len({n.cpus for n in t.nodes}) == 1
+
+
+def test_power9_gpu_memory_nodes_and_distance_order(host_of):
+    t = topo(host_of, "nvidiagpunumanodes")
+    assert [n.id for n in t.nodes] == [0, 8, 250, 251, 252, 253, 254, 255]
+    assert {n.id: n.kind for n in t.nodes if not n.cpus} == {i: "gpu" for i in range(250, 256)}
+    # node8's row "40 10 80 ..." lines up with the online list [0, 8, 250...], not with 0..N
+    assert t.node(8).distances[0] == 40 and t.node(8).distances[8] == 10
+    assert len(t.gpus) == 6
+    assert all(d.vendor_id == 0x10DE for d in t.gpus)
+
+
+def test_hmat_access1_and_cpuless_nodes(host_of):
+    t = topo(host_of, "fakeheteromemtiers")
+    assert [n.id for n in t.nodes] == [0, 1, 2, 4, 6, 8, 9]
+    assert {n.id for n in t.nodes if not n.cpus} == {4, 6, 8, 9}
+    n4 = t.node(4)
+    assert n4.hmat and n4.hmat[0].access_class == 1 and n4.hmat[0].initiators == (1,)
+    assert n4.hmat[0].read_bandwidth_mbps == 10000 and n4.hmat[0].read_latency_ns is not None
+    assert {d.backing for d in t.cxl.dax} == {"hmem", "nvdimm"}
+
+
+def test_memory_side_caches_from_real_optane_2lm(host_of):
+    t = topo(host_of, "memorysidecaches")
+    assert len(t.nodes) == 4 and all(n.memory_side_caches for n in t.nodes)
+    assert all(e.access_class == 0 for n in t.nodes for e in n.hmat)
+
+
+def test_gpu_numa_node_minus_one(host_of):
+    t = topo(host_of, "vm-accel-nvidia-p100")
+    gpu = t.device("0000:06:00.0")
+    assert gpu.kind == "gpu" and gpu.vendor_id == 0x10DE and gpu.numa_node is None
+    assert [d.kind for d in t.devices if d.bdf == "0000:04:00.0"] == ["display"]  # virtio-gpu
+
+
+def test_amd_kfd_gpus_split_over_two_nodes(host_of):
+    t = topo(host_of, "topo-mi210-xgmi-pcie")
+    assert len(t.gpus) == 8
+    homes = [g.inferred_node for g in t.gpus]
+    assert homes.count(0) == 4 and homes.count(1) == 4
+    assert all(g.inferred_from == "kfd io_link" for g in t.gpus)
+
+
+def test_functions_of_one_card_may_disagree(host_of):
+    t = topo(host_of, "intel-xeon-L5640-2node")
+    assert cpus_of(t)[0] == tuple(range(0, 24, 2))
+    assert t.device("0000:05:00.0").numa_node == 0
+    assert t.device("0000:05:00.1").numa_node == 1
+
+
+def test_infiniband_on_node_2_of_four(host_of):
+    t = topo(host_of, "40intel64-2g2n4c+pcilocality")
+    ib = [d for d in t.nics if d.numa_node == 2]
+    assert len(ib) == 1 and len(t.nodes) == 4
+
+
+def test_this_machines_capture(host_of):
+    t = topo(host_of, "dev-1node-x86")
+    assert [n.id for n in t.nodes] == [0]
+    assert t.memory_tiers == {4: (0,)}
+    assert t.settings.weighted_interleave_auto is True  # spelt __auto_type on this kernel
+    nic = t.nics[0]
+    assert nic.netdevs == ("eth0",) and nic.numa_node is None
+
+
+@pytest.mark.parametrize("name", ["memorysidecaches", "fakememinitiators-1np2c+1npp+gi"])
+def test_generic_initiator_and_hmat_in_both_classes(host_of, name):
+    t = topo(host_of, name)
+    classes = {e.access_class for n in t.nodes for e in n.hmat}
+    assert classes
