@@ -125,7 +125,7 @@ def test_missing_root_and_non_tree(cli, tmp_path):
 
 
 def test_pci_device_with_unknown_node_and_dangling_links(cli, tmp_path):
-    root = hand_made_tree(tmp_path, {
+    hand_made_tree(tmp_path, {
         "sys/devices/system/cpu/online": "0-3\n",
         "sys/devices/system/node/online": "0-1\n",
         "sys/devices/system/node/node0/cpulist": "0-1\n",

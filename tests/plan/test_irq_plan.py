@@ -139,10 +139,9 @@ def test_without_proc_irq_nothing_is_planned(tmp_path):
 @pytest.mark.parametrize("reserve", [0, 1])
 def test_rank_cores_equal_launch_exclusive(reserve):
     """The cores kept free of IRQs are exactly those `launch --cpu-bind exclusive` gives each rank."""
-    from tests.conftest import fixture_root
-
     from numatune.model.launch import CpuBind, LaunchFacts, LaunchOptions
     from numatune.plan.launch import plan_launch
+    from tests.conftest import fixture_root
 
     topo = read_topology(Host.open(fixture_root("handmade-launch-2s4gpu-cxl")))
     ranks = len(topo.gpus)
