@@ -12,7 +12,6 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import NoReturn
 
 from numatune.cpulist import format_cpulist
@@ -150,7 +149,7 @@ def read_launch_topology(host: Host, *, node_kinds: bool) -> Topology:
 
         topo = read_topology(host, devices=False)
         cxl = read_cxl(host)
-        return replace(topo, cxl=cxl, nodes=classify_nodes(host, topo.nodes, cxl, topo.cpu.architecture))
+        return topo._replace(cxl=cxl, nodes=classify_nodes(host, topo.nodes, cxl, topo.cpu.architecture))
     from numatune.readers.cpus import read_cpus, summarize_cpus
     from numatune.readers.nodes import read_nodes
 
@@ -162,8 +161,8 @@ def read_launch_topology(host: Host, *, node_kinds: bool) -> Topology:
         source=host.label,
         live=host.is_live,
         cpu=summary,
-        cpus=tuple(replace(c, node=node_of.get(c.id)) for c in cpus),
-        nodes=tuple(replace(n, kind="dram", kind_evidence="has CPUs") if n.cpus else n for n in nodes),
+        cpus=tuple(c._replace(node=node_of.get(c.id)) for c in cpus),
+        nodes=tuple(n._replace(kind="dram", kind_evidence="has CPUs") if n.cpus else n for n in nodes),
         numa_kernel=numa_kernel,
         skipped=tuple(skipped),
     )

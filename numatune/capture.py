@@ -61,7 +61,7 @@ class Capture:
             return
         real = self.src.path(logical)
         try:
-            if real.is_symlink() or not real.is_file():
+            if os.path.islink(real) or not os.path.isfile(real):
                 return
             with open(real, "rb") as fh:
                 data = fh.read(MAX_FILE_BYTES + 1)
@@ -78,7 +78,7 @@ class Capture:
         except OSError:
             return None
         if os.path.isabs(target):
-            target_logical = self.src.logical(self.src.root / target.lstrip("/")) if not self.src.is_live else target
+            target_logical = target if self.src.is_live else self.src.logical(self.src.path(target))
         else:
             target_logical = os.path.normpath(os.path.join(os.path.dirname(logical), target))
         if not target_logical.startswith("/"):
@@ -88,7 +88,7 @@ class Capture:
 
     def entry(self, logical: str) -> str:
         """Copy a symlink or file at `logical`; return the real logical path it stands for."""
-        if self.src.path(logical).is_symlink():
+        if os.path.islink(self.src.path(logical)):
             return self.link(logical) or logical
         self.file(logical)
         return logical
@@ -237,8 +237,8 @@ def capture_process(cap: Capture, pid: int, files: Iterable[str], environ_keys: 
             cap.file(f"{base}/{pattern}")
     keys = set(environ_keys)
     raw = None
-    with contextlib.suppress(OSError):
-        raw = cap.src.path(f"{base}/environ").read_bytes()
+    with contextlib.suppress(OSError), open(cap.src.path(f"{base}/environ"), "rb") as fh:
+        raw = fh.read()
     if raw is not None:
         kept = [item for item in raw.split(b"\0") if item.split(b"=", 1)[0].decode("ascii", "replace") in keys]
         cap.files[f"{base}/environ"] = b"\0".join(kept) + (b"\0" if kept else b"")

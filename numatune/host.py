@@ -9,19 +9,14 @@ errors here and nowhere else.
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
-import shutil
-import tarfile
-import tempfile
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from numatune.cpulist import parse_cpulist, parse_cpumask
 from numatune.errors import InputError, NotASysfsTree, ParseError, PermissionDenied, ReadError
 
 _NATURAL = re.compile(r"(\d+)")
+_FD_LINK = re.compile(r"(^|/)proc/\d+/fd/\d+$")
 
 
 def natural_key(name: str) -> list[object]:
@@ -33,41 +28,54 @@ def _clean(text: str) -> str:
     return text.replace("\x00", "").strip()
 
 
-@dataclass(frozen=True)
 class Host:
-    root: Path = Path("/")
-    label: str = "/"
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    """A root to read; `label` is how the user named it (for messages)."""
+
+    __slots__ = ("root", "label")
+
+    def __init__(self, root: str = "/", label: str = "/") -> None:
+        self.root = os.fspath(root)
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"Host({self.root!r}, label={self.label!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Host) and (self.root, self.label) == (other.root, other.label)
+
+    def __hash__(self) -> int:
+        return hash((self.root, self.label))
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
     def open(cls, spec: str | os.PathLike[str] | None = None) -> Host:
         """Open a root given by the user: None or "/" is the live node."""
-        if spec is None or str(spec) in ("", "/"):
-            return cls(Path("/"), "/")
-        path = Path(spec).absolute()
-        if not path.exists():
+        if spec is None or os.fspath(spec) in ("", "/"):
+            return cls("/", "/")
+        path = os.path.abspath(os.fspath(spec))
+        if not os.path.exists(path):
             raise InputError(f"root {spec} does not exist")
-        if path.is_file():
-            return cls(_unpack_snapshot(path), str(spec))
-        root = _find_tree_root(Path(os.path.realpath(path)))
+        if os.path.isfile(path):
+            return cls(_unpack_snapshot(path), os.fspath(spec))
+        root = _find_tree_root(os.path.realpath(path))
         if root is None:
             raise NotASysfsTree(
                 f"{spec} is not a sysfs/procfs tree (no sys/ or proc/ inside)",
                 hint="pass a directory made by `numatune snapshot` or a snapshot archive",
             )
-        return cls(root, str(spec))
+        return cls(root, os.fspath(spec))
 
     @property
     def is_live(self) -> bool:
-        return self.root == Path("/")
+        return self.root == "/"
 
     # -- paths --------------------------------------------------------------------------------
-    def path(self, logical: str) -> Path:
+    def path(self, logical: str) -> str:
+        """The real path of a logical one (a str: pathlib costs an import on every command)."""
         rel = logical.lstrip("/")
         if ".." in rel.split("/"):
             raise ValueError(f"path escapes the root: {logical}")
-        return self.root / rel
+        return os.path.join(self.root, rel)
 
     def logical(self, real: str | os.PathLike[str]) -> str:
         """Turn a real path under the root back into the logical one used in messages."""
@@ -75,10 +83,10 @@ class Host:
         return "/" + rel if rel != "." else "/"
 
     def exists(self, logical: str) -> bool:
-        return self.path(logical).exists()
+        return os.path.exists(self.path(logical))
 
     def is_dir(self, logical: str) -> bool:
-        return self.path(logical).is_dir()
+        return os.path.isdir(self.path(logical))
 
     def listdir(self, logical: str) -> list[str]:
         """Entries of a directory in natural order; [] if it does not exist or cannot be listed."""
@@ -95,7 +103,7 @@ class Host:
         real = os.path.realpath(self.path(logical))
         if not os.path.exists(real):
             return None
-        root = str(self.root)
+        root = self.root
         if root != "/" and not (real == root or real.startswith(root.rstrip("/") + "/")):
             return None
         return self.logical(real)
@@ -184,20 +192,32 @@ class Host:
             fh.write(text)
 
 
-def _find_tree_root(path: Path) -> Path | None:
-    if (path / "sys").is_dir() or (path / "proc").is_dir():
+def _is_tree(path: str) -> bool:
+    return os.path.isdir(os.path.join(path, "sys")) or os.path.isdir(os.path.join(path, "proc"))
+
+
+def _find_tree_root(path: str) -> str | None:
+    """The directory holding sys/ and proc/: `path` itself or its single subdirectory."""
+    if _is_tree(path):
         return path
-    entries = [p for p in path.iterdir() if p.is_dir()] if path.is_dir() else []
-    if len(entries) == 1 and ((entries[0] / "sys").is_dir() or (entries[0] / "proc").is_dir()):
+    if not os.path.isdir(path):
+        return None
+    entries = [e.path for e in os.scandir(path) if e.is_dir()]
+    if len(entries) == 1 and _is_tree(entries[0]):
         return entries[0]
     return None
 
 
-def _unpack_snapshot(archive: Path) -> Path:
+def _unpack_snapshot(archive: str) -> str:
     """Unpack a snapshot archive into a private temporary directory removed at exit."""
+    import atexit
+    import shutil
+    import tarfile
+    import tempfile
+
     if not tarfile.is_tarfile(archive):
         raise NotASysfsTree(f"{archive} is neither a directory nor a tar archive")
-    dest = Path(tempfile.mkdtemp(prefix="numatune-root-"))
+    dest = tempfile.mkdtemp(prefix="numatune-root-")
     atexit.register(shutil.rmtree, dest, True)
     try:
         with tarfile.open(archive) as tar:
@@ -210,8 +230,13 @@ def _unpack_snapshot(archive: Path) -> Path:
     return root
 
 
-def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """Data only: no devices, no absolute or escaping links (dangling relative links are kept)."""
+def _safe_member(member, dest: str):  # noqa: ANN001, ANN202 - tarfile is imported lazily
+    """Data only: no devices, no absolute or escaping links (dangling relative links are kept).
+
+    One exception: a process's open device files (`proc/PID/fd/N -> /dev/nvidia0`) are kept as
+    they are, because audit reads the link text to see which GPU the process holds; nothing
+    ever opens them.
+    """
     if not (member.isfile() or member.isdir() or member.issym()):
         return None
     name = member.name
@@ -220,6 +245,8 @@ def _safe_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
     if member.issym():
         target = member.linkname
         if target.startswith("/"):
+            if _FD_LINK.search(name) and target.startswith("/dev/") and ".." not in target.split("/"):
+                return member.replace(uid=0, gid=0, deep=False)
             return None
         resolved = os.path.normpath(os.path.join(os.path.dirname(name), target))
         if resolved.startswith(".."):

@@ -77,10 +77,10 @@ def default_state_path(host: Host, now: float | None = None) -> Path:
     Never an existing file: a second apply in the same second gets a -2, -3... suffix.
     """
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now if now is not None else time.time()))
-    path = host.path(f"{STATE_DIR}/irq-{stamp}.json")
+    path = Path(host.path(f"{STATE_DIR}/irq-{stamp}.json"))
     n = 2
     while path.exists():
-        path = host.path(f"{STATE_DIR}/irq-{stamp}-{n}.json")
+        path = Path(host.path(f"{STATE_DIR}/irq-{stamp}-{n}.json"))
         n += 1
     return path
 

@@ -7,8 +7,6 @@ saved tree.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from numatune.model.topology import Topology
 
 
@@ -24,4 +22,4 @@ def enrich_topology(topo: Topology) -> Topology:
         return topo
     if not brand:
         return topo
-    return replace(topo, cpu=replace(topo.cpu, model=brand, model_source="py-cpuinfo"))
+    return topo._replace(cpu=topo.cpu._replace(model=brand, model_source="py-cpuinfo"))

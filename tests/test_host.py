@@ -64,9 +64,9 @@ def test_tar_snapshot_is_unpacked_and_rejects_escaping_links(tmp_path):
     host = Host.open(archive)
     assert host.label == str(archive)
     assert host.read_cpulist("/sys/devices/system/node/node0/cpulist") == {0, 1}
-    assert not host.path("/sys/evil").is_symlink()
+    assert not os.path.islink(host.path("/sys/evil"))
 
 
 def test_live_host():
     host = Host.open("/")
-    assert host.is_live and host.path("/proc/cpuinfo") == host.root / "proc/cpuinfo"
+    assert host.is_live and host.path("/proc/cpuinfo") == "/proc/cpuinfo"

@@ -78,7 +78,7 @@ class FailOn:
         self.calls += 1
         if self.calls == self.n:
             if self.truncate:
-                self.host.path(logical).write_text("")
+                Path(self.host.path(logical)).write_text("")
             raise OSError(self.err, "injected fault")
         self.host.write_text(logical, text)
 

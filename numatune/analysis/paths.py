@@ -8,7 +8,7 @@ SYS across the inter-socket link (or a node that is unknown).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from numatune.model.topology import PciDevice, Topology
 
@@ -22,8 +22,7 @@ LEGEND = {
 }
 
 
-@dataclass(frozen=True)
-class PathMatrix:
+class PathMatrix(NamedTuple):
     devices: tuple[str, ...]  # BDFs, GPUs first then NICs
     labels: tuple[str, ...]  # "GPU0", "NIC0" ...
     cells: tuple[tuple[str, ...], ...]

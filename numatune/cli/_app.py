@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 import click
@@ -13,12 +11,14 @@ import click
 from numatune.host import Host
 
 
-@dataclass
 class App:
-    root: str = "/"
-    color: bool = True
-    debug: bool = False
-    _host: Host | None = field(default=None, repr=False)
+    __slots__ = ("root", "color", "debug", "_host")
+
+    def __init__(self, root: str = "/", color: bool = True, debug: bool = False, host: Host | None = None) -> None:
+        self.root = root
+        self.color = color
+        self.debug = debug
+        self._host = host
 
     @property
     def host(self) -> Host:
@@ -40,6 +40,8 @@ class App:
         )
 
     def echo_json(self, document: Any) -> None:
+        import json
+
         click.echo(json.dumps(document, indent=2, sort_keys=False))
 
     def note(self, message: str) -> None:

@@ -10,7 +10,6 @@ from numatune.cli._options import format_option, resolve_format
 
 def build_inspect(app: App):  # noqa: ANN201 - returns (topology, matrix, findings)
     import os
-    from pathlib import Path
 
     from numatune.analysis.paths import path_matrix
     from numatune.analysis.topology_findings import topology_findings
@@ -18,7 +17,7 @@ def build_inspect(app: App):  # noqa: ANN201 - returns (topology, matrix, findin
     from numatune.readers.topology import read_topology
 
     override = os.environ.get("NUMATUNE_PCI_IDS")
-    pci_ids = (Path(override) if override else None) if override is not None else find_pci_ids()
+    pci_ids = (override or None) if override is not None else find_pci_ids()
     topo = read_topology(app.host, pci_ids=pci_ids)
     if topo.live:
         from numatune.live import enrich_topology

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 
 class Severity(str, Enum):
@@ -16,8 +16,7 @@ class Severity(str, Enum):
         return {"info": 0, "warning": 1, "error": 2}[self.value]
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     code: str  # stable, e.g. "NT102"; never reused for another meaning
     severity: Severity
     message: str  # one line
@@ -25,8 +24,7 @@ class Finding:
     subject: str = ""  # what it is about: "node 2", "0000:18:00.0", "irq 45"
 
 
-@dataclass(frozen=True)
-class Skipped:
+class Skipped(NamedTuple):
     """Something that could not be read or analysed, and why; shown, never silently dropped."""
 
     subject: str

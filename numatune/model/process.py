@@ -1,19 +1,23 @@
 """A running process as `audit` sees it: threads, memory per node, GPU, access counters, locality.
 
-Plain frozen dataclasses filled by `numatune.readers.procs` / `numatune.readers.perf` and judged by
-`numatune.analysis.locality`; nothing here reads the system.
+Immutable records (NamedTuples: cheap to define at import) filled by `numatune.readers.procs` /
+`numatune.readers.perf` and judged by `numatune.analysis.locality`; nothing here reads the system.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import NamedTuple
 
 # Mapping kinds of the memory split, in display order.
 MAPPING_KINDS = ("anon", "file", "heap", "stack", "shm", "hugetlb")
 
+# Shared, read-only default for mapping fields (NamedTuple defaults are shared between instances).
+EMPTY_MAP: Mapping = MappingProxyType({})
 
-@dataclass(frozen=True)
-class PolicyUse:
+
+class PolicyUse(NamedTuple):
     """One memory policy as numa_maps prints it ("bind:0", "weighted interleave:0-1") and its weight."""
 
     policy: str
@@ -21,12 +25,11 @@ class PolicyUse:
     bytes: int
 
 
-@dataclass(frozen=True)
-class NumaMemory:
+class NumaMemory(NamedTuple):
     """Resident memory of one address space by node, from /proc/PID/numa_maps."""
 
-    by_node: dict[int, int] = field(default_factory=dict)  # node -> bytes
-    by_kind: dict[str, dict[int, int]] = field(default_factory=dict)  # kind -> node -> bytes
+    by_node: Mapping[int, int] = EMPTY_MAP  # node -> bytes
+    by_kind: Mapping[str, dict[int, int]] = EMPTY_MAP  # kind -> node -> bytes
     policies: tuple[PolicyUse, ...] = ()
     mappings: int = 0
     malformed_lines: int = 0
@@ -36,8 +39,7 @@ class NumaMemory:
         return sum(self.by_node.values())
 
 
-@dataclass(frozen=True)
-class ThreadInfo:
+class ThreadInfo(NamedTuple):
     tid: int
     comm: str
     cpu: int | None  # the CPU it last ran on (stat field 39)
@@ -45,8 +47,7 @@ class ThreadInfo:
     state: str = ""
 
 
-@dataclass(frozen=True)
-class GpuUse:
+class GpuUse(NamedTuple):
     """The GPU a process uses, and how numatune knows."""
 
     bdf: str | None
@@ -55,22 +56,20 @@ class GpuUse:
     index: int | None = None  # NVIDIA minor / render node number / visible-device index
 
 
-@dataclass(frozen=True)
-class AccessCounters:
+class AccessCounters(NamedTuple):
     """Where the access ratio comes from; `notes` say why a better source was not used."""
 
     source: str  # pmu | numa_balancing | placement
     local: int | None = None
     remote: int | None = None
-    by_node: dict[int, int] = field(default_factory=dict)
+    by_node: Mapping[int, int] = EMPTY_MAP
     remote_ratio: float | None = None
     events: tuple[str, ...] = ()
     window_s: float | None = None
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class ProcessInfo:
+class ProcessInfo(NamedTuple):
     pid: int
     comm: str
     cmdline: tuple[str, ...]
@@ -84,25 +83,23 @@ class ProcessInfo:
     cpuset_mems: tuple[int, ...] | None = None
     memory: NumaMemory = NumaMemory()
     kernel_thread: bool = False
-    environ: dict[str, str] = field(default_factory=dict)  # ONLY readers.procs.ENVIRON_KEYS
+    environ: Mapping[str, str] = EMPTY_MAP  # ONLY readers.procs.ENVIRON_KEYS
     gpus_open: tuple[GpuUse, ...] = ()  # every GPU device node it holds open
     gpu: GpuUse | None = None  # the one it uses, when it can be told
     rank: int | None = None
     rank_source: str | None = None  # "LOCAL_RANK", "SLURM_LOCALID", ...
-    numa_faults: dict[int, int] = field(default_factory=dict)  # NUMA-balancing hinting faults by node
+    numa_faults: Mapping[int, int] = EMPTY_MAP  # NUMA-balancing hinting faults by node
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Fix:
+class Fix(NamedTuple):
     launch: str | None = None
     numactl: str | None = None
     migratepages: str | None = None
     taskset: str | None = None
 
 
-@dataclass(frozen=True)
-class Locality:
+class Locality(NamedTuple):
     home_nodes: tuple[int, ...]
     home_source: str  # "gpu" | "threads" | "none"
     remote_ratio: float
@@ -115,8 +112,7 @@ class Locality:
     fix: Fix = Fix()
 
 
-@dataclass(frozen=True)
-class ProcessAudit:
+class ProcessAudit(NamedTuple):
     process: ProcessInfo
     locality: Locality
     counters: AccessCounters

@@ -6,13 +6,17 @@ Node ids and CPU ids are kept as the kernel numbers them (holes included); nothi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import NamedTuple
 
 from numatune.model.findings import Skipped
 
+# Shared, read-only default for mapping fields (NamedTuple defaults are shared between instances).
+EMPTY_MAP: Mapping = MappingProxyType({})
 
-@dataclass(frozen=True)
-class Cpu:
+
+class Cpu(NamedTuple):
     id: int
     online: bool
     package: int | None = None  # physical_package_id; may be -1, 36, 8442...: an id, not an index
@@ -23,8 +27,7 @@ class Cpu:
     core_type: str | None = None  # hybrid x86: "core" (P) or "atom" (E)
 
 
-@dataclass(frozen=True)
-class CpuSummary:
+class CpuSummary(NamedTuple):
     model: str | None
     vendor: str | None
     architecture: str | None
@@ -37,16 +40,14 @@ class CpuSummary:
     model_source: str = "proc/cpuinfo"
 
 
-@dataclass(frozen=True)
-class HugePages:
+class HugePages(NamedTuple):
     size_kib: int
     total: int
     free: int
     surplus: int = 0
 
 
-@dataclass(frozen=True)
-class HmatEntry:
+class HmatEntry(NamedTuple):
     """One HMAT access class of a memory target: best figures from the listed initiators."""
 
     access_class: int  # 0: any initiator incl. generic initiators; 1: CPU initiators only
@@ -57,8 +58,7 @@ class HmatEntry:
     write_bandwidth_mbps: int | None = None
 
 
-@dataclass(frozen=True)
-class MemorySideCache:
+class MemorySideCache(NamedTuple):
     level: int
     size_bytes: int | None
     line_size: int | None
@@ -66,14 +66,13 @@ class MemorySideCache:
     write_policy: int | None
 
 
-@dataclass(frozen=True)
-class NumaNode:
+class NumaNode(NamedTuple):
     id: int
     cpus: tuple[int, ...]
     memory_total_kib: int | None
     memory_free_kib: int | None = None
     hugepages: tuple[HugePages, ...] = ()
-    distances: dict[int, int] = field(default_factory=dict)
+    distances: Mapping[int, int] = EMPTY_MAP
     kind: str = "unknown"  # dram | cxl | hbm | gpu | pmem | memoryless | unknown
     kind_evidence: str = ""
     tier: int | None = None  # kernel memory_tierN (smaller = faster)
@@ -84,16 +83,14 @@ class NumaNode:
     generic_initiator: bool = False
 
 
-@dataclass(frozen=True)
-class PciLink:
+class PciLink(NamedTuple):
     current_speed: str | None = None  # "16.0 GT/s PCIe"
     current_width: int | None = None
     max_speed: str | None = None
     max_width: int | None = None
 
 
-@dataclass(frozen=True)
-class NvidiaGpuInfo:
+class NvidiaGpuInfo(NamedTuple):
     """From /proc/driver/nvidia/gpus/<bdf>/information."""
 
     model: str | None
@@ -102,8 +99,7 @@ class NvidiaGpuInfo:
     bus_location: str | None
 
 
-@dataclass(frozen=True)
-class PciDevice:
+class PciDevice(NamedTuple):
     bdf: str  # "0000:18:00.0"; domains may be wider than 16 bits ("10000:00:04.0")
     path: str  # logical sysfs path of the device directory
     class_code: int  # 24-bit class ("0x030200")
@@ -132,8 +128,7 @@ class PciDevice:
         return self.numa_node if self.numa_node is not None else self.inferred_node
 
 
-@dataclass(frozen=True)
-class CxlMemdev:
+class CxlMemdev(NamedTuple):
     name: str
     ram_size: int | None
     pmem_size: int | None
@@ -144,8 +139,7 @@ class CxlMemdev:
     host_bridge: str | None
 
 
-@dataclass(frozen=True)
-class CxlPort:
+class CxlPort(NamedTuple):
     name: str  # root0, port1, endpoint2
     kind: str  # root | port | endpoint
     uport: str | None
@@ -153,8 +147,7 @@ class CxlPort:
     parent: str | None
 
 
-@dataclass(frozen=True)
-class CxlDecoder:
+class CxlDecoder(NamedTuple):
     name: str  # decoderX.Y
     kind: str  # root | switch | endpoint
     start: int | None
@@ -166,8 +159,7 @@ class CxlDecoder:
     region: str | None
 
 
-@dataclass(frozen=True)
-class DaxDevice:
+class DaxDevice(NamedTuple):
     name: str  # dax0.0
     target_node: int | None
     mode: str | None  # kmem (system RAM) | device_dax | unknown
@@ -176,8 +168,7 @@ class DaxDevice:
     backing: str  # cxl | nvdimm | hmem | unknown
 
 
-@dataclass(frozen=True)
-class CxlRegion:
+class CxlRegion(NamedTuple):
     name: str
     size: int | None
     mode: str | None
@@ -189,8 +180,7 @@ class CxlRegion:
     nodes: tuple[int, ...]  # NUMA node(s) the region's memory became
 
 
-@dataclass(frozen=True)
-class CxlTopology:
+class CxlTopology(NamedTuple):
     memdevs: tuple[CxlMemdev, ...] = ()
     ports: tuple[CxlPort, ...] = ()
     decoders: tuple[CxlDecoder, ...] = ()
@@ -202,8 +192,7 @@ class CxlTopology:
         return bool(self.memdevs or self.regions or self.dax)
 
 
-@dataclass(frozen=True)
-class KernelSettings:
+class KernelSettings(NamedTuple):
     release: str | None = None
     numa_balancing: int | None = None  # bitmask: 0 off, 1 normal, 2 memory tiering
     transparent_hugepage: str | None = None  # the bracketed choice
@@ -214,8 +203,7 @@ class KernelSettings:
     irqbalance_running: bool | None = None  # None: not known (not a live run)
 
 
-@dataclass(frozen=True)
-class Topology:
+class Topology(NamedTuple):
     source: str  # the root as the user gave it
     live: bool
     cpu: CpuSummary
@@ -224,7 +212,7 @@ class Topology:
     numa_kernel: bool  # False: no /sys/devices/system/node (one implicit node)
     devices: tuple[PciDevice, ...] = ()
     cxl: CxlTopology = CxlTopology()
-    memory_tiers: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    memory_tiers: Mapping[int, tuple[int, ...]] = EMPTY_MAP
     settings: KernelSettings = KernelSettings()
     skipped: tuple[Skipped, ...] = ()
 

@@ -86,7 +86,7 @@ def read_cpus(host: Host) -> tuple[Cpu, ...]:
 
 
 def _with_core(cpu: Cpu, core: int | None) -> Cpu:
-    return Cpu(cpu.id, cpu.online, cpu.package, core, cpu.die, cpu.node, cpu.siblings, cpu.core_type)
+    return cpu._replace(core=core)
 
 
 def _is_online(host: Host, base: str, cpu: int, online_list: frozenset[int] | None) -> bool:

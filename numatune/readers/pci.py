@@ -7,9 +7,8 @@ AMD KFD topology. A device whose numa_node is -1 gets an *inferred* node, marked
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import replace
-from pathlib import Path
 
 from numatune.errors import ParseError
 from numatune.host import Host
@@ -61,7 +60,7 @@ def parse_nvidia_information(text: str) -> NvidiaGpuInfo:
 
 
 def read_pci_devices(
-    host: Host, nodes: tuple[NumaNode, ...], pci_ids: Path | None = None
+    host: Host, nodes: tuple[NumaNode, ...], pci_ids: str | None = None
 ) -> tuple[tuple[PciDevice, ...], list[Skipped]]:
     skipped: list[Skipped] = []
     class_links = _class_device_names(host)
@@ -170,7 +169,7 @@ def _infer_node(
     if local and local != all_cpus and len(nodes) > 1:
         candidates = [n.id for n in nodes if n.cpus and local <= set(n.cpus)]
         if len(candidates) == 1:
-            return replace(dev, inferred_node=candidates[0], inferred_from="local_cpulist")
+            return dev._replace(inferred_node=candidates[0], inferred_from="local_cpulist")
     # Walk up the hierarchy: a bridge above may carry the _PXM the function lacks.
     parts = dev.path.split("/")
     for i in range(len(parts) - 1, 0, -1):
@@ -182,7 +181,7 @@ def _infer_node(
             value = host.read_int(f"{parent}/numa_node")
             node = value if value is not None and value >= 0 else None
         if node is not None:
-            return replace(dev, inferred_node=node, inferred_from="upstream bridge")
+            return dev._replace(inferred_node=node, inferred_from="upstream bridge")
     return dev
 
 
@@ -226,9 +225,7 @@ def _merge_kfd(host: Host, devices: list[PciDevice], nodes: tuple[NumaNode, ...]
                 break
         if bdf in by_bdf:
             dev = devices[by_bdf[bdf]]
-            devices[by_bdf[bdf]] = replace(
-                dev,
-                amd_kfd_node=kid,
+            devices[by_bdf[bdf]] = dev._replace(amd_kfd_node=kid,
                 inferred_node=dev.inferred_node if dev.numa_node is not None or home is None else home,
                 inferred_from=dev.inferred_from if dev.numa_node is not None or home is None else "kfd io_link",
             )
@@ -250,15 +247,16 @@ def _merge_kfd(host: Host, devices: list[PciDevice], nodes: tuple[NumaNode, ...]
     return devices
 
 
-def _name_devices(devices: list[PciDevice], pci_ids: Path) -> list[PciDevice]:
+def _name_devices(devices: list[PciDevice], pci_ids: str) -> list[PciDevice]:
     try:
-        db = pci_ids.read_bytes()
+        with open(pci_ids, "rb") as fh:
+            db = fh.read()
     except OSError:
         return devices
     out = []
     for d in devices:
         vendor_name, device_name = lookup_pci_ids(db, d.vendor_id, d.device_id)
-        out.append(replace(d, vendor_name=vendor_name, device_name=device_name))
+        out.append(d._replace(vendor_name=vendor_name, device_name=device_name))
     return out
 
 
@@ -284,10 +282,9 @@ def lookup_pci_ids(db: bytes, vendor: int | None, device: int | None) -> tuple[s
     return vendor_name, db[pos + len(dkey) : end].decode("utf-8", "replace").strip()
 
 
-def find_pci_ids() -> Path | None:
+def find_pci_ids() -> str | None:
     """The local pci.ids database (pciutils/hwdata), if installed."""
     for candidate in ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids"):
-        p = Path(candidate)
-        if p.is_file():
-            return p
+        if os.path.isfile(candidate):
+            return candidate
     return None

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from pathlib import Path
-
 from numatune.host import Host
 from numatune.model.findings import Skipped
 from numatune.model.topology import CxlTopology, NumaNode, PciDevice, Topology
@@ -15,7 +12,7 @@ from numatune.readers.pci import NVIDIA_GPUS, read_pci_devices
 from numatune.readers.settings import read_settings
 
 
-def read_topology(host: Host, *, pci_ids: Path | None = None, devices: bool = True) -> Topology:
+def read_topology(host: Host, *, pci_ids: str | None = None, devices: bool = True) -> Topology:
     """Read everything `inspect` reports. `devices=False` skips PCI and CXL (launch's fast path)."""
     skipped: list[Skipped] = []
     if not host.is_dir("/sys/devices/system/cpu"):
@@ -25,7 +22,7 @@ def read_topology(host: Host, *, pci_ids: Path | None = None, devices: bool = Tr
     nodes, numa_kernel, node_skipped = read_nodes(host, {c.id for c in cpus}, summary.online)
     skipped += node_skipped
     node_of = {cpu: n.id for n in nodes for cpu in n.cpus}
-    cpus = tuple(replace(c, node=node_of.get(c.id)) for c in cpus)
+    cpus = tuple(c._replace(node=node_of.get(c.id)) for c in cpus)
     pci: tuple[PciDevice, ...] = ()
     cxl = CxlTopology()
     if devices:
@@ -63,7 +60,7 @@ def classify_nodes(
         initiators = {i for e in n.hmat for i in e.initiators}
         local_bw = max((own_bw.get(i, 0) for i in initiators), default=0)
         kind, why = _kind_of(n, gpu_nodes, dax_by_node.get(n.id, []), local_bw)
-        out.append(replace(n, kind=kind, kind_evidence=why))
+        out.append(n._replace(kind=kind, kind_evidence=why))
     return tuple(out)
 
 

@@ -111,11 +111,11 @@ def test_slow_tier_asked_for_by_weighted_interleave_is_ok(tiers):
 
 
 def test_remote_dram_and_slow_tier_are_separate(tiers):
-    p = proc(maps(N0=500, N1=250, N4=250), [0], [0, 1])
+    p = proc(maps(N0=500, N1=250, N6=250), [0], [0, 1])  # node 6: PMem (kmem DAX); node 4 is HBM
     loc = judge(p, tiers).locality
     assert loc.remote_ratio == pytest.approx(0.25) and loc.slow_tier_ratio == pytest.approx(0.25)
     assert loc.verdict == "misplaced"
-    assert loc.fix.migratepages == "migratepages 1000 1,4 0"
+    assert loc.fix.migratepages == "migratepages 1000 1,6 0"
 
 
 def test_access_counters_sources(two_socket):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -131,9 +130,9 @@ def test_gpus_per_node(topo_of):
     assert [f.subject for f in r.findings] == ["node 0", "node 8"]
     assert r.findings[0].message.startswith("node 0 has 3 GPU(s), expected 4 (0004:05:00.0, ")
     # A GPU whose node nobody knows cannot count for any node.
-    unknown = tuple(dataclasses.replace(g, inferred_node=None) if g.bdf == "0035:05:00.0" else g
+    unknown = tuple(g._replace(inferred_node=None) if g.bdf == "0035:05:00.0" else g
                     for g in topo.devices)
-    (r,) = evaluate_policy(parse_policy({"expect": {"gpus_per_node": 3}}), dataclasses.replace(topo, devices=unknown))
+    (r,) = evaluate_policy(parse_policy({"expect": {"gpus_per_node": 3}}), topo._replace(devices=unknown))
     assert [f.subject for f in r.findings] == ["node 8", "gpus"]
     assert "0035:05:00.0" in r.findings[1].message
 
@@ -169,10 +168,10 @@ def test_memory_per_node(topo_of):
 def _with_cxl(topo, tier_of_cxl):
     """The fakeheteromemtiers tree with its CPU-less nodes marked CXL and placed in a tier."""
     nodes = tuple(
-        n if n.cpus else dataclasses.replace(n, kind="cxl", tier=tier_of_cxl) for n in topo.nodes
+        n if n.cpus else n._replace(kind="cxl", tier=tier_of_cxl) for n in topo.nodes
     )
-    nodes = tuple(dataclasses.replace(n, tier=4) if n.cpus else n for n in nodes)
-    return dataclasses.replace(topo, nodes=nodes)
+    nodes = tuple(n._replace(tier=4) if n.cpus else n for n in nodes)
+    return topo._replace(nodes=nodes)
 
 
 def test_cxl_capacity_and_tier(topo_of):
@@ -195,9 +194,10 @@ def test_cxl_capacity_and_tier(topo_of):
 
 def test_kernel_settings(topo_of):
     topo = topo_of("memorysidecaches")
-    topo = dataclasses.replace(topo, settings=dataclasses.replace(
-        topo.settings, release="5.3.0-rc7", numa_balancing=1, transparent_hugepage="never", zone_reclaim_mode=0,
-        demotion_enabled=None))
+    settings = topo.settings._replace(
+        release="5.3.0-rc7", numa_balancing=1, transparent_hugepage="never", zone_reclaim_mode=0, demotion_enabled=None
+    )
+    topo = topo._replace(settings=settings)
     policy = parse_policy({"kernel": {"min_version": "5.15", "numa_balancing": 0,
                                       "transparent_hugepage": ["madvise", "always"], "zone_reclaim_mode": 0,
                                       "demotion_enabled": True}})
@@ -227,8 +227,8 @@ def test_irq_on_rank_cores(topo_of):
     if not local:
         assert evaluate_policy(policy, topo)[0].skipped == "no NIC is local to a GPU on this node"
         # Make the NIC local: same node as the GPU.
-        devices = tuple(dataclasses.replace(d, numa_node=0) for d in topo.devices)
-        topo = dataclasses.replace(topo, devices=devices)
+        devices = tuple(d._replace(numa_node=0) for d in topo.devices)
+        topo = topo._replace(devices=devices)
         local = gpu_local_nics(topo)
     (nic,) = local
     facts = PolicyFacts(irqs=(
