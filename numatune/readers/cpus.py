@@ -21,6 +21,8 @@ def parse_cpuinfo_model(text: str) -> tuple[str | None, str | None]:
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if not sep:
+            if fields and not line.strip() and "model name" in fields:
+                break  # the first processor's block names the model; 480 more blocks would say it again
             continue
         key = key.strip().lower()
         if key and key not in fields:
@@ -44,6 +46,7 @@ def read_cpus(host: Host) -> tuple[Cpu, ...]:
     core_types = _hybrid_core_types(host)
     seen_siblings: dict[int, tuple[int, ...]] = {}
     package_of: dict[int, int | None] = {}
+    pkg_list = "package_cpus_list"
     cpus = []
     for cpu in ids:
         base = f"{CPU_DIR}/cpu{cpu}"
@@ -63,9 +66,10 @@ def read_cpus(host: Host) -> tuple[Cpu, ...]:
         package = package_of.get(cpu) if cpu in package_of else None
         if cpu not in package_of:
             package = host.read_int(f"{topo}/physical_package_id")
-            pkg_cpus = host.read_cpulist(f"{topo}/package_cpus_list") or host.read_cpulist(
-                f"{topo}/core_siblings_list"
-            )
+            pkg_cpus = host.read_cpulist(f"{topo}/{pkg_list}") if pkg_list else None
+            if pkg_cpus is None and pkg_list == "package_cpus_list":  # before 5.x: core_siblings_list
+                pkg_list = "core_siblings_list"
+                pkg_cpus = host.read_cpulist(f"{topo}/{pkg_list}")
             for other in pkg_cpus or (cpu,):
                 package_of.setdefault(other, package)
         cpus.append(
@@ -92,11 +96,11 @@ def _with_core(cpu: Cpu, core: int | None) -> Cpu:
 def _is_online(host: Host, base: str, cpu: int, online_list: frozenset[int] | None) -> bool:
     if online_list is not None:
         return cpu in online_list
-    flag = host.read_optional(f"{base}/online")
-    if flag is not None:
-        return flag == "1"
+    entries = host.listdir(base)  # one directory read instead of two failed opens per CPU
+    if "online" in entries:
+        return host.read_optional(f"{base}/online") == "1"
     # Old kernels: no online files at all, and cpu0 never has one. An offline CPU has no topology/.
-    return cpu == 0 or host.is_dir(f"{base}/topology")
+    return cpu == 0 or "topology" in entries
 
 
 def _hybrid_core_types(host: Host) -> dict[int, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any
@@ -11,7 +10,9 @@ from typing import Any
 def to_jsonable(value: Any) -> Any:
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a model record (NamedTuple)
         return {name: to_jsonable(getattr(value, name)) for name in value._fields}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
+        import dataclasses  # only the few dataclass results (analysis) need it; keep it off the fast path
+
         fields = dataclasses.fields(value)
         return {f.name: to_jsonable(getattr(value, f.name)) for f in fields if not f.name.startswith("_")}
     if isinstance(value, Enum):
