@@ -1,0 +1,46 @@
+"""The project's promises about its documentation: every command has a man page, a README section
+and a CHANGELOG entry; the man pages render."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from numatune.cli import COMMANDS
+from tests.conftest import PROJECT
+
+README = (PROJECT / "README.md").read_text()
+CHANGELOG = " ".join((PROJECT / "CHANGELOG.md").read_text().split())
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_is_documented(command):
+    assert (PROJECT / "man" / f"numatune-{command}.1").is_file()
+    assert re.search(rf"^### .*\b{command}\b", README, re.M), f"README has no section for {command}"
+    assert f"`numatune {command}" in CHANGELOG or f"`{command}`" in CHANGELOG
+
+
+@pytest.mark.skipif(shutil.which("man") is None, reason="man is not installed")
+@pytest.mark.parametrize("page", sorted(p.name for p in (PROJECT / "man").glob("*.1")))
+def test_man_pages_render_without_warnings(page):
+    done = subprocess.run(["man", "--warnings", "-l", str(PROJECT / "man" / page)], capture_output=True, text=True,
+                          env={"MANWIDTH": "100", "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0
+    assert done.stderr == "", done.stderr
+    assert "NAME" in done.stdout and "EXIT STATUS" in done.stdout
+
+
+def test_changelog_has_unreleased_section():
+    assert "## [Unreleased]" in (PROJECT / "CHANGELOG.md").read_text()
+
+
+def test_exit_codes_documented_once_and_match_the_enum():
+    from numatune.errors import ExitCode
+
+    page = (PROJECT / "man" / "numatune.1").read_text()
+    for code in ExitCode:
+        assert f".B {int(code)}\n" in page, code
+        assert f"| {int(code)} |" in README, code
