@@ -168,22 +168,19 @@ class Host:
             raise ParseError(logical, f"expected an integer, got {text[:40]!r}") from exc
 
     def read_cpulist(self, logical: str) -> frozenset[int] | None:
-        text = self.read_optional(logical)
-        if text is None:
-            return None
-        try:
-            return parse_cpulist(text)
-        except ValueError as exc:
-            raise ParseError(logical, f"not a CPU list: {text[:40]!r}") from exc
+        return self._read_parsed(logical, parse_cpulist, "a CPU list")
 
     def read_cpumask(self, logical: str) -> frozenset[int] | None:
+        return self._read_parsed(logical, parse_cpumask, "a CPU mask")
+
+    def _read_parsed(self, logical: str, parse, what: str) -> frozenset[int] | None:  # noqa: ANN001
         text = self.read_optional(logical)
         if text is None:
             return None
         try:
-            return parse_cpumask(text)
+            return parse(text)
         except ValueError as exc:
-            raise ParseError(logical, f"not a CPU mask: {text[:40]!r}") from exc
+            raise ParseError(logical, f"not {what}: {text[:40]!r}") from exc
 
     # -- writing (irq apply only) -------------------------------------------------------------
     def write_text(self, logical: str, text: str) -> None:
