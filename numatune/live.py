@@ -1,25 +1,58 @@
-"""Optional enrichment for live runs only (root "/"): py-cpuinfo's brand string.
+"""Optional enrichment for live runs only (root "/"): py-cpuinfo and pyudev.
 
-psutil, pyudev and py-cpuinfo cannot read a saved root, so no reader depends on them; their absence
-or failure never breaks a report. Imported lazily by the CLI, never on the JSON fast path of a
-saved tree.
+Neither can read a saved root (py-cpuinfo shells out to the live /proc, pyudev's sysfs is fixed
+at /sys), so no reader depends on them: they only fill gaps on the live
+node, they are imported lazily, and their absence or failure leaves the report as it was.
 """
 
 from __future__ import annotations
 
-from numatune.model.topology import Topology
+from collections.abc import Callable
+
+from numatune.model.topology import PciDevice, Topology
 
 
-def enrich_topology(topo: Topology) -> Topology:
-    """Fill the CPU model from py-cpuinfo when /proc/cpuinfo gave none (e.g. arm64)."""
-    if topo.cpu.model and not topo.cpu.model.startswith("ARM implementer"):
+def enrich_topology(topo: Topology, *, cpu_brand: Callable[[], str | None] | None = None,
+                    udev_names: Callable[[str], tuple[str | None, str | None]] | None = None) -> Topology:
+    """Fill what the kernel files left empty: the CPU brand (arm64 /proc/cpuinfo names none) and
+    device names from udev's hardware database when no pci.ids file is installed."""
+    if not topo.live:
         return topo
+    if not topo.cpu.model or topo.cpu.model.startswith("ARM implementer"):
+        brand = _safely(cpu_brand or _cpuinfo_brand)
+        if brand:
+            topo = topo._replace(cpu=topo.cpu._replace(model=brand, model_source="py-cpuinfo"))
+    unnamed = [d for d in topo.devices if d.path and d.vendor_name is None]
+    if unnamed:
+        lookup = udev_names or _udev_names
+        devices = tuple(_named(d, lookup) if d in unnamed else d for d in topo.devices)
+        topo = topo._replace(devices=devices)
+    return topo
+
+
+def _named(dev: PciDevice, lookup: Callable[[str], tuple[str | None, str | None]]) -> PciDevice:
+    names = _safely(lambda: lookup(dev.path))
+    if not names or not any(names):
+        return dev
+    return dev._replace(vendor_name=names[0], device_name=names[1])
+
+
+def _safely(func: Callable[[], object]):  # noqa: ANN202 - any optional value
     try:
-        import cpuinfo  # py-cpuinfo
+        return func()
+    except Exception:  # noqa: BLE001 - enrichment must never break a report
+        return None
 
-        brand = cpuinfo.get_cpu_info().get("brand_raw")
-    except Exception:  # noqa: BLE001 - enrichment only; any failure leaves the report as it was
-        return topo
-    if not brand:
-        return topo
-    return topo._replace(cpu=topo.cpu._replace(model=brand, model_source="py-cpuinfo"))
+
+def _cpuinfo_brand() -> str | None:
+    import cpuinfo  # py-cpuinfo
+
+    return cpuinfo.get_cpu_info().get("brand_raw") or None
+
+
+def _udev_names(sys_path: str) -> tuple[str | None, str | None]:
+    import pyudev
+
+    device = pyudev.Devices.from_sys_path(pyudev.Context(), sys_path)
+    props = device.properties
+    return props.get("ID_VENDOR_FROM_DATABASE"), props.get("ID_MODEL_FROM_DATABASE")

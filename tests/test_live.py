@@ -1,0 +1,35 @@
+"""Live-only enrichment: used on the live node, never on a saved root, and never fatal."""
+
+from __future__ import annotations
+
+from numatune.host import Host
+from numatune.live import enrich_topology
+from numatune.readers.topology import read_topology
+from tests.conftest import fixture_root
+
+
+def test_saved_root_is_never_enriched():
+    topo = read_topology(Host.open(fixture_root("128arm-2pa2n8cluster4co")))
+    called = []
+    out = enrich_topology(topo, cpu_brand=lambda: called.append(1) or "X")
+    assert out is topo and not called
+
+
+def test_live_fills_gaps_and_survives_failures():
+    topo = read_topology(Host.open("/"))
+    topo = topo._replace(cpu=topo.cpu._replace(model=None))
+
+    def broken(_path):
+        raise RuntimeError("udev is not running")
+
+    out = enrich_topology(topo, cpu_brand=lambda: "Brand X", udev_names=broken)
+    assert out.cpu.model == "Brand X" and out.cpu.model_source == "py-cpuinfo"
+    assert [d.vendor_name for d in out.devices] == [d.vendor_name for d in topo.devices]
+    named = enrich_topology(topo, cpu_brand=lambda: None, udev_names=lambda p: ("Vendor", "Model"))
+    assert all(d.vendor_name == "Vendor" for d in named.devices if d.path)
+    assert named.cpu.model is None  # a failed or empty brand leaves the field unknown, not invented
+
+
+def test_real_libraries_do_not_raise():
+    topo = read_topology(Host.open("/"))
+    enrich_topology(topo)  # real py-cpuinfo and pyudev (udev may not run here): must not raise
