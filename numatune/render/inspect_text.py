@@ -98,7 +98,7 @@ def _nodes_table(topo: Topology) -> Table:
 
 def _distance_table(topo: Topology) -> Table:
     ids = [n.id for n in topo.nodes]
-    t = Table(title="Distances (SLIT, 10 = local)", title_justify="left")
+    t = Table(title="Distances", title_justify="left", caption="SLIT; 10 = local", caption_justify="left")
     t.add_column("node")
     for i in ids:
         t.add_column(str(i), justify="right")
