@@ -37,7 +37,7 @@ RUNS = CACHE / "runs"
 BATCH = HERE / "guest" / "batch.py"
 
 #: Seconds one boot may take, batch included (TCG, 4 vCPUs on 2 shared host cores).
-BOOT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_TIMEOUT", "420"))
+BOOT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_TIMEOUT", "540"))
 
 
 @dataclass

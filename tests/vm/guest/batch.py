@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -24,6 +25,17 @@ import vm_checks  # noqa: E402
 import vm_guest  # noqa: E402
 import vm_setup  # noqa: E402
 import vm_topology  # noqa: E402
+
+#: Seconds one check may take before it is failed (a hung numatune must not eat the boot budget).
+CHECK_TIMEOUT = int(os.environ.get("NUMATUNE_VM_CHECK_TIMEOUT", "240"))
+
+
+class CheckTimeout(vm_guest.CheckFailed):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise CheckTimeout(f"check still running after {CHECK_TIMEOUT} s: killed by the batch watchdog")
 
 
 def write(out: Path, results: dict[str, Any]) -> None:
@@ -66,13 +78,20 @@ def main() -> int:
     results["setup"]["cxl_chain"] = ctx.cxl_chain
     write(out, results)
 
+    signal.signal(signal.SIGALRM, _alarm)
     for check in vm_checks.for_topology(topo.name):
         if args.only and check.name not in args.only:
             continue
+        results["running"] = check.name
+        write(out, results)
         start = time.monotonic()
         entry: dict[str, Any]
         try:
-            details = check.func(ctx)
+            signal.alarm(CHECK_TIMEOUT)
+            try:
+                details = check.func(ctx)
+            finally:
+                signal.alarm(0)
             entry = {"status": "passed", "details": details}
         except vm_guest.CheckFailed as exc:
             entry = {"status": "failed", "details": str(exc)}
@@ -85,6 +104,7 @@ def main() -> int:
         print(f"[vm-batch] {check.name}: {entry['status']} ({entry['seconds']}s)", flush=True)
         write(out, results)
 
+    results["running"] = None
     results["finished"] = True
     results["env"]["uptime_end"] = vm_guest.read("/proc/uptime").split()[0]
     write(out, results)

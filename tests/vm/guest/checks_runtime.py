@@ -40,12 +40,18 @@ TOUCH_MIB = 64
 TOUCHER = Path(__file__).with_name("toucher.py")
 
 
+_HELP: dict[str, str] = {}
+
+
 def _require(sub: str) -> str:
-    """Help text of a numatune subcommand; fails the check when it does not exist yet."""
-    res = numatune(*sub.split(), "--help", timeout=120)
-    if res.returncode != 0:
-        raise NotImplementedYet(f"`numatune {sub}` is not available (yet):\n{res.summary(600)}")
-    return res.stdout
+    """Help text of a numatune subcommand (cached: a start costs seconds in TCG); fails the
+    check when the subcommand does not exist yet."""
+    if sub not in _HELP:
+        res = numatune(*sub.split(), "--help", timeout=120)
+        if res.returncode != 0:
+            raise NotImplementedYet(f"`numatune {sub}` is not available (yet):\n{res.summary(600)}")
+        _HELP[sub] = res.stdout
+    return _HELP[sub]
 
 
 def _numastat_mb(pid: int) -> dict[int, float]:
@@ -76,19 +82,21 @@ class Launched:
     ready: Path
     report: dict[str, Any] | None = None
     error: str | None = None
+    stderr: str = ""
 
     def finish(self) -> None:
         """Wait for the report (or the launcher's exit) and fill report/error."""
-        wait_for(lambda: self.ready.exists() or self.proc.poll() is not None, timeout=240)
+        wait_for(lambda: self.ready.exists() or self.proc.poll() is not None, timeout=150)
         if self.ready.exists():
             self.report = json.loads(self.ready.read_text())
             return
         if self.proc.poll() is None:
             stop(self.proc)
         out, err = self.proc.communicate()
+        self.stderr = err.decode(errors="replace")
         self.error = (f"$ {' '.join(self.argv)}\n-> rc={self.proc.returncode}, the child never reported\n"
                       f"stdout: {out.decode(errors='replace')[-600:]}\n"
-                      f"stderr: {err.decode(errors='replace')[-1500:]}")
+                      f"stderr: {self.stderr[-1500:]}")
 
     def require(self) -> dict[str, Any]:
         if self.report is None:
@@ -102,7 +110,7 @@ def _start_launch(label: str, args: list[str], out: Path, stay: bool = False) ->
     ready.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "numatune", "launch", "-q", *args, "--",
             sys.executable, str(TOUCHER), str(TOUCH_MIB), str(ready), *([] if stay else ["--exit"])]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     return Launched(label, argv, proc, ready)
 
 
@@ -230,7 +238,7 @@ def launch_mem_policies(ctx: Context) -> dict[str, Any]:
         if launched.proc.poll() is None:
             launched.proc.wait(timeout=60)
         if case.refuse:
-            err = (launched.error or "") + (launched.proc.stderr.read().decode() if launched.proc.stderr else "")
+            err = launched.error or ""
             if launched.report is not None or launched.proc.returncode != 7 or case.refuse not in err:
                 problems.append(f"{name}: expected a refusal (exit 7, {case.refuse!r}), got rc="
                                 f"{launched.proc.returncode} report={launched.report} {err[-400:]}")
@@ -454,14 +462,15 @@ def irq_apply_restore(ctx: Context) -> dict[str, Any]:
         if not rnd.after[irq] or not set(rnd.after[irq]) <= node1:
             problems.append(f"IRQ {irq} ({rnd.nic}) smp_affinity_list after apply {rnd.after[irq]}, "
                             f"want within {sorted(node1)}")
-        if not set(rnd.effective_after[irq]) <= node1:
-            problems.append(f"IRQ {irq} effective_affinity_list after apply {rnd.effective_after[irq]}")
+        # effective_affinity_list is not checked: on x86 without interrupt remapping an MSI moves
+        # only when it next fires, and the NIC has no link partner, so its RX vector may never fire.
         if rnd.restored[irq] != rnd.before[irq]:
             problems.append(f"IRQ {irq} after restore {rnd.restored[irq]}, was {rnd.before[irq]}")
     if problems:
         raise CheckFailed("\n".join(problems) + f"\napply: {json.dumps(rnd.apply)[:1500]}"
                           f"\nrestore: {json.dumps(rnd.restore)[:800]}")
-    return {"nic": rnd.nic, "before": rnd.before, "after": rnd.after, "applied": rnd.apply.get("applied")}
+    return {"nic": rnd.nic, "before": rnd.before, "after": rnd.after, "effective_after": rnd.effective_after,
+            "applied": rnd.apply.get("applied")}
 
 
 @check("two-socket")

@@ -76,7 +76,8 @@ class Run:
 def run(argv: list[str], timeout: float = 120, check: bool = False, **kw: Any) -> Run:
     start = time.monotonic()
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, **kw)
         res = Run(argv, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
     except subprocess.TimeoutExpired as exc:
         res = Run(argv, -9, _text(exc.stdout), _text(exc.stderr) + f"\n(timeout {timeout}s)", timeout)
@@ -176,7 +177,7 @@ def spawn_toucher(argv_prefix: list[str], mib: int, ready: Path) -> subprocess.P
     ready.unlink(missing_ok=True)
     toucher = Path(__file__).with_name("toucher.py")
     proc = subprocess.Popen([*argv_prefix, sys.executable, str(toucher), str(mib), str(ready)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if not wait_for(lambda: ready.exists() or proc.poll() is not None, timeout=120):
         proc.kill()
         raise CheckFailed(f"toucher under {argv_prefix} did not get ready in 120 s")
