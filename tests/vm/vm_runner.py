@@ -36,6 +36,13 @@ CACHE = Path(os.environ.get("NUMATUNE_VM_CACHE", HERE / ".cache"))
 RUNS = CACHE / "runs"
 BATCH = HERE / "guest" / "batch.py"
 
+#: Modules the guest never needs; udev would load them at boot, which costs seconds under TCG
+#: (AHCI probes the q35 CD-ROM, kvm/edac/watchdog/cpufreq drivers probe the emulated CPU).
+GUEST_MODULE_BLACKLIST = (
+    "kvm_amd,kvm_intel,kvm,ahci,sr_mod,cdrom,iTCO_wdt,iTCO_vendor_support,i2c_i801,lpc_ich,"
+    "powernow_k8,pcspkr,amd64_edac,edac_mce_amd,joydev,evdev,sg,serio_raw"
+)
+
 #: Seconds one boot may take, batch included (TCG, 4 vCPUs on 2 shared host cores).
 BOOT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_TIMEOUT", "540"))
 
@@ -167,7 +174,7 @@ def vng_command(env: Environment, topo: vm_topology.Topology, run_dir: Path,
     ]
     if env.accel != "kvm":
         cmd.append("--disable-kvm")
-    for a in topo.append:
+    for a in (*topo.append, f"module_blacklist={GUEST_MODULE_BLACKLIST}"):
         cmd.append(f"--append={a}")
     cmd.append("--exec=" + guest_command(topo, run_dir, extra_batch_args))
     return cmd

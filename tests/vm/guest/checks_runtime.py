@@ -114,14 +114,6 @@ def _start_launch(label: str, args: list[str], out: Path, stay: bool = False) ->
     return Launched(label, argv, proc, ready)
 
 
-def _launch(label: str, args: list[str], out: Path, stay: bool = False) -> Launched:
-    launched = _start_launch(label, args, out, stay)
-    launched.finish()
-    if not stay and launched.proc.poll() is None:
-        launched.proc.wait(timeout=60)
-    return launched
-
-
 def _node1_cpus(ctx: Context) -> list[int]:
     return list(ctx.topo.node(1).cpus)
 
@@ -134,48 +126,6 @@ def _placement_problems(rep: dict[str, Any], cpus: list[int], mem_nodes: set[int
         problems.append(f"touched memory not on node(s) {sorted(mem_nodes)}: {rep['bytes_by_node']} "
                         f"(numa_maps policy {rep['policy']!r})")
     return problems
-
-
-# --------------------------------------------------------------------------------------------
-# 2. launch
-
-
-@check()
-def launch_node1_binds(ctx: Context) -> dict[str, Any]:
-    """`numatune launch --node 1 -- child`: the child runs on CPUs 2-3 with its memory on node 1."""
-    _require("launch")
-    launched = _launch("node1", ["--node", "1"], ctx.out, stay=True)
-    try:
-        rep = launched.require()
-        status = read(f"/proc/{rep['pid']}/status")
-        numastat = _numastat_mb(rep["pid"])
-    finally:
-        stop(launched.proc)
-    problems = _placement_problems(rep, _node1_cpus(ctx), {1})
-    allowed = re.search(r"Cpus_allowed_list:\s*(\S+)", status)
-    if not allowed or parse_cpulist(allowed[1]) != _node1_cpus(ctx):
-        problems.append(f"/proc/PID/status Cpus_allowed_list {allowed[1] if allowed else None!r}")
-    if not rep["policy"].startswith("bind:1"):
-        problems.append(f"numa_maps policy {rep['policy']!r}, expected bind:1")
-    if numastat.get(1, 0.0) < 0.8 * sum(numastat.values()):
-        problems.append(f"numastat -p: most memory not on node 1: {numastat}")
-    if problems:
-        raise CheckFailed("\n".join(problems) + f"\nreport: {rep}")
-    return {"report": rep, "numastat_mb": numastat}
-
-
-@check()
-def launch_near_device(ctx: Context) -> dict[str, Any]:
-    """A rank whose device (the NIC, by BDF via --gpu) sits on node 1 gets node 1's CPUs and memory."""
-    _require("launch")
-    nic = ctx.node1_nic()
-    bdf = Path(f"/sys/class/net/{nic}/device").resolve().name
-    launched = _launch("near", ["--gpu", bdf], ctx.out)
-    rep = launched.require()
-    problems = _placement_problems(rep, _node1_cpus(ctx), {1})
-    if problems:
-        raise CheckFailed(f"launch --gpu {bdf} ({nic}):\n" + "\n".join(problems))
-    return {"bdf": bdf, "nic": nic, "report": rep}
 
 
 @dataclass
@@ -226,17 +176,155 @@ def _policy_choices(help_text: str) -> list[str]:
     return [c.strip() for c in m[1].split("|")]
 
 
+# --------------------------------------------------------------------------------------------
+# The workload round: every launch and every audited process of this boot is started at once
+# (numatune starts overlap), the audit is one call over all of them, then everything stops.
+# The launch and audit checks below only read their part of the round.
+
+
+@dataclass
+class Round:
+    launched: dict[str, Launched] = field(default_factory=dict)
+    cases: dict[str, PolicyCase] = field(default_factory=dict)
+    touchers: dict[str, int] = field(default_factory=dict)  # audit role -> pid (numactl-started)
+    numastat: dict[int, float] = field(default_factory=dict)
+    status_node1: str = ""
+    audit: dict[str, dict[str, Any]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def _round(ctx: Context) -> Round:
+    cached = getattr(ctx, "_round", None)
+    if cached is not None:
+        return cached
+    rnd = Round()
+    ctx._round = rnd  # type: ignore[attr-defined]
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        _fill_round(ctx, rnd, procs)
+    finally:
+        for launched in rnd.launched.values():
+            stop(launched.proc)
+        for p in procs:
+            stop(p)
+    return rnd
+
+
+def _fill_round(ctx: Context, rnd: Round, procs: list[subprocess.Popen[bytes]]) -> None:
+    out = ctx.out
+    help_text = _require("launch")
+    cxl = ctx.cxl_chain["node"] if ctx.cxl_chain and ctx.cxl_chain.get("node", -1) >= 0 else None
+    # Long-lived: node1 (for numastat -p and the "launched is local" audit).
+    starts: list[tuple[str, list[str], bool]] = [("node1", ["--node", "1"], True)]
+    try:
+        nic = ctx.node1_nic()
+        if ctx.topo.cxl is None:  # launch_near_device runs on two-socket only
+            starts.append(("near", ["--gpu", Path(f"/sys/class/net/{nic}/device").resolve().name], False))
+    except CheckFailed as exc:
+        rnd.errors["near"] = str(exc)
+    if cxl is not None:
+        starts.append(("cxl-bind", ["--node", "1", "--mem-policy", "bind", "--mem-nodes", str(cxl)], False))
+        starts.append(("cxl-weighted", ["--node", "1", "--mem-policy", "weighted", "--mem-nodes", f"1,{cxl}"],
+                       False))
+    try:
+        rnd.cases = _policy_cases(ctx, _policy_choices(help_text))
+    except CheckFailed as exc:
+        rnd.errors["policies"] = str(exc)
+    starts += [(f"policy-{name}", case.args, False) for name, case in rnd.cases.items()]
+    for label, args, stay in starts:
+        rnd.launched[label] = _start_launch(label, args, out, stay=stay)
+    roles = [("remote", ["numactl", "--cpunodebind=0", "--membind=1"])]
+    if cxl is not None:
+        roles.append(("slow", ["numactl", "--cpunodebind=1", f"--membind={cxl}"]))
+    elif ctx.topo.cxl:
+        rnd.errors["slow"] = f"no CXL node: {ctx.cxl_error}"
+    for role, prefix in roles:
+        ready = out / f"audit-{role}.json"
+        try:
+            procs.append(spawn_toucher(prefix, TOUCH_MIB, ready))
+            rnd.touchers[role] = json.loads(ready.read_text())["pid"]
+        except CheckFailed as exc:
+            rnd.errors[role] = str(exc)
+    for launched in rnd.launched.values():
+        launched.finish()
+    node1 = rnd.launched["node1"].report
+    if node1:
+        rnd.status_node1 = read(f"/proc/{node1['pid']}/status", "")
+        try:
+            rnd.numastat = _numastat_mb(node1["pid"])
+        except CheckFailed as exc:
+            rnd.errors["numastat"] = str(exc)
+    pids = dict(rnd.touchers)
+    if node1:
+        pids["local"] = node1["pid"]
+    if not pids:
+        return
+    try:
+        data = numatune_json("audit", *map(str, pids.values()), "--json", ok_codes=(0, 1))
+    except CheckFailed as exc:
+        for role in pids:
+            rnd.errors.setdefault(f"audit-{role}", str(exc))
+        return
+    by_pid = {p.get("pid"): p for p in data.get("processes", [])}
+    for role, pid in pids.items():
+        if pid in by_pid:
+            rnd.audit[role] = by_pid[pid]
+        else:
+            rnd.errors[f"audit-{role}"] = f"audit --json has no entry for pid {pid}: {json.dumps(data)[:1200]}"
+
+
+def _report(ctx: Context, label: str) -> dict[str, Any]:
+    rnd = _round(ctx)
+    if label in rnd.errors:
+        raise CheckFailed(rnd.errors[label])
+    if label not in rnd.launched:
+        raise CheckFailed(f"launch {label!r} was not started: {rnd.errors}")
+    return rnd.launched[label].require()
+
+
+# --------------------------------------------------------------------------------------------
+# 2. launch
+
+
+@check("two-socket")
+def launch_node1_binds(ctx: Context) -> dict[str, Any]:
+    """`numatune launch --node 1 -- child`: the child runs on CPUs 2-3 with its memory on node 1."""
+    rep = _report(ctx, "node1")
+    rnd = _round(ctx)
+    problems = _placement_problems(rep, _node1_cpus(ctx), {1})
+    allowed = re.search(r"Cpus_allowed_list:\s*(\S+)", rnd.status_node1)
+    if not allowed or parse_cpulist(allowed[1]) != _node1_cpus(ctx):
+        problems.append(f"/proc/PID/status Cpus_allowed_list {allowed[1] if allowed else None!r}")
+    if not rep["policy"].startswith("bind:1"):
+        problems.append(f"numa_maps policy {rep['policy']!r}, expected bind:1")
+    if "numastat" in rnd.errors:
+        problems.append(rnd.errors["numastat"])
+    elif rnd.numastat.get(1, 0.0) < 0.8 * sum(rnd.numastat.values()):
+        problems.append(f"numastat -p: most memory not on node 1: {rnd.numastat}")
+    if problems:
+        raise CheckFailed("\n".join(problems) + f"\nreport: {rep}")
+    return {"report": rep, "numastat_mb": rnd.numastat}
+
+
+@check("two-socket")
+def launch_near_device(ctx: Context) -> dict[str, Any]:
+    """A rank whose device (the NIC, by BDF via --gpu) sits on node 1 gets node 1's CPUs and memory."""
+    rep = _report(ctx, "near")
+    problems = _placement_problems(rep, _node1_cpus(ctx), {1})
+    if problems:
+        raise CheckFailed(f"{' '.join(_round(ctx).launched['near'].argv)}:\n" + "\n".join(problems))
+    return {"argv": _round(ctx).launched["near"].argv[3:7], "report": rep}
+
+
 @check()
 def launch_mem_policies(ctx: Context) -> dict[str, Any]:
     """Every --mem-policy choice of launch shows up as that policy in the child's numa_maps and placement."""
-    cases = _policy_cases(ctx, _policy_choices(_require("launch")))
-    started = {name: _start_launch(f"policy-{name}", case.args, ctx.out) for name, case in cases.items()}
+    rnd = _round(ctx)
+    if "policies" in rnd.errors:
+        raise CheckFailed(rnd.errors["policies"])
     seen, problems = {}, []
-    for name, launched in started.items():
-        case = cases[name]
-        launched.finish()
-        if launched.proc.poll() is None:
-            launched.proc.wait(timeout=60)
+    for name, case in rnd.cases.items():
+        launched = rnd.launched[f"policy-{name}"]
         if case.refuse:
             err = launched.error or ""
             if launched.report is not None or launched.proc.returncode != 7 or case.refuse not in err:
@@ -265,18 +353,12 @@ def launch_mem_policies(ctx: Context) -> dict[str, Any]:
 @check("cxl")
 def launch_cxl_policy(ctx: Context) -> dict[str, Any]:
     """launch puts memory on the CXL node: bind to it, and weighted interleave over node 1 + CXL."""
-    _require("launch")
     cxl = ctx.cxl_node()
-    bind = _start_launch("cxl-bind", ["--node", "1", "--mem-policy", "bind", "--mem-nodes", str(cxl)], ctx.out)
-    weighted = _start_launch("cxl-weighted", ["--node", "1", "--mem-policy", "weighted", "--mem-nodes", f"1,{cxl}"],
-                             ctx.out)
-    bind.finish()
-    weighted.finish()
     problems = []
-    b = bind.require()
+    b = _report(ctx, "cxl-bind")
     if not b["policy"].startswith(f"bind:{cxl}") or _share(b["bytes_by_node"], {cxl}) < 0.95:
         problems.append(f"bind --mem-nodes {cxl}: policy {b['policy']!r}, memory {b['bytes_by_node']}")
-    w = weighted.require()
+    w = _report(ctx, "cxl-weighted")
     if not w["policy"].startswith("weighted interleave") or _share(w["bytes_by_node"], {cxl}) < 0.05:
         problems.append(f"weighted --mem-nodes 1,{cxl}: policy {w['policy']!r}, memory {w['bytes_by_node']}")
     if problems:
@@ -285,67 +367,17 @@ def launch_cxl_policy(ctx: Context) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------
-# 3. audit: every audited process is started first, then one `audit PID... --json` call
-
-
-@dataclass
-class AuditRound:
-    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-
-
-def _audit_round(ctx: Context) -> AuditRound:
-    cached = getattr(ctx, "_audit_round", None)
-    if cached is not None:
-        return cached
-    rnd = AuditRound()
-    ctx._audit_round = rnd  # type: ignore[attr-defined]
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    pids: dict[str, int] = {}
-    roles: list[tuple[str, list[str]]] = [("remote", ["numactl", "--cpunodebind=0", "--membind=1"])]
-    if ctx.topo.cxl:
-        try:
-            roles.append(("slow", ["numactl", "--cpunodebind=1", f"--membind={ctx.cxl_node()}"]))
-        except CheckFailed as exc:
-            rnd.errors["slow"] = str(exc)
-    for role, prefix in roles:
-        ready = ctx.out / f"audit-{role}.json"
-        try:
-            procs[role] = spawn_toucher(prefix, TOUCH_MIB, ready)
-            pids[role] = json.loads(ready.read_text())["pid"]
-        except CheckFailed as exc:
-            rnd.errors[role] = str(exc)
-    launched = _start_launch("audit-local", ["--node", "1"], ctx.out, stay=True)
-    launched.finish()
-    if launched.report:
-        pids["local"] = launched.report["pid"]
-    else:
-        rnd.errors["local"] = launched.error or "launch failed"
-    try:
-        if pids:
-            _require("audit")
-            data = numatune_json("audit", *map(str, pids.values()), "--json", ok_codes=(0, 1))
-            by_pid = {p.get("pid"): p for p in data.get("processes", [])}
-            for role, pid in pids.items():
-                if pid in by_pid:
-                    rnd.entries[role] = by_pid[pid]
-                else:
-                    rnd.errors[role] = f"audit --json has no entry for pid {pid}: {json.dumps(data)[:1200]}"
-    except CheckFailed as exc:
-        for role in pids:
-            rnd.errors.setdefault(role, str(exc))
-    finally:
-        for p in procs.values():
-            stop(p)
-        stop(launched.proc)
-    return rnd
+# 3. audit
 
 
 def _audit_entry(ctx: Context, role: str) -> dict[str, Any]:
-    rnd = _audit_round(ctx)
-    if role not in rnd.entries:
-        raise CheckFailed(rnd.errors.get(role, f"no audit entry for the {role} process"))
-    return rnd.entries[role]
+    rnd = _round(ctx)
+    for key in (role, f"audit-{role}"):
+        if key in rnd.errors:
+            raise CheckFailed(rnd.errors[key])
+    if role not in rnd.audit:
+        raise CheckFailed(f"no audit entry for the {role} process: {rnd.errors}")
+    return rnd.audit[role]
 
 
 _AUDIT_KEYS = ("remote_ratio", "slow_tier_ratio", "memory_by_node", "home_nodes", "verdict", "fix", "reasons")
@@ -400,7 +432,6 @@ class IrqRound:
     after: dict[int, list[int]] = field(default_factory=dict)
     effective_after: dict[int, list[int]] = field(default_factory=dict)
     restored: dict[int, list[int]] = field(default_factory=dict)
-    report: dict[str, Any] = field(default_factory=dict)
     apply: dict[str, Any] = field(default_factory=dict)
     restore: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
@@ -427,7 +458,6 @@ def _irq_round(ctx: Context) -> IrqRound:
     rnd = IrqRound()
     ctx._irq_round = rnd  # type: ignore[attr-defined]
     try:
-        _require("irq")
         rnd.nic = ctx.node1_nic()
         rnd.nic_irqs = msi_irqs(rnd.nic)
         if not rnd.nic_irqs:
@@ -436,7 +466,6 @@ def _irq_round(ctx: Context) -> IrqRound:
         for irq in rnd.nic_irqs:  # a known, wrong placement: node 0's first CPU
             Path(f"/proc/irq/{irq}/smp_affinity_list").write_text("0")
         rnd.before = {i: irq_affinity(i) for i in rnd.nic_irqs + rnd.managed}
-        rnd.report = numatune_json("irq", "--json", ok_codes=(0, 1))
         saved = ctx.out / "irq-state.json"
         rnd.apply = numatune_json("irq", "apply", "--json", "--save", str(saved), ok_codes=(0, 1))
         rnd.after = {i: irq_affinity(i) for i in rnd.before}
@@ -450,7 +479,7 @@ def _irq_round(ctx: Context) -> IrqRound:
     return rnd
 
 
-@check()
+@check("two-socket")
 def irq_apply_restore(ctx: Context) -> dict[str, Any]:
     """`irq apply` moves the node-1 NIC's MSI IRQs onto node-1 CPUs in /proc/irq; `irq restore` puts them back."""
     rnd = _irq_round(ctx)
@@ -475,20 +504,17 @@ def irq_apply_restore(ctx: Context) -> dict[str, Any]:
 
 @check("two-socket")
 def irq_managed_skipped(ctx: Context) -> dict[str, Any]:
-    """The NVMe queue IRQs are kernel-managed: irq reports them managed, apply skips them, nothing moves."""
+    """The NVMe I/O queue IRQs are kernel-managed: `irq apply` reports them skipped and leaves them alone."""
     rnd = _irq_round(ctx)
     if rnd.error:
         raise CheckFailed(rnd.error)
     if not rnd.managed:
         raise CheckFailed("no NVMe MSI IRQs in the guest (harness problem: nvme device missing?)")
-    flags = {i["irq"]: i.get("managed") for d in rnd.report.get("devices", []) for i in d.get("irqs", [])}
     skipped = {s["irq"]: s["reason"] for s in rnd.apply.get("skipped", [])}
     problems = []
     # nvme0q0 is the admin queue (not managed); the I/O queue vectors nvme0qN are.
     queue_irqs = [i for i in rnd.managed if re.search(r"nvme\d+q[1-9]", _irq_actions().get(i, ""))]
     for irq in queue_irqs:
-        if flags.get(irq) is not True:
-            problems.append(f"IRQ {irq} (NVMe I/O queue) managed={flags.get(irq)!r} in `irq --json`")
         if rnd.after.get(irq) != rnd.before.get(irq):
             problems.append(f"IRQ {irq} moved by apply: {rnd.before.get(irq)} -> {rnd.after.get(irq)}")
         if "managed" not in skipped.get(irq, ""):
@@ -498,5 +524,5 @@ def irq_managed_skipped(ctx: Context) -> dict[str, Any]:
         problems.append(f"no NVMe I/O queue IRQs among {rnd.managed}")
     if problems:
         raise CheckFailed("\n".join(problems))
-    return {"nvme_irqs": rnd.managed, "skipped": skipped, "managed_flags": {i: flags.get(i) for i in queue_irqs}}
+    return {"nvme_irqs": rnd.managed, "queue_irqs": queue_irqs, "skipped": skipped}
 
