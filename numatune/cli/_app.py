@@ -36,6 +36,7 @@ class App:
             no_color=no_color,
             highlight=False,
             emoji=False,
+            markup=False,  # device names and sysfs values contain brackets ("[ConnectX-3]", "[root]")
             soft_wrap=False,
         )
 

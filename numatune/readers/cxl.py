@@ -90,7 +90,6 @@ def read_cxl(host: Host) -> CxlTopology:
             port_id = decoder.removeprefix("decoder").split(".")[0]
             if port_id in endpoint_memdev:
                 mems.append(endpoint_memdev[port_id])
-        region_dax = tuple(d.name for d in dax if d.region == name)
         regions.append(
             CxlRegion(
                 name=name,
@@ -100,11 +99,11 @@ def read_cxl(host: Host) -> CxlTopology:
                 interleave_granularity=_int_auto(host, f"{base}/interleave_granularity"),
                 targets=tuple(targets),
                 memdevs=tuple(mems),
-                dax=region_dax,
-                nodes=tuple(sorted({d.target_node for d in dax if d.region == name and d.target_node is not None})),
+                dax=(),  # filled below, once pmem regions' DAX devices are matched too
+                nodes=(),
             )
         )
-    dax = _attach_pmem_dax_to_regions(host, dax, regions, endpoint_memdev)
+    dax = _attach_pmem_dax_to_regions(host, dax, regions)
     regions = [_with_dax(r, dax) for r in regions]
     return CxlTopology(tuple(memdevs), tuple(ports), tuple(decoders), tuple(regions), tuple(dax))
 
@@ -135,7 +134,9 @@ def read_dax(host: Host) -> list[DaxDevice]:
         driver = host.link_name(f"{base}/driver")
         target = host.read_int(f"{base}/target_node")
         region = None
-        if "/ndbus" in real:
+        if "/nvdimm-bridge" in real and (m := re.search(r"/(root\d+)/nvdimm-bridge\d+/ndbus\d+/(region\d+)/", real)):
+            backing, region = "cxl-nvdimm", f"nd:{m.group(1)}/{m.group(2)}"  # resolved to a CXL region below
+        elif "/ndbus" in real:
             backing = "nvdimm"
             m = re.search(r"/ndbus\d+/(region\d+)/", real)
             region = f"nd:{m.group(1)}" if m else None
@@ -158,38 +159,35 @@ def read_dax(host: Host) -> list[DaxDevice]:
     return out
 
 
-def _attach_pmem_dax_to_regions(
-    host: Host, dax: list[DaxDevice], regions: list[CxlRegion], endpoint_memdev: dict[str, str]
-) -> list[DaxDevice]:
-    """A pmem-mode CXL region becomes an nvdimm region first; follow its mapping to the CXL memdev."""
-    region_of_memdev = {m: r.name for r in regions for m in r.memdevs}
+def _attach_pmem_dax_to_regions(host: Host, dax: list[DaxDevice], regions: list[CxlRegion]) -> list[DaxDevice]:
+    """A pmem-mode CXL region becomes an NVDIMM region on the CXL root's nvdimm-bridge first.
+
+    sysfs has no link from that NVDIMM region back to the CXL region, so match them: the NVDIMM
+    bus sits under the CXL root (`rootN/nvdimm-bridgeM/ndbusK`), and among that root's pmem regions
+    the one of the same size is it (the only one, on most machines).
+    """
+    by_root: dict[str, list[CxlRegion]] = {}
+    for r in regions:
+        real = host.resolve(f"{CXL_DEVICES}/{r.name}") or ""
+        root = next((p for p in real.split("/") if re.match(r"^root\d+$", p)), None)
+        if root and r.mode == "pmem":
+            by_root.setdefault(root, []).append(r)
     out = []
     for d in dax:
-        if d.backing == "nvdimm" and d.region and d.region.startswith("nd:"):
-            nd_region = d.region[3:]
-            for entry in host.listdir(f"{ND_DEVICES}/{nd_region}"):
-                if not re.match(r"^mapping\d+$", entry):
-                    continue
-                nmem = (host.read_optional(f"{ND_DEVICES}/{nd_region}/{entry}") or "").split(",")[0]
-                real = host.resolve(f"{ND_DEVICES}/{nmem}") if nmem else None
-                mem = next((p for p in (real or "").split("/") if re.match(r"^mem\d+$", p)), None)
-                if mem and mem in region_of_memdev:
-                    d = DaxDevice(d.name, d.target_node, d.mode, d.size, region_of_memdev[mem], "cxl")
-                    break
+        if d.backing == "cxl-nvdimm" and d.region and d.region.startswith("nd:"):
+            root, nd_region = d.region[3:].split("/")
+            candidates = by_root.get(root, [])
+            size = host.read_int(f"{ND_DEVICES}/{nd_region}/size")
+            same_size = [r for r in candidates if size is not None and r.size == size]
+            match = same_size if len(same_size) == 1 else candidates if len(candidates) == 1 else []
+            d = d._replace(region=match[0].name if match else None, backing="cxl")
         out.append(d)
     return out
 
 
 def _with_dax(region: CxlRegion, dax: list[DaxDevice]) -> CxlRegion:
     mine = [d for d in dax if d.region == region.name]
-    return CxlRegion(
-        region.name,
-        region.size,
-        region.mode,
-        region.interleave_ways,
-        region.interleave_granularity,
-        region.targets,
-        region.memdevs,
-        tuple(d.name for d in mine),
-        tuple(sorted({d.target_node for d in mine if d.target_node is not None})),
+    return region._replace(
+        dax=tuple(d.name for d in mine),
+        nodes=tuple(sorted({d.target_node for d in mine if d.target_node is not None})),
     )

@@ -53,7 +53,7 @@ def classify_nodes(
     dax_by_node: dict[int, list[str]] = {}
     for d in cxl.dax:
         if d.target_node is not None:
-            dax_by_node.setdefault(d.target_node, []).append(d.backing)
+            dax_by_node.setdefault(d.target_node, []).append("cxl" if d.backing.startswith("cxl") else d.backing)
     own_bw = {n.id: max((e.read_bandwidth_mbps or 0 for e in n.hmat), default=0) for n in nodes if n.cpus}
     out = []
     for n in nodes:
@@ -82,6 +82,12 @@ def _kind_of(
         return "hbm", f"CPU-less with HMAT bandwidth {bw} MB/s above its initiator's DRAM ({dram_bw} MB/s)"
     if "hmem" in dax_backings:
         return "unknown", "soft-reserved (hmem) memory, backing device not described"
+    slowest = max(node.hmat, key=lambda e: e.read_latency_ns or 0, default=None)
+    if slowest is not None and slowest.read_latency_ns:
+        return "unknown", (
+            f"CPU-less; HMAT: {slowest.read_latency_ns} ns, {slowest.read_bandwidth_mbps or '?'} MB/s from node(s) "
+            f"{','.join(map(str, slowest.initiators)) or '?'}; no CXL, DAX or GPU link says what it is"
+        )
     return "unknown", "CPU-less node with no evidence of its memory type"
 
 

@@ -149,3 +149,32 @@ def test_generic_initiator_and_hmat_in_both_classes(host_of, name):
     t = topo(host_of, name)
     classes = {e.access_class for n in t.nodes for e in n.hmat}
     assert classes
+
+
+# -- real-kernel trees captured by `numatune snapshot` in the VM harness (Debian 6.12 under QEMU) -------
+
+def test_vm_two_socket_nic_and_nvme_on_node_1(host_of):
+    t = topo(host_of, "vm-two-socket")
+    assert cpus_of(t) == {0: (0, 1), 1: (2, 3)}
+    assert t.node(0).distances == {0: 10, 1: 21}
+    assert t.memory_tiers == {4: (0, 1)}
+    nic = t.nics[0]
+    assert nic.numa_node == 1 and nic.local_cpus == (2, 3) and nic.netdevs
+    assert nic.host_bridge == "pci0000:40"  # the PCIe expander bridge QEMU put on node 1
+
+
+def test_vm_cxl_chain_memdev_region_dax_node(host_of):
+    t = topo(host_of, "vm-cxl")
+    assert {n.id: n.kind for n in t.nodes} == {0: "dram", 1: "dram", 2: "unknown", 3: "cxl"}
+    (mem,) = t.cxl.memdevs
+    assert mem.pci_bdf == "0000:81:00.0" and mem.numa_node == 1 and mem.pmem_size == 1 << 30
+    (region,) = t.cxl.regions
+    assert (region.memdevs, region.dax, region.nodes, region.mode) == (("mem0",), ("dax0.0",), (3,), "pmem")
+    assert {d.kind for d in t.cxl.decoders} == {"root", "switch", "endpoint"}
+    (dax,) = t.cxl.dax
+    assert (dax.target_node, dax.mode, dax.backing) == (3, "kmem", "cxl")
+    # the slow HMAT node and the CXL node sit in a lower tier than DRAM
+    assert t.memory_tiers[4] == (0, 1) and set(t.memory_tiers[22]) == {2, 3}
+    slow = t.node(2).hmat[0]
+    assert (slow.read_latency_ns, slow.read_bandwidth_mbps, slow.initiators) == (250, 20480, (0,))
+    assert any(d.kind == "cxl" and d.bdf == "0000:81:00.0" for d in t.devices)
