@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from numatune.audit_run import AuditRun, prefetch_numa_maps
 from numatune.cli._app import App
 from numatune.cli._options import format_option, resolve_format
 
@@ -15,163 +16,32 @@ def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float
     return value / 100 if value > 1 else value
 
 
-def prefetch_numa_maps(app: App, pids: tuple[int, ...]) -> tuple[object, dict[int, str]]:
-    """Start reading the PIDs' numa_maps in a thread: the kernel builds it (the slowest part of a
-    big process's audit) while this thread imports modules and reads the topology. Errors are left
-    for the normal read to report."""
-    import threading
+class _SampleBar:
+    """The --sample progress bar on stderr, drawn from the library's progress(what, elapsed, total) calls:
+    opened on the first call, closed when elapsed reaches total (or by close() on an error)."""
 
-    out: dict[int, str] = {}
-    host = app.host
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.bar = None
+        self.task = None
 
-    def work() -> None:
-        for pid in pids:
-            try:
-                out[pid] = host.read_text(f"/proc/{pid}/numa_maps")
-            except Exception:  # noqa: BLE001 - read_process reads it again and reports the error
-                return
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    return thread, out
-
-
-class AuditRun:
-    """One audit pass: which PIDs, read them, optionally count accesses, judge them."""
-
-    def __init__(self, app: App, pids: tuple[int, ...], children: bool, names: tuple[str, ...], thresholds) -> None:  # noqa: ANN001
-        from numatune.readers.topology import read_topology
-
-        self.app, self.pids, self.children, self.names, self.thresholds = app, pids, children, names, thresholds
-        self.host = app.host
-        self.topo = read_topology(self.host, pci_ids=None)
-        self.balancing = self.host.read_int("/proc/sys/kernel/numa_balancing")
-
-    def targets(self) -> tuple[list[int], set[int], dict[str, object] | None]:
-        """(PIDs to read, PIDs whose loss is an error, job description)."""
-        import os
-
-        from numatune.errors import ProcessGone
-        from numatune.readers.procs import descendants, list_processes, match_name, pid_exists
-
-        for pid in self.pids:
-            if not pid_exists(self.host, pid):
-                raise ProcessGone(f"no process with PID {pid}", hint="check the PID with `ps -p PID`")
-        strict = set(self.pids)
-        wanted: list[int] = []
-        job = None
-        table = list_processes(self.host) if (self.children or self.names) else {}
-        if self.children:
-            job = {"launchers": list(self.pids), "ranks": []}
-            for pid in self.pids:
-                wanted += [p for p in descendants(table, pid) if p not in wanted]
-            strict = set()
-        else:
-            wanted = list(self.pids)
-        me = os.getpid() if self.host.is_live else None
-        for pattern in self.names:
-            matched = match_name(table, pattern, exclude=me)
-            if not matched:
-                raise ProcessGone(f"no process matches --name {pattern!r}")
-            wanted += [p for p in matched if p not in wanted]
-        return wanted, strict, job
-
-    def read(
-        self, pids: list[int], strict: set[int], notes: list[str], prefetched: dict[int, str] | None = None
-    ) -> list:
-        from numatune.errors import PermissionDenied, ProcessGone
-        from numatune.readers.procs import read_process
-
-        procs, denied = [], 0
-        for pid in pids:
-            try:
-                maps = (prefetched or {}).get(pid)
-                procs.append(read_process(self.host, pid, self.topo, numa_maps=maps))
-            except ProcessGone:
-                if pid in strict:
-                    raise
-                notes.append(f"process {pid} exited while being read; skipped")
-            except PermissionDenied as exc:
-                if pid in strict:
-                    raise
-                denied += 1
-                notes.append(f"skipped: {exc.message}")
-        if pids and not procs:
-            if denied:
-                raise PermissionDenied("permission denied reading every matched process", hint="run as root")
-            raise ProcessGone("every matched process exited while being read")
-        return procs
-
-    def run(
-        self, sample: float, progress: bool, prefetched: dict[int, str] | None = None
-    ) -> tuple[list, dict | None, list[str], dict[int, int]]:
-        from numatune.analysis.locality import job_ranks, judge
-
-        pids, strict, job = self.targets()
-        notes: list[str] = []
-        procs = self.read(pids, strict, notes, None if sample > 0 else prefetched)
-        pmu_counts: dict[int, tuple[int, int]] | None = None
-        pmu_note = "hardware counters not sampled: pass --sample SECONDS to count local/remote DRAM loads"
-        events: tuple[str, ...] = ()
-        if sample > 0:
-            pmu_counts, events, pmu_note, vm = self._sample(procs, sample, progress)
-            if vm:
-                notes.append(vm)
-            procs = self.read([p.pid for p in procs], strict, notes)  # fresh placement and hinting faults
-        helpers: dict[int, int] = {}
-        if job is not None:
-            rows = job_ranks(procs)
-            procs = [p for p, _ in rows]
-            helpers = {p.pid: n for p, n in rows}
-            job["ranks"] = [{"rank": p.rank, "pid": p.pid, "helper_processes": n} for p, n in rows]
-        audits = []
-        for p in procs:
-            pmu = None
-            if pmu_counts is not None and p.pid in pmu_counts:
-                local, remote = pmu_counts[p.pid]
-                pmu = (local, remote, events, sample)
-            audits.append(judge(p, self.topo, self.thresholds, balancing_mode=self.balancing, pmu=pmu,
-                                pmu_note=None if pmu else pmu_note))
-        return audits, job, notes, helpers
-
-    def _sample(self, procs: list, seconds: float, progress: bool):  # noqa: ANN202
-        import time
-
-        from numatune.readers.perf import PmuUnavailable, open_pmu
-        from numatune.readers.procs import parse_vmstat
-
-        session = None
-        note = None
-        try:
-            session = open_pmu(self.host, {p.pid: [t.tid for t in p.threads] or [p.pid] for p in procs})
-        except PmuUnavailable as exc:
-            note = str(exc)
-        vm0 = parse_vmstat(self.host.read_optional("/proc/vmstat") or "")
-        if session is not None:
-            session.start()
-        if progress:
+    def __call__(self, what: str, elapsed: float, total: float) -> None:
+        if self.bar is None:
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-            what = "counting DRAM loads" if session else "sampling NUMA-balancing faults"
-            with Progress(TextColumn(what), BarColumn(), TimeRemainingColumn(), console=self.app.console(stderr=True),
-                          transient=True) as bar:
-                task = bar.add_task(what, total=seconds)
-                start = time.monotonic()
-                while (elapsed := time.monotonic() - start) < seconds:
-                    bar.update(task, completed=elapsed)
-                    time.sleep(min(0.1, seconds - elapsed))
+            self.bar = Progress(TextColumn(what), BarColumn(), TimeRemainingColumn(),
+                                console=self.app.console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(what, total=total)
+        if elapsed >= total:
+            self.close()
         else:
-            time.sleep(seconds)
-        counts = session.stop() if session is not None else None
-        vm1 = parse_vmstat(self.host.read_optional("/proc/vmstat") or "")
-        vm_note = None
-        faults = vm1.get("numa_hint_faults", 0) - vm0.get("numa_hint_faults", 0)
-        if faults > 0:
-            local = vm1.get("numa_hint_faults_local", 0) - vm0.get("numa_hint_faults_local", 0)
-            vm_note = (f"system-wide in {seconds:g}s: {faults} NUMA hinting faults, "
-                       f"{100 * (faults - local) / faults:.1f}% remote (/proc/vmstat)")
-        events = tuple(e.name for e in session.events) if session is not None else ()
-        return counts, events, note, vm_note
+            self.bar.update(self.task, completed=elapsed)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
 
 
 @click.command("audit")
@@ -219,7 +89,7 @@ def audit_cmd(
     With --children on a launcher (torchrun, srun, mpirun), one row per local rank.
     """
     fmt = resolve_format(fmt, as_json)
-    prefetch = prefetch_numa_maps(app, pids) if pids and not children and not watch and not sample else None
+    prefetch = prefetch_numa_maps(app.host, pids) if pids and not children and not watch and not sample else None
     from numatune.analysis.locality import Thresholds
 
     if not pids and not names:
@@ -232,15 +102,20 @@ def audit_cmd(
         thresholds = Thresholds(remote_warn, remote_misplaced, slow_tier_warn)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    run = AuditRun(app, pids, children, names, thresholds)
+    run = AuditRun(app.host, pids, children, names, thresholds)
     if watch:
         _watch(app, run, interval, count, sample)
         return
     prefetched = None
     if prefetch is not None:
-        prefetch[0].join()  # type: ignore[attr-defined]
+        prefetch[0].join()
         prefetched = prefetch[1]
-    audits, job, notes, helpers = run.run(sample, progress=fmt == "table", prefetched=prefetched)
+    bar = _SampleBar(app) if fmt == "table" else None
+    try:
+        audits, job, notes, helpers = run.run(sample, progress=bar, prefetched=prefetched)
+    finally:
+        if bar is not None:
+            bar.close()
     if fmt in ("json", "prometheus"):
         from numatune.render.audit_json import audit_document
 
@@ -277,7 +152,7 @@ def _watch(app: App, run: AuditRun, interval: float, count: int, sample: float) 
     with Live(Text("reading…"), console=console, auto_refresh=False) as live:
         while True:
             try:
-                audits, job, notes, helpers = run.run(sample, progress=False)
+                audits, job, notes, helpers = run.run(sample)
             except ProcessGone as exc:
                 live.update(Text(f"{exc.message}; stopped watching"), refresh=True)
                 break

@@ -1,0 +1,191 @@
+"""One audit pass over running processes, without the command line.
+
+Chooses the target PIDs (a launcher's tree with ``children``, ``names`` globs), reads each process through
+the Host, optionally counts local/remote DRAM loads for ``sample`` seconds, and judges every process.
+`numatune audit` is a thin layer over this; other tools can call it with a Host and plain values.
+Imports are kept inside the functions so the audit path stays fast (the numa_maps prefetch starts
+before the readers are imported).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable
+
+    from numatune.analysis.locality import Thresholds
+    from numatune.host import Host
+    from numatune.model.process import ProcessAudit, ProcessInfo
+
+PMU_NOT_SAMPLED = "hardware counters not sampled: pass --sample SECONDS to count local/remote DRAM loads"
+
+
+def prefetch_numa_maps(host: Host, pids: tuple[int, ...]) -> tuple[threading.Thread, dict[int, str]]:
+    """Start reading the PIDs' numa_maps in a thread: the kernel builds it (the slowest part of a
+    big process's audit) while this thread imports modules and reads the topology. Errors are left
+    for the normal read to report. Join the thread before using the dict."""
+    import threading
+
+    out: dict[int, str] = {}
+
+    def work() -> None:
+        for pid in pids:
+            try:
+                out[pid] = host.read_text(f"/proc/{pid}/numa_maps")
+            except Exception:  # noqa: BLE001 - read_process reads it again and reports the error
+                return
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread, out
+
+
+class AuditRun:
+    """One audit setup (host, targets, thresholds, topology read once); `run()` is one pass, repeatable."""
+
+    def __init__(
+        self, host: Host, pids: tuple[int, ...], children: bool, names: tuple[str, ...], thresholds: Thresholds
+    ) -> None:
+        from numatune.readers.topology import read_topology
+
+        self.host, self.pids, self.children, self.names, self.thresholds = host, pids, children, names, thresholds
+        self.topo = read_topology(self.host, pci_ids=None)
+        self.balancing = self.host.read_int("/proc/sys/kernel/numa_balancing")
+
+    def targets(self) -> tuple[list[int], set[int], dict[str, object] | None]:
+        """(PIDs to read, PIDs whose loss is an error, job description)."""
+        import os
+
+        from numatune.errors import ProcessGone
+        from numatune.readers.procs import descendants, list_processes, match_name, pid_exists
+
+        for pid in self.pids:
+            if not pid_exists(self.host, pid):
+                raise ProcessGone(f"no process with PID {pid}", hint="check the PID with `ps -p PID`")
+        strict = set(self.pids)
+        wanted: list[int] = []
+        job = None
+        table = list_processes(self.host) if (self.children or self.names) else {}
+        if self.children:
+            job = {"launchers": list(self.pids), "ranks": []}
+            for pid in self.pids:
+                wanted += [p for p in descendants(table, pid) if p not in wanted]
+            strict = set()
+        else:
+            wanted = list(self.pids)
+        me = os.getpid() if self.host.is_live else None
+        for pattern in self.names:
+            matched = match_name(table, pattern, exclude=me)
+            if not matched:
+                raise ProcessGone(f"no process matches --name {pattern!r}")
+            wanted += [p for p in matched if p not in wanted]
+        return wanted, strict, job
+
+    def read(
+        self, pids: list[int], strict: set[int], notes: list[str], prefetched: dict[int, str] | None = None
+    ) -> list[ProcessInfo]:
+        """Read the processes; one in `strict` that is gone or denied is an error, others become notes."""
+        from numatune.errors import PermissionDenied, ProcessGone
+        from numatune.readers.procs import read_process
+
+        procs, denied = [], 0
+        for pid in pids:
+            try:
+                maps = (prefetched or {}).get(pid)
+                procs.append(read_process(self.host, pid, self.topo, numa_maps=maps))
+            except ProcessGone:
+                if pid in strict:
+                    raise
+                notes.append(f"process {pid} exited while being read; skipped")
+            except PermissionDenied as exc:
+                if pid in strict:
+                    raise
+                denied += 1
+                notes.append(f"skipped: {exc.message}")
+        if pids and not procs:
+            if denied:
+                raise PermissionDenied("permission denied reading every matched process", hint="run as root")
+            raise ProcessGone("every matched process exited while being read")
+        return procs
+
+    def run(
+        self,
+        sample: float = 0.0,
+        progress: Callable[[str, float, float], None] | None = None,
+        prefetched: dict[int, str] | None = None,
+    ) -> tuple[list[ProcessAudit], dict[str, object] | None, list[str], dict[int, int]]:
+        """One pass: targets, read, count for `sample` seconds, judge. Returns (audits in job-rank or
+        PID order, the job with `children` else None, notes for stderr, helper-process count per rank PID).
+
+        progress(what, elapsed, total) reports the --sample wait: called about every 0.1 s, then once with
+        elapsed == total when the wait is over (a progress bar can close there). None: wait silently."""
+        from numatune.analysis.locality import job_ranks, judge
+
+        pids, strict, job = self.targets()
+        notes: list[str] = []
+        procs = self.read(pids, strict, notes, None if sample > 0 else prefetched)
+        pmu_counts: dict[int, tuple[int, int]] | None = None
+        pmu_note: str | None = PMU_NOT_SAMPLED
+        events: tuple[str, ...] = ()
+        if sample > 0:
+            pmu_counts, events, pmu_note, vm = self.sample(procs, sample, progress)
+            if vm:
+                notes.append(vm)
+            procs = self.read([p.pid for p in procs], strict, notes)  # fresh placement and hinting faults
+        helpers: dict[int, int] = {}
+        if job is not None:
+            rows = job_ranks(procs)
+            procs = [p for p, _ in rows]
+            helpers = {p.pid: n for p, n in rows}
+            job["ranks"] = [{"rank": p.rank, "pid": p.pid, "helper_processes": n} for p, n in rows]
+        audits = []
+        for p in procs:
+            pmu = None
+            if pmu_counts is not None and p.pid in pmu_counts:
+                local, remote = pmu_counts[p.pid]
+                pmu = (local, remote, events, sample)
+            audits.append(judge(p, self.topo, self.thresholds, balancing_mode=self.balancing, pmu=pmu,
+                                pmu_note=None if pmu else pmu_note))
+        return audits, job, notes, helpers
+
+    def sample(
+        self, procs: list[ProcessInfo], seconds: float, progress: Callable[[str, float, float], None] | None = None
+    ) -> tuple[dict[int, tuple[int, int]] | None, tuple[str, ...], str | None, str | None]:
+        """Count local/remote DRAM loads of the processes' threads for `seconds` (hardware counters, when
+        they open) and the system-wide NUMA hinting faults in /proc/vmstat over the same time.
+        Returns (counts per PID or None, event names, why there are no counts, vmstat note)."""
+        import time
+
+        from numatune.readers.perf import PmuUnavailable, open_pmu
+        from numatune.readers.procs import parse_vmstat
+
+        session = None
+        note = None
+        try:
+            session = open_pmu(self.host, {p.pid: [t.tid for t in p.threads] or [p.pid] for p in procs})
+        except PmuUnavailable as exc:
+            note = str(exc)
+        vm0 = parse_vmstat(self.host.read_optional("/proc/vmstat") or "")
+        if session is not None:
+            session.start()
+        if progress is not None:
+            what = "counting DRAM loads" if session else "sampling NUMA-balancing faults"
+            start = time.monotonic()
+            while (elapsed := time.monotonic() - start) < seconds:
+                progress(what, elapsed, seconds)
+                time.sleep(min(0.1, seconds - elapsed))
+            progress(what, seconds, seconds)
+        else:
+            time.sleep(seconds)
+        counts = session.stop() if session is not None else None
+        vm1 = parse_vmstat(self.host.read_optional("/proc/vmstat") or "")
+        vm_note = None
+        faults = vm1.get("numa_hint_faults", 0) - vm0.get("numa_hint_faults", 0)
+        if faults > 0:
+            local = vm1.get("numa_hint_faults_local", 0) - vm0.get("numa_hint_faults_local", 0)
+            vm_note = (f"system-wide in {seconds:g}s: {faults} NUMA hinting faults, "
+                       f"{100 * (faults - local) / faults:.1f}% remote (/proc/vmstat)")
+        events = tuple(e.name for e in session.events) if session is not None else ()
+        return counts, events, note, vm_note
