@@ -44,7 +44,7 @@ GUEST_MODULE_BLACKLIST = (
 )
 
 #: Seconds one boot may take, batch included (TCG, 4 vCPUs on 2 shared host cores).
-BOOT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_TIMEOUT", "540"))
+BOOT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_TIMEOUT", "720"))
 
 
 @dataclass

@@ -27,7 +27,7 @@ import vm_setup  # noqa: E402
 import vm_topology  # noqa: E402
 
 #: Seconds one check may take before it is failed (a hung numatune must not eat the boot budget).
-CHECK_TIMEOUT = int(os.environ.get("NUMATUNE_VM_CHECK_TIMEOUT", "240"))
+CHECK_TIMEOUT = int(os.environ.get("NUMATUNE_VM_CHECK_TIMEOUT", "400"))
 
 
 class CheckTimeout(vm_guest.CheckFailed):
