@@ -16,7 +16,7 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
 # The console script's own entry point, without depending on where pip put the script.
-NUMATUNE = [sys.executable, "-c", "import sys; from numatune.cli import main; sys.argv[0] = 'numatune'; sys.exit(main())"]
+NUMATUNE = [sys.executable, "-c", "import sys; sys.argv[0] = 'numatune'; from numatune.entry import run; run()"]
 
 
 def compile_package() -> None:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
-ENTRY = "import sys; from numatune.cli import main; sys.argv[0] = 'numatune'; sys.exit(main())"
+ENTRY = "import sys; sys.argv[0] = 'numatune'; from numatune.entry import run; run()"
 
 TARGET = """
 import ctypes, mmap, sys

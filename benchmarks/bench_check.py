@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
-ENTRY = "import sys, importlib.util; from numatune.cli import main; sys.argv[0] = 'numatune'; sys.exit(main())"
+ENTRY = "import sys; sys.argv[0] = 'numatune'; from numatune.entry import run; run()"
 A = PROJECT / "fixtures" / "memorysidecaches"
 B = PROJECT / "fixtures" / "32em64t-2n8c+dax+nvme+mic+dimms"
 JQ = "group_by([(.cpu.sockets | length), (.nodes | map(.cpus | length))]) | map(length)"

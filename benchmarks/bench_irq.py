@@ -28,7 +28,7 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
 SAMPLE = PROJECT / "fixtures/pcp-1152cpu-x86_64/proc/interrupts.bz2"
-ENTRY = "import sys; from numatune.cli import main; sys.argv[0] = 'numatune'; sys.exit(main())"
+ENTRY = "import sys; sys.argv[0] = 'numatune'; from numatune.entry import run; run()"
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:

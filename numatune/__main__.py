@@ -1,3 +1,3 @@
-from numatune.cli import main
+from numatune.entry import run
 
-main()
+run()

@@ -70,3 +70,20 @@ class Unsupported(NumatuneError):
 
 class ApplyError(NumatuneError):
     exit_code = ExitCode.PARTIAL
+
+
+def describe_failure(exc: BaseException) -> tuple[str, str | None, int]:
+    """(one-line message, hint, exit code) for an exception that escaped a command.
+
+    The single place that decides what a user sees: both the click CLI and the click-free entry
+    point print exactly this (`numatune: error: <message>`, then `hint: <hint>`).
+    """
+    if isinstance(exc, NumatuneError):
+        return exc.message, exc.hint, int(exc.exit_code)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", None, int(ExitCode.INTERRUPTED)
+    return (
+        f"internal error: {type(exc).__name__}: {exc}",
+        "this is a bug in numatune; rerun with --debug for the traceback and report it",
+        int(ExitCode.INTERNAL),
+    )

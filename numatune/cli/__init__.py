@@ -15,7 +15,7 @@ import click
 
 from numatune import __version__
 from numatune.cli._app import App
-from numatune.errors import ExitCode, NumatuneError
+from numatune.errors import NumatuneError, describe_failure
 
 # name -> (module:attribute, one-line help). Keep the help here so --help imports nothing else.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -60,29 +60,18 @@ class NumatuneGroup(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.Abort, click.ClickException):
             raise
-        except NumatuneError as exc:
-            _fail(exc.message, exc.hint, exc.exit_code)
-        except KeyboardInterrupt:
-            _fail("interrupted", None, ExitCode.INTERRUPTED)
         except BrokenPipeError:
             sys.stderr.close()
             raise click.exceptions.Exit(0) from None
-        except Exception as exc:
+        except (Exception, KeyboardInterrupt) as exc:
             app = ctx.obj
-            if isinstance(app, App) and app.debug:
+            if not isinstance(exc, (NumatuneError, KeyboardInterrupt)) and isinstance(app, App) and app.debug:
                 raise
-            _fail(
-                f"internal error: {type(exc).__name__}: {exc}",
-                "this is a bug in numatune; rerun with --debug for the traceback and report it",
-                ExitCode.INTERNAL,
-            )
-
-
-def _fail(message: str, hint: str | None, code: int) -> None:
-    click.echo(f"numatune: error: {message}", err=True)
-    if hint:
-        click.echo(f"hint: {hint}", err=True)
-    raise click.exceptions.Exit(int(code))
+            message, hint, code = describe_failure(exc)
+            click.echo(f"numatune: error: {message}", err=True)
+            if hint:
+                click.echo(f"hint: {hint}", err=True)
+            raise click.exceptions.Exit(code) from None
 
 
 @click.group(cls=NumatuneGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -117,13 +117,9 @@ def audit_cmd(
         if bar is not None:
             bar.close()
     if fmt in ("json", "prometheus"):
-        from numatune.render.audit_json import audit_document
+        from numatune.reports import audit_doc
 
-        doc = audit_document(
-            audits, source=run.topo.source, live=run.topo.live, job=job, notes=notes,
-            thresholds={"remote_warning": remote_warn, "remote_misplaced": remote_misplaced,
-                        "slow_tier_warning": slow_tier_warn},
-        )
+        doc = audit_doc(run, audits, job, notes, thresholds)
         if fmt == "json":
             app.echo_json(doc)
         else:

@@ -9,21 +9,10 @@ from numatune.cli._options import format_option, resolve_format
 
 
 def build_inspect(app: App):  # noqa: ANN201 - returns (topology, matrix, findings)
-    import os
+    from numatune.readers.pci import pci_ids_from_env
+    from numatune.reports import inspect_report
 
-    from numatune.analysis.paths import path_matrix
-    from numatune.analysis.topology_findings import topology_findings
-    from numatune.readers.pci import find_pci_ids
-    from numatune.readers.topology import read_topology
-
-    override = os.environ.get("NUMATUNE_PCI_IDS")
-    pci_ids = (override or None) if override is not None else find_pci_ids()
-    topo = read_topology(app.host, pci_ids=pci_ids)
-    if topo.live:
-        from numatune.live import enrich_topology
-
-        topo = enrich_topology(topo)
-    return topo, path_matrix(topo), topology_findings(topo)
+    return inspect_report(app.host, pci_ids_from_env())
 
 
 @click.command("inspect")
@@ -36,12 +25,13 @@ def inspect_cmd(app: App, fmt: str, as_json: bool) -> None:
     Set NUMATUNE_PCI_IDS to a pci.ids file for device names ("" disables names).
     """
     fmt = resolve_format(fmt, as_json)
-    topo, matrix, findings = build_inspect(app)
     if fmt == "json":
-        from numatune.render.inspect_json import inspect_document
+        from numatune.readers.pci import pci_ids_from_env
+        from numatune.reports import inspect_json
 
-        app.echo_json(inspect_document(topo, matrix, findings))
+        click.echo(inspect_json(app.host, pci_ids_from_env()))
         return
+    topo, matrix, findings = build_inspect(app)
     if fmt == "prometheus":
         from numatune.render.prometheus import inspect_metrics
 

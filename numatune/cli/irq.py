@@ -35,11 +35,9 @@ def cpu_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build_report(app: App):  # noqa: ANN201 - (topology, report)
-    from numatune.readers.irqs import read_irq_report
-    from numatune.readers.topology import read_topology
+    from numatune.reports import irq_report
 
-    topo = read_topology(app.host)
-    return topo, read_irq_report(app.host, topo)
+    return irq_report(app.host)
 
 
 def _reserved(topo, report, exclude: frozenset[int], ranks: int | None, reserve: int) -> frozenset[int]:  # noqa: ANN001

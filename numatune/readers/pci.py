@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 
 from numatune.errors import ParseError
 from numatune.host import Host
@@ -280,6 +281,14 @@ def lookup_pci_ids(db: bytes, vendor: int | None, device: int | None) -> tuple[s
         return vendor_name, None
     end = db.find(b"\n", pos + 1)
     return vendor_name, db[pos + len(dkey) : end].decode("utf-8", "replace").strip()
+
+
+def pci_ids_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """NUMATUNE_PCI_IDS names the pci.ids file ("" turns names off); else the installed one."""
+    override = (os.environ if environ is None else environ).get("NUMATUNE_PCI_IDS")
+    if override is not None:
+        return override or None
+    return find_pci_ids()
 
 
 def find_pci_ids() -> str | None:

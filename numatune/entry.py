@@ -1,0 +1,104 @@
+"""The process entry point (the `numatune` console script and `python -m numatune`).
+
+Scripts and fleets run the machine-readable reports most (`srun numatune inspect --json` on every
+node, `audit PID --json` from a job's epilogue), so exactly these command lines run without
+importing click, which is most of numatune's start-up:
+
+    numatune [--root R] [--no-color] [--debug] inspect --json
+    numatune [--root R] [--no-color] [--debug] irq --json
+    numatune [--root R] [--no-color] [--debug] audit PID [PID...] --json
+
+(`--format json`, `-f json` and `--format=json` too). Any other command line goes to the click CLI,
+which parses, validates and explains as usual. Both paths build the report with the same library
+calls (`numatune.reports`) and report errors through the same `describe_failure`; a test checks
+that they print the same bytes and exit with the same codes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+JSON_FLAGS = (("--json",), ("--format", "json"), ("-f", "json"), ("--format=json",))
+
+
+class FastCall(NamedTuple):
+    command: str  # inspect | irq | audit
+    root: str
+    debug: bool
+    pids: tuple[int, ...] = ()
+
+
+def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall | None:
+    """The fast call this command line asks for, or None to let click handle it."""
+    root = environ.get("NUMATUNE_ROOT") or "/"
+    debug = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--root" and i + 1 < len(args):
+            root, i = args[i + 1], i + 2
+        elif arg.startswith("--root="):
+            root, i = arg[len("--root="):], i + 1
+        elif arg in ("--no-color", "--debug"):
+            debug, i = debug or arg == "--debug", i + 1
+        else:
+            break
+    if i >= len(args):
+        return None
+    command, rest = args[i], tuple(args[i + 1:])
+    if command in ("inspect", "irq"):
+        return FastCall(command, root, debug) if rest in JSON_FLAGS else None
+    if command == "audit":
+        for flag in JSON_FLAGS:
+            n = len(flag)
+            for at in range(len(rest) - n + 1):
+                if rest[at:at + n] == flag:
+                    pids = rest[:at] + rest[at + n:]
+                    if pids and all(p.isdigit() and int(p) >= 1 for p in pids):
+                        return FastCall(command, root, debug, tuple(int(p) for p in pids))
+                    return None
+    return None
+
+
+def run(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    call = match_fast_path(args, os.environ)
+    if call is None:
+        from numatune.cli import main
+
+        main.main(args=args, prog_name="numatune")
+        return
+    sys.exit(_run_fast(call))
+
+
+def _run_fast(call: FastCall) -> int:
+    from numatune.errors import NumatuneError, describe_failure
+
+    try:
+        from numatune import reports
+        from numatune.host import Host
+
+        host = Host.open(call.root)
+        if call.command == "inspect":
+            from numatune.readers.pci import pci_ids_from_env
+
+            text = reports.inspect_json(host, pci_ids_from_env())
+        elif call.command == "irq":
+            text = reports.irq_json(host)
+        else:
+            text = reports.audit_json(host, call.pids)
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return 0
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+    except (Exception, KeyboardInterrupt) as exc:
+        if call.debug and not isinstance(exc, (NumatuneError, KeyboardInterrupt)):
+            raise
+        message, hint, code = describe_failure(exc)
+        sys.stderr.write(f"numatune: error: {message}\n" + (f"hint: {hint}\n" if hint else ""))
+        return code

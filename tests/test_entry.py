@@ -1,0 +1,95 @@
+"""The click-free entry point: which command lines take it, and that it prints exactly what click does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from numatune.entry import FastCall, match_fast_path, run
+from tests.cli.test_audit import ALLOC, start, stop
+from tests.conftest import PROJECT, fixture_root
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["inspect", "--json"], FastCall("inspect", "/", False)),
+        (["--root", "T", "inspect", "-f", "json"], FastCall("inspect", "T", False)),
+        (["--root=T", "--debug", "irq", "--format=json"], FastCall("irq", "T", True)),
+        (["--no-color", "irq", "--format", "json"], FastCall("irq", "/", False)),
+        (["audit", "12", "34", "--json"], FastCall("audit", "/", False, (12, 34))),
+        (["audit", "--json", "12"], FastCall("audit", "/", False, (12,))),
+        (["inspect"], None),
+        (["inspect", "--json", "--format", "table"], None),
+        (["irq", "plan", "--json"], None),
+        (["audit", "--json"], None),
+        (["audit", "0", "--json"], None),  # click says PID must be >= 1
+        (["audit", "12", "--children", "--json"], None),
+        (["audit", "12", "--format", "prometheus"], None),
+        (["--root"], None),
+        ([], None),
+        (["--version"], None),
+    ],
+)
+def test_which_command_lines_take_the_fast_path(argv, expected):
+    assert match_fast_path(argv, {}) == expected
+
+
+def test_root_from_environment():
+    assert match_fast_path(["inspect", "--json"], {"NUMATUNE_ROOT": "E"}).root == "E"
+    assert match_fast_path(["--root", "A", "inspect", "--json"], {"NUMATUNE_ROOT": "E"}).root == "A"
+
+
+def fast(argv, capsys):
+    with pytest.raises(SystemExit) as done:
+        run(argv)
+    out = capsys.readouterr()
+    return done.value.code, out.out, out.err
+
+
+@pytest.mark.parametrize("name", ["32em64t-2n8c+dax+nvme+mic+dimms", "vm-cxl", "vm-two-socket", "20s390-2g6s4c",
+                                  "topo-mi210-xgmi-pcie", "procfs-4cpu-kvm"])
+@pytest.mark.parametrize("command", ["inspect", "irq"])
+def test_fast_path_prints_what_click_prints(cli, capsys, name, command):
+    argv = ["--root", str(fixture_root(name)), command, "--json"]
+    code, out, err = fast(argv, capsys)
+    slow = cli(*argv)
+    assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--root", "/nonexistent/root", "inspect", "--json"], ["audit", "999999999", "--json"]],
+)
+def test_errors_are_the_same(cli, capsys, argv):
+    code, out, err = fast(argv, capsys)
+    slow = cli(*argv)
+    assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)
+    assert code in (3, 6) and err.startswith("numatune: error: ")
+
+
+def test_audit_fast_path_matches_click(cli, capsys):
+    child = start(ALLOC)
+    try:
+        code, out, _ = fast(["audit", str(child.pid), "--json"], capsys)
+        slow = cli("audit", str(child.pid), "--json")
+    finally:
+        stop(child)
+    a, b = json.loads(out), json.loads(slow.stdout)
+    assert code == slow.exit_code == 0
+    # pages can move between two reads of a live process; everything else is identical
+    for doc in (a, b):
+        for p in doc["processes"]:
+            for volatile in ("memory_by_node", "memory_by_kind", "memory_total", "mappings", "threads",
+                             "access_counters", "remote_bytes", "slow_tier_bytes"):
+                p.pop(volatile)
+    assert a == b
+
+
+def test_console_script_and_module_take_the_same_entry():
+    done = subprocess.run([sys.executable, "-m", "numatune", "--version"], capture_output=True, text=True,
+                          cwd=PROJECT)
+    assert done.returncode == 0 and done.stdout.startswith("numatune ")
