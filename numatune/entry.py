@@ -19,12 +19,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+
+from numatune.model._record import record
 
 JSON_FLAGS = (("--json",), ("--format", "json"), ("-f", "json"), ("--format=json",))
 
 
-class FastCall(NamedTuple):
+@record
+class FastCall:
     command: str  # inspect | irq | audit
     root: str
     debug: bool

@@ -8,9 +8,9 @@ pages on a CPU-less CXL / PMem / unknown node are on a slow tier; GPU or HBM mem
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 
 from numatune.cpulist import format_cpulist, parse_cpulist
+from numatune.model._record import record
 from numatune.model.findings import Finding, Severity
 from numatune.model.process import AccessCounters, Fix, Locality, ProcessAudit, ProcessInfo
 from numatune.model.topology import Topology
@@ -19,7 +19,7 @@ SLOW_KINDS = frozenset({"cxl", "pmem", "unknown", "memoryless"})
 FAST_DEVICE_KINDS = frozenset({"gpu", "hbm"})
 
 
-@dataclass(frozen=True)
+@record
 class Thresholds:
     """Verdict limits (fractions of resident bytes, or of sampled accesses)."""
 
@@ -34,6 +34,9 @@ class Thresholds:
                 raise ValueError(f"{name} must be between 0 and 1, got {value}")
         if self.remote_warning > self.remote_misplaced:
             raise ValueError("the remote warning threshold is above the misplaced threshold")
+
+
+DEFAULT_THRESHOLDS = Thresholds()
 
 
 def node_classes(topo: Topology) -> tuple[frozenset[int], frozenset[int]]:
@@ -124,7 +127,7 @@ def _pct(x: float) -> str:
 def judge(
     proc: ProcessInfo,
     topo: Topology,
-    thresholds: Thresholds = Thresholds(),
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
     *,
     balancing_mode: int | None = None,
     pmu: tuple[int, int, tuple[str, ...], float] | None = None,
@@ -290,7 +293,7 @@ def job_ranks(procs: list[ProcessInfo]) -> list[tuple[ProcessInfo, int]]:
     return [(p, helpers.get(p.pid, 0)) for p in rows]
 
 
-def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = Thresholds()) -> list[Finding]:
+def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> list[Finding]:
     """audit's verdict as findings for `check --pid` (codes NT4xx, stable)."""
     a = judge(proc, topo, thresholds, balancing_mode=topo.settings.numa_balancing)
     loc, subject = a.locality, f"pid {proc.pid}"

@@ -8,8 +8,7 @@ SYS across the inter-socket link (or a node that is unknown).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
+from numatune.model._record import record
 from numatune.model.topology import PciDevice, Topology
 
 LEGEND = {
@@ -22,7 +21,8 @@ LEGEND = {
 }
 
 
-class PathMatrix(NamedTuple):
+@record
+class PathMatrix:
     devices: tuple[str, ...]  # BDFs, GPUs first then NICs
     labels: tuple[str, ...]  # "GPU0", "NIC0" ...
     cells: tuple[tuple[str, ...], ...]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import NamedTuple
+
+from numatune.model._record import record
 
 
 class Severity(str, Enum):
@@ -16,7 +17,8 @@ class Severity(str, Enum):
         return {"info": 0, "warning": 1, "error": 2}[self.value]
 
 
-class Finding(NamedTuple):
+@record
+class Finding:
     code: str  # stable, e.g. "NT102"; never reused for another meaning
     severity: Severity
     message: str  # one line
@@ -24,7 +26,8 @@ class Finding(NamedTuple):
     subject: str = ""  # what it is about: "node 2", "0000:18:00.0", "irq 45"
 
 
-class Skipped(NamedTuple):
+@record
+class Skipped:
     """Something that could not be read or analysed, and why; shown, never silently dropped."""
 
     subject: str

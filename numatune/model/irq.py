@@ -8,12 +8,12 @@ cheaper to define at import, which matters on `irq --json`'s start-up path.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
+from numatune.model._record import record
 from numatune.model.findings import Skipped
 
 
-class InterruptRow(NamedTuple):
+@record
+class InterruptRow:
     """One numeric row of /proc/interrupts. Counts are parsed only for rows the report needs."""
 
     irq: int
@@ -25,7 +25,8 @@ class InterruptRow(NamedTuple):
     per_cpu: tuple[tuple[int, int], ...] = ()  # (cpu, count), non-zero counts only
 
 
-class InterruptsTable(NamedTuple):
+@record
+class InterruptsTable:
     """/proc/interrupts as read in one pass: the header's CPU ids and the rows that were kept."""
 
     cpus: tuple[int, ...]  # CPU ids named in the header (online CPUs only)
@@ -34,7 +35,8 @@ class InterruptsTable(NamedTuple):
     irregular_rows: int = 0  # rows parsed by the slow path (not the kernel's fixed-width layout)
 
 
-class Irq(NamedTuple):
+@record
+class Irq:
     """One interrupt of a device, joined from /proc/interrupts and /proc/irq/N."""
 
     irq: int
@@ -62,7 +64,8 @@ class Irq(NamedTuple):
         return self.smp_affinity_list
 
 
-class DeviceIrqs(NamedTuple):
+@record
+class DeviceIrqs:
     """A device of interest and its interrupts."""
 
     key: str  # BDF when known, else the netdev/NVMe name that identified it
@@ -83,7 +86,8 @@ class DeviceIrqs(NamedTuple):
         return ",".join(names) if names else (self.bdf or self.key)
 
 
-class IrqReport(NamedTuple):
+@record
+class IrqReport:
     source: str
     live: bool
     interrupts_cpus: tuple[int, ...]  # CPUs in the /proc/interrupts header

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import NamedTuple
+
+from numatune.model._record import record
 
 # Mapping kinds of the memory split, in display order.
 MAPPING_KINDS = ("anon", "file", "heap", "stack", "shm", "hugetlb")
@@ -17,7 +18,8 @@ MAPPING_KINDS = ("anon", "file", "heap", "stack", "shm", "hugetlb")
 EMPTY_MAP: Mapping = MappingProxyType({})
 
 
-class PolicyUse(NamedTuple):
+@record
+class PolicyUse:
     """One memory policy as numa_maps prints it ("bind:0", "weighted interleave:0-1") and its weight."""
 
     policy: str
@@ -25,7 +27,8 @@ class PolicyUse(NamedTuple):
     bytes: int
 
 
-class NumaMemory(NamedTuple):
+@record
+class NumaMemory:
     """Resident memory of one address space by node, from /proc/PID/numa_maps."""
 
     by_node: Mapping[int, int] = EMPTY_MAP  # node -> bytes
@@ -39,7 +42,8 @@ class NumaMemory(NamedTuple):
         return sum(self.by_node.values())
 
 
-class ThreadInfo(NamedTuple):
+@record
+class ThreadInfo:
     tid: int
     comm: str
     cpu: int | None  # the CPU it last ran on (stat field 39)
@@ -47,7 +51,8 @@ class ThreadInfo(NamedTuple):
     state: str = ""
 
 
-class GpuUse(NamedTuple):
+@record
+class GpuUse:
     """The GPU a process uses, and how numatune knows."""
 
     bdf: str | None
@@ -56,7 +61,8 @@ class GpuUse(NamedTuple):
     index: int | None = None  # NVIDIA minor / render node number / visible-device index
 
 
-class AccessCounters(NamedTuple):
+@record
+class AccessCounters:
     """Where the access ratio comes from; `notes` say why a better source was not used."""
 
     source: str  # pmu | numa_balancing | placement
@@ -69,7 +75,8 @@ class AccessCounters(NamedTuple):
     notes: tuple[str, ...] = ()
 
 
-class ProcessInfo(NamedTuple):
+@record
+class ProcessInfo:
     pid: int
     comm: str
     cmdline: tuple[str, ...]
@@ -92,14 +99,16 @@ class ProcessInfo(NamedTuple):
     notes: tuple[str, ...] = ()
 
 
-class Fix(NamedTuple):
+@record
+class Fix:
     launch: str | None = None
     numactl: str | None = None
     migratepages: str | None = None
     taskset: str | None = None
 
 
-class Locality(NamedTuple):
+@record
+class Locality:
     home_nodes: tuple[int, ...]
     home_source: str  # "gpu" | "threads" | "none"
     remote_ratio: float
@@ -112,7 +121,8 @@ class Locality(NamedTuple):
     fix: Fix = Fix()
 
 
-class ProcessAudit(NamedTuple):
+@record
+class ProcessAudit:
     process: ProcessInfo
     locality: Locality
     counters: AccessCounters

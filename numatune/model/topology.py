@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import NamedTuple
 
+from numatune.model._record import record
 from numatune.model.findings import Skipped
 
 # Shared, read-only default for mapping fields (NamedTuple defaults are shared between instances).
 EMPTY_MAP: Mapping = MappingProxyType({})
 
 
-class Cpu(NamedTuple):
+@record
+class Cpu:
     id: int
     online: bool
     package: int | None = None  # physical_package_id; may be -1, 36, 8442...: an id, not an index
@@ -27,7 +28,8 @@ class Cpu(NamedTuple):
     core_type: str | None = None  # hybrid x86: "core" (P) or "atom" (E)
 
 
-class CpuSummary(NamedTuple):
+@record
+class CpuSummary:
     model: str | None
     vendor: str | None
     architecture: str | None
@@ -40,14 +42,16 @@ class CpuSummary(NamedTuple):
     model_source: str = "proc/cpuinfo"
 
 
-class HugePages(NamedTuple):
+@record
+class HugePages:
     size_kib: int
     total: int
     free: int
     surplus: int = 0
 
 
-class HmatEntry(NamedTuple):
+@record
+class HmatEntry:
     """One HMAT access class of a memory target: best figures from the listed initiators."""
 
     access_class: int  # 0: any initiator incl. generic initiators; 1: CPU initiators only
@@ -58,7 +62,8 @@ class HmatEntry(NamedTuple):
     write_bandwidth_mbps: int | None = None
 
 
-class MemorySideCache(NamedTuple):
+@record
+class MemorySideCache:
     level: int
     size_bytes: int | None
     line_size: int | None
@@ -66,7 +71,8 @@ class MemorySideCache(NamedTuple):
     write_policy: int | None
 
 
-class NumaNode(NamedTuple):
+@record
+class NumaNode:
     id: int
     cpus: tuple[int, ...]
     memory_total_kib: int | None
@@ -83,14 +89,16 @@ class NumaNode(NamedTuple):
     generic_initiator: bool = False
 
 
-class PciLink(NamedTuple):
+@record
+class PciLink:
     current_speed: str | None = None  # "16.0 GT/s PCIe"
     current_width: int | None = None
     max_speed: str | None = None
     max_width: int | None = None
 
 
-class NvidiaGpuInfo(NamedTuple):
+@record
+class NvidiaGpuInfo:
     """From /proc/driver/nvidia/gpus/<bdf>/information."""
 
     model: str | None
@@ -99,7 +107,8 @@ class NvidiaGpuInfo(NamedTuple):
     bus_location: str | None
 
 
-class PciDevice(NamedTuple):
+@record
+class PciDevice:
     bdf: str  # "0000:18:00.0"; domains may be wider than 16 bits ("10000:00:04.0")
     path: str  # logical sysfs path of the device directory
     class_code: int  # 24-bit class ("0x030200")
@@ -128,7 +137,8 @@ class PciDevice(NamedTuple):
         return self.numa_node if self.numa_node is not None else self.inferred_node
 
 
-class CxlMemdev(NamedTuple):
+@record
+class CxlMemdev:
     name: str
     ram_size: int | None
     pmem_size: int | None
@@ -139,7 +149,8 @@ class CxlMemdev(NamedTuple):
     host_bridge: str | None
 
 
-class CxlPort(NamedTuple):
+@record
+class CxlPort:
     name: str  # root0, port1, endpoint2
     kind: str  # root | port | endpoint
     uport: str | None
@@ -147,7 +158,8 @@ class CxlPort(NamedTuple):
     parent: str | None
 
 
-class CxlDecoder(NamedTuple):
+@record
+class CxlDecoder:
     name: str  # decoderX.Y
     kind: str  # root | switch | endpoint
     start: int | None
@@ -159,7 +171,8 @@ class CxlDecoder(NamedTuple):
     region: str | None
 
 
-class DaxDevice(NamedTuple):
+@record
+class DaxDevice:
     name: str  # dax0.0
     target_node: int | None
     mode: str | None  # kmem (system RAM) | device_dax | unknown
@@ -168,7 +181,8 @@ class DaxDevice(NamedTuple):
     backing: str  # cxl | nvdimm | hmem | unknown
 
 
-class CxlRegion(NamedTuple):
+@record
+class CxlRegion:
     name: str
     size: int | None
     mode: str | None
@@ -180,7 +194,8 @@ class CxlRegion(NamedTuple):
     nodes: tuple[int, ...]  # NUMA node(s) the region's memory became
 
 
-class CxlTopology(NamedTuple):
+@record
+class CxlTopology:
     memdevs: tuple[CxlMemdev, ...] = ()
     ports: tuple[CxlPort, ...] = ()
     decoders: tuple[CxlDecoder, ...] = ()
@@ -192,7 +207,8 @@ class CxlTopology(NamedTuple):
         return bool(self.memdevs or self.regions or self.dax)
 
 
-class KernelSettings(NamedTuple):
+@record
+class KernelSettings:
     release: str | None = None
     numa_balancing: int | None = None  # bitmask: 0 off, 1 normal, 2 memory tiering
     transparent_hugepage: str | None = None  # the bracketed choice
@@ -203,7 +219,8 @@ class KernelSettings(NamedTuple):
     irqbalance_running: bool | None = None  # None: not known (not a live run)
 
 
-class Topology(NamedTuple):
+@record
+class Topology:
     source: str  # the root as the user gave it
     live: bool
     cpu: CpuSummary

@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from itertools import compress
-from typing import NamedTuple
 
 from numatune.cpulist import parse_cpulist, parse_cpumask
 from numatune.errors import NumatuneError
 from numatune.host import Host
+from numatune.model._record import record
 from numatune.model.findings import Skipped
 from numatune.model.irq import DeviceIrqs, InterruptRow, InterruptsTable, Irq, IrqReport
 from numatune.model.topology import PciDevice, Topology
@@ -200,7 +200,8 @@ def _nonzero(tokens: list[str]) -> list[int]:
 
 
 # -- identifying devices from action names -------------------------------------------------------
-class NameMatch(NamedTuple):
+@record
+class NameMatch:
     """What an action name says about its device."""
 
     key_kind: str  # bdf | netdev | nvme

@@ -18,9 +18,9 @@ import os
 import platform
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from numatune.host import Host
+from numatune.model._record import record
 
 PERF_TYPE_HW_CACHE = 3
 PERF_TYPE_RAW = 4
@@ -39,7 +39,7 @@ _DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
 SYSCALL_NR = {"x86_64": 298, "aarch64": 241, "ppc64le": 319, "ppc64": 319, "s390x": 331, "riscv64": 241}
 
 
-@dataclass(frozen=True)
+@record
 class Event:
     name: str
     type: int
