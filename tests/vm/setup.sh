@@ -39,8 +39,8 @@ done
 if [ "${NUMATUNE_VM_SKIP_APT:-0}" != 1 ]; then
     # apt lists are needed both to install and to find the newest kernel package.
     lists_ok=0
-    if compgen -G '/var/lib/apt/lists/*_Packages' >/dev/null \
-        && apt-cache pkgnames linux-image-6.12 2>/dev/null | grep -q 'deb12-amd64'; then
+    if compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null \
+        && [ "$(apt-cache pkgnames linux-image-6.12 2>/dev/null | grep -c 'deb12-amd64')" -gt 0 ]; then
         lists_ok=1
     fi
     if [ "$lists_ok" = 0 ] || [ "${#missing[@]}" -gt 0 ]; then
@@ -70,7 +70,10 @@ else
         log "downloading $want"
         dl="$cache/deb"
         rm -rf "$dl" && mkdir -p "$dl"
-        (cd "$dl" && apt-get download -qq "$want" </dev/null)
+        # As root, apt drops to the _apt user, which cannot write into our cache: stay root here.
+        sandbox=()
+        [ "$(id -u)" -eq 0 ] && sandbox=(-o APT::Sandbox::User=root)
+        (cd "$dl" && apt-get download -qq "${sandbox[@]}" "$want" </dev/null)
         rm -rf "$kdir" && mkdir -p "$kdir"
         dpkg -x "$dl"/*.deb "$kdir"
         rm -rf "$dl"
