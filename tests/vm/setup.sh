@@ -7,6 +7,7 @@
 #   - busybox-static, udev, kmod: virtme-ng's guest init uses them from the host root
 #     (udev provides the virtio-serial links that carry command output back).
 #   - numactl, ndctl, daxctl, pciutils, iproute2: run *inside* the guest from the shared host root.
+#   - file: virtme-ng reads the kernel version from the image with it.
 #   - linux-image-6.12.*+deb12-amd64: Debian's stock kernel, downloaded and unpacked (not installed)
 #     into tests/vm/.cache/kernel, with depmod run so the guest can load modules.
 #   - virtme-ng (PyPI, provides `vng`) into the project venv.
@@ -29,7 +30,7 @@ if [ "$(id -u)" -ne 0 ]; then
     fi
 fi
 
-apt_pkgs=(qemu-system-x86 busybox-static numactl ndctl daxctl kmod udev pciutils iproute2)
+apt_pkgs=(qemu-system-x86 busybox-static numactl ndctl daxctl kmod udev pciutils iproute2 file)
 # Debian 12 ships the `cxl` tool inside ndctl; a separate package exists on some releases.
 missing=()
 for p in "${apt_pkgs[@]}"; do
