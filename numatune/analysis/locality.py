@@ -8,6 +8,7 @@ pages on a CPU-less CXL / PMem / unknown node are on a slow tier; GPU or HBM mem
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 
 from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.model._record import record
@@ -138,7 +139,7 @@ def judge(
     dram, slow = node_classes(topo)
     known = {n.id for n in topo.nodes}
     device_nodes = {n.id for n in topo.nodes if n.kind in FAST_DEVICE_KINDS and not n.cpus}
-    mem = proc.memory.by_node
+    mem = own_memory(proc)
     total = sum(mem.values())
     remote_nodes = sorted(
         n for n, b in mem.items() if b and n not in home and (n in dram or (n not in known))
@@ -216,7 +217,14 @@ def judge(
         span = sorted({node_of[c] for c in proc.cpus_allowed if c in node_of} - set(home))
         if span:
             reasons.append(f"not pinned: its allowed CPUs also span node(s) {format_cpulist(span)}")
-    if verdict == "ok" and not reasons:
+    shared_remote = {n: b for n, b in proc.memory.by_kind.get("file", {}).items()
+                     if b and n not in home and n in remote_nodes_of(topo, home)}
+    if mem is not proc.memory.by_node and sum(shared_remote.values()) > (1 << 20):
+        reasons.append(
+            f"not counted: {sum(shared_remote.values()) / 1048576:.1f} MiB of file pages (libraries, page cache "
+            f"shared with other processes) on node(s) {format_cpulist(shared_remote)}"
+        )
+    if verdict == "ok" and not any(not r.startswith("not counted") for r in reasons):
         reasons.append(f"all resident memory and threads on home node(s) {home_txt}")
 
     fix = Fix()
@@ -229,6 +237,24 @@ def judge(
                  tuple(reasons), fix),
         counters,
     )
+
+
+# What a process owns and can be moved with it: file-backed pages (libraries, page cache) are shared with
+# other processes and sit wherever the first reader faulted them, so they do not judge its placement.
+OWN_KINDS = ("anon", "heap", "stack", "shm", "hugetlb")
+
+
+def own_memory(proc: ProcessInfo) -> Mapping[int, int]:
+    """Bytes per node of the process's own memory; all of it when it has only file mappings."""
+    own: dict[int, int] = {}
+    for kind in OWN_KINDS:
+        for node, size in proc.memory.by_kind.get(kind, {}).items():
+            own[node] = own.get(node, 0) + size
+    return own if sum(own.values()) else proc.memory.by_node
+
+
+def remote_nodes_of(topo: Topology, home: tuple[int, ...]) -> set[int]:
+    return {n.id for n in topo.nodes if n.id not in home}
 
 
 def _not_pinned(proc: ProcessInfo, topo: Topology, home: tuple[int, ...]) -> bool:

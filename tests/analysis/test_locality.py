@@ -151,3 +151,20 @@ def test_job_ranks_one_row_per_rank_helpers_counted():
     assert [(p.pid, p.rank, n) for p, n in rows] == [(11, 0, 0), (12, 1, 2)]
     plain = job_ranks([mk(21, 20, None), mk(22, 20, None)])
     assert [p.pid for p, _ in plain] == [21, 22]
+
+
+def test_shared_file_pages_on_the_other_socket_do_not_judge_placement(two_socket):
+    """Libraries sit in the page cache wherever the first reader faulted them (seen in the VM harness)."""
+    text = maps(N0=8000) + (
+        "7f1000000000 default file=/usr/lib/x86_64-linux-gnu/libc.so.6 mapped=900 mapmax=40 N1=900 "
+        "kernelpagesize_kB=4\n"
+    )
+    loc = judge(proc(text, [0, 2], [0, 2, 4]), two_socket).locality
+    assert loc.verdict == "ok" and loc.remote_ratio == 0.0 and loc.fix.launch is None
+    assert any(r.startswith("not counted: 3.5 MiB of file pages") and "node(s) 1" in r for r in loc.reasons)
+
+
+def test_a_process_with_only_file_mappings_is_judged_on_them(two_socket):
+    text = "7f1000000000 default file=/data/shard.bin mapped=1000 N1=1000 kernelpagesize_kB=4\n"
+    loc = judge(proc(text, [0], [0]), two_socket).locality
+    assert loc.remote_ratio == 1.0 and loc.verdict == "misplaced"
