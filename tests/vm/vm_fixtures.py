@@ -63,11 +63,29 @@ def update(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_runne
         entries = list(staging.iterdir())
         root = entries[0] if len(entries) == 1 and entries[0].is_dir() and entries[0].name not in ("sys", "proc") \
             else staging
+        keep_empty_dirs(root)
         (root / "PROVENANCE.md").write_text(provenance(topo, boot, env, results))
         if dest.exists():
             shutil.rmtree(dest)
         shutil.move(str(root), dest)
     return dest
+
+
+KEEP = ".keep"
+
+
+def keep_empty_dirs(root: Path) -> int:
+    """Put an empty ``.keep`` into every empty directory, or git drops it from the fixture.
+
+    Empty directories carry meaning in these trees: /proc/irq/N/<action>/ names an IRQ's
+    handler, .../net/<ifname>/ and .../nvme/<ctrl>/ name a device's interfaces.
+    """
+    count = 0
+    for d in sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()):
+        if not any(d.iterdir()):
+            (d / KEEP).touch()
+            count += 1
+    return count
 
 
 def provenance(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_runner.Environment,
@@ -96,6 +114,7 @@ def provenance(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_r
                      "--mode=system-ram)")
     lines += [
         "- NICs were brought up (`ip link set DEV up`) so their MSI vectors exist in /proc/irq.",
+        f"- Empty directories hold an empty `{KEEP}` file so that git keeps them.",
         "",
         "QEMU options:",
         "",
