@@ -96,7 +96,8 @@ class Host:
             return []
         except OSError as exc:
             raise ReadError(logical, exc.strerror or str(exc)) from exc
-        return sorted(names, key=natural_key)
+        # `.keep` marks a directory that is empty in a fixture tree kept in git; it is never a sysfs name.
+        return sorted((n for n in names if n != ".keep"), key=natural_key)
 
     def resolve(self, logical: str) -> str | None:
         """Follow symlinks inside the root; None if the link dangles or leaves the root."""
