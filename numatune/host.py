@@ -125,20 +125,19 @@ class Host:
 
     # -- reading ------------------------------------------------------------------------------
     def read_text(self, logical: str) -> str:
-        try:
-            with open(self.path(logical), encoding="utf-8", errors="replace") as fh:
-                return fh.read()
-        except FileNotFoundError as exc:
-            raise ReadError(logical, "no such file") from exc
-        except PermissionError as exc:
-            raise PermissionDenied(f"permission denied reading {logical}", hint="run as root") from exc
-        except OSError as exc:
-            raise ReadError(logical, exc.strerror or str(exc)) from exc
+        return self._read(logical, binary=False)
 
     def read_bytes(self, logical: str) -> bytes:
         """Raw contents: for big files (a 13 MB /proc/interrupts) text mode's newline pass costs 4x the read."""
+        return self._read(logical, binary=True)
+
+    def _read(self, logical: str, *, binary: bool):  # noqa: ANN202 - str or bytes
+        """The one place where OSError becomes numatune's ReadError / PermissionDenied."""
         try:
-            with open(self.path(logical), "rb") as fh:
+            if binary:
+                with open(self.path(logical), "rb") as fh:
+                    return fh.read()
+            with open(self.path(logical), encoding="utf-8", errors="replace") as fh:
                 return fh.read()
         except FileNotFoundError as exc:
             raise ReadError(logical, "no such file") from exc
