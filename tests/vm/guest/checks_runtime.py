@@ -253,7 +253,7 @@ class Round:
     cases: dict[str, PolicyCase] = field(default_factory=dict)
     touchers: dict[str, int] = field(default_factory=dict)  # audit role -> pid (numactl-started)
     dd: dict[str, DdRun] = field(default_factory=dict)
-    slow_truth: float = 0.0  # share of the CXL-resident process's pages on the CXL node
+    slow_truth: float = 0.0  # share of the CXL-resident process's own pages (no file pages) on the CXL node
     numastat: dict[int, float] = field(default_factory=dict)
     status_node1: str = ""
     audit: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -325,7 +325,7 @@ def _fill_round(ctx: Context, rnd: Round, procs: list[subprocess.Popen[bytes]]) 
     if "slow" in rnd.dd:
         if rnd.dd["slow"].mapping is not None:
             rnd.touchers["slow"] = rnd.dd["slow"].proc.pid
-            pages = pages_by_node(rnd.dd["slow"].proc.pid)
+            pages = pages_by_node(rnd.dd["slow"].proc.pid, own_only=True)
             rnd.slow_truth = pages.get(cxl, 0) / max(1, sum(pages.values()))
         else:
             rnd.errors["slow"] = rnd.dd["slow"].error or "dd on the CXL node failed"

@@ -213,10 +213,18 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def pages_by_node(pid: int) -> dict[int, int]:
-    """Resident pages per node summed over /proc/PID/numa_maps (4 KiB pages assumed except huge)."""
+SHARED_MEMORY_FILES = ("file=/dev/zero", "file=/SYSV", "file=/dev/shm/", "file=/memfd:")
+
+
+def pages_by_node(pid: int, *, own_only: bool = False) -> dict[int, int]:
+    """Resident pages per node summed over /proc/PID/numa_maps (4 KiB pages assumed except huge).
+
+    own_only: leave out file-backed mappings (libraries, page cache) but keep shared memory, the way
+    `numatune audit` judges a process on the memory it owns."""
     total: dict[int, int] = {}
     for line in read(f"/proc/{pid}/numa_maps", "").splitlines():
+        if own_only and " file=" in line and not any(f in line for f in SHARED_MEMORY_FILES):
+            continue
         kb = 4
         if m := re.search(r"kernelpagesize_kB=(\d+)", line):
             kb = int(m[1])
