@@ -137,35 +137,11 @@ def gather_facts(host: Host, environ: Mapping[str, str], *, probe: bool) -> Laun
 
 # -- topology and devices (only what launch needs) -------------------------------------------------------
 def read_launch_topology(host: Host, *, node_kinds: bool) -> Topology:
-    """CPUs and nodes without PCI; `node_kinds` adds the CXL/DAX scan that tells CXL nodes apart.
+    """CPUs and nodes without PCI or the kernel-settings pass (launch is on every rank's start);
+    `node_kinds` adds the CXL/DAX scan that tells CXL nodes apart."""
+    from numatune.readers.topology import read_topology
 
-    The plain case reads what `read_topology(host, devices=False)` reads for CPUs and nodes but skips
-    its imports of the PCI/CXL readers and its kernel-settings pass (which walks /proc on a live node):
-    launch is on the critical path of every rank's start.
-    """
-    if node_kinds:
-        from numatune.readers.cxl import read_cxl
-        from numatune.readers.topology import classify_nodes, read_topology
-
-        topo = read_topology(host, devices=False)
-        cxl = read_cxl(host)
-        return topo._replace(cxl=cxl, nodes=classify_nodes(host, topo.nodes, cxl, topo.cpu.architecture))
-    from numatune.readers.cpus import read_cpus, summarize_cpus
-    from numatune.readers.nodes import read_nodes
-
-    cpus = read_cpus(host)
-    summary = summarize_cpus(host, cpus)
-    nodes, numa_kernel, skipped = read_nodes(host, {c.id for c in cpus}, summary.online)
-    node_of = {cpu: n.id for n in nodes for cpu in n.cpus}
-    return Topology(
-        source=host.label,
-        live=host.is_live,
-        cpu=summary,
-        cpus=tuple(c._replace(node=node_of.get(c.id)) for c in cpus),
-        nodes=tuple(n._replace(kind="dram", kind_evidence="has CPUs") if n.cpus else n for n in nodes),
-        numa_kernel=numa_kernel,
-        skipped=tuple(skipped),
-    )
+    return read_topology(host, devices=False, cxl=node_kinds, settings=False)
 
 
 def read_launch_devices(host: Host, topo: Topology, bdf: str | None = None) -> list[PciDevice]:

@@ -42,7 +42,7 @@ def node_ids(host: Host) -> list[int]:
 
 
 def read_nodes(
-    host: Host, known_cpus: set[int], online_cpus: tuple[int, ...]
+    host: Host, known_cpus: set[int], online_cpus: tuple[int, ...], tiers: dict[int, tuple[int, ...]] | None = None
 ) -> tuple[tuple[NumaNode, ...], bool, list[Skipped]]:
     """(nodes, numa_kernel, skipped). A kernel without node directories is one node holding everything."""
     skipped: list[Skipped] = []
@@ -61,7 +61,8 @@ def read_nodes(
         return (node,), False, skipped
 
     order = _distance_order(host, ids)
-    tiers = read_memory_tiers(host)
+    if tiers is None:
+        tiers = read_memory_tiers(host)
     tier_of = {n: t for t, nodes in tiers.items() for n in nodes}
     weights = read_interleave_weights(host)
     normal = host.read_cpulist(f"{NODE_DIR}/has_normal_memory")

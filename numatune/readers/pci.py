@@ -15,9 +15,9 @@ from numatune.errors import ParseError
 from numatune.host import Host
 from numatune.model.findings import Skipped
 from numatune.model.topology import NumaNode, NvidiaGpuInfo, PciDevice, PciLink
+from numatune.readers.topology import NVIDIA_GPUS
 
 PCI_DEVICES = "/sys/bus/pci/devices"
-NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
 _BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 _HOST_BRIDGE = re.compile(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$")

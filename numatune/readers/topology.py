@@ -4,32 +4,54 @@ from __future__ import annotations
 
 from numatune.host import Host
 from numatune.model.findings import Skipped
-from numatune.model.topology import CxlTopology, NumaNode, PciDevice, Topology
+from numatune.model.topology import CxlTopology, KernelSettings, NumaNode, PciDevice, Topology
 from numatune.readers.cpus import read_cpus, summarize_cpus
-from numatune.readers.cxl import read_cxl
 from numatune.readers.nodes import read_memory_tiers, read_nodes
-from numatune.readers.pci import NVIDIA_GPUS, read_pci_devices
-from numatune.readers.settings import read_settings
+
+NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
 
 
-def read_topology(host: Host, *, pci_ids: str | None = None, devices: bool = True) -> Topology:
-    """Read everything `inspect` reports. `devices=False` skips PCI and CXL (launch's fast path)."""
+def read_topology(
+    host: Host,
+    *,
+    pci_ids: str | None = None,
+    devices: bool = True,
+    cxl: bool | None = None,
+    settings: bool = True,
+) -> Topology:
+    """Read everything `inspect` reports, or less for a hot path (launch: a rank's start).
+
+    `devices=False` skips PCI; `cxl` (default: as `devices`) the CXL/DAX scan that tells CXL nodes
+    apart; `settings=False` the kernel-settings pass, which walks /proc on a live node. The readers
+    of what is skipped are not even imported.
+    """
     skipped: list[Skipped] = []
     if not host.is_dir("/sys/devices/system/cpu"):
         skipped.append(Skipped("CPUs", "no /sys/devices/system/cpu in this root: CPU topology unknown"))
     cpus = read_cpus(host)
     summary = summarize_cpus(host, cpus)
-    nodes, numa_kernel, node_skipped = read_nodes(host, {c.id for c in cpus}, summary.online)
+    tiers = read_memory_tiers(host)
+    nodes, numa_kernel, node_skipped = read_nodes(host, {c.id for c in cpus}, summary.online, tiers)
     skipped += node_skipped
     node_of = {cpu: n.id for n in nodes for cpu in n.cpus}
     cpus = tuple(c._replace(node=node_of.get(c.id)) for c in cpus)
     pci: tuple[PciDevice, ...] = ()
-    cxl = CxlTopology()
+    memory = CxlTopology()
     if devices:
+        from numatune.readers.pci import read_pci_devices
+
         pci, pci_skipped = read_pci_devices(host, nodes, pci_ids)
         skipped += pci_skipped
-        cxl = read_cxl(host)
-    nodes = classify_nodes(host, nodes, cxl, summary.architecture)
+    if devices if cxl is None else cxl:
+        from numatune.readers.cxl import read_cxl
+
+        memory = read_cxl(host)
+    nodes = classify_nodes(host, nodes, memory, summary.architecture)
+    kernel = KernelSettings()
+    if settings:
+        from numatune.readers.settings import read_settings
+
+        kernel = read_settings(host)
     return Topology(
         source=host.label,
         live=host.is_live,
@@ -38,9 +60,9 @@ def read_topology(host: Host, *, pci_ids: str | None = None, devices: bool = Tru
         nodes=nodes,
         numa_kernel=numa_kernel,
         devices=pci,
-        cxl=cxl,
-        memory_tiers=read_memory_tiers(host),
-        settings=read_settings(host),
+        cxl=memory,
+        memory_tiers=tiers,
+        settings=kernel,
         skipped=tuple(skipped),
     )
 
