@@ -53,16 +53,16 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     is replaced by numactl, taskset or the command itself. Exit status and signals pass through.
     """
     from numatune.cpulist import parse_cpulist
-    from numatune.errors import InputError
+    from numatune.errors import UsageError
     from numatune.model.launch import LaunchOptions
     from numatune.plan.launch import normalize_bdf, parse_cpu_bind, parse_weights
 
     try:
         mem_nodes = tuple(sorted(parse_cpulist(kw["mem_nodes"]))) if kw["mem_nodes"] else None
     except ValueError as exc:
-        raise InputError(f"--mem-nodes {kw['mem_nodes']!r}: expected a node list like 0,2 or 0-3") from exc
+        raise UsageError(f"--mem-nodes {kw['mem_nodes']!r}: expected a node list like 0,2 or 0-3") from exc
     if mem_nodes == ():
-        raise InputError("--mem-nodes is empty")
+        raise UsageError("--mem-nodes is empty")
     opts = LaunchOptions(
         rank=kw["rank"],
         local_size=kw["local_size"],
@@ -87,7 +87,7 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     plan_only = kw["dry_run"] or kw["fmt"] is not None
     host = app.host
     if not host.is_live and not plan_only:
-        raise InputError(f"launch can only run a command on the live node, not on --root {app.root}",
+        raise UsageError(f"launch can only run a command on the live node, not on --root {app.root}",
                          hint="add --dry-run or --json to see the plan for that root")
 
     from numatune.bind import gather_facts, read_launch_devices, read_launch_topology
