@@ -34,7 +34,8 @@ _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 @click.option("--mem-policy", type=click.Choice(MEM_POLICIES), default="bind", show_default=True,
               help="Memory policy for the command.")
 @click.option("--mem-nodes", metavar="LIST", help="Memory nodes for the policy instead of the derived ones (0,2).")
-@click.option("--weights", metavar="NODE:W,...", help="Weighted-interleave weights (system-wide; root to change).")
+@click.option("--weights", metavar="NODE:W,...",
+              help="Weighted-interleave weights the kernel must have (system-wide: launch does not change them).")
 @click.option("--via", type=click.Choice(METHODS), default="auto", show_default=True,
               help="numactl, taskset or direct syscalls (auto: numactl when it can express the policy).")
 @click.option("--best-effort", is_flag=True, help="When a binding cannot be honoured, warn and run unbound.")
@@ -111,21 +112,11 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
 
         click.echo(render_dry_run(plan), nl=False)
         return
-    from numatune.bind import apply_plan, write_weights
-    from numatune.errors import NumatuneError
+    from numatune.bind import apply_plan
     from numatune.render.launch_text import summary_line
 
     for w in plan.warnings:
         app.warn(w)
-    if plan.write_weights:
-        try:
-            write_weights(host, plan.write_weights)
-            app.note("set weighted-interleave weights " + ",".join(f"{n}:{w}" for n, w in plan.write_weights.items())
-                     + " (system-wide)")
-        except NumatuneError as exc:
-            if not opts.best_effort:
-                raise
-            app.warn(f"{exc.message}; the kernel's current weights are used (--best-effort)")
     if not kw["quiet"]:
         app.note(summary_line(plan))
     apply_plan(plan, os.environ)

@@ -120,5 +120,4 @@ class LaunchPlan(NamedTuple):
     env: dict[str, str]  # variables set for the command (OMP_NUM_THREADS)
     reasons: tuple[str, ...]
     warnings: tuple[str, ...] = ()
-    write_weights: dict[int, int] = {}  # sysfs weights to set before exec
     unbound: bool = False  # --best-effort fell back to an unbound run
