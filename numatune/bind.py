@@ -64,6 +64,26 @@ def probe_numactl(path: str) -> Numactl:
     return Numactl(path, version, many, weighted)
 
 
+def installed_numactl_version(path: str) -> str | None:
+    """numactl's version: `numactl --version` (2.0.19+), else the package manager's (dpkg, rpm)."""
+    import subprocess
+
+    version = probe_numactl(path).version
+    if version is not None:
+        return version
+    for cmd in (["dpkg-query", "-W", "-f=${Version}", "numactl"], ["rpm", "-q", "--qf", "%{VERSION}", "numactl"]):
+        if which(cmd[0]) is None:
+            continue
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        text = done.stdout.strip()
+        if done.returncode == 0 and text:
+            return text.split()[-1]
+    return None
+
+
 def cgroup_cpuset(host: Host) -> tuple[frozenset[int] | None, str | None]:
     """cpuset.cpus.effective of this process's cgroup (v2, or v1 cpuset), walking up to the first that has it."""
     text = host.read_optional("/proc/self/cgroup") or ""

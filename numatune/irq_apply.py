@@ -281,6 +281,27 @@ def _put_back(host: Host, changed: list[Change], by_irq: dict[int, Saved], write
     return problems
 
 
+def read_plan(path: str | os.PathLike[str]) -> list[Change]:
+    """The writes of a plan file written by `irq plan --json`; one clear error for anything else."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read plan file {path}: {exc}") from exc
+    if not is_document(doc, "irq-plan") or not isinstance(doc.get("entries"), list):
+        raise InputError(f"{path} is not a plan written by `numatune irq plan --json` (schema {SCHEMAS['irq-plan']})")
+    out = []
+    for e in doc["entries"]:
+        try:
+            irq, action = int(e["irq"]), str(e["action"])
+            if action == "set" and e.get("target"):
+                target = parse_cpulist(e["target"])
+                out.append(Change(irq, format_cpulist(target) + "\n", target, "smp_affinity_list",
+                                  str(e.get("label", ""))))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{path}: malformed plan entry {e!r}") from exc
+    return out
+
+
 def restore_changes(saved: list[Saved]) -> list[Change]:
     """The writes that put a state file back: the list form when saved, else the hex mask."""
     out = []

@@ -122,22 +122,32 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     apply_plan(plan, os.environ)
 
 
+# Options that choose what this invocation prints or writes instead of running: not passed on to the wrapper.
+NOT_FORWARDED = frozenset({"emit", "dry_run", "fmt", "as_json"})
+
+
+def forwarded_args(kw: dict) -> list[str]:
+    """Every launch option as given, in canonical form, read off the click options themselves (so a new
+    option reaches emitted wrappers without a list to keep in step)."""
+    args = []
+    for param in launch_cmd.params:
+        if not isinstance(param, click.Option) or param.name in NOT_FORWARDED:
+            continue
+        value = kw[param.name]
+        flag = max(param.opts, key=len)
+        if param.is_flag:
+            args += [flag] if value else []
+        elif value is not None:
+            args += [flag, str(value)]
+    return args
+
+
 def _emit(path: str, kw: dict, command: tuple[str, ...]) -> None:
-    """Write the wrapper with the options as given (canonical form), minus --emit/--dry-run/--format/--json."""
+    """Write the wrapper with the options as given, minus the ones that pick what is printed (NOT_FORWARDED)."""
     import numatune
     from numatune.render.launch_sh import render_wrapper
 
-    args = ["launch"]
-    for name, flag in (("rank", "--rank"), ("local_size", "--local-size"), ("gpu", "--gpu"), ("node", "--node"),
-                       ("mem_nodes", "--mem-nodes"), ("weights", "--weights")):
-        if kw[name] is not None:
-            args += [flag, str(kw[name])]
-    args += ["--cpu-bind", kw["cpu_bind"], "--mem-policy", kw["mem_policy"], "--via", kw["via"]]
-    if kw["reserve_cores"]:
-        args += ["--reserve-cores", str(kw["reserve_cores"])]
-    for name in ("allow_isolated", "best_effort", "quiet"):
-        if kw[name]:
-            args.append("--" + name.replace("_", "-"))
+    args = ["launch", *forwarded_args(kw)]
     parent = os.path.dirname(os.path.dirname(os.path.abspath(numatune.__file__)))
     text = render_wrapper(sys.executable, parent, args, command)
     from numatune.errors import InputError
