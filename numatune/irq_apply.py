@@ -15,19 +15,19 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from numatune.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
 from numatune.errors import ApplyError, InputError, PermissionDenied, ReadError
 from numatune.host import Host
+from numatune.model._record import record
 from numatune.render.envelope import SCHEMAS, dumps, envelope, is_document
 
 STATE_DIR = "/var/lib/numatune"
 Writer = Callable[[str, str], None]
 
 
-@dataclass(frozen=True)
+@record
 class Change:
     """Write `text` to /proc/irq/<irq>/<file>; reading back must give the CPUs in `expect`."""
 
@@ -38,7 +38,7 @@ class Change:
     label: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Saved:
     """One IRQ's affinity files exactly as read (None: file absent)."""
 
@@ -48,13 +48,17 @@ class Saved:
     label: str = ""
 
 
-@dataclass
 class ApplyResult:
-    applied: list[int] = field(default_factory=list)
-    unchanged: list[int] = field(default_factory=list)
-    skipped: list[tuple[int, str]] = field(default_factory=list)
-    planned: list[Change] = field(default_factory=list)  # dry run: what would be written
-    state_file: str | None = None
+    """What an apply or restore did; filled in as it goes (an accumulator, hence not a record)."""
+
+    __slots__ = ("applied", "unchanged", "skipped", "planned", "state_file")
+
+    def __init__(self) -> None:
+        self.applied: list[int] = []
+        self.unchanged: list[int] = []
+        self.skipped: list[tuple[int, str]] = []
+        self.planned: list[Change] = []  # dry run: what would be written
+        self.state_file: str | None = None
 
 
 def irq_path(irq: int, name: str) -> str:
