@@ -145,22 +145,27 @@ def write_state(path: Path, saved: list[Saved], source: str, targets: dict[int, 
 
 def read_state(path: str | os.PathLike[str]) -> list[Saved]:
     """Load a state file written by `irq apply`; one clear error for anything else."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InputError(f"state file {path} does not exist") from exc
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read state file {path}: {exc}") from exc
-    if not is_document(doc, "irq-state") or not isinstance(doc.get("irqs"), list):
-        raise InputError(f"{path} is not a numatune IRQ state file (schema {SCHEMAS['irq-state']})")
     out = []
-    for entry in doc["irqs"]:
+    for entry in _rows(path, "irq-state", "irqs", "state file", "a numatune IRQ state file"):
         try:
             out.append(Saved(int(entry["irq"]), entry.get("smp_affinity_list"), entry.get("smp_affinity"),
                              str(entry.get("label", ""))))
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{path}: malformed IRQ entry {entry!r}") from exc
     return out
+
+
+def _rows(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> list:
+    """The list `key` of a numatune JSON document of this kind, read from a file; one clear error otherwise."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InputError(f"{what} {path} does not exist") from exc
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {what} {path}: {exc}") from exc
+    if not is_document(doc, kind) or not isinstance(doc.get(key), list):
+        raise InputError(f"{path} is not {written_by} (schema {SCHEMAS[kind]})")
+    return doc[key]
 
 
 def _cpus_of(text: str, file: str) -> frozenset[int]:
@@ -287,14 +292,8 @@ def _put_back(host: Host, changed: list[Change], by_irq: dict[int, Saved], write
 
 def read_plan(path: str | os.PathLike[str]) -> list[Change]:
     """The writes of a plan file written by `irq plan --json`; one clear error for anything else."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read plan file {path}: {exc}") from exc
-    if not is_document(doc, "irq-plan") or not isinstance(doc.get("entries"), list):
-        raise InputError(f"{path} is not a plan written by `numatune irq plan --json` (schema {SCHEMAS['irq-plan']})")
     out = []
-    for e in doc["entries"]:
+    for e in _rows(path, "irq-plan", "entries", "plan file", "a plan written by `numatune irq plan --json`"):
         try:
             irq, action = int(e["irq"]), str(e["action"])
             if action == "set" and e.get("target"):
