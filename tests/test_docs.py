@@ -24,7 +24,7 @@ def test_every_command_is_documented(command):
 
 
 @pytest.mark.skipif(shutil.which("man") is None, reason="man is not installed")
-@pytest.mark.parametrize("page", sorted(p.name for p in (PROJECT / "man").glob("*.1")))
+@pytest.mark.parametrize("page", sorted(p.name for p in (PROJECT / "man").glob("*.[17]")))
 def test_man_pages_render_without_warnings(page):
     done = subprocess.run(["man", "--warnings", "-l", str(PROJECT / "man" / page)], capture_output=True, text=True,
                           env={"MANWIDTH": "100", "PATH": "/usr/bin:/bin"})

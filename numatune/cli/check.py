@@ -91,13 +91,13 @@ def check_cmd(
 
 def run_checks(app: App, policy, pids: tuple[int, ...]):  # noqa: ANN001, ANN201 - (results, topology)
     """Every rule group that can run on this root, then the policy's expectations."""
-    from numatune.analysis.check import topology_results
+    from numatune.analysis.check import supersede, topology_results
     from numatune.analysis.policy import PolicyFacts, evaluate_policy
     from numatune.cli.inspect import build_inspect
 
     topo, _matrix, _findings = build_inspect(app)
     results = topology_results(topo)
-    reserved = policy.rank_cpus if policy is not None and policy.rank_cpus else frozenset()
+    reserved = (policy.get("irq.rank_cpus") if policy is not None else None) or frozenset()
     irq_results, irq_report, irq_note = _irq_results(app, topo, reserved)
     results += irq_results
     if pids:
@@ -109,11 +109,11 @@ def run_checks(app: App, policy, pids: tuple[int, ...]):  # noqa: ANN001, ANN201
             irqs=_placements(irq_report),
             irq_note=irq_note,
         )
-        if policy.numactl_min_version is not None:
+        if policy.get("tools.numactl_min_version") is not None:
             version, note = numactl_version(app)
             facts = PolicyFacts(version, note, facts.irqs, facts.irq_note)
         results += evaluate_policy(policy, topo, facts)
-    return results, topo
+    return supersede(results), topo
 
 
 def _irq_results(app: App, topo, reserved: frozenset[int]):  # noqa: ANN001, ANN202
