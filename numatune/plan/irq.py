@@ -105,21 +105,31 @@ def exclusive_split(
     Per node: physical cores (isolated ones left out), the first `reserve_cores` kept for housekeeping,
     the rest split evenly among the node's ranks (the remainder stays free too).
     """
-    iso = set(isolated)
     placement = rank_nodes(topo, ranks)
     out: dict[int, tuple[int, ...]] = {}
     notes: list[str] = []
     for nid in sorted(set(placement)):
-        node = topo.node(nid)
         members = [r for r, n in enumerate(placement) if n == nid]
-        cores = [c for c in physical_cores(topo, node.cpus if node else ()) if not set(c) & iso]
-        usable = cores[reserve_cores:]
+        usable = _node_cores(topo, nid, isolated)[reserve_cores:]
         per = len(usable) // len(members) if members else 0
         if per == 0:
             notes.append(f"node {nid}: {len(usable)} cores for {len(members)} ranks: ranks get no exclusive cores")
         for j, rank in enumerate(members):
             out[rank] = tuple(sorted(c for core in usable[j * per : (j + 1) * per] for c in core))
     return out, notes
+
+
+def _node_cores(topo: Topology, node_id: int, isolated: Iterable[int] = ()) -> list[tuple[int, ...]]:
+    """A node's physical cores in CPU-id order, isolated ones left out: what the rank split and the reserve cut."""
+    iso = set(isolated)
+    node = topo.node(node_id)
+    return [c for c in physical_cores(topo, node.cpus if node else ()) if not set(c) & iso]
+
+
+def housekeeping_cores(topo: Topology, reserve_cores: int, isolated: Iterable[int] = ()) -> dict[int, list[tuple[int, ...]]]:
+    """node -> the first `reserve_cores` cores of every node with CPUs: the cores `exclusive_split` keeps out of
+    the rank split, where IRQs (irq plan) and system daemons (emit's CpuSpecList, reservedSystemCPUs) go."""
+    return {n.id: _node_cores(topo, n.id, isolated)[:reserve_cores] for n in topo.nodes if n.cpus and reserve_cores}
 
 
 def plan_irqs(
