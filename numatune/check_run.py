@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from numatune.host import Host
+from numatune.model._record import record
 from numatune.model.check import CheckResult, IrqPlacement
 from numatune.model.findings import Severity
 from numatune.model.topology import Topology
@@ -27,7 +28,7 @@ def fail_level(option: str | None, policy: Policy | None) -> Severity:
 
 
 def run_checks(host: Host, policy: Policy | None, pids: Sequence[int] = (),
-               pci_ids: str | None = None) -> tuple[list[CheckResult], Topology]:
+               pci_ids: str | None = None, sched: SchedFiles | None = None) -> tuple[list[CheckResult], Topology]:
     """(results with the policy's ignore/severity applied and superseded findings dropped, topology)."""
     from numatune.analysis.check import supersede, topology_results
     from numatune.analysis.policy import PolicyFacts, apply_overrides, evaluate_policy
@@ -40,6 +41,8 @@ def run_checks(host: Host, policy: Policy | None, pids: Sequence[int] = (),
     results += irq_results
     if pids:
         results += _audit_results(host, topo, pids)
+    if sched is not None and sched.any:
+        results += scheduler_results(host, topo, sched)
     if policy is not None:
         version, note = None, ""
         if policy.get("tools.numactl_min_version") is not None:
@@ -64,6 +67,59 @@ def _irq_results(host: Host, topo: Topology, reserved: frozenset[int]):  # noqa:
     report = read_irq_report(host, topo)
     note = "" if report.has_proc_irq else "this root has no /proc/irq (IRQ affinity unknown)"
     return grouped_results("irq", irq_findings(topo, report, reserved), "IRQ placement rules"), report, note
+
+
+@record
+class SchedFiles:
+    """Scheduler configuration files to check against the node (`check --slurm-conf/--gres-conf/--kubelet-config`)."""
+
+    slurm_conf: str | None = None
+    gres_conf: str | None = None
+    kubelet_config: str | None = None
+    node_name: str | None = None
+
+    @property
+    def any(self) -> bool:
+        return bool(self.slurm_conf or self.gres_conf or self.kubelet_config)
+
+
+def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[CheckResult]:
+    """NT520-NT539: each file against what `numatune emit` derives from this node (one result per file)."""
+    from numatune.analysis.scheduler import check_gres, check_kubelet, check_slurm_node
+    from numatune.errors import InputError
+    from numatune.readers import schedconf
+
+    out: list[CheckResult] = []
+    if files.slurm_conf or files.gres_conf:
+        from numatune.emit_run import node_name, slurm_emit
+
+        e = slurm_emit(host, topo, name=files.node_name)
+        name = files.node_name or node_name(host)
+        if files.slurm_conf:
+            lines = schedconf.slurm_node_lines(files.slurm_conf)
+            mine = [(n, p) for n, p in lines if name in schedconf.expand_hostlist(p["nodename"])]
+            if not mine and len(lines) == 1:
+                mine = lines  # one node line: it is this node's, whatever the hostname in the root says
+            if not mine:
+                raise InputError(f"{files.slurm_conf} has no NodeName line for {name!r}",
+                                 hint="give the node's name with --node-name")
+            number, node = mine[-1]
+            name = files.node_name or (name if name in schedconf.expand_hostlist(node["nodename"])
+                                       else schedconf.expand_hostlist(node["nodename"])[0])
+            e = slurm_emit(host, topo, name=name)
+            found = list(check_slurm_node(number, node, e.node, e.layout, e.memory_mib, files.slurm_conf))
+            out.append(CheckResult("scheduler.slurm_conf", "scheduler", f"slurm.conf node line of {name}",
+                                   tuple(found)))
+        if files.gres_conf:
+            found = list(check_gres(schedconf.gres_lines(files.gres_conf), e.gres, e.layout, name, files.gres_conf))
+            out.append(CheckResult("scheduler.gres_conf", "scheduler", f"gres.conf GPU lines of {name}",
+                                   tuple(found)))
+    if files.kubelet_config:
+        doc = schedconf.load_kubelet_config(files.kubelet_config)
+        found = list(check_kubelet(doc, topo, files.kubelet_config))
+        out.append(CheckResult("scheduler.kubelet_config", "scheduler", "kubelet CPU, memory and topology managers",
+                               tuple(found)))
+    return out
 
 
 def _placements(report: IrqReport | None) -> tuple[IrqPlacement, ...] | None:

@@ -20,6 +20,14 @@ FAIL_ON = ("info", "warning", "error")
                    "warning].")
 @click.option("--pid", "pids", type=int, multiple=True,
               help="Also run audit's locality rules on this process (repeatable).")
+@click.option("--slurm-conf", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Check this slurm.conf's NodeName line against the node (NT520, NT521, NT524, NT525).")
+@click.option("--gres-conf", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Check this gres.conf's GPU lines: files, Cores= sockets (NT522-NT524).")
+@click.option("--kubelet-config", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Check a KubeletConfiguration (YAML or JSON): reservations per NUMA node (NT530-NT533).")
+@click.option("--node-name", default=None, metavar="NAME",
+              help="The node's NodeName in slurm.conf/gres.conf [default: the root's short hostname].")
 @format_option("text", "json", "junit")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report to this file instead of stdout (the exit status is unchanged).")
@@ -30,11 +38,15 @@ def check_cmd(
     policy_path: Path | None,
     fail_on: str | None,
     pids: tuple[int, ...],
+    slurm_conf: str | None,
+    gres_conf: str | None,
+    kubelet_config: str | None,
+    node_name: str | None,
     fmt: str,
     output: Path | None,
     verbose: bool,
 ) -> None:
-    """Run every finding rule (inspect's, irq's, audit's with --pid) and a policy's expectations.
+    """Run every finding rule (inspect's, irq's, audit's with --pid, the scheduler files given) and a policy.
 
     Exit status: 0 when no finding reaches --fail-on, 1 when one does, 2 for usage errors and 3
     when the root or the policy cannot be read. A check that cannot run on this root (no
@@ -42,13 +54,14 @@ def check_cmd(
     """
     from numatune.analysis.check import fails
     from numatune.analysis.policy import load_policy
-    from numatune.check_run import fail_level, run_checks
+    from numatune.check_run import SchedFiles, fail_level, run_checks
     from numatune.errors import ExitCode, InputError
     from numatune.readers.pci import pci_ids_from_env
 
     policy = load_policy(policy_path) if policy_path is not None else None
     level = fail_level(fail_on, policy)
-    results, topo = run_checks(app.host, policy, pids, pci_ids_from_env())
+    sched = SchedFiles(slurm_conf, gres_conf, kubelet_config, node_name)
+    results, topo = run_checks(app.host, policy, pids, pci_ids_from_env(), sched)
     source = app.root
     policy_name = str(policy_path) if policy_path is not None else None
 

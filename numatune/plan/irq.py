@@ -126,7 +126,8 @@ def _node_cores(topo: Topology, node_id: int, isolated: Iterable[int] = ()) -> l
     return [c for c in physical_cores(topo, node.cpus if node else ()) if not set(c) & iso]
 
 
-def housekeeping_cores(topo: Topology, reserve_cores: int, isolated: Iterable[int] = ()) -> dict[int, list[tuple[int, ...]]]:
+def housekeeping_cores(topo: Topology, reserve_cores: int,
+                       isolated: Iterable[int] = ()) -> dict[int, list[tuple[int, ...]]]:
     """node -> the first `reserve_cores` cores of every node with CPUs: the cores `exclusive_split` keeps out of
     the rank split, where IRQs (irq plan) and system daemons (emit's CpuSpecList, reservedSystemCPUs) go."""
     return {n.id: _node_cores(topo, n.id, isolated)[:reserve_cores] for n in topo.nodes if n.cpus and reserve_cores}

@@ -90,7 +90,6 @@ def slurm_layout(topo: Topology, groups: Iterable[frozenset[int]] = (), *, numa_
     if numa_as_socket and not node_sets:
         return SlurmLayout(unit, (), 1, 0, len(online), problem="no NUMA node with CPUs: numa_node_as_socket has "
                                                                  "nothing to use")
-    by_id = {c.id: c for c in online}
     cores: dict[tuple[int, ...], None] = {}
     for c in sorted(online, key=lambda c: c.id):
         cores.setdefault(tuple(s for s in (c.siblings or (c.id,)) if s in online_ids) or (c.id,))
@@ -134,9 +133,8 @@ def slurm_layout(topo: Topology, groups: Iterable[frozenset[int]] = (), *, numa_
                      f"assumes CoresPerSocket={cps} and its socket boundaries will not match the hardware")
     beyond = sorted(c for c in online_ids if c >= len(online))
     if beyond:
-        notes.append(f"CPU ids {format_cpulist(beyond)} are >= the {len(online)} online CPUs: slurmd leaves them out of "
-                     "its abstract CPU map (binding to them misbehaves); renumber or online the missing CPUs")
-    del by_id
+        notes.append(f"CPU ids {format_cpulist(beyond)} are >= the {len(online)} online CPUs: slurmd leaves them "
+                     "out of its abstract CPU map (binding to them misbehaves); renumber or online the missing CPUs")
     return SlurmLayout(unit, tuple(out_sockets), threads, cps, len(online), tuple(notes))
 
 
@@ -182,7 +180,8 @@ def housekeeping_cpus(topo: Topology, reserve_cores: int) -> tuple[int, ...]:
     the ones `launch --reserve-cores` and `irq plan --reserve-cores` leave to interrupts and daemons."""
     from numatune.plan.irq import housekeeping_cores
 
-    return tuple(sorted(c for cores in housekeeping_cores(topo, reserve_cores).values() for core in cores for c in core))
+    per_node = housekeeping_cores(topo, reserve_cores).values()
+    return tuple(sorted(c for cores in per_node for core in cores for c in core))
 
 
 # -- gres.conf ----------------------------------------------------------------------------------
@@ -247,7 +246,7 @@ def device_cores(topo: Topology, layout: SlurmLayout, dev: PciDevice) -> tuple[t
 
 
 def gpu_device_file(dev: PciDevice, index: int, render_nodes: Mapping[str, str]) -> tuple[str | None, str]:
-    """(File= for a GPU, a note when it is a guess): /dev/nvidiaN from the driver's minor number, AMD's DRM render node."""
+    """(File= for a GPU, a note when it is a guess): /dev/nvidiaN from the driver's minor, AMD's DRM render node."""
     if dev.nvidia is not None and dev.nvidia.minor is not None:
         return f"/dev/nvidia{dev.nvidia.minor}", ""
     if dev.bdf in render_nodes:

@@ -25,6 +25,7 @@ SCHEMAS = {
     "check": "numatune.check/1",
     "diff": "numatune.diff/1",
     "fleet": "numatune.fleet/1",
+    "emit": "numatune.emit/1",
 }
 
 
