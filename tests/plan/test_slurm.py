@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from numatune.host import Host
-from numatune.plan.slurm import gres_lines, gpus_in_bus_order, slurm_layout
+from numatune.plan.slurm import gpus_in_bus_order, gres_lines, slurm_layout
 from numatune.readers.sched import read_cpu_groups, read_render_nodes
 from numatune.readers.topology import read_topology
 from tests.conftest import PROJECT, fixture_root
@@ -136,12 +136,14 @@ def test_numa_as_socket_numbers_sockets_by_node():
 
 
 def test_hostlist_and_config_lines(tmp_path):
-    from numatune.readers.schedconf import expand_hostlist, gres_lines as read_gres, slurm_node_lines
+    from numatune.readers.schedconf import expand_hostlist, slurm_node_lines
+    from numatune.readers.schedconf import gres_lines as read_gres
 
     assert expand_hostlist("gpu[01-03,7],login") == ["gpu01", "gpu02", "gpu03", "gpu7", "login"]
     assert expand_hostlist("/dev/nvidia[0-1]") == ["/dev/nvidia0", "/dev/nvidia1"]
     conf = tmp_path / "slurm.conf"
-    conf.write_text("# c\nnodename=DEFAULT RealMemory=1000 # trailing\nNodeName=n[1-2] Sockets=2 \\\n  CoresPerSocket=4\n")
+    conf.write_text("# c\nnodename=DEFAULT RealMemory=1000 # trailing\n"
+                    "NodeName=n[1-2] Sockets=2 \\\n  CoresPerSocket=4\n")
     [(number, node)] = slurm_node_lines(conf)
     assert number == 3 and node == {"realmemory": "1000", "nodename": "n[1-2]", "sockets": "2", "corespersocket": "4"}
     gres = tmp_path / "gres.conf"
