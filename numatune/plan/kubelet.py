@@ -48,10 +48,10 @@ def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: i
                      "cores, never a sibling shared with another pod")
     config["topologyManagerPolicy"] = topology_policy
     config["topologyManagerScope"] = scope
-    memory_nodes = [n for n in topo.nodes if n.memory_total_kib]
-    if len(memory_nodes) > TOPOLOGY_MANAGER_MAX_NODES:
-        config["topologyManagerPolicyOptions"] = {"max-allowable-numa-nodes": str(len(memory_nodes))}
-        notes.append(f"{len(memory_nodes)} NUMA nodes: kubelet's topology manager refuses more than "
+    all_nodes = topo.nodes if topo.numa_kernel else ()  # kubelet (cAdvisor) counts every node, CPU-less too
+    if len(all_nodes) > TOPOLOGY_MANAGER_MAX_NODES:
+        config["topologyManagerPolicyOptions"] = {"max-allowable-numa-nodes": str(len(all_nodes))}
+        notes.append(f"{len(all_nodes)} NUMA nodes: kubelet's topology manager refuses more than "
                      f"{TOPOLOGY_MANAGER_MAX_NODES} unless max-allowable-numa-nodes is raised (Kubernetes >= 1.31)")
     config["memoryManagerPolicy"] = "Static"
     if reserved:
