@@ -152,10 +152,12 @@ class NodeLine:
     mem_spec_mib: int | None = None
 
     def text(self) -> str:
-        parts = [f"NodeName={self.name}", f"CPUs={self.cpus}"]
-        if self.sockets:
-            parts += [f"Sockets={self.sockets}", f"CoresPerSocket={self.cores_per_socket}"]
-        parts.append(f"ThreadsPerCore={self.threads_per_core}")
+        parts = [f"NodeName={self.name}"]
+        if self.cpus:
+            parts.append(f"CPUs={self.cpus}")
+        if self.sockets:  # unknown layout: leave the counts to slurmd rather than guess them
+            parts += [f"Sockets={self.sockets}", f"CoresPerSocket={self.cores_per_socket}",
+                      f"ThreadsPerCore={self.threads_per_core}"]
         if self.real_memory_mib is not None:
             parts.append(f"RealMemory={self.real_memory_mib}")
         if self.gpus:

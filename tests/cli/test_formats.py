@@ -50,6 +50,9 @@ CALLS = {
     "fleet": ("fleet", ["{report}"], {0}),
     "launch": ("launch", ["--node", "0", "--mem-policy", "none", "--", "true"], {0}),
     "audit": ("audit", ["1"], {0}),
+    "emit slurm": ("emit", [], {0}),
+    "emit kubelet": ("emit", [], {0}),
+    "emit nfd": ("emit", [], {0}),
 }
 ERROR_CODES = {int(c) for c in ExitCode} - {0}
 
