@@ -22,6 +22,15 @@ from tests.conftest import PROJECT, fixture_root
         (["--no-color", "irq", "--format", "json"], FastCall("irq", "/", False)),
         (["audit", "12", "34", "--json"], FastCall("audit", "/", False, (12, 34))),
         (["audit", "--json", "12"], FastCall("audit", "/", False, (12,))),
+        (["check"], FastCall("check", "/", False, fmt="text")),
+        (["--root", "T", "check", "--json"], FastCall("check", "T", False)),
+        (["diff", "A", "B"], FastCall("diff", "/", False, args=("A", "B"), fmt="text")),
+        (["diff", "A", "B", "-f", "json"], FastCall("diff", "/", False, args=("A", "B"))),
+        (["check", "--policy", "p.toml"], None),
+        (["check", "-v"], None),
+        (["diff", "A", "B", "--ignore", "kernel"], None),
+        (["diff", "A", "--json", "B"], None),
+        (["diff", "A"], None),
         (["inspect"], None),
         (["inspect", "--json", "--format", "table"], None),
         (["irq", "plan", "--json"], None),
@@ -93,3 +102,24 @@ def test_console_script_and_module_take_the_same_entry():
     done = subprocess.run([sys.executable, "-m", "numatune", "--version"], capture_output=True, text=True,
                           cwd=PROJECT)
     assert done.returncode == 0 and done.stdout.startswith("numatune ")
+
+
+@pytest.mark.parametrize("name", ["32em64t-2n8c+dax+nvme+mic+dimms", "vm-cxl", "20s390-2g6s4c", "procfs-4cpu-kvm",
+                                  "8em64t-2s2ca2c-buggynuma"])
+@pytest.mark.parametrize("flags", [(), ("--json",)])
+def test_fast_check_prints_what_click_prints(cli, capsys, name, flags):
+    argv = ["--root", str(fixture_root(name)), "check", *flags]
+    code, out, err = fast(argv, capsys)
+    slow = cli(*argv)
+    assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)
+
+
+@pytest.mark.parametrize(("a", "b"), [("memorysidecaches", "32em64t-2n8c+dax+nvme+mic+dimms"),
+                                      ("vm-two-socket", "vm-two-socket"), ("vm-cxl", "missing")])
+@pytest.mark.parametrize("flags", [(), ("--json",)])
+def test_fast_diff_prints_what_click_prints(cli, capsys, a, b, flags):
+    argv = ["diff", str(fixture_root(a)), str(fixture_root(b)), *flags]
+    code, out, err = fast(argv, capsys)
+    slow = cli(*argv)
+    assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)
+    assert code == (3 if b == "missing" else int(a != b))
