@@ -9,18 +9,20 @@ from minute to minute (free memory, the source path, the numatune version) are l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from numatune.cpulist import format_cpulist
 from numatune.errors import InputError
+from numatune.model._record import record
+
+TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import; diff starts without them
+if TYPE_CHECKING:
+    from typing import Any
 
 INSPECT_SCHEMA = "numatune.inspect/1"
 PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")
 MEMORY_TOLERANCE = 0.02  # node memory within 2% is "the same" (firmware and kernels reserve a little)
 
 
-@dataclass(frozen=True)
+@record
 class Difference:
     key: str  # "node 1 cpus"
     category: str  # cpu | numa | distances | memory | tiers | devices | kernel

@@ -1,0 +1,57 @@
+"""Plain inspect tables print exactly what rich prints when nothing needs wrapping, and give way otherwise."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from numatune.host import Host
+from numatune.render.inspect_text import plain_inspect, plain_width, render_inspect
+from numatune.reports import inspect_report
+from tests.conftest import fixture_root, tree_fixtures
+
+
+def _rich_text(parts, width: int) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=width, no_color=True, highlight=False, emoji=False, markup=False,
+                      soft_wrap=False)
+    console.print(render_inspect(*parts))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("name", tree_fixtures())
+def test_plain_is_rich_byte_for_byte_or_declines(name):
+    parts = inspect_report(Host.open(fixture_root(name)), None)
+    for width in (60, 80, 132, 250):
+        plain = plain_inspect(*parts, width)
+        if plain is not None:
+            assert plain == _rich_text(parts, width), width
+    if name in ("256ppc-8n8s4t", "128arm-2pa2n8cluster4co"):  # everything fits 80 columns: no rich needed
+        assert plain_inspect(*parts, 80) is not None
+    if name in ("pcp-1152cpu-x86_64", "memorysidecaches", "vm-two-socket"):  # fits a wide pipe
+        assert plain_inspect(*parts, 250) is not None
+
+
+def test_declines_what_needs_wrapping():
+    parts = inspect_report(Host.open(fixture_root("256ppc-8n8s4t")), None)
+    assert plain_inspect(*parts, 40) is None  # the nodes table is 76 columns wide
+    cxl = inspect_report(Host.open(fixture_root("vm-cxl")), None)
+    assert plain_inspect(*cxl, 500) is None  # the CXL tree is drawn by rich
+
+
+class _Out(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_width_follows_rich():
+    assert plain_width(_Out(True), {}) is None
+    assert plain_width(_Out(False), {"FORCE_COLOR": "1"}) is None
+    assert plain_width(_Out(False), {"COLUMNS": "123"}) == 123
+    assert plain_width(_Out(False), {"COLUMNS": "wide"}) >= 1
