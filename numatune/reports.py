@@ -6,7 +6,6 @@ is built one way whichever path runs it. No click, no rich.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from numatune.host import Host
@@ -76,4 +75,6 @@ def audit_doc(run, audits, job, notes, thresholds) -> dict[str, Any]:  # noqa: A
 
 
 def dumps(document: Any) -> str:
+    import json  # not at the top: the human reports never need it
+
     return json.dumps(document, indent=2, sort_keys=False)

@@ -19,7 +19,7 @@ from tests.conftest import PROJECT, fixture_root
         (["inspect", "--json"], FastCall("inspect", "/", False)),
         (["--root", "T", "inspect", "-f", "json"], FastCall("inspect", "T", False)),
         (["--root=T", "--debug", "irq", "--format=json"], FastCall("irq", "T", True)),
-        (["--no-color", "irq", "--format", "json"], FastCall("irq", "/", False)),
+        (["--no-color", "irq", "--format", "json"], FastCall("irq", "/", False, color=False)),
         (["audit", "12", "34", "--json"], FastCall("audit", "/", False, (12, 34))),
         (["audit", "--json", "12"], FastCall("audit", "/", False, (12,))),
         (["check"], FastCall("check", "/", False, fmt="text")),
@@ -31,7 +31,8 @@ from tests.conftest import PROJECT, fixture_root
         (["diff", "A", "B", "--ignore", "kernel"], None),
         (["diff", "A", "--json", "B"], None),
         (["diff", "A"], None),
-        (["inspect"], None),
+        (["--no-color", "inspect"], FastCall("inspect", "/", False, fmt="table", color=False)),
+        (["inspect", "--format", "table"], None),
         (["inspect", "--json", "--format", "table"], None),
         (["irq", "plan", "--json"], None),
         (["audit", "--json"], None),
@@ -123,3 +124,12 @@ def test_fast_diff_prints_what_click_prints(cli, capsys, a, b, flags):
     slow = cli(*argv)
     assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)
     assert code == (3 if b == "missing" else int(a != b))
+
+
+@pytest.mark.parametrize("name", ["256ppc-8n8s4t", "32em64t-2n8c+dax+nvme+mic+dimms", "vm-cxl", "procfs-4cpu-kvm"])
+def test_fast_inspect_table_prints_what_click_prints(cli, capsys, name):
+    argv = ["--root", str(fixture_root(name)), "inspect"]
+    code, out, err = fast(argv, capsys)
+    slow = cli(*argv)
+    assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)
+    assert out.startswith(f"{fixture_root(name)} (saved tree)\n")

@@ -37,16 +37,8 @@ def inspect_cmd(app: App, fmt: str, as_json: bool) -> None:
 
         click.echo(inspect_metrics(topo, findings), nl=False)
         return
-    import os
-    import sys
+    from numatune.render.inspect_text import print_inspect
 
-    from numatune.render.inspect_text import plain_inspect, plain_width, render_inspect
-
-    width = plain_width(sys.stdout, os.environ)
-    text = plain_inspect(topo, matrix, findings, width) if width else None
-    if text is not None:  # the same bytes rich would print, without importing rich
-        click.echo(text, nl=False)
-    else:
-        app.console().print(render_inspect(topo, matrix, findings))
+    print_inspect(topo, matrix, findings, app.color)
     for s in topo.skipped:
         app.note(f"skipped {s.subject}: {s.reason}")

@@ -83,6 +83,22 @@ def render_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding]):
     return Group(*(_rich(part) for part in _parts(topo, matrix, findings)))
 
 
+def print_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding], color: bool = True) -> None:
+    """Print the report to stdout: drawn here when rich would print the same bytes, else by rich."""
+    import os
+    import sys
+
+    width = plain_width(sys.stdout, os.environ)
+    text = plain_inspect(topo, matrix, findings, width) if width else None
+    if text is not None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        from numatune.render.console import make_console
+
+        make_console(color).print(render_inspect(topo, matrix, findings))
+
+
 def plain_width(stream, environ) -> int | None:  # noqa: ANN001 - a text file, os.environ
     """The width rich would lay out for on STREAM, or None when rich must draw (a terminal: colour).
 
