@@ -2,8 +2,9 @@
 
 Interleaving (A B C A B C ...) spreads a busy machine's noise over every command alike; the child's
 CPU time (user + system) is disturbed less by other load than wall time, so both are printed, with
-each command's peak resident memory (from wait4: the largest of the process and its children, so an
-`sh -c` pipeline shows its biggest member).
+optionally, each command's peak resident memory (from wait4: the largest of the process and its
+children, so an `sh -c` pipeline shows its biggest member; a forked child starts from this script's
+own peak, ~30 MB, so smaller figures read as that floor).
 """
 
 from __future__ import annotations
@@ -57,17 +58,18 @@ def measure(cmds: dict[str, list[str]], rounds: int, env: dict[str, str] | None 
     return out
 
 
-def report(results: dict[str, tuple[list[float], list[float], list[int]]], reference: str, rounds: int) -> None:
+def report(results: dict[str, tuple[list[float], list[float], list[int]]], reference: str, rounds: int,
+           peak: bool = False) -> None:
     """Print a table: median and minimum wall ms, median CPU ms, each as a ratio to `reference`; peak RSS."""
     ref_wall = statistics.median(results[reference][0])
     ref_cpu = statistics.median(results[reference][1])
     width = max(len(n) for n in results) + 2
-    print(f"{'command':{width}} {'wall med ms':>11} {'wall min':>8} {'x ref':>6} {'cpu med ms':>10} {'x ref':>6} "
-          f"{'peak MB':>7}")
+    print(f"{'command':{width}} {'wall med ms':>11} {'wall min':>8} {'x ref':>6} {'cpu med ms':>10} {'x ref':>6}"
+          + (f" {'peak MB':>7}" if peak else ""))
     for name, (wall, cpu, rss) in results.items():
         med, cmed = statistics.median(wall), statistics.median(cpu)
         print(f"{name:{width}} {med * 1000:11.1f} {min(wall) * 1000:8.1f} {med / ref_wall:6.2f} "
-              f"{cmed * 1000:10.1f} {cmed / ref_cpu:6.2f} {max(rss) / 1024:7.0f}")
+              f"{cmed * 1000:10.1f} {cmed / ref_cpu:6.2f}" + (f" {max(rss) / 1024:7.0f}" if peak else ""))
     load = os.getloadavg()[0]
     print(f"(reference: {reference}; {rounds} interleaved rounds; {os.cpu_count()} CPUs; load {load:.1f}; "
           f"python {sys.version.split()[0]})")

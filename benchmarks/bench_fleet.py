@@ -55,7 +55,7 @@ def main() -> None:
             f"numatune fleet DIR ({args.reports} reports)": [*NUMATUNE, "fleet", str(fleet)],
             f"numatune fleet --json DIR ({args.reports} reports)": [*NUMATUNE, "fleet", "--json", str(fleet)],
         }
-        report(measure(cmds, args.rounds), next(iter(cmds)), args.rounds)
+        report(measure(cmds, args.rounds), next(iter(cmds)), args.rounds, peak=True)
     if args.stream:
         gen = STREAM.format(bench=str(PROJECT / "benchmarks"), n=args.stream)
         script = Path(tempfile.gettempdir()) / "numatune-fleet-stream.py"
@@ -67,7 +67,7 @@ def main() -> None:
                 ["sh", "-c", f"set -o pipefail 2>/dev/null; {sys.executable} {script} | {nt} fleet -"],
         }
         print()
-        report(measure(cmds, 1), next(iter(cmds)), 1)
+        report(measure(cmds, 1), next(iter(cmds)), 1, peak=True)
         script.unlink()
 
 

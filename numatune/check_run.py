@@ -51,9 +51,9 @@ def run_checks(host: Host, policy, pids: tuple[int, ...]):  # noqa: ANN001, ANN2
     """Every rule group that can run on this root, then the policy's expectations."""
     from numatune.analysis.check import topology_results
     from numatune.readers.pci import pci_ids_from_env
-    from numatune.reports import inspect_report
+    from numatune.reports import node_topology
 
-    topo, _matrix, _findings = inspect_report(host, pci_ids_from_env())
+    topo = node_topology(host, pci_ids_from_env())  # the rules run below, once
     results = topology_results(topo)
     reserved = policy.rank_cpus if policy is not None and policy.rank_cpus else frozenset()
     irq_results, irq_report, irq_note = _irq_results(host, topo, reserved)
