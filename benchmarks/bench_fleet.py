@@ -5,12 +5,13 @@ reports are ~120 MB), written once into a temporary directory. jq's grouping is 
 counts only) but reads every byte as numatune must. Goal: at most 1.0x jq's wall time, peak RSS at
 most 200 MB. `--stream N` also pipes N reports as JSON lines into `numatune fleet -` (made on the fly
 by a generator process) to show memory stays flat at 100,000 nodes.
-Usage: python benchmarks/bench_fleet.py [--rounds N] [--reports N] [--stream N]
+Usage: python benchmarks/bench_fleet.py [--rounds N] [--reports N (0: none)] [--stream N]
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 import tempfile
@@ -45,26 +46,28 @@ def main() -> None:
         sys.exit("jq is not installed (apt-get install jq)")
     compile_package()
     print("numatune byte-compiled (python -m compileall)")
-    with tempfile.TemporaryDirectory() as tmp:
-        fleet = Path(tmp) / "fleet"
-        size = write_fleet(fleet, args.reports)
-        print(f"{args.reports} reports, {size / 1e6:.0f} MB")
-        glob = f"{fleet}/*.json"
-        cmds = {
-            f"jq -s 'group_by(...)' {args.reports} files (reference)": ["sh", "-c", f"exec jq -s '{JQ}' {glob}"],
-            f"numatune fleet DIR ({args.reports} reports)": [*NUMATUNE, "fleet", str(fleet)],
-            f"numatune fleet --json DIR ({args.reports} reports)": [*NUMATUNE, "fleet", "--json", str(fleet)],
-        }
-        report(measure(cmds, args.rounds), next(iter(cmds)), args.rounds, peak=True)
+    if args.reports:  # --reports 0: the stream only
+        with tempfile.TemporaryDirectory() as tmp:
+            fleet = Path(tmp) / "fleet"
+            size = write_fleet(fleet, args.reports)
+            print(f"{args.reports} reports, {size / 1e6:.0f} MB")
+            glob = f"{fleet}/*.json"
+            cmds = {
+                f"jq -s 'group_by(...)' {args.reports} files (reference)":
+                    ["sh", "-c", f"exec jq -s '{JQ}' {glob}"],
+                f"numatune fleet DIR ({args.reports} reports)": [*NUMATUNE, "fleet", str(fleet)],
+                f"numatune fleet --json DIR ({args.reports} reports)": [*NUMATUNE, "fleet", "--json", str(fleet)],
+            }
+            report(measure(cmds, args.rounds), next(iter(cmds)), args.rounds, peak=True)
     if args.stream:
         gen = STREAM.format(bench=str(PROJECT / "benchmarks"), n=args.stream)
         script = Path(tempfile.gettempdir()) / "numatune-fleet-stream.py"
         script.write_text(gen)
-        nt = " ".join(f"'{a}'" for a in NUMATUNE)
+        nt = shlex.join(NUMATUNE)
         cmds = {
             f"generator only ({args.stream} reports to /dev/null)": ["sh", "-c", f"{sys.executable} {script}"],
             f"generator | numatune fleet - ({args.stream} reports)":
-                ["sh", "-c", f"set -o pipefail 2>/dev/null; {sys.executable} {script} | {nt} fleet -"],
+                ["bash", "-o", "pipefail", "-c", f"{sys.executable} {script} | {nt} fleet -"],
         }
         print()
         report(measure(cmds, 1), next(iter(cmds)), 1, peak=True)
