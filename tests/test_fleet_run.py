@@ -73,3 +73,21 @@ def test_nothing_readable_is_an_input_error(tmp_path):
         fleet_run.run_fleet(("-",), stdin=Trickle(json.dumps({"schema": "numatune.diff/1"})))
     with pytest.raises(InputError, match="holds no"):
         fleet_run.run_fleet((str(tmp_path),))
+
+
+def test_a_long_stream_is_held_a_piece_at_a_time(monkeypatch):
+    """1,000 reports through stdin: the peak is a piece, one document and a name per node, not the input."""
+    import tracemalloc
+
+    monkeypatch.setattr(fleet_run, "CHUNK", 64 << 10)
+    one = json.dumps(DOC, indent=2)
+    text = "\n".join(one for _ in range(1000)) + "\n"
+    stdin = Trickle(text)
+    tracemalloc.start()
+    try:
+        fleet, bad = fleet_run.run_fleet(("-",), stdin=stdin)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert bad == [] and fleet.total == 1000
+    assert len(text) > 700_000 and peak < 400_000
