@@ -15,8 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _fixtures import fixture
-from _timing import NUMATUNE, compile_package, measure, report
+from _timing import NUMATUNE, compile_package, fixture, measure, report
 
 ENV = {"NUMATUNE_PCI_IDS": "", "PATH": "/usr/bin:/bin"}
 

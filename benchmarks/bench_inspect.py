@@ -12,8 +12,7 @@ import argparse
 import shutil
 import sys
 
-from _fixtures import fixture
-from _timing import NUMATUNE, compile_package, measure, report
+from _timing import NUMATUNE, compile_package, fixture, measure, report
 
 
 def main() -> None:

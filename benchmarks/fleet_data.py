@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _fixtures import PROJECT, fixture
+from _timing import PROJECT, fixture
 
 sys.path.insert(0, str(PROJECT))
 from numatune.analysis.fleet import round_gib  # noqa: E402

@@ -31,11 +31,10 @@ def check_report(host: Host, source: str, policy=None, policy_name: str | None =
 
         results = apply_overrides(results, policy)
     if fmt == "json":
-        import json
-
         from numatune.render.check_json import check_document
+        from numatune.render.envelope import dumps
 
-        text = json.dumps(check_document(source, policy_name, level, results, topo.skipped), indent=2) + "\n"
+        text = dumps(check_document(source, policy_name, level, results, topo.skipped)) + "\n"
     elif fmt == "junit":
         from numatune.render.junit import check_junit
 
@@ -49,13 +48,13 @@ def check_report(host: Host, source: str, policy=None, policy_name: str | None =
 
 def run_checks(host: Host, policy, pids: tuple[int, ...]):  # noqa: ANN001, ANN201 - (results, topology)
     """Every rule group that can run on this root, then the policy's expectations."""
-    from numatune.analysis.check import topology_results
+    from numatune.analysis.check import supersede, topology_results
     from numatune.readers.pci import pci_ids_from_env
     from numatune.reports import node_topology
 
     topo = node_topology(host, pci_ids_from_env())  # the rules run below, once
     results = topology_results(topo)
-    reserved = policy.rank_cpus if policy is not None and policy.rank_cpus else frozenset()
+    reserved = (policy.get("irq.rank_cpus") if policy is not None else None) or frozenset()
     irq_results, irq_report, irq_note = _irq_results(host, topo, reserved)
     results += irq_results
     if pids:
@@ -69,11 +68,11 @@ def run_checks(host: Host, policy, pids: tuple[int, ...]):  # noqa: ANN001, ANN2
             irqs=_placements(irq_report),
             irq_note=irq_note,
         )
-        if policy.numactl_min_version is not None:
+        if policy.get("tools.numactl_min_version") is not None:
             version, note = numactl_version(host)
             facts = PolicyFacts(version, note, facts.irqs, facts.irq_note)
         results += evaluate_policy(policy, topo, facts)
-    return results, topo
+    return supersede(results), topo
 
 
 def _irq_results(host: Host, topo, reserved: frozenset[int]):  # noqa: ANN001, ANN202

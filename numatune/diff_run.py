@@ -77,7 +77,7 @@ def diff_report(a: str, b: str, ignore: tuple[str, ...] = (), fmt: str = "text")
     diffs = diff_views(view(doc_a), view(doc_b), ignore)
     if fmt == "json":
         from numatune.render.diff_out import diff_document
-        from numatune.reports import dumps
+        from numatune.render.envelope import dumps
 
         return dumps(diff_document((a, kind_a), (b, kind_b), diffs, ignore)) + "\n", bool(diffs)
     from numatune.render.diff_out import render_diff_text

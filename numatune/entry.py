@@ -37,7 +37,7 @@ class FastCall:
     debug: bool
     pids: tuple[int, ...] = ()
     args: tuple[str, ...] = ()  # diff: A and B
-    fmt: str = "json"  # inspect: json | table; check and diff: json | text
+    fmt: str = "json"  # json | text
     color: bool = True  # --no-color
 
 
@@ -60,7 +60,7 @@ def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall
         return None
     command, rest = args[i], tuple(args[i + 1:])
     if command == "inspect" and rest == ():
-        return FastCall(command, root, debug, fmt="table", color=color)
+        return FastCall(command, root, debug, fmt="text", color=color)
     if command in ("inspect", "irq"):
         return FastCall(command, root, debug, color=color) if rest in JSON_FLAGS else None
     if command == "check" and (rest == () or rest in JSON_FLAGS):
@@ -115,7 +115,7 @@ def _run_fast(call: FastCall) -> int:
             if call.fmt == "text":
                 sys.stderr.write("".join(f"numatune: skipped {what}: {why}\n" for what, why in skipped))
             return int(ExitCode.FINDINGS) if failed else 0
-        if call.command == "inspect" and call.fmt == "table":
+        if call.command == "inspect" and call.fmt == "text":
             from numatune.readers.pci import pci_ids_from_env
             from numatune.render.inspect_text import print_inspect
 

@@ -31,7 +31,7 @@ from tests.conftest import PROJECT, fixture_root
         (["diff", "A", "B", "--ignore", "kernel"], None),
         (["diff", "A", "--json", "B"], None),
         (["diff", "A"], None),
-        (["--no-color", "inspect"], FastCall("inspect", "/", False, fmt="table", color=False)),
+        (["--no-color", "inspect"], FastCall("inspect", "/", False, fmt="text", color=False)),
         (["inspect", "--format", "table"], None),
         (["inspect", "--json", "--format", "table"], None),
         (["irq", "plan", "--json"], None),
@@ -118,8 +118,8 @@ def test_fast_check_prints_what_click_prints(cli, capsys, name, flags):
 @pytest.mark.parametrize(("a", "b"), [("memorysidecaches", "32em64t-2n8c+dax+nvme+mic+dimms"),
                                       ("vm-two-socket", "vm-two-socket"), ("vm-cxl", "missing")])
 @pytest.mark.parametrize("flags", [(), ("--json",)])
-def test_fast_diff_prints_what_click_prints(cli, capsys, a, b, flags):
-    argv = ["diff", str(fixture_root(a)), str(fixture_root(b)), *flags]
+def test_fast_diff_prints_what_click_prints(cli, capsys, tmp_path, a, b, flags):
+    argv = ["diff", str(fixture_root(a)), str(tmp_path / "missing" if b == "missing" else fixture_root(b)), *flags]
     code, out, err = fast(argv, capsys)
     slow = cli(*argv)
     assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)

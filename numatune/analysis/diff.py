@@ -12,12 +12,13 @@ from __future__ import annotations
 from numatune.cpulist import format_cpulist
 from numatune.errors import InputError
 from numatune.model._record import record
+from numatune.render.envelope import SCHEMAS
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import; diff starts without them
 if TYPE_CHECKING:
     from typing import Any
 
-INSPECT_SCHEMA = "numatune.inspect/1"
+INSPECT_SCHEMA = SCHEMAS["inspect"]
 PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")
 MEMORY_TOLERANCE = 0.02  # node memory within 2% is "the same" (firmware and kernels reserve a little)
 

@@ -8,6 +8,7 @@ import click
 
 from numatune.check_run import FAIL_ON
 from numatune.cli._app import App
+from numatune.cli._options import format_option
 
 
 @click.command("check")
@@ -18,9 +19,7 @@ from numatune.cli._app import App
                    "warning].")
 @click.option("--pid", "pids", type=int, multiple=True,
               help="Also run audit's locality rules on this process (repeatable).")
-@click.option("--format", "-f", "fmt", type=click.Choice(["text", "json", "junit"]), default="text",
-              show_default=True, help="Output format (junit: JUnit XML for CI test reports).")
-@click.option("--json", "as_json", is_flag=True, help="Shorthand for --format json (versioned schema).")
+@format_option("text", "json", "junit")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report to this file instead of stdout (the exit status is unchanged).")
 @click.option("--verbose", "-v", is_flag=True, help="Text: list the checks that passed too.")
@@ -31,7 +30,6 @@ def check_cmd(
     fail_on: str | None,
     pids: tuple[int, ...],
     fmt: str,
-    as_json: bool,
     output: Path | None,
     verbose: bool,
 ) -> None:
@@ -45,7 +43,6 @@ def check_cmd(
     from numatune.check_run import check_report
     from numatune.errors import ExitCode, InputError
 
-    fmt = "json" if as_json else fmt
     policy = load_policy(policy_path) if policy_path is not None else None
     policy_name = str(policy_path) if policy_path is not None else None
     text, failed, skipped = check_report(app.host, app.root, policy, policy_name, pids, fail_on, fmt, verbose)

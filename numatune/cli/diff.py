@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from numatune.cli._app import App
+from numatune.cli._options import format_option
 
 
 @click.command("diff")
@@ -13,11 +14,9 @@ from numatune.cli._app import App
 @click.option("--ignore", "-i", multiple=True, metavar="WHAT",
               help="Leave out a category (cpu, numa, memory, distances, tiers, devices, kernel) or keys starting "
                    "with this text, e.g. 'kernel release' (repeatable).")
-@click.option("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Output format.")
-@click.option("--json", "as_json", is_flag=True, help="Shorthand for --format json (versioned schema).")
+@format_option("text", "json")
 @click.pass_obj
-def diff_cmd(app: App, a: str, b: str, ignore: tuple[str, ...], fmt: str, as_json: bool) -> None:
+def diff_cmd(app: App, a: str, b: str, ignore: tuple[str, ...], fmt: str) -> None:
     """Compare two nodes: A and B are each a root directory, a snapshot archive or an inspect JSON report.
 
     Compares the node count, CPU lists, memory per node, distances, memory tiers, device placement
@@ -27,7 +26,7 @@ def diff_cmd(app: App, a: str, b: str, ignore: tuple[str, ...], fmt: str, as_jso
     from numatune.diff_run import diff_report
     from numatune.errors import ExitCode
 
-    text, differ = diff_report(a, b, tuple(ignore), "json" if fmt == "json" or as_json else "text")
+    text, differ = diff_report(a, b, tuple(ignore), fmt)
     click.echo(text, nl=False)
     if differ:
         raise click.exceptions.Exit(int(ExitCode.FINDINGS))

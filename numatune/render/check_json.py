@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from numatune import __version__
 from numatune.analysis.check import all_findings, fails
 from numatune.model.check import CheckResult
 from numatune.model.findings import Severity, Skipped
+from numatune.render.envelope import envelope
 from numatune.render.jsonable import to_jsonable
 
 TYPE_CHECKING = False  # typing costs ~8 ms to import; check's default path starts without it
 if TYPE_CHECKING:
     from typing import Any
-
-SCHEMA = "numatune.check/1"
 
 
 def status(result: CheckResult, fail_on: Severity) -> str:
@@ -33,15 +31,14 @@ def check_document(
 ) -> dict[str, Any]:
     findings = all_findings(results)
     counts = {s.value: sum(1 for f in findings if f.severity == s) for s in Severity}
-    return {
-        "schema": SCHEMA,
-        "numatune_version": __version__,
-        "source": source,
-        "policy": policy,
-        "fail_on": fail_on.value,
-        "result": "fail" if fails(results, fail_on) else "pass",
-        "counts": counts,
-        "checks": [
+    return envelope(
+        "check",
+        source=source,
+        policy=policy,
+        fail_on=fail_on.value,
+        result="fail" if fails(results, fail_on) else "pass",
+        counts=counts,
+        checks=[
             {
                 "name": r.name,
                 "group": r.group,
@@ -52,6 +49,6 @@ def check_document(
             }
             for r in results
         ],
-        "findings": to_jsonable(findings),
-        "skipped": to_jsonable(skipped),
-    }
+        findings=to_jsonable(findings),
+        skipped=to_jsonable(skipped),
+    )
