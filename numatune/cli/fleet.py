@@ -5,17 +5,16 @@ from __future__ import annotations
 import click
 
 from numatune.cli._app import App
+from numatune.cli._options import format_option
 
 
 @click.command("fleet")
 @click.argument("reports", nargs=-1, metavar="[REPORT|DIR|-]...")
 @click.option("--fail-on-outliers", is_flag=True, help="Exit 1 when any node differs from the reference group "
               "(or a report cannot be read).")
-@click.option("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Output format.")
-@click.option("--json", "as_json", is_flag=True, help="Shorthand for --format json (versioned schema).")
+@format_option("text", "json")
 @click.pass_obj
-def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: str, as_json: bool) -> None:
+def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: str) -> None:
     """Group many nodes' `inspect --json` reports by topology; list outliers and findings per group.
 
     REPORT is a JSON file (one report, or several as JSON lines), a directory of *.json files, or
@@ -30,7 +29,7 @@ def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: s
     fleet, unreadable = run_fleet(reports)
     for where, why in unreadable:
         app.warn(f"{where}: {why}")
-    if fmt == "json" or as_json:
+    if fmt == "json":
         app.echo_json(fleet_document(fleet, unreadable))
     else:
         click.echo(render_fleet_text(fleet, unreadable), nl=False)
