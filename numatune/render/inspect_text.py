@@ -129,22 +129,57 @@ def plain_width(stream, environ) -> int | None:  # noqa: ANN001 - a text file, o
 
 def plain_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding], width: int) -> str | None:
     """What rich prints for `render_inspect` on a WIDTH-column non-terminal, or None when only rich can
-    lay it out (a cell, title, caption or line wider than the width, non-ASCII text, the CXL tree)."""
+    lay it out (a cell, title or caption wider than the table, non-ASCII text, the CXL tree). Text lines
+    are wrapped as rich wraps them."""
     out: list[str] = []
     for part in _parts(topo, matrix, findings):
         if isinstance(part, tuple):
             return None
         if isinstance(part, list):
-            for line in "".join(chunk for chunk, _style in part).split("\n"):
-                if len(line) > width or not line.isascii():
-                    return None
-                out.append(line)
+            text = "".join(chunk for chunk, _style in part)
+            if not text.isascii() or "\t" in text:
+                return None
+            for line in text.split("\n"):
+                out += _wrap(line, width)
             continue
         drawn = _plain_table(part, width)
         if drawn is None:
             return None
         out += drawn
     return "\n".join(out) + "\n"
+
+
+def _wrap(line: str, width: int) -> list[str]:
+    """An ASCII line as rich wraps it (rich._wrap.divide_line, then Text.wrap with overflow "fold"):
+    greedy on words with their trailing blanks, a word longer than the width folded, trailing blanks
+    kept up to the width."""
+    import re
+
+    breaks, offset = [], 0
+    for m in re.finditer(r"\s*\S+\s*", line):
+        start, word = m.start(), m.group()
+        length = len(word.rstrip())
+        if width - offset >= length:
+            offset += len(word)
+        elif length > width:
+            pieces = [word[i:i + width] for i in range(0, len(word), width)]
+            for i, piece in enumerate(pieces):
+                if start:
+                    breaks.append(start)
+                if i == len(pieces) - 1:
+                    offset = len(piece)
+                else:
+                    start += len(piece)
+        elif offset and start:
+            breaks.append(start)
+            offset = len(word)
+    out = []
+    for a, b in zip([0, *breaks], [*breaks, len(line)], strict=True):
+        piece = line[a:b]
+        if len(piece) > width:
+            piece = piece[:len(piece) - min(len(piece) - len(piece.rstrip()), len(piece) - width)][:width]
+        out.append(piece)
+    return out
 
 
 def _plain_table(t: _Table, width: int) -> list[str] | None:

@@ -55,3 +55,27 @@ def test_width_follows_rich():
     assert plain_width(_Out(False), {"FORCE_COLOR": "1"}) is None
     assert plain_width(_Out(False), {"COLUMNS": "123"}) == 123
     assert plain_width(_Out(False), {"COLUMNS": "wide"}) >= 1
+
+
+@pytest.mark.parametrize("width", [1, 5, 12, 40, 80])
+def test_text_lines_wrap_as_rich_wraps_them(width):
+    import random
+
+    from numatune.render.inspect_text import _wrap
+
+    rng = random.Random(width)
+    words = ["a", "node", "/tmp/numatune-fixtures-0/256ppc-8n8s4t-6b1b34db2dcdede0/256ppc-8n8s4t", "(saved",
+             "tree)", "x" * 90, "", " ", "   "]
+    for _ in range(300):
+        line = "".join(rng.choice(words) + rng.choice(["", " ", "  "]) for _ in range(rng.randint(1, 12)))
+        out = io.StringIO()
+        Console(file=out, width=width, no_color=True, highlight=False, emoji=False, markup=False,
+                soft_wrap=False).print(line)
+        assert "\n".join(_wrap(line, width)) + "\n" == out.getvalue(), repr(line)
+
+
+def test_a_long_source_line_is_wrapped_not_handed_to_rich():
+    parts = inspect_report(Host.open(fixture_root("256ppc-8n8s4t")), None)
+    long_source = parts[0]._replace(source="/tmp/" + "x" * 70 + " (a path with a blank)")
+    plain = plain_inspect(long_source, *parts[1:], 80)
+    assert plain is not None and plain == _rich_text((long_source, *parts[1:]), 80)
