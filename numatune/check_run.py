@@ -1,35 +1,66 @@
-"""`numatune check` without the command line: every rule group that can run on a root, then a policy.
-
-The click command and the click-free entry point (`numatune.entry`) both call `check_report`, so
-the report is built one way. No click, no rich; the policy module (TOML, dataclasses) is imported
-only when a policy is given.
+"""`numatune check` as a library call: read the node through a Host, run every rule group that can
+run on it, then a policy's expectations. The CLI only parses options; `check_report` renders, for the
+click command and the click-free entry point (`numatune.entry`) alike. The policy module (TOML,
+dataclasses, typing) is imported only when there is a policy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from numatune.host import Host
+from numatune.model.check import CheckResult, IrqPlacement
+from numatune.model.findings import Severity
+from numatune.model.topology import Topology
 
-FAIL_ON = ("info", "warning", "error")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from numatune.analysis.policy import Policy
+    from numatune.model.irq import IrqReport
 
 
-def check_report(host: Host, source: str, policy=None, policy_name: str | None = None,  # noqa: ANN001
-                 pids: tuple[int, ...] = (), fail_on: str | None = None, fmt: str = "text",
-                 verbose: bool = False):  # noqa: ANN201 - (text, failed, skipped)
+def fail_level(option: str | None, policy: Policy | None) -> Severity:
+    """--fail-on, else the policy's check.fail_on, else warning."""
+    if option is not None:
+        return Severity(option)
+    if policy is not None and policy.fail_on is not None:
+        return policy.fail_on
+    return Severity.WARNING
+
+
+def run_checks(host: Host, policy: Policy | None, pids: Sequence[int] = (),
+               pci_ids: str | None = None) -> tuple[list[CheckResult], Topology]:
+    """(results with the policy's ignore/severity applied and superseded findings dropped, topology)."""
+    from numatune.analysis.check import supersede, topology_results
+    from numatune.reports import read_inspect_topology
+
+    topo = read_inspect_topology(host, pci_ids)
+    results = topology_results(topo)
+    reserved = (policy.get("irq.rank_cpus") if policy is not None else None) or frozenset()
+    irq_results, irq_report, irq_note = _irq_results(host, topo, reserved)
+    results += irq_results
+    if pids:
+        results += _audit_results(host, topo, pids)
+    if policy is None:
+        return supersede(results), topo
+    from numatune.analysis.policy import PolicyFacts, apply_overrides, evaluate_policy
+
+    version, note = None, ""
+    if policy.get("tools.numactl_min_version") is not None:
+        version, note = numactl_version(host)
+    results += evaluate_policy(policy, topo, PolicyFacts(version, note, _placements(irq_report), irq_note))
+    return apply_overrides(supersede(results), policy), topo
+
+
+def check_report(host: Host, source: str, policy: Policy | None = None, policy_name: str | None = None,
+                 pids: Sequence[int] = (), fail_on: str | None = None, fmt: str = "text",
+                 verbose: bool = False) -> tuple[str, bool, list[tuple[str, str]]]:
     """(report text, whether it fails, skipped (subject, reason) pairs): what `check` prints and exits on."""
     from numatune.analysis.check import fails
-    from numatune.model.findings import Severity
+    from numatune.readers.pci import pci_ids_from_env
 
-    if fail_on is not None:
-        level = Severity(fail_on)
-    elif policy is not None and policy.fail_on is not None:
-        level = policy.fail_on
-    else:
-        level = Severity.WARNING
-    results, topo = run_checks(host, policy, pids)
-    if policy is not None:
-        from numatune.analysis.policy import apply_overrides
-
-        results = apply_overrides(results, policy)
+    level = fail_level(fail_on, policy)
+    results, topo = run_checks(host, policy, pids, pci_ids_from_env())
     if fmt == "json":
         from numatune.render.check_json import check_document
         from numatune.render.envelope import dumps
@@ -46,109 +77,50 @@ def check_report(host: Host, source: str, policy=None, policy_name: str | None =
     return text, fails(results, level), [(s.subject, s.reason) for s in topo.skipped]
 
 
-def run_checks(host: Host, policy, pids: tuple[int, ...]):  # noqa: ANN001, ANN201 - (results, topology)
-    """Every rule group that can run on this root, then the policy's expectations."""
-    from numatune.analysis.check import supersede, topology_results
-    from numatune.readers.pci import pci_ids_from_env
-    from numatune.reports import node_topology
-
-    topo = node_topology(host, pci_ids_from_env())  # the rules run below, once
-    results = topology_results(topo)
-    reserved = (policy.get("irq.rank_cpus") if policy is not None else None) or frozenset()
-    irq_results, irq_report, irq_note = _irq_results(host, topo, reserved)
-    results += irq_results
-    if pids:
-        results += _audit_results(host, topo, pids)
-    if policy is not None:
-        from numatune.analysis.policy import PolicyFacts, evaluate_policy
-
-        facts = PolicyFacts(
-            numactl_version=None,
-            numactl_note="",
-            irqs=_placements(irq_report),
-            irq_note=irq_note,
-        )
-        if policy.get("tools.numactl_min_version") is not None:
-            version, note = numactl_version(host)
-            facts = PolicyFacts(version, note, facts.irqs, facts.irq_note)
-        results += evaluate_policy(policy, topo, facts)
-    return supersede(results), topo
-
-
-def _irq_results(host: Host, topo, reserved: frozenset[int]):  # noqa: ANN001, ANN202
+def _irq_results(host: Host, topo: Topology, reserved: frozenset[int]):  # noqa: ANN202
     """irq's rules when this root has /proc/interrupts; else one skipped result saying why.
 
     `reserved`: the policy's rank cores, so irq's own rule about IRQs on rank cores runs too.
     """
     from numatune.analysis.check import grouped_results
-    from numatune.model.check import CheckResult
 
     if not host.exists("/proc/interrupts"):
         note = "this root has no /proc/interrupts"
         return [CheckResult("irq.all", "irq", "IRQ placement rules", skipped=note)], None, note
-    try:
-        from numatune.analysis.irq import irq_findings
-        from numatune.readers.irqs import read_irq_report
-    except ModuleNotFoundError:
-        note = "the IRQ rules are not part of this build"
-        return [CheckResult("irq.all", "irq", "IRQ placement rules", skipped=note)], None, note
+    from numatune.analysis.irq import irq_findings
+    from numatune.readers.irqs import read_irq_report
+
     report = read_irq_report(host, topo)
     note = "" if report.has_proc_irq else "this root has no /proc/irq (IRQ affinity unknown)"
     return grouped_results("irq", irq_findings(topo, report, reserved), "IRQ placement rules"), report, note
 
 
-def _placements(report):  # noqa: ANN001, ANN202 - IrqReport | None -> tuple[IrqPlacement, ...] | None
-    from numatune.model.check import IrqPlacement
-
-    if report is None or not getattr(report, "has_proc_irq", False):
+def _placements(report: IrqReport | None) -> tuple[IrqPlacement, ...] | None:
+    if report is None or not report.has_proc_irq:
         return None
-    out = []
-    for dev in report.devices:
-        for irq in dev.irqs:
-            where = irq.where
-            if where is not None:
-                out.append(IrqPlacement(irq.irq, dev.bdf, dev.label, frozenset(where)))
-    return tuple(out)
+    return tuple(IrqPlacement(irq.irq, dev.bdf, dev.label, frozenset(irq.where))
+                 for dev in report.devices for irq in dev.irqs if irq.where is not None)
 
 
-def _audit_results(host: Host, topo, pids: tuple[int, ...]):  # noqa: ANN001, ANN202
+def _audit_results(host: Host, topo: Topology, pids: Sequence[int]) -> list[CheckResult]:
     from numatune.analysis.check import grouped_results
-    from numatune.model.check import CheckResult
+    from numatune.analysis.locality import audit_findings
+    from numatune.readers.procs import read_process
 
-    try:
-        from numatune.analysis.locality import audit_findings
-        from numatune.readers.procs import read_process
-    except ModuleNotFoundError:
-        return [CheckResult("audit.all", "audit", "process locality rules",
-                            skipped="the audit rules are not part of this build")]
-    findings = []
-    for pid in pids:
-        findings += audit_findings(topo, read_process(host, pid, topo))
+    findings = [f for pid in pids for f in audit_findings(topo, read_process(host, pid, topo))]
     return grouped_results("audit", findings, "process locality rules")
 
 
 def numactl_version(host: Host) -> tuple[str | None, str]:
-    """numactl's installed version on the live node (numactl has no --version before 2.0.19)."""
-    import shutil
-    import subprocess
+    """numactl's installed version on the live node, and why not when it cannot be known."""
+    from numatune.bind import installed_numactl_version, which
 
     if not host.is_live:
         return None, "numactl's version is only known on the live node, not in a saved root"
-    if shutil.which("numactl") is None:
+    path = which("numactl")
+    if path is None:
         return None, "numactl is not installed (not on PATH)"
-    attempts = (
-        ["numactl", "--version"],
-        ["dpkg-query", "-W", "-f=${Version}", "numactl"],
-        ["rpm", "-q", "--qf", "%{VERSION}", "numactl"],
-    )
-    for cmd in attempts:
-        if shutil.which(cmd[0]) is None:
-            continue
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        text = proc.stdout.strip()
-        if proc.returncode == 0 and text:
-            return text.split()[-1], ""
-    return None, "numactl is installed but its version could not be found (no --version, dpkg or rpm)"
+    version = installed_numactl_version(path)
+    if version is None:
+        return None, "numactl is installed but its version could not be found (no --version, dpkg or rpm)"
+    return version, ""

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def node_topology(host: Host, pci_ids: str | None):  # noqa: ANN201 - Topology
-    """The root's topology as every report sees it (live nodes enriched with model names)."""
+def read_inspect_topology(host: Host, pci_ids: str | None):  # noqa: ANN201 - Topology
+    """The topology inspect and check report: everything read, plus what only the live node tells."""
     from numatune.readers.topology import read_topology
 
     topo = read_topology(host, pci_ids=pci_ids)
@@ -32,7 +32,7 @@ def inspect_report(host: Host, pci_ids: str | None):  # noqa: ANN201 - (topology
     from numatune.analysis.paths import path_matrix
     from numatune.analysis.topology_findings import topology_findings
 
-    topo = node_topology(host, pci_ids)
+    topo = read_inspect_topology(host, pci_ids)
     return topo, path_matrix(topo), topology_findings(topo)
 
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from numatune.check_run import FAIL_ON
 from numatune.cli._app import App
 from numatune.cli._options import format_option
+
+FAIL_ON = ("info", "warning", "error")
 
 
 @click.command("check")
