@@ -82,8 +82,8 @@ def _decode_stream(chunks, src: _Source) -> None:  # noqa: ANN001 - iterator of 
             try:
                 doc, end = _decoder.raw_decode(buf, pos)
             except json.JSONDecodeError as exc:
-                if exc.pos >= len(buf) - 4096:  # ran off the end: wait for more
-                    break
+                if exc.pos >= len(buf) - 4096 or exc.msg.startswith("Unterminated string"):
+                    break  # ran off the end (a cut string reports where it started): wait for more
                 src.bad(f"not valid JSON: {exc}")
                 return
             if end == len(buf):  # a number or literal may go on in the next piece

@@ -91,3 +91,12 @@ def test_a_long_stream_is_held_a_piece_at_a_time(monkeypatch):
         tracemalloc.stop()
     assert bad == [] and fleet.total == 1000
     assert len(text) > 700_000 and peak < 400_000
+
+
+def test_a_long_string_cut_between_pieces_is_waited_for(monkeypatch):
+    monkeypatch.setattr(fleet_run, "CHUNK", 6000)  # the string starts more than 4 KB before a piece ends
+    doc = copy.deepcopy(DOC)
+    doc["findings"] = [{"code": "NT005", "severity": "info", "message": "m" * 20000}]
+    fleet, bad = fleet_run.run_fleet(("-",), stdin=Trickle(json.dumps(doc) + "\n" + json.dumps(DOC) + "\n"))
+    assert bad == [] and fleet.total == 2
+    assert fleet.groups[0].findings[0].message == "m" * 20000
