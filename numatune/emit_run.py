@@ -112,6 +112,10 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
         else:
             notes.append("--nic-gres: no NIC with an InfiniBand verbs device (infiniband_verbs/uverbsN) in this root")
     auto = autodetect_note(topo, lines)
+    if auto and gpus and any(_node_narrower_than_socket(topo, layout, g.node) for g in gpus):
+        auto = ("AutoDetect would report each GPU's NUMA-node CPUs, which are not whole sockets here (sub-NUMA "
+                "clustering): slurmd rejects that affinity unless SlurmdParameters=numa_node_as_socket; keep these "
+                "lines, or use --numa-as-socket with that parameter")
     return SlurmEmit(topo.source, layout, node, lines, tuple(nics), auto, tuple(notes), memory)
 
 

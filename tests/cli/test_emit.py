@@ -230,3 +230,17 @@ def test_label_syntax():
     assert valid_label("feature.node.kubernetes.io/numatune-gpu.count", "8")
     assert not valid_label("feature.node.kubernetes.io/numatune-cxl.nodes", "2,3")
     assert not valid_label("x/" + "a" * 64, "1") and not valid_label("x/a", "-b")
+
+
+@pytest.mark.parametrize("target", ["slurm", "kubelet", "nfd"])
+def test_emit_reads_the_same_from_a_snapshot(cli, tmp_path, target):
+    """Everything emit reads goes through Host, so a snapshot of the tree gives the same configuration."""
+    root = _root("handmade-launch-2s4gpu-cxl")
+    archive = tmp_path / "snap.tar.gz"
+    assert cli("--root", root, "snapshot", "-o", str(archive)).exit_code == 0
+    a = _emit_json(cli, "handmade-launch-2s4gpu-cxl", target)
+    b = json.loads(cli("--root", str(archive), "emit", target, "--json").stdout)
+    for doc in (a, b):
+        doc.pop("source")
+        doc["text"] = "\n".join(x for x in doc["text"].splitlines() if " for " not in x)
+    assert a == b

@@ -149,3 +149,17 @@ def test_hostlist_and_config_lines(tmp_path):
     gres = tmp_path / "gres.conf"
     gres.write_text("AutoDetect=nvml\nName=gpu File=/dev/nvidia[0-3]\n")
     assert [p for _, p in read_gres(gres)] == [{"autodetect": "nvml"}, {"name": "gpu", "file": "/dev/nvidia[0-3]"}]
+
+
+def test_cache_groups_order_cores_inside_a_socket():
+    """hwloc sorts each level by its lowest CPU: with L3 A = CPUs {0,2} and B = {1,3} in one package, Slurm's
+    cores are 0,2 (cache A) then 1,3 (cache B), not 0,1,2,3. Hand-built topology (no fixture has such caches)."""
+    from numatune.model.topology import Cpu, CpuSummary, NumaNode, Topology
+
+    cpus = tuple(Cpu(i, True, package=0, core=i, node=0, siblings=(i,)) for i in range(4))
+    topo = Topology("hand-made", False, CpuSummary(None, None, None, (0,), 4, 1, (0, 1, 2, 3), (), (0, 1, 2, 3)),
+                    cpus, (NumaNode(0, (0, 1, 2, 3), 1024),), True)
+    assert [c.cpus for c in slurm_layout(topo).cores] == [(0,), (1,), (2,), (3,)]
+    layout = slurm_layout(topo, (frozenset({0, 2}), frozenset({1, 3})))
+    assert [c.cpus for c in layout.cores] == [(0,), (2,), (1,), (3,)]
+    assert layout.abstract_cpu() == {0: 0, 2: 1, 1: 2, 3: 3}
