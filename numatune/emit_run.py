@@ -107,8 +107,8 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
             nics.append(GresLine(i, nic.bdf, "nic", f"/dev/infiniband/{uverbs[nic.bdf]}", cores,
                                  note=f"no Cores=: {why}" if why else ""))
         if nics:
-            notes.append("NIC lines need GresTypes=gpu,nic and Gres=gpu:N,nic:M on the node line; jobs ask "
-                         "--gres=nic:1 to get the RDMA NIC of their socket")
+            notes.append("Name=nic lines: jobs ask --gres=nic:1 (with --gres-flags=enforce-binding) to get the RDMA "
+                         "NIC on their socket; the device cgroup then limits them to that uverbs file")
         else:
             notes.append("--nic-gres: no NIC with an InfiniBand verbs device (infiniband_verbs/uverbsN) in this root")
     auto = autodetect_note(topo, lines)

@@ -17,7 +17,7 @@ def slurm_text(e: SlurmEmit) -> str:
     out = [f"# slurm.conf node line written by numatune emit slurm for {e.source}",
            "# (Slurm's abstract numbering: cores socket by socket, see numatune-emit(1))"]
     if e.gres or e.nic_gres:
-        out.append("GresTypes=" + ",".join(["gpu"] + (["nic"] if e.nic_gres else [])))
+        out.append("GresTypes=" + ",".join((["gpu"] if e.gres else []) + (["nic"] if e.nic_gres else [])))
     if e.layout.unit == "numa" and not e.layout.problem:
         out.append("SlurmdParameters=numa_node_as_socket")
     line = e.node.text()

@@ -244,3 +244,13 @@ def test_emit_reads_the_same_from_a_snapshot(cli, tmp_path, target):
         doc.pop("source")
         doc["text"] = "\n".join(x for x in doc["text"].splitlines() if " for " not in x)
     assert a == b
+
+
+def test_emit_slurm_nic_gres(cli):
+    """32em64t-2n8c+dax+nvme+mic+dimms: one Mellanox NIC with uverbs0 on node 1 (CPUs 8-15, one thread each)."""
+    result = cli("--root", _root("32em64t-2n8c+dax+nvme+mic+dimms"), "emit", "slurm", "--nic-gres", "--node-name", "n1")
+    lines = [x for x in result.stdout.splitlines() if x and not x.startswith("#")]
+    assert lines[0] == "GresTypes=nic"
+    assert lines[1].startswith("NodeName=n1 CPUs=16 Sockets=2 CoresPerSocket=8 ThreadsPerCore=1 ") and \
+        lines[1].endswith(" Gres=nic:1")
+    assert lines[2:] == ["NodeName=n1 Name=nic File=/dev/infiniband/uverbs0 Cores=8-15"]
