@@ -47,6 +47,7 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
     from numatune.plan.slurm import (
         autodetect_note,
         device_cores,
+        fabric_link_counts,
         gpus_in_bus_order,
         gres_lines,
         housekeeping_cpus,
@@ -80,7 +81,8 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
                     memory, len(gpus), spec, mem_spec)
     if layout.unit == "numa" and not layout.problem:
         notes.append("sockets are NUMA nodes: needs SlurmdParameters=numa_node_as_socket in slurm.conf (hwloc 2)")
-    lines = tuple(gres_lines(topo, layout, read_render_nodes(host, topo.devices)))
+    links, links_note = fabric_link_counts(topo)
+    lines = tuple(gres_lines(topo, layout, read_render_nodes(host, topo.devices), links))
     same: dict[str, list[str]] = {}
     for g in lines:
         if g.note:
@@ -95,7 +97,9 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
     pairs = [(a, b, connection(a, b)) for i, a in enumerate(gpus) for b in gpus[i + 1:]]
     close = [f"{lines[gpus.index(a)].index}-{lines[gpus.index(b)].index} {kind}" for a, b, kind in pairs
              if kind in ("PIX", "PXB")]
-    if len(gpus) > 1:
+    if links_note:
+        notes.append(links_note)
+    elif len(gpus) > 1 and not any(g.links for g in lines):
         notes.append("Links= omitted: no NVLink/XGMI link counts are known here (Slurm's Links= counts direct GPU "
                      "links; AutoDetect gives 0 for PCIe-only pairs)"
                      + (f"; GPUs under one PCIe switch: {', '.join(close)}" if close else ""))

@@ -277,6 +277,26 @@ def gres_lines(topo: Topology, layout: SlurmLayout, render_nodes: Mapping[str, s
     return out
 
 
+def fabric_link_counts(topo: Topology) -> tuple[dict[tuple[str, str], int], str]:
+    """(BDF pair -> direct GPU-GPU link count as Slurm's Links= counts it, a note) from the topology's GPU fabric
+    (`topo.fabric.links`: XGMI from KFD io_links, NVLink from NVML; absent until the fabric reader is present).
+
+    slurmd's NVML plugin counts, per GPU, the active NVLinks whose far end is another GPU's bus id: an NVSwitch
+    system therefore gets 0 everywhere, and so do its lines here, to agree with AutoDetect."""
+    fabric = getattr(topo, "fabric", None)
+    out: dict[tuple[str, str], int] = {}
+    switched = False
+    for link in getattr(fabric, "links", ()) or ():
+        if link.kind == "nvswitch":
+            switched = True
+            continue
+        n = link.count or 1
+        out[(link.a, link.b)] = out[(link.b, link.a)] = n
+    note = ("GPUs share an NVSwitch fabric: every pair is equally connected and Slurm's Links= counts only direct "
+            "GPU-GPU NVLinks (AutoDetect gives 0), so none are written" if switched and not out else "")
+    return out, note
+
+
 def autodetect_note(topo: Topology, lines: Sequence[GresLine]) -> str:
     """When Slurm's own GPU autodetection would give the same File= and Cores= (and which plugin)."""
     gpus = gpus_in_bus_order(topo)

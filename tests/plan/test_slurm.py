@@ -163,3 +163,27 @@ def test_cache_groups_order_cores_inside_a_socket():
     layout = slurm_layout(topo, (frozenset({0, 2}), frozenset({1, 3})))
     assert [c.cpus for c in layout.cores] == [(0,), (2,), (1,), (3,)]
     assert layout.abstract_cpu() == {0: 0, 2: 1, 1: 2, 3: 3}
+
+
+def test_links_from_the_gpu_fabric_as_slurm_counts_them():
+    """Links= per GPU: -1 for itself, the direct link count to each other GPU in Slurm's index order; an
+    NVSwitch pair is not a direct link (slurmd's NVML plugin counts 0 for it). The fabric is hand-built here:
+    the fabric reader (topo.fabric) fills it on real nodes."""
+    from types import SimpleNamespace
+
+    from numatune.plan.slurm import fabric_link_counts
+
+    topo, layout, host = _layout("handmade-launch-2s4gpu-cxl")
+    a, b, c, d = (g.bdf for g in gpus_in_bus_order(topo))
+    link = SimpleNamespace
+    fabric = SimpleNamespace(links=(link(a=a, b=b, kind="nvlink", count=4), link(a=c, b=d, kind="xgmi", count=None),
+                                    link(a=a, b=c, kind="nvswitch", count=None)))
+    counts, note = fabric_link_counts(SimpleNamespace(fabric=fabric))
+    assert counts == {(a, b): 4, (b, a): 4, (c, d): 1, (d, c): 1} and note == ""
+    lines = gres_lines(topo, layout, {}, counts)
+    assert [g.links for g in lines] == [(-1, 4, 0, 0), (4, -1, 0, 0), (0, 0, -1, 1), (0, 0, 1, -1)]
+    assert lines[0].text("n").endswith("Links=-1,4,0,0")
+    only_switch = SimpleNamespace(links=(link(a=a, b=b, kind="nvswitch", count=None),))
+    counts, note = fabric_link_counts(SimpleNamespace(fabric=only_switch))
+    assert counts == {} and "NVSwitch" in note
+    assert fabric_link_counts(topo) == ({}, "")  # no fabric on this topology
