@@ -307,6 +307,9 @@ def autodetect_note(topo: Topology, lines: Sequence[GresLine]) -> str:
         source = "NVML's CPU affinity of each GPU"
     elif all(g.vendor_id == 0x1002 for g in gpus):
         plugin, source = "AutoDetect=rsmi", "ROCm SMI's CPU affinity of each GPU"
+        if any(line.links for line in lines):  # gpu_rsmi.c: gres_links_create_empty, only PCI order
+            return (f"{plugin} would give the same File= and Cores= ({source}) but records no XGMI links (Links= "
+                    "all 0): use these lines without AutoDetect to keep the XGMI Links=")
     else:
         return "mixed GPU vendors: no single AutoDetect plugin covers them; keep these lines"
     if any(not line.cores or not line.file for line in lines):
