@@ -115,7 +115,7 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
                          "NIC on their socket; the device cgroup then limits them to that uverbs file")
         else:
             notes.append("--nic-gres: no NIC with an InfiniBand verbs device (infiniband_verbs/uverbsN) in this root")
-    auto = autodetect_note(topo, lines)
+    auto = autodetect_note(topo, lines, one_socket=len(layout.sockets) == 1)
     if auto and gpus and any(_node_narrower_than_socket(topo, layout, g.node) for g in gpus):
         auto = ("AutoDetect would report each GPU's NUMA-node CPUs, which are not whole sockets here (sub-NUMA "
                 "clustering): slurmd rejects that affinity unless SlurmdParameters=numa_node_as_socket; keep these "

@@ -46,8 +46,9 @@ def nfd_labels(topo: Topology) -> dict[str, str]:
                 per_node[g.node] = per_node.get(g.node, 0) + 1
         for nid, count in sorted(per_node.items()):
             labels[f"gpu.node{nid}"] = str(count)
-        counts = {per_node.get(n.id, 0) for n in cpu_nodes}
-        labels["gpu.balanced"] = "true" if len(counts) == 1 and len(per_node) == len(cpu_nodes) else "false"
+        if all(g.node is not None for g in gpus):  # balanced: the same number of GPUs on every node with CPUs
+            counts = {per_node.get(n.id, 0) for n in cpu_nodes}
+            labels["gpu.balanced"] = "true" if len(counts) == 1 else "false"
         if topo.nics:
             paths = [best[1] for g in gpus if (best := nearest_nic(topo, g))]
             if paths:

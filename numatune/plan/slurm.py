@@ -235,6 +235,9 @@ def device_cores(topo: Topology, layout: SlurmLayout, dev: PciDevice) -> tuple[t
     """(Cores= for a device: every core of the Slurm socket(s) its node's CPUs are on, why not when empty)."""
     if layout.problem:
         return (), layout.problem
+    if len(layout.sockets) == 1:
+        return (), ("one socket: every core is as close as any other, and gres.conf(5) asks to leave Cores= out "
+                    "then (faster scheduling)")
     node = cpu_node_of(topo, dev.node)
     if node is None:
         return (), "its NUMA node is unknown (numa_node -1 and nothing to infer it from)"
@@ -297,7 +300,7 @@ def fabric_link_counts(topo: Topology) -> tuple[dict[tuple[str, str], int], str]
     return out, note
 
 
-def autodetect_note(topo: Topology, lines: Sequence[GresLine]) -> str:
+def autodetect_note(topo: Topology, lines: Sequence[GresLine], one_socket: bool = False) -> str:
     """When Slurm's own GPU autodetection would give the same File= and Cores= (and which plugin)."""
     gpus = gpus_in_bus_order(topo)
     if not gpus:
@@ -312,7 +315,7 @@ def autodetect_note(topo: Topology, lines: Sequence[GresLine]) -> str:
                     "all 0): use these lines without AutoDetect to keep the XGMI Links=")
     else:
         return "mixed GPU vendors: no single AutoDetect plugin covers them; keep these lines"
-    if any(not line.cores or not line.file for line in lines):
+    if any((not line.cores and not one_socket) or not line.file for line in lines):
         return f"{plugin} would find the GPUs, but these lines are incomplete here (see notes)"
     return (f"{plugin} would give the same File= and Cores= ({source}, mapped to abstract cores); with AutoDetect "
             "these lines are a cross-check: slurmd drains the node when they disagree")

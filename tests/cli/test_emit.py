@@ -254,3 +254,11 @@ def test_emit_slurm_nic_gres(cli):
     assert lines[1].startswith("NodeName=n1 CPUs=16 Sockets=2 CoresPerSocket=8 ThreadsPerCore=1 ") and \
         lines[1].endswith(" Gres=nic:1")
     assert lines[2:] == ["NodeName=n1 Name=nic File=/dev/infiniband/uverbs0 Cores=8-15"]
+
+
+def test_emit_slurm_one_socket_leaves_cores_out(cli):
+    """vm-accel-nvidia-p100: one socket, the GPU's numa_node -1; every core is local, so no Cores= (gres.conf(5))."""
+    doc = _emit_json(cli, "vm-accel-nvidia-p100", "slurm")
+    [gpu] = doc["gres"]
+    assert gpu["cores"] == [] and "one socket" in gpu["note"] and "Cores=" not in gpu["line"]
+    assert doc["node"]["sockets"] == 1 and "would give the same" in doc["autodetect"]
