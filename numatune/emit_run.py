@@ -42,7 +42,7 @@ def read_emit_topology(host: Host) -> Topology:
 
 def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_cores: int = 0,
                reserve_memory_mib: int | None = None, numa_as_socket: bool = False,
-               nic_gres: bool = False) -> SlurmEmit:
+               nic_gres: bool = False, allow_ecores: bool = False) -> SlurmEmit:
     from numatune.analysis.paths import connection
     from numatune.plan.slurm import (
         autodetect_note,
@@ -56,7 +56,7 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
     )
     from numatune.readers.sched import read_cpu_groups, read_meminfo_total_kib, read_render_nodes, read_uverbs
 
-    layout = slurm_layout(topo, read_cpu_groups(host, topo), numa_as_socket=numa_as_socket)
+    layout = slurm_layout(topo, read_cpu_groups(host, topo), numa_as_socket=numa_as_socket, allow_ecores=allow_ecores)
     memory = real_memory_mib(topo, read_meminfo_total_kib(host))
     notes = list(layout.notes)
     if layout.problem:

@@ -61,18 +61,20 @@ def emit_group() -> None:
 @click.option("--numa-as-socket", is_flag=True,
               help="Number sockets by NUMA node (for SlurmdParameters=numa_node_as_socket).")
 @click.option("--nic-gres", is_flag=True, help="Also write Name=nic lines for RDMA NICs (/dev/infiniband/uverbsN).")
+@click.option("--allow-ecores", is_flag=True,
+              help="Hybrid x86: count E-cores, for SlurmdParameters=allow_ecores (slurmd >= 23.02 drops them).")
 @format_option("text", "json")
 @_output_option
 @click.pass_obj
 def slurm_cmd(app: App, node_name: str | None, reserve_cores: int, reserve_memory: int | None,
-              numa_as_socket: bool, nic_gres: bool, fmt: str, output: Path | None) -> None:
+              numa_as_socket: bool, nic_gres: bool, allow_ecores: bool, fmt: str, output: Path | None) -> None:
     """The slurm.conf NodeName line and gres.conf lines (one per GPU, Cores= in Slurm's abstract numbering)."""
     from numatune.emit_run import read_emit_topology, slurm_emit
     from numatune.render.emit_out import slurm_document, slurm_text
 
     topo = read_emit_topology(app.host)
     e = slurm_emit(app.host, topo, name=node_name, reserve_cores=reserve_cores, reserve_memory_mib=reserve_memory,
-                   numa_as_socket=numa_as_socket, nic_gres=nic_gres)
+                   numa_as_socket=numa_as_socket, nic_gres=nic_gres, allow_ecores=allow_ecores)
     _render(app, fmt, (slurm_document(e), slurm_text(e)), output)
 
 

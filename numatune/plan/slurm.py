@@ -49,10 +49,6 @@ class SlurmLayout:
     def cores(self) -> tuple[SlurmCore, ...]:
         return tuple(c for s in self.sockets for c in s)
 
-    @property
-    def regular(self) -> bool:
-        return not self.problem and not self.notes
-
     def socket_cores(self, socket: int) -> tuple[int, ...]:
         return tuple(c.index for c in self.sockets[socket])
 
@@ -74,10 +70,19 @@ class SlurmLayout:
         return None
 
 
-def slurm_layout(topo: Topology, groups: Iterable[frozenset[int]] = (), *, numa_as_socket: bool = False) -> SlurmLayout:
+def slurm_layout(topo: Topology, groups: Iterable[frozenset[int]] = (), *, numa_as_socket: bool = False,
+                 allow_ecores: bool = False) -> SlurmLayout:
     """Slurm's sockets and abstract cores. `groups`: extra hwloc levels inside a package that order its
-    cores (L3 caches, clusters: `readers.cpus.read_cpu_groups`); dies and NUMA nodes come from `topo`."""
+    cores (L3 caches, clusters: `readers.cpus.read_cpu_groups`); dies and NUMA nodes come from `topo`.
+    On hybrid x86, E-cores are left out as slurmd >= 23.02 does (`_remove_ecores`) unless `allow_ecores`."""
     online = [c for c in topo.cpus if c.online]
+    ecore_note = ""
+    kinds = {c.core_type for c in online}
+    if not allow_ecores and {"core", "atom"} <= kinds:
+        ecores = [c.id for c in online if c.core_type == "atom"]
+        online = [c for c in online if c.core_type != "atom"]
+        ecore_note = (f"E-cores (Linux CPUs {format_cpulist(ecores)}) left out: slurmd >= 23.02 ignores them unless "
+                      "SlurmdParameters=allow_ecores (then use --allow-ecores)")
     unit = "numa" if numa_as_socket else "package"
     if not online:
         return SlurmLayout(unit, (), 1, 0, 0, problem="no online CPU with topology in this root")
@@ -135,6 +140,8 @@ def slurm_layout(topo: Topology, groups: Iterable[frozenset[int]] = (), *, numa_
     if beyond:
         notes.append(f"CPU ids {format_cpulist(beyond)} are >= the {len(online)} online CPUs: slurmd leaves them "
                      "out of its abstract CPU map (binding to them misbehaves); renumber or online the missing CPUs")
+    if ecore_note:
+        notes.insert(0, ecore_note)
     return SlurmLayout(unit, tuple(out_sockets), threads, cps, len(online), tuple(notes))
 
 

@@ -187,3 +187,20 @@ def test_links_from_the_gpu_fabric_as_slurm_counts_them():
     counts, note = fabric_link_counts(SimpleNamespace(fabric=only_switch))
     assert counts == {} and "NVSwitch" in note
     assert fabric_link_counts(topo) == ({}, "")  # no fabric on this topology
+
+
+def test_hybrid_e_cores_are_left_out_as_slurmd_does():
+    """slurmd >= 23.02 (_remove_ecores) drops Intel E-cores unless SlurmdParameters=allow_ecores. Hand-built
+    hybrid topology: P-cores 0-3 (SMT pairs 0-1, 2-3), E-cores 4-7."""
+    from numatune.model.topology import Cpu, CpuSummary, NumaNode, Topology
+
+    cpus = tuple(Cpu(i, True, package=0, core=i // 2 if i < 4 else i, node=0,
+                     siblings=(i - i % 2, i - i % 2 + 1) if i < 4 else (i,), core_type="core" if i < 4 else "atom")
+                 for i in range(8))
+    topo = Topology("hand-made", False, CpuSummary(None, None, None, (0,), 6, 2, tuple(range(8)), (), tuple(range(8))),
+                    cpus, (NumaNode(0, tuple(range(8)), 1024),), True)
+    layout = slurm_layout(topo)
+    assert (layout.cpus, layout.cores_per_socket, layout.threads_per_core) == (4, 2, 2)
+    assert "E-cores (Linux CPUs 4-7) left out" in layout.notes[0]
+    both = slurm_layout(topo, allow_ecores=True)
+    assert (both.cpus, both.cores_per_socket, both.threads_per_core) == (8, 6, 1)  # 8 // 6: slurmd's own arithmetic
