@@ -65,7 +65,9 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
     mem_spec = None
     if reserve_cores:
         abs_of = layout.abstract_cpu()
-        cpus = housekeeping_cpus(topo, reserve_cores)
+        from numatune.readers.irqs import read_isolated
+
+        cpus = housekeeping_cpus(topo, reserve_cores, read_isolated(host))
         spec = tuple(sorted(abs_of[c] for c in cpus if c in abs_of))
         mem_spec = reserve_memory_mib if reserve_memory_mib is not None else 2048
         notes.append(f"CpuSpecList: Linux CPUs {_fmt(cpus)} (the first {reserve_cores} core(s) of each node with "

@@ -97,11 +97,13 @@ def kubelet_cmd(app: App, reserve_cores: int, kube_reserved: int, system_reserve
     """A KubeletConfiguration fragment: static CPU manager, topology manager, Static memory manager."""
     from numatune.emit_run import read_emit_topology
     from numatune.plan.kubelet import kubelet_plan
+    from numatune.readers.irqs import read_isolated
     from numatune.render.emit_out import kubelet_document, kubelet_text
 
     topo = read_emit_topology(app.host)
     plan = kubelet_plan(topo, reserve_cores=reserve_cores, kube_reserved_mib=kube_reserved,
-                        system_reserved_mib=system_reserved, topology_policy=topology_policy, scope=scope)
+                        system_reserved_mib=system_reserved, topology_policy=topology_policy, scope=scope,
+                        isolated=read_isolated(app.host))
     _render(app, fmt, (kubelet_document(plan.config, plan.notes, topo.source),
                        kubelet_text(plan.config, plan.notes, topo.source)), output)
 

@@ -31,12 +31,12 @@ class KubeletPlan:
 
 def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: int = 1024,
                  system_reserved_mib: int = 1024, topology_policy: str = "restricted",
-                 scope: str = "pod") -> KubeletPlan:
+                 scope: str = "pod", isolated: frozenset[int] = frozenset()) -> KubeletPlan:
     from numatune.plan.slurm import housekeeping_cpus
 
     notes: list[str] = []
     cpu_nodes = [n for n in topo.nodes if n.cpus]
-    reserved = housekeeping_cpus(topo, reserve_cores) if reserve_cores else ()
+    reserved = housekeeping_cpus(topo, reserve_cores, isolated) if reserve_cores else ()
     config: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",

@@ -184,12 +184,12 @@ def real_memory_mib(topo: Topology, meminfo_total_kib: int | None) -> int | None
     return sum(known) // 1024 if known else None
 
 
-def housekeeping_cpus(topo: Topology, reserve_cores: int) -> tuple[int, ...]:
+def housekeeping_cpus(topo: Topology, reserve_cores: int, isolated: Iterable[int] = ()) -> tuple[int, ...]:
     """The CPUs `--reserve-cores N` keeps for the system: the first N physical cores of every node with CPUs,
     the ones `launch --reserve-cores` and `irq plan --reserve-cores` leave to interrupts and daemons."""
     from numatune.plan.irq import housekeeping_cores
 
-    per_node = housekeeping_cores(topo, reserve_cores).values()
+    per_node = housekeeping_cores(topo, reserve_cores, isolated).values()  # isolcpus are for work, not daemons
     return tuple(sorted(c for cores in per_node for core in cores for c in core))
 
 

@@ -262,3 +262,17 @@ def test_emit_slurm_one_socket_leaves_cores_out(cli):
     [gpu] = doc["gres"]
     assert gpu["cores"] == [] and "one socket" in gpu["note"] and "Cores=" not in gpu["line"]
     assert doc["node"]["sockets"] == 1 and "would give the same" in doc["autodetect"]
+
+
+def test_reserved_cpus_skip_isolated_cores(tmp_path, cli):
+    """isolcpus are for the workload: the reservation takes the next core of the node instead."""
+    from tests.conftest import fixture_copy
+
+    root = fixture_copy("handmade-launch-2s4gpu-cxl", tmp_path)
+    (root / "sys/devices/system/cpu/isolated").write_text("0,8\n")  # hand-edited copy: core (0,8) isolated
+    result = cli("--root", str(root), "emit", "kubelet")
+    assert parse_cpulist(yaml.safe_load(result.stdout)["reservedSystemCPUs"]) == {1, 9, 4, 12}
+    slurm = _emit_json(cli, "handmade-launch-2s4gpu-cxl", "slurm", "--reserve-cores", "1")
+    assert slurm["node"]["cpu_spec_list"] == [0, 1, 8, 9]
+    isolated = json.loads(cli("--root", str(root), "emit", "slurm", "--reserve-cores", "1", "--json").stdout)
+    assert isolated["node"]["cpu_spec_list"] == [2, 3, 8, 9]  # core (1,9) is Slurm core 1: CPUs 2-3
