@@ -24,7 +24,7 @@ from numatune.analysis.diff import _best_nic_path
 @dataclass(frozen=True)
 class NodeReport:
     name: str  # hostname, file name or pdsh/clush prefix
-    doc: dict[str, Any]  # numatune.inspect/1
+    doc: dict[str, Any]  # numatune.inspect/2 (or /1)
 
 
 @dataclass(frozen=True)

@@ -295,7 +295,11 @@ def choose_node(
     else:
         cpu_nodes = [n.id for n in topo.nodes if n.cpus]
         if len(cpu_nodes) != 1:
-            raise BindingError(f"{dev.bdf} has numa_node -1 and its node cannot be inferred: pass --node")
+            why = ""
+            if dev.kfd_cpu_agent is not None:
+                why = (f" (the KFD puts it under KFD CPU agent {dev.kfd_cpu_agent}, but this tree's "
+                       f"{len(cpu_nodes)} node(s) with CPUs cannot be matched to the KFD's CPU agents)")
+            raise BindingError(f"{dev.bdf} has numa_node -1 and its node cannot be inferred{why}: pass --node")
         node, source = cpu_nodes[0], f"the only node with CPUs ({dev.bdf} has numa_node -1)"
         warnings.append(f"{dev.bdf} has numa_node -1; using node {node}, the only node with CPUs")
     if topo.node(node) is None:

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from numatune.analysis.paths import LEGEND, PathMatrix
+from numatune.analysis.paths import LEGEND, PathMatrix, fabric_label
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Finding, Severity
 from numatune.model.topology import Topology
@@ -48,6 +48,11 @@ def render_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding]) 
         parts.append(_devices_table(topo))
     if len(matrix.devices) > 1:
         parts.append(_matrix_table(matrix))
+    if matrix.links:
+        parts.append(_links_table(matrix))
+    if matrix.nvlink == "not visible":
+        parts.append(Text(f"NVLink: not visible ({matrix.nvlink_note}); NVIDIA GPU pairs show their PCIe path only",
+                          style="yellow"))
     if topo.cxl.present:
         parts.append(_cxl_tree(topo))
     parts.append(_settings(topo))
@@ -158,6 +163,27 @@ def _matrix_table(m: PathMatrix) -> Table:
     t.add_column("NUMA affinity")
     for i, label in enumerate(m.labels):
         t.add_row(label, *m.cells[i], format_cpulist(m.local_cpus[i]) or "-", node_label(m.nodes[i]))
+    return t
+
+
+def _links_table(m: PathMatrix) -> Table:
+    label = dict(zip(m.devices, m.labels, strict=True))
+    by_lower = {k.lower(): v for k, v in label.items()}
+    t = Table(title="GPU fabric links", title_justify="left")
+    for col in ("pair", "link", "links", "weight", "bandwidth MB/s (one / all)", "source"):
+        t.add_column(col)
+    for x in m.links:
+        bw = "-"
+        if x.min_bandwidth_mbps or x.max_bandwidth_mbps:
+            bw = f"{x.min_bandwidth_mbps or '?'} / {x.max_bandwidth_mbps or '?'}"
+        t.add_row(
+            f"{by_lower.get(x.a, x.a)}-{by_lower.get(x.b, x.b)}",
+            fabric_label(x),
+            "?" if x.count is None else str(x.count),
+            "-" if x.weight is None else str(x.weight),
+            bw,
+            x.source,
+        )
     return t
 
 
