@@ -68,6 +68,13 @@ class Unsupported(NumatuneError):
     exit_code = ExitCode.UNSUPPORTED
 
 
+class BindingError(Unsupported):
+    """A binding that cannot be honoured (no GPU, no usable CPU, unsupported policy): exit 7.
+
+    `launch --best-effort` turns it into a warning and an unbound run; audit into a note.
+    """
+
+
 class ApplyError(NumatuneError):
     exit_code = ExitCode.PARTIAL
 
