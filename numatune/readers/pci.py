@@ -171,6 +171,10 @@ def _infer_node(
         candidates = [n.id for n in nodes if n.cpus and local <= set(n.cpus)]
         if len(candidates) == 1:
             return dev._replace(inferred_node=candidates[0], inferred_from="local_cpulist")
+    with_cpus = [n for n in nodes if n.cpus]
+    if len(with_cpus) == 1 and local and local <= set(with_cpus[0].cpus):
+        # One node with CPUs and the device's CPUs are on it: nowhere else it could be (as nvidia-smi reads it).
+        return dev._replace(inferred_node=with_cpus[0].id, inferred_from="the only node with CPUs")
     # Walk up the hierarchy: a bridge above may carry the _PXM the function lacks.
     parts = dev.path.split("/")
     for i in range(len(parts) - 1, 0, -1):
