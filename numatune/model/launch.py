@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from numatune.errors import BindingError, Unsupported  # noqa: F401 - BindingError re-exported
-
 CPU_BIND_MODES = ("node", "socket", "exclusive", "cores:N", "none")
 MEM_POLICIES = ("bind", "preferred", "preferred-many", "interleave", "weighted", "cxl-spill", "none")
 METHODS = ("auto", "numactl", "taskset", "direct")

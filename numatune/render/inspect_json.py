@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from numatune import __version__
 from numatune.analysis.paths import LEGEND, PathMatrix, fabric_label
 from numatune.model.findings import Finding
 from numatune.model.topology import PciDevice, Topology
+from numatune.render.envelope import envelope
 from numatune.render.jsonable import to_jsonable
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
 if TYPE_CHECKING:
     from typing import Any
 
-SCHEMA = "numatune.inspect/2"
 
 
 def device_json(d: PciDevice) -> dict[str, Any]:
@@ -42,14 +41,13 @@ def device_json(d: PciDevice) -> dict[str, Any]:
 
 
 def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA,
-        "numatune_version": __version__,
-        "source": topo.source,
-        "live": topo.live,
-        "cpu": to_jsonable(topo.cpu),
-        "numa_kernel": topo.numa_kernel,
-        "nodes": [
+    return envelope(
+        "inspect",
+        source=topo.source,
+        live=topo.live,
+        cpu=to_jsonable(topo.cpu),
+        numa_kernel=topo.numa_kernel,
+        nodes=[
             {
                 "id": n.id,
                 "cpus": list(n.cpus),
@@ -68,9 +66,9 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
             }
             for n in topo.nodes
         ],
-        "memory_tiers": {str(k): list(v) for k, v in sorted(topo.memory_tiers.items())},
-        "devices": [device_json(d) for d in topo.devices],
-        "path_matrix": {
+        memory_tiers={str(k): list(v) for k, v in sorted(topo.memory_tiers.items())},
+        devices=[device_json(d) for d in topo.devices],
+        path_matrix={
             "legend": LEGEND,
             "devices": list(matrix.devices),
             "labels": list(matrix.labels),
@@ -79,14 +77,14 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
             "links": [dict(to_jsonable(x), label=fabric_label(x)) for x in matrix.links],
             "nvlink": {"state": matrix.nvlink, "note": matrix.nvlink_note},
         },
-        "gpu_fabric": {
+        gpu_fabric={
             "driver_version": topo.fabric.driver_version,
             "peer_memory": topo.fabric.peer_memory,
             "acs": dict(topo.fabric.acs),
             "nvml_gpus": to_jsonable(topo.fabric.nvml_gpus),
         },
-        "cxl": to_jsonable(topo.cxl),
-        "settings": to_jsonable(topo.settings),
-        "findings": to_jsonable(findings),
-        "skipped": to_jsonable(topo.skipped),
-    }
+        cxl=to_jsonable(topo.cxl),
+        settings=to_jsonable(topo.settings),
+        findings=to_jsonable(findings),
+        skipped=to_jsonable(topo.skipped),
+    )

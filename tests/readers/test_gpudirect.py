@@ -11,7 +11,7 @@ from numatune.analysis.topology_findings import topology_findings
 from numatune.host import Host
 from numatune.readers.fabric import acs_redirect, read_peer_memory
 from numatune.readers.topology import read_topology
-from tests.conftest import fixture_root
+from tests.conftest import fixture_copy
 
 
 def config_space(acs_control: int | None, *, size: int = 4096) -> bytes:
@@ -104,10 +104,7 @@ def test_no_redirect_and_no_peermem(tmp_path):
 def test_nic_through_the_cpu_is_nt018_on_a_real_layout(tmp_path):
     # The hand-made launch fixture's GPU 86:00.0 and NIC 87:00.0 hang off two root ports of one host
     # bridge (PHB); give the NIC an RDMA name and GPUDirect reaches it through the CPU.
-    import shutil
-
-    root = tmp_path / "t"
-    shutil.copytree(fixture_root("handmade-launch-2s4gpu-cxl"), root, symlinks=True)
+    root = fixture_copy("handmade-launch-2s4gpu-cxl", tmp_path)
     _write(f"{root}/sys/devices/pci0000:85/0000:85:01.0/0000:87:00.0/infiniband/mlx5_0/.keep", "")
     topo = read_topology(Host.open(root), pci_ids=None)
     nt018 = [f for f in topology_findings(topo) if f.code == "NT018"]

@@ -5,7 +5,6 @@ moment, finds a process's GPU without /proc/PID/fd; NVLink/NVSwitch pairs from r
 from __future__ import annotations
 
 import json
-import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -18,10 +17,18 @@ from numatune.readers import nvml
 from numatune.readers.nvml import FORMAT, fabric_from_record, nvml_bdf
 from numatune.readers.procs import read_process
 from numatune.readers.topology import read_topology
-from tests.conftest import fixture_root
+from tests.conftest import FIXTURES, fixture_copy, fixture_root
 
 H100 = "h100-vm-1gpu"
-TOPO = fixture_root("nvidia-smi-topo")
+
+
+def vendor_output(name: str) -> str:
+    """A real `nvidia-smi topo -m` output: from fixtures/nvidia-smi-topo.md (other machines), or the H100's."""
+    if name == H100:
+        return (fixture_root(H100) / "numatune" / "vendor" / "nvidia-smi-topo-m.txt").read_text()
+    doc = (FIXTURES / "nvidia-smi-topo.md").read_text()
+    block = doc.split(f"## {name}\n", 1)[1].split("```text\n", 1)[1].split("\n```", 1)[0]
+    return block + "\n"
 
 
 def _topo(name: str):
@@ -38,7 +45,7 @@ def test_saved_record_replays_uuid_fabric_and_processes():
 
 
 def test_record_agrees_with_nvidia_smi_q_of_the_same_moment():
-    xml = ET.parse(fixture_root("h100-vm-1gpu-vendor") / "nvidia-smi-q.xml").getroot()
+    xml = ET.parse(fixture_root(H100) / "numatune" / "vendor" / "nvidia-smi-q.xml").getroot()
     gpu = xml.find("gpu")
     (ours,) = _topo(H100).fabric.nvml_gpus
     assert ours.uuid == gpu.findtext("uuid")
@@ -48,7 +55,7 @@ def test_record_agrees_with_nvidia_smi_q_of_the_same_moment():
 
 def test_matrix_agrees_with_nvidia_smi_topo_m_of_the_same_moment():
     topo = _topo(H100)
-    vendor = parse_nvidia_smi_topo((TOPO / "h100-vm-1gpu.txt").read_text())  # with its ANSI underline
+    vendor = parse_nvidia_smi_topo(vendor_output(H100))  # with its ANSI underline
     assert vendor.labels == ("GPU0",) and vendor.cpu_affinity == {"GPU0": "0-15"}
     assert compare_with_nvidia_smi(topo, path_matrix(topo), vendor) == []
 
@@ -78,8 +85,7 @@ def test_nvidia_gpus_without_nvml_say_nvlink_is_not_visible(cli):
 
 
 def test_malformed_saved_record_is_one_clear_error(tmp_path, cli):
-    root = tmp_path / "root"
-    shutil.copytree(fixture_root(H100), root, symlinks=True)
+    root = fixture_copy(H100, tmp_path)
     (root / "numatune" / "nvml.json").write_text("{not json")
     result = cli("--root", str(root), "inspect", "--json")
     assert result.exit_code == 3 and "malformed /numatune/nvml.json" in result.stderr
@@ -107,7 +113,7 @@ def test_bridge_pair_counts_links_once_as_nv_n():
     fabric = fabric_from_record(doc, "test", "nvml")
     (link,) = fabric.links
     assert (link.a, link.b, link.kind, link.count) == ("0000:18:00.0", "0000:3b:00.0", "nvlink", 2)
-    vendor = parse_nvidia_smi_topo((TOPO / "nvlink-bridge-2x-titan-rtx.txt").read_text())
+    vendor = parse_nvidia_smi_topo(vendor_output("nvlink-bridge-2x-titan-rtx"))
     from numatune.analysis.paths import fabric_label
 
     assert fabric_label(link) == vendor.cell("GPU0", "GPU1") == "NV2"
@@ -121,7 +127,7 @@ def test_nvswitch_gpus_show_nv18_like_a_dgx_h100():
                                       for i, bus in enumerate(buses)]}
     fabric = fabric_from_record(doc, "test", "nvml")
     assert len(fabric.links) == 28 and {x.kind for x in fabric.links} == {"nvswitch"}
-    vendor = parse_nvidia_smi_topo((TOPO / "dgx-h100-nvswitch-gpu-block.txt").read_text())
+    vendor = parse_nvidia_smi_topo(vendor_output("dgx-h100-nvswitch-gpu-block"))
     from numatune.analysis.paths import fabric_label
 
     cells = {vendor.cell(f"GPU{i}", f"GPU{j}") for i in range(8) for j in range(8) if i != j}
@@ -147,20 +153,20 @@ def test_live_without_pynvml_says_why(monkeypatch):
 
 # -- nvidia-smi topo -m on real outputs ------------------------------------------------------------------
 def test_parser_reads_a_dgx_h100_block_with_lost_tabs():
-    m = parse_nvidia_smi_topo((TOPO / "dgx-h100-nvswitch-gpu-block.txt").read_text())
+    m = parse_nvidia_smi_topo(vendor_output("dgx-h100-nvswitch-gpu-block"))
     assert m.gpus == tuple(f"GPU{i}" for i in range(8)) and len(m.labels) == 20
     assert m.cell("GPU0", "NIC0") == "PXB" and m.cell("GPU5", "NIC9") == "PXB" and m.cell("GPU6", "NIC10") == "PXB"
     assert m.cpu_affinity["GPU4"] == "56-111,168-223" and m.numa_affinity["GPU7"] == "1"
 
 
 def test_parser_reads_nvlink_pair_with_rdma_nics_and_blank_affinity():
-    m = parse_nvidia_smi_topo((TOPO / "nvlink-2gpu-8nic-vm.txt").read_text())
+    m = parse_nvidia_smi_topo(vendor_output("nvlink-2gpu-8nic-vm"))
     assert m.cell("GPU0", "GPU1") == "NV12" and m.cell("NIC6", "GPU1") == "PXB" and m.cell("NIC0", "NIC1") == "PIX"
     assert m.cpu_affinity == {}  # blank in that VM: not guessed from shifted columns
 
 
 def test_parser_reads_pcie_only_pair():
-    m = parse_nvidia_smi_topo((TOPO / "pcie-2gpu-phb.txt").read_text())
+    m = parse_nvidia_smi_topo(vendor_output("pcie-2gpu-phb"))
     assert m.cell("GPU1", "GPU0") == "PHB" and m.cpu_affinity == {"GPU0": "0-11", "GPU1": "0-11"}
 
 
