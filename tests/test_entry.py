@@ -93,3 +93,24 @@ def test_console_script_and_module_take_the_same_entry():
     done = subprocess.run([sys.executable, "-m", "numatune", "--version"], capture_output=True, text=True,
                           cwd=PROJECT)
     assert done.returncode == 0 and done.stdout.startswith("numatune ")
+
+
+NVML_PROBE = (
+    "import sys, io, contextlib\n"
+    "sys.argv = ['numatune', '--root', sys.argv[1], 'inspect', '--json']\n"
+    "from numatune.entry import run\n"
+    "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+    "    run()\n"
+    "print(sorted(m for m in ('pynvml', 'numatune.readers.nvml') if m in sys.modules))\n"
+)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("topo-mi210-xgmi-pcie", "[]"),  # AMD GPUs: NVML is never touched
+    ("vm-two-socket", "[]"),  # no GPU at all
+    ("h100-vm-1gpu", "['numatune.readers.nvml']"),  # NVIDIA: the saved record is read, pynvml is not (not live)
+])
+def test_nvml_is_imported_only_for_nvidia_gpus(name, expected):
+    done = subprocess.run([sys.executable, "-c", NVML_PROBE, str(fixture_root(name))], capture_output=True,
+                          text=True, timeout=120, cwd=PROJECT)
+    assert done.stdout.strip().splitlines()[-1] == expected, done.stderr
