@@ -15,13 +15,12 @@ from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from numatune.cpulist import format_cpulist
-from numatune.errors import CommandNotExecutable, CommandNotRunnable, NumatuneError, PermissionDenied
+from numatune.errors import CommandNotExecutable, CommandNotRunnable, NumatuneError
 from numatune.host import Host
 from numatune.model.launch import LaunchFacts, LaunchPlan, Numactl
 from numatune.model.topology import PciDevice, Topology
 
 ISOLATED = "/sys/devices/system/cpu/isolated"
-WEIGHT_DIR = "/sys/kernel/mm/mempolicy/weighted_interleave"
 
 # set_mempolicy(2) syscall numbers; glibc has no wrapper (libnuma does), so it is called by number.
 SYS_SET_MEMPOLICY = {
@@ -63,6 +62,26 @@ def probe_numactl(path: str) -> Numactl:
     many = "--preferred-many" in text or (vt is not None and vt >= (2, 0, 15))
     weighted = "--weighted-interleave" in text or (vt is not None and vt >= (2, 0, 19))
     return Numactl(path, version, many, weighted)
+
+
+def installed_numactl_version(path: str) -> str | None:
+    """numactl's version: `numactl --version` (2.0.19+), else the package manager's (dpkg, rpm)."""
+    import subprocess
+
+    version = probe_numactl(path).version
+    if version is not None:
+        return version
+    for cmd in (["dpkg-query", "-W", "-f=${Version}", "numactl"], ["rpm", "-q", "--qf", "%{VERSION}", "numactl"]):
+        if which(cmd[0]) is None:
+            continue
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        text = done.stdout.strip()
+        if done.returncode == 0 and text:
+            return text.split()[-1]
+    return None
 
 
 def cgroup_cpuset(host: Host) -> tuple[frozenset[int] | None, str | None]:
@@ -193,20 +212,6 @@ def set_mempolicy(mode: int, nodes: Sequence[int]) -> None:
             f"set_mempolicy(mode {mode}, nodes {format_cpulist(nodes)}) failed: {os.strerror(err)}",
             hint="the kernel may not support this policy, or the nodes are outside the cgroup's cpuset.mems",
         )
-
-
-def write_weights(host: Host, weights: Mapping[int, int]) -> None:
-    for node, weight in sorted(weights.items()):
-        logical = f"{WEIGHT_DIR}/node{node}"
-        try:
-            host.write_text(logical, f"{weight}\n")
-        except PermissionError as exc:
-            raise PermissionDenied(
-                f"cannot set the weighted-interleave weight of node {node} ({logical}): permission denied",
-                hint="weights are system-wide: run as root, or leave --weights out to use the kernel's",
-            ) from exc
-        except OSError as exc:
-            raise NumatuneError(f"cannot write {logical}: {exc.strerror or exc}") from exc
 
 
 def apply_plan(plan: LaunchPlan, environ: Mapping[str, str]) -> NoReturn:

@@ -9,11 +9,11 @@ from minute to minute (free memory, the source path, the numatune version) are l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from numatune.cpulist import format_cpulist
 from numatune.errors import InputError
+from numatune.model._record import record
 from numatune.render.envelope import SCHEMAS
 
 INSPECT_SCHEMA = SCHEMAS["inspect"]
@@ -22,7 +22,7 @@ PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")
 MEMORY_TOLERANCE = 0.02  # node memory within 2% is "the same" (firmware and kernels reserve a little)
 
 
-@dataclass(frozen=True)
+@record
 class Difference:
     key: str  # "node 1 cpus"
     category: str  # cpu | numa | distances | memory | tiers | devices | kernel

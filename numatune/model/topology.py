@@ -12,7 +12,7 @@ from types import MappingProxyType
 from numatune.model._record import record
 from numatune.model.findings import Skipped
 
-# Shared, read-only default for mapping fields (NamedTuple defaults are shared between instances).
+# Shared, read-only default for mapping fields (record defaults are shared between instances).
 EMPTY_MAP: Mapping = MappingProxyType({})
 
 

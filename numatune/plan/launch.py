@@ -23,6 +23,7 @@ from numatune.model.launch import (
     RankInfo,
 )
 from numatune.model.topology import NumaNode, PciDevice, Topology
+from numatune.readers.nodes import WEIGHT_DIR
 from numatune.resolve import (  # noqa: F401 - re-exported: the CLI, irq plan and tests use them from here
     ENV_KEYS,
     GPU_VARS,
@@ -349,18 +350,16 @@ def _check_kernel(policy: str, facts: LaunchFacts, warnings: list[str]) -> None:
 
 def choose_memory(
     topo: Topology, opts: LaunchOptions, facts: LaunchFacts, node: int, reasons: list[str], warnings: list[str]
-) -> tuple[MemPolicy, dict[int, int]]:
-    """(policy, weights to write to sysfs before exec)."""
+) -> MemPolicy:
     policy = opts.mem_policy
     if policy == "none":
         reasons.append("memory: no policy (--mem-policy none): the kernel's default, local allocation")
-        return MemPolicy("none", None), {}
+        return MemPolicy("none", None)
     mode = POLICY_SUPPORT[policy][0]
     _check_kernel(policy, facts, warnings)
     explicit = opts.mem_nodes
     weights: dict[int, int] = {}
     weights_source = None
-    write: dict[int, int] = {}
     if policy in ("bind", "preferred"):
         nodes = explicit or (node,)
         if policy == "preferred" and len(nodes) != 1:
@@ -385,7 +384,7 @@ def choose_memory(
                 f"--mem-policy weighted: no CXL or other CPU-less memory node is nearest to node {node}; "
                 "weighted interleave over one node is just bind (pass --mem-nodes to choose)"
             )
-        weights, weights_source, write = _weights(topo, opts, facts, nodes, warnings)
+        weights, weights_source = _weights(topo, opts, facts, nodes, warnings)
         shown = ", ".join(f"node {n}: {w}" for n, w in weights.items())
         reasons.append(f"memory: weighted interleave over nodes {format_cpulist(nodes)} with weights {shown} "
                        f"({weights_source}); weights are system-wide in /sys/kernel/mm/mempolicy/weighted_interleave")
@@ -411,34 +410,49 @@ def choose_memory(
                 f"memory node {nid} is outside this process's allowed nodes {format_cpulist(facts.allowed_mems)} "
                 "(cgroup cpuset.mems)"
             )
-    return MemPolicy(policy, mode, tuple(nodes), weights, weights_source), write
+    return MemPolicy(policy, mode, tuple(nodes), weights, weights_source)
 
 
 def _weights(
     topo: Topology, opts: LaunchOptions, facts: LaunchFacts, nodes: Sequence[int], warnings: list[str]
-) -> tuple[dict[int, int], str, dict[int, int]]:
+) -> tuple[dict[int, int], str]:
+    """(weights, where they come from). The weights are system-wide (sysfs), so launch never changes them:
+    a per-rank launcher could not save and restore them safely. --weights states what they must be."""
     current = {n: facts.current_weights.get(n, 1) for n in nodes}
     if opts.weights is not None:
         missing = [n for n in nodes if n not in opts.weights]
         if missing:
             raise BindingError(f"--weights gives no weight for node(s) {format_cpulist(missing)}")
         wanted = {n: opts.weights[n] for n in nodes}
-        write = {n: w for n, w in wanted.items() if facts.current_weights.get(n) != w}
-        return wanted, "--weights", write
+        differ = {n: w for n, w in wanted.items() if current[n] != w}
+        if not differ:
+            return wanted, "--weights (the kernel's match)"
+        have = ",".join(f"{n}:{w}" for n, w in current.items())
+        fix = "; ".join(f"echo {w} > {WEIGHT_DIR}/node{n}" for n, w in differ.items())
+        if not opts.best_effort:
+            raise BindingError(f"--weights {_shown(wanted)}: the kernel's weights are {have}; numatune does not "
+                               "change system-wide settings", hint=f"set them once per node, as root: {fix}")
+        warnings.append(f"--weights {_shown(wanted)} differ from the kernel's {have}; the kernel's are used "
+                        f"(--best-effort; to set them, as root: {fix})")
+        return current, "kernel's current weights (--weights differ)"
     suggested = hmat_weights(topo, nodes)
     if suggested is None:
-        warnings.append("no HMAT bandwidth for these nodes: the kernel's current weights are used (--weights to set)")
-        return current, "kernel's current weights", {}
+        warnings.append("no HMAT bandwidth for these nodes: the kernel's current weights are used")
+        return current, "kernel's current weights"
     if suggested != current:
         shown = ",".join(f"{n}:{w}" for n, w in suggested.items())
         auto = " (the kernel's auto mode is on)" if topo.settings.weighted_interleave_auto else ""
         warnings.append(
             f"HMAT read bandwidth suggests weights {shown} but the kernel's are "
             f"{','.join(f'{n}:{w}' for n, w in current.items())}{auto}; the kernel's are used "
-            f"(pass --weights {shown} to set them, root)"
+            f"(set them as root: {'; '.join(f'echo {w} > {WEIGHT_DIR}/node{n}' for n, w in suggested.items())})"
         )
-        return current, "kernel's current weights", {}
-    return current, "HMAT read bandwidth (matches the kernel's weights)", {}
+        return current, "kernel's current weights"
+    return current, "HMAT read bandwidth (matches the kernel's weights)"
+
+
+def _shown(weights: dict[int, int]) -> str:
+    return ",".join(f"{n}:{w}" for n, w in weights.items())
 
 
 # -- how to apply ----------------------------------------------------------------------------------------------
@@ -519,7 +533,7 @@ def plan_launch(
         reasons.append(f"node: {node} ({node_source})")
         share = _share(opts, rank, dev, in_use, node, reasons)
         cpus = choose_cpus(topo, opts, facts, node, share, reasons)
-        mem, write = choose_memory(topo, opts, facts, node, reasons, warnings)
+        mem = choose_memory(topo, opts, facts, node, reasons, warnings)
         method, argv = choose_method(opts, facts, cpus, mem, command, reasons)
     except BindingError as exc:
         if not opts.best_effort:
@@ -527,7 +541,7 @@ def plan_launch(
         warnings.append(f"{exc.message}; running unbound (--best-effort)")
         reasons.append("apply: unbound (--best-effort)")
         return LaunchPlan(rank, gpu, node, node_source, opts.cpu_bind.mode, (), MemPolicy("none", None), "exec",
-                          tuple(command), tuple(command), {}, tuple(reasons), tuple(warnings), {}, True)
+                          tuple(command), tuple(command), {}, tuple(reasons), tuple(warnings), True)
     set_env = {}
     if cpus:
         if "OMP_NUM_THREADS" in env:
@@ -537,7 +551,7 @@ def plan_launch(
             reasons.append(f"env: OMP_NUM_THREADS={len(cpus)} (one thread per bound CPU)")
     mode = opts.cpu_bind.mode if opts.cpu_bind.mode != "cores" else f"cores:{opts.cpu_bind.cores}"
     return LaunchPlan(rank, gpu, node, node_source, mode, cpus, mem, method, argv, tuple(command), set_env,
-                      tuple(reasons), tuple(warnings), write)
+                      tuple(reasons), tuple(warnings))
 
 
 def _share(

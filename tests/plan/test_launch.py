@@ -229,10 +229,18 @@ def test_cxl_spill_binds_local_dram_and_the_nearest_cxl_node():
 def test_weighted_interleave_weights_from_hmat_kernel_or_option():
     p = plan(HM, {"LOCAL_RANK": "0"}, mem_policy="weighted")
     assert p.memory.nodes == (0, 2) and p.memory.weights == {0: 1, 2: 1}  # the kernel's, HMAT suggests 4:1
-    assert any("suggests weights 0:4,2:1" in w for w in p.warnings) and p.write_weights == {}
+    assert any("suggests weights 0:4,2:1" in w and "echo 4 > /sys/kernel/mm/mempolicy/weighted_interleave/node0" in w
+               for w in p.warnings)
     assert p.argv[:3] == ("/usr/bin/numactl", "--physcpubind=0-3,8-11", "--weighted-interleave=0,2")
-    q = plan(HM, {"LOCAL_RANK": "0"}, mem_policy="weighted", weights={0: 4, 2: 1})
-    assert q.memory.weights == {0: 4, 2: 1} and q.write_weights == {0: 4}
+    # --weights states what the system-wide weights must be; launch never writes them.
+    with pytest.raises(BindingError, match="kernel's weights are 0:1,2:1; numatune does not change") as exc:
+        plan(HM, {"LOCAL_RANK": "0"}, mem_policy="weighted", weights={0: 4, 2: 1})
+    assert exc.value.hint == ("set them once per node, as root: "
+                              "echo 4 > /sys/kernel/mm/mempolicy/weighted_interleave/node0")
+    q = plan(HM, {"LOCAL_RANK": "0"}, mem_policy="weighted", weights={0: 4, 2: 1}, best_effort=True)
+    assert q.memory.weights == {0: 1, 2: 1} and not q.unbound and "differ from the kernel's 0:1,2:1" in q.warnings[-1]
+    same = plan(HM, mem_policy="weighted", weights={0: 1, 2: 1})
+    assert same.memory.weights_source == "--weights (the kernel's match)"
     r = plan(HM, mem_policy="weighted", fkw={"current_weights": {0: 4, 1: 4, 2: 1, 3: 1}})
     assert r.memory.weights == {0: 4, 2: 1} and "matches" in r.memory.weights_source and not r.warnings
     with pytest.raises(BindingError, match="no weight for node"):
