@@ -28,7 +28,9 @@ def slurm_text(e: SlurmEmit) -> str:
     out += ["", "# gres.conf"]
     if e.autodetect:
         out.append(f"# {e.autodetect}")
-    out += [g.text(e.node.name) for g in e.gres + e.nic_gres]
+    # Slurm requires File= on gpu lines: one without it is written commented out, to be completed by hand
+    out += [g.text(e.node.name) if g.file else f"# {g.text(e.node.name)}  (File= unknown: complete before use)"
+            for g in e.gres + e.nic_gres]
     if not e.gres:
         out.append("# no GPU on this node")
     out += _comments(e.notes)

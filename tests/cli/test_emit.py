@@ -73,6 +73,10 @@ def test_emit_slurm_amd_gpus_use_render_nodes_or_say_why(cli):
     for g in doc["gres"]:
         assert g["file"] is None and "no device file" in g["note"] and g["cores"] == []
     assert doc["layout"]["problem"] == "no online CPU with topology in this root"
+    # XGMI links from the KFD io_links (the fabric reader): two hives of four, direct links inside each
+    assert [g["links"] for g in doc["gres"][:5:4]] == [[-1, 1, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, -1, 1, 1, 1]]
+    assert all(line.startswith("# NodeName=") for line in doc["text"].splitlines() if " Name=gpu" in line)
+    assert "records no XGMI links" in doc["autodetect"]
 
 
 def _kubelet(cli, name: str, *args: str) -> tuple[dict, str]:
