@@ -113,7 +113,7 @@ class SchedFiles:
 
 
 def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[CheckResult]:
-    """NT520-NT533: each file against what `numatune emit` derives from this node (one result per file)."""
+    """NT520-NT534: each file against what `numatune emit` derives from this node (one result per file)."""
     from numatune.analysis.scheduler import check_gres, check_kubelet, check_slurm_node
     from numatune.errors import InputError
     from numatune.readers import schedconf

@@ -1,5 +1,5 @@
 """Scheduler configuration against the topology (`check --slurm-conf/--gres-conf/--kubelet-config`).
-Codes NT520-NT533 are stable. Pure: parsed files and what `emit` derives in, findings out; the
+Codes NT520-NT534 are stable. Pure: parsed files and what `emit` derives in, findings out; the
 expected values are the ones `numatune emit` writes, so each fix names the right line.
 """
 
@@ -50,6 +50,10 @@ NT533 = register(
     "NT533", Severity.ERROR, "scheduler", "kubelet's config names CPUs or NUMA nodes that do not exist", """
     reservedSystemCPUs lists CPUs that are not online, or reservedMemory names a NUMA node the machine does not
     have: kubelet refuses the configuration.""")
+NT534 = register("NT534", Severity.ERROR, "scheduler", "kubelet's static CPU manager has no CPU reservation", """
+    cpuManagerPolicy is static but neither reservedSystemCPUs nor a cpu quantity in kubeReserved/systemReserved
+    is given: kubelet refuses to start ("the static policy requires systemreserved.cpu + kubereserved.cpu to be
+    greater than zero").""")
 
 
 def _int(value: str | None) -> int | None:
@@ -178,6 +182,11 @@ def check_kubelet(doc: Mapping[str, Any], topo: Topology, where: str) -> Iterato
                             f"({format_cpulist(sorted(usable))})",
                             "reserve a few cores per node instead (numatune emit kubelet --reserve-cores 1)",
                             f"node {n.id}")
+    if str(doc.get("cpuManagerPolicy") or "").lower() == "static" and not reserved:
+        cpu = [_get(doc, key, "cpu") for key in ("kubeReserved", "systemReserved")]
+        if not any(c not in (None, "", "0", 0) for c in cpu):
+            yield NT534("cpuManagerPolicy: static without reservedSystemCPUs or a kubeReserved/systemReserved cpu",
+                        "add reservedSystemCPUs (numatune emit kubelet picks a core per NUMA node)", where)
     if doc.get("memoryManagerPolicy") == "Static":
         want = sum(_mib(_get(doc, key, "memory")) for key in ("kubeReserved", "systemReserved"))
         hard = _get(doc, "evictionHard", "memory.available")

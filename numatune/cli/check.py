@@ -25,7 +25,7 @@ FAIL_ON = ("info", "warning", "error")
 @click.option("--gres-conf", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Check this gres.conf's GPU lines: files, Cores= sockets (NT522-NT524).")
 @click.option("--kubelet-config", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Check a KubeletConfiguration (YAML or JSON): reservations per NUMA node (NT530-NT533).")
+              help="Check a KubeletConfiguration (YAML or JSON): reservations per NUMA node (NT530-NT534).")
 @click.option("--node-name", default=None, metavar="NAME",
               help="The node's NodeName in slurm.conf/gres.conf [default: the root's short hostname].")
 @format_option("text", "json", "junit")

@@ -280,3 +280,15 @@ def test_reserved_cpus_skip_isolated_cores(tmp_path, cli):
     assert slurm["node"]["cpu_spec_list"] == [0, 1, 8, 9]
     isolated = json.loads(cli("--root", str(root), "emit", "slurm", "--reserve-cores", "1", "--json").stdout)
     assert isolated["node"]["cpu_spec_list"] == [2, 3, 8, 9]  # core (1,9) is Slurm core 1: CPUs 2-3
+
+
+def test_check_static_cpu_manager_needs_a_reservation(cli, tmp_path):
+    conf = tmp_path / "k.json"
+    conf.write_text('{"kind": "KubeletConfiguration", "cpuManagerPolicy": "static", '
+                    '"topologyManagerPolicy": "restricted"}')
+    result = cli("--root", _root("vm-two-socket"), "check", "--kubelet-config", str(conf), "--json")
+    assert [f["code"] for f in json.loads(result.stdout)["findings"] if f["code"] >= "NT520"] == ["NT534"]
+    conf.write_text('{"cpuManagerPolicy": "static", "topologyManagerPolicy": "restricted", '
+                    '"kubeReserved": {"cpu": "1"}}')
+    result = cli("--root", _root("vm-two-socket"), "check", "--kubelet-config", str(conf), "--json")
+    assert [f["code"] for f in json.loads(result.stdout)["findings"] if f["code"] >= "NT520"] == []
