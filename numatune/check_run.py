@@ -122,7 +122,9 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
     if files.slurm_conf or files.gres_conf:
         from numatune.emit_run import node_name, slurm_emit
 
-        e = slurm_emit(host, topo, name=files.node_name)
+        params = schedconf.slurmd_parameters(files.slurm_conf) if files.slurm_conf else set()
+        layout_opts = {"numa_as_socket": "numa_node_as_socket" in params, "allow_ecores": "allow_ecores" in params}
+        e = slurm_emit(host, topo, name=files.node_name, **layout_opts)
         name = files.node_name or node_name(host)
         if files.slurm_conf:
             lines = schedconf.slurm_node_lines(files.slurm_conf)
@@ -135,7 +137,7 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
             number, node = mine[-1]
             name = files.node_name or (name if name in schedconf.expand_hostlist(node["nodename"])
                                        else schedconf.expand_hostlist(node["nodename"])[0])
-            e = slurm_emit(host, topo, name=name)
+            e = slurm_emit(host, topo, name=name, **layout_opts)
             found = list(check_slurm_node(number, node, e.node, e.layout, e.memory_mib, files.slurm_conf))
             out.append(CheckResult("scheduler.slurm_conf", "scheduler", f"slurm.conf node line of {name}",
                                    tuple(found)))

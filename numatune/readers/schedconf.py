@@ -88,6 +88,16 @@ def slurm_node_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:
     return out
 
 
+def slurmd_parameters(path: str | Path) -> set[str]:
+    """The SlurmdParameters flags of slurm.conf (numa_node_as_socket, l3cache_as_socket, allow_ecores, ...)."""
+    out: set[str] = set()
+    for _, line in logical_lines(_read(path)):
+        value = parse_pairs(line).get("slurmdparameters")
+        if value:
+            out.update(v.strip().lower() for v in value.split(",") if v.strip())
+    return out
+
+
 def gres_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:
     """gres.conf lines with a Name= (AutoDetect= lines become {"autodetect": ...})."""
     out = []

@@ -142,8 +142,9 @@ def test_kubelet_many_numa_nodes_raise_the_topology_manager_limit(cli):
     assert doc["topologyManagerPolicyOptions"]["max-allowable-numa-nodes"].isdigit()
 
 
-def test_emitted_configs_pass_check(cli, tmp_path):
-    root = _root("handmade-launch-2s4gpu-cxl")
+@pytest.mark.parametrize("name", DONE_TREES)
+def test_emitted_configs_pass_check(cli, tmp_path, name):
+    root = _root(name)
     text = cli("--root", root, "emit", "slurm", "--node-name", "gpu01").stdout
     conf = [x for x in text.splitlines() if x.startswith(("NodeName", "GresTypes"))]
     (tmp_path / "slurm.conf").write_text("\n".join(x for x in conf if "Name=gpu " not in x) + "\n")
@@ -292,3 +293,17 @@ def test_check_static_cpu_manager_needs_a_reservation(cli, tmp_path):
                     '"kubeReserved": {"cpu": "1"}}')
     result = cli("--root", _root("vm-two-socket"), "check", "--kubelet-config", str(conf), "--json")
     assert [f["code"] for f in json.loads(result.stdout)["findings"] if f["code"] >= "NT520"] == []
+
+
+def test_numa_as_socket_round_trip(cli, tmp_path):
+    """memorysidecaches (SNC2): the --numa-as-socket node line (4 sockets) passes check when slurm.conf sets
+    SlurmdParameters=numa_node_as_socket, and is flagged without it (slurmd would then see 2 sockets)."""
+    root = _root("memorysidecaches")
+    doc = json.loads(cli("--root", root, "emit", "slurm", "--numa-as-socket", "--node-name", "n", "--json").stdout)
+    assert doc["node"]["sockets"] == 4 and "SlurmdParameters=numa_node_as_socket" in doc["text"]
+    (tmp_path / "slurm.conf").write_text("SlurmdParameters=numa_node_as_socket\n" + doc["node"]["line"] + "\n")
+    ok = cli("--root", root, "check", "--slurm-conf", str(tmp_path / "slurm.conf"), "--json")
+    assert [f for f in json.loads(ok.stdout)["findings"] if f["code"] >= "NT520"] == []
+    (tmp_path / "slurm.conf").write_text(doc["node"]["line"] + "\n")
+    bad = cli("--root", root, "check", "--slurm-conf", str(tmp_path / "slurm.conf"), "--json")
+    assert {f["code"] for f in json.loads(bad.stdout)["findings"] if f["code"] >= "NT520"} == {"NT520"}
