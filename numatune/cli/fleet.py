@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from numatune.cli._app import App
+from numatune.cli._options import format_option, write_output
 
 _PREFIX = re.compile(r"^([A-Za-z0-9_.\-\[\]@]+): ?(.*)$")  # pdsh/clush: "node01: text"
 
@@ -17,16 +18,15 @@ _PREFIX = re.compile(r"^([A-Za-z0-9_.\-\[\]@]+): ?(.*)$")  # pdsh/clush: "node01
 @click.argument("reports", nargs=-1, metavar="[REPORT|DIR|-]...")
 @click.option("--fail-on-outliers", is_flag=True, help="Exit 1 when any node differs from the reference group "
               "(or a report cannot be read).")
-@click.option("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Output format.")
-@click.option("--json", "as_json", is_flag=True, help="Shorthand for --format json (versioned schema).")
+@format_option("text", "json", "html", output=True)
 @click.pass_obj
-def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: str, as_json: bool) -> None:
+def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: str, output: Path | None) -> None:
     """Group many nodes' `inspect --json` reports by topology; list outliers and findings per group.
 
     REPORT is a JSON file (one report, or several as JSON lines), a directory of *.json files, or
     `-` for stdin (also the default): JSON documents one after another, or pdsh/clush output
     whose lines start with "host: ". A node is named by the pdsh/clush prefix, else the file name.
+    `--format html` (or `-o fleet.html`) writes one page with a row and a picture per group.
     """
     from numatune.analysis.fleet import group_fleet
     from numatune.errors import ExitCode, InputError
@@ -42,11 +42,22 @@ def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: s
     if not nodes:
         raise InputError("no numatune inspect report found in the input",
                          hint="gather them with e.g. `srun --ntasks-per-node=1 numatune inspect --json`")
-    fleet = group_fleet(_unique(nodes))
-    if fmt == "json" or as_json:
-        app.echo_json(fleet_document(fleet, unreadable))
+    nodes = _unique(nodes)
+    fleet = group_fleet(nodes)
+    if fmt == "json":
+        from numatune.render.envelope import dumps
+
+        text = dumps(fleet_document(fleet, unreadable)) + "\n"
+    elif fmt == "html":
+        from numatune.render.html_out import fleet_html
+
+        text = fleet_html(fleet, unreadable, {n.name: n.doc for n in nodes})
     else:
-        click.echo(render_fleet_text(fleet, unreadable), nl=False)
+        text = render_fleet_text(fleet, unreadable)
+    if output is not None:
+        write_output(output, text)
+    else:
+        click.echo(text, nl=False)
     if fail_on_outliers and (fleet.outliers or unreadable):
         raise click.exceptions.Exit(int(ExitCode.FINDINGS))
 

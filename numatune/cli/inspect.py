@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option
+from numatune.cli._options import format_option, write_output
 
 
 def build_inspect(app: App):  # noqa: ANN201 - returns (topology, matrix, findings)
@@ -16,29 +19,63 @@ def build_inspect(app: App):  # noqa: ANN201 - returns (topology, matrix, findin
 
 
 @click.command("inspect")
-@format_option("text", "json", "prometheus")
+@format_option("text", "json", "prometheus", "svg", "html", output=True)
 @click.pass_obj
-def inspect_cmd(app: App, fmt: str) -> None:
+def inspect_cmd(app: App, fmt: str, output: Path | None) -> None:
     """Show sockets, NUMA nodes, memory tiers and HMAT, GPUs, NICs, NVMe and CXL, and findings.
 
     Works the same on the live node and on a saved tree (--root DIR or a snapshot archive).
     Set NUMATUNE_PCI_IDS to a pci.ids file for device names ("" disables names).
+    `--format svg` draws the node (`-o node.svg` does the same); `--format html` writes one
+    self-contained page with the picture, the tables and the findings.
     """
-    if fmt == "json":
+    if fmt == "json" and output is None:
         from numatune.readers.pci import pci_ids_from_env
         from numatune.reports import inspect_json
 
         click.echo(inspect_json(app.host, pci_ids_from_env()))
         return
     topo, matrix, findings = build_inspect(app)
+    if fmt == "text":
+        from numatune.render.inspect_text import render_inspect
+
+        if output is None:
+            app.console().print(render_inspect(topo, matrix, findings))
+        else:
+            from rich.console import Console
+
+            console = Console(record=True, width=120, no_color=True, highlight=False, emoji=False, markup=False,
+                              soft_wrap=False, file=io.StringIO())
+            console.print(render_inspect(topo, matrix, findings))
+            write_output(output, console.export_text())
+    elif output is not None:
+        write_output(output, _report_text(fmt, topo, matrix, findings))
+    else:
+        click.echo(_report_text(fmt, topo, matrix, findings), nl=False)
+    if fmt in ("text", "svg", "html"):
+        for s in topo.skipped:
+            app.note(f"skipped {s.subject}: {s.reason}")
+
+
+def _report_text(fmt: str, topo, matrix, findings) -> str:  # noqa: ANN001
+    """The report in a machine format, as text ending in a newline."""
     if fmt == "prometheus":
         from numatune.render.prometheus import inspect_metrics
 
-        click.echo(inspect_metrics(topo, findings), nl=False)
-        return
-    from numatune.render.inspect_text import render_inspect
+        return inspect_metrics(topo, findings)
+    if fmt == "json":
+        from numatune.render.envelope import dumps
+        from numatune.render.inspect_json import inspect_document
 
-    console = app.console()
-    console.print(render_inspect(topo, matrix, findings))
-    for s in topo.skipped:
-        app.note(f"skipped {s.subject}: {s.reason}")
+        return dumps(inspect_document(topo, matrix, findings)) + "\n"
+    from numatune.render.inspect_json import inspect_document
+    from numatune.render.picture import sockets_of
+
+    doc = inspect_document(topo, matrix, findings)
+    if fmt == "svg":
+        from numatune.render.picture import render_svg
+
+        return render_svg(doc, sockets_of(topo))
+    from numatune.render.html_out import inspect_html
+
+    return inspect_html(doc, sockets_of(topo))
