@@ -1,5 +1,7 @@
 """`numatune check` as a library call: read the node through a Host, run every rule group that can
-run on it, then a policy's expectations. The CLI only parses options and picks a renderer.
+run on it, then a policy's expectations. The CLI only parses options; `check_report` renders, for the
+click command and the click-free entry point (`numatune.entry`) alike. The policy module (TOML,
+dataclasses, typing) is imported only when there is a policy.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ def run_checks(host: Host, policy: Policy | None, pids: Sequence[int] = (),
                pci_ids: str | None = None) -> tuple[list[CheckResult], Topology]:
     """(results with the policy's ignore/severity applied and superseded findings dropped, topology)."""
     from numatune.analysis.check import supersede, topology_results
-    from numatune.analysis.policy import PolicyFacts, apply_overrides, evaluate_policy
     from numatune.reports import read_inspect_topology
 
     topo = read_inspect_topology(host, pci_ids)
@@ -40,12 +41,40 @@ def run_checks(host: Host, policy: Policy | None, pids: Sequence[int] = (),
     results += irq_results
     if pids:
         results += _audit_results(host, topo, pids)
-    if policy is not None:
-        version, note = None, ""
-        if policy.get("tools.numactl_min_version") is not None:
-            version, note = numactl_version(host)
-        results += evaluate_policy(policy, topo, PolicyFacts(version, note, _placements(irq_report), irq_note))
+    if policy is None:
+        return supersede(results), topo
+    from numatune.analysis.policy import PolicyFacts, apply_overrides, evaluate_policy
+
+    version, note = None, ""
+    if policy.get("tools.numactl_min_version") is not None:
+        version, note = numactl_version(host)
+    results += evaluate_policy(policy, topo, PolicyFacts(version, note, _placements(irq_report), irq_note))
     return apply_overrides(supersede(results), policy), topo
+
+
+def check_report(host: Host, source: str, policy: Policy | None = None, policy_name: str | None = None,
+                 pids: Sequence[int] = (), fail_on: str | None = None, fmt: str = "text",
+                 verbose: bool = False) -> tuple[str, bool, list[tuple[str, str]]]:
+    """(report text, whether it fails, skipped (subject, reason) pairs): what `check` prints and exits on."""
+    from numatune.analysis.check import fails
+    from numatune.readers.pci import pci_ids_from_env
+
+    level = fail_level(fail_on, policy)
+    results, topo = run_checks(host, policy, pids, pci_ids_from_env())
+    if fmt == "json":
+        from numatune.render.check_json import check_document
+        from numatune.render.envelope import dumps
+
+        text = dumps(check_document(source, policy_name, level, results, topo.skipped)) + "\n"
+    elif fmt == "junit":
+        from numatune.render.junit import check_junit
+
+        text = check_junit(source, level, results)
+    else:
+        from numatune.render.check_text import render_check_text
+
+        text = render_check_text(source, policy_name, level, results, verbose=verbose)
+    return text, fails(results, level), [(s.subject, s.reason) for s in topo.skipped]
 
 
 def _irq_results(host: Host, topo: Topology, reserved: frozenset[int]):  # noqa: ANN202

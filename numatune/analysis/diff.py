@@ -9,12 +9,14 @@ from minute to minute (free memory, the source path, the numatune version) are l
 
 from __future__ import annotations
 
-from typing import Any
-
 from numatune.cpulist import format_cpulist
 from numatune.errors import InputError
 from numatune.model._record import record
 from numatune.render.envelope import SCHEMAS
+
+TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import; diff starts without them
+if TYPE_CHECKING:
+    from typing import Any
 
 INSPECT_SCHEMA = SCHEMAS["inspect"]
 PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")

@@ -40,31 +40,13 @@ def check_cmd(
     when the root or the policy cannot be read. A check that cannot run on this root (no
     /proc/interrupts, numactl's version on a saved tree) is reported as skipped, never as passed.
     """
-    from numatune.analysis.check import fails
     from numatune.analysis.policy import load_policy
-    from numatune.check_run import fail_level, run_checks
+    from numatune.check_run import check_report
     from numatune.errors import ExitCode, InputError
-    from numatune.readers.pci import pci_ids_from_env
 
     policy = load_policy(policy_path) if policy_path is not None else None
-    level = fail_level(fail_on, policy)
-    results, topo = run_checks(app.host, policy, pids, pci_ids_from_env())
-    source = app.root
     policy_name = str(policy_path) if policy_path is not None else None
-
-    if fmt == "json":
-        from numatune.render.check_json import check_document
-        from numatune.render.envelope import dumps
-
-        text = dumps(check_document(source, policy_name, level, results, topo.skipped)) + "\n"
-    elif fmt == "junit":
-        from numatune.render.junit import check_junit
-
-        text = check_junit(source, level, results)
-    else:
-        from numatune.render.check_text import render_check_text
-
-        text = render_check_text(source, policy_name, level, results, verbose=verbose)
+    text, failed, skipped = check_report(app.host, app.root, policy, policy_name, pids, fail_on, fmt, verbose)
     if output is not None:
         try:
             output.write_text(text)
@@ -73,7 +55,7 @@ def check_cmd(
     else:
         click.echo(text, nl=False)
     if fmt == "text":
-        for s in topo.skipped:
-            app.note(f"skipped {s.subject}: {s.reason}")
-    if fails(results, level):
+        for subject, reason in skipped:
+            app.note(f"skipped {subject}: {reason}")
+    if failed:
         raise click.exceptions.Exit(int(ExitCode.FINDINGS))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import click
@@ -36,18 +35,10 @@ def inspect_cmd(app: App, fmt: str, output: Path | None) -> None:
         click.echo(inspect_json(app.host, pci_ids_from_env()))
         return
     topo, matrix, findings = build_inspect(app)
-    if fmt == "text":
-        from numatune.render.inspect_text import render_inspect
+    if fmt == "text" and output is None:
+        from numatune.render.inspect_text import print_inspect
 
-        if output is None:
-            app.console().print(render_inspect(topo, matrix, findings))
-        else:
-            from rich.console import Console
-
-            console = Console(record=True, width=120, no_color=True, highlight=False, emoji=False, markup=False,
-                              soft_wrap=False, file=io.StringIO())
-            console.print(render_inspect(topo, matrix, findings))
-            write_output(output, console.export_text())
+        print_inspect(topo, matrix, findings, app.color)
     elif output is not None:
         write_output(output, _report_text(fmt, topo, matrix, findings))
     else:
@@ -58,20 +49,36 @@ def inspect_cmd(app: App, fmt: str, output: Path | None) -> None:
 
 
 def _report_text(fmt: str, topo, matrix, findings) -> str:  # noqa: ANN001
-    """The report in a machine format, as text ending in a newline."""
+    """The report as the text of a file (ending in a newline); `text` without colour, 100 columns."""
+    if fmt == "text":
+        from numatune.render.inspect_text import plain_inspect
+
+        text = plain_inspect(topo, matrix, findings, 100)
+        if text is None:
+            import io
+
+            from rich.console import Console
+
+            from numatune.render.inspect_text import render_inspect
+
+            buf = io.StringIO()
+            Console(file=buf, width=100, no_color=True, highlight=False, emoji=False, markup=False,
+                    soft_wrap=False).print(render_inspect(topo, matrix, findings))
+            text = buf.getvalue()
+        return text
     if fmt == "prometheus":
         from numatune.render.prometheus import inspect_metrics
 
         return inspect_metrics(topo, findings)
-    if fmt == "json":
-        from numatune.render.envelope import dumps
-        from numatune.render.inspect_json import inspect_document
-
-        return dumps(inspect_document(topo, matrix, findings)) + "\n"
     from numatune.render.inspect_json import inspect_document
-    from numatune.render.picture import sockets_of
 
     doc = inspect_document(topo, matrix, findings)
+    if fmt == "json":
+        from numatune.render.envelope import dumps
+
+        return dumps(doc) + "\n"
+    from numatune.render.picture import sockets_of
+
     if fmt == "svg":
         from numatune.render.picture import render_svg
 

@@ -157,7 +157,7 @@ def _inline(svg: str) -> str:
     return svg.rstrip("\n")
 
 
-def fleet_html(fleet: Fleet, unreadable: Sequence[tuple[str, str]], docs: Mapping[str, Mapping[str, Any]]) -> str:
+def fleet_html(fleet: Fleet, unreadable: Sequence[tuple[str, str]]) -> str:
     """One row per topology group: who is in it, how it differs from the reference, its findings, its picture
     (drawn from the group's first node's report)."""
     kinds = "topology" if len(fleet.groups) == 1 else "topologies"
@@ -180,7 +180,7 @@ def fleet_html(fleet: Fleet, unreadable: Sequence[tuple[str, str]], docs: Mappin
         shape += "<br>kernels: " + esc(", ".join(f"{k} x{v}" for k, v in g.kernels.items()))
         found = findings_table([{"code": f.code, "severity": f.severity, "message": f.message,
                                  "count": f"{len(f.nodes)}/{len(g.nodes)}"} for f in g.findings], with_count=True)
-        doc = docs.get(g.nodes[0])
+        doc = g.example
         picture = (f'<div class="picture">{_inline(render_svg(doc, title=f"group {g.id}: {g.nodes[0]}"))}</div>'
                    if doc else "")
         rows.append(f"<tr><td>{who}</td><td>{shape}</td><td>{found}</td></tr>"
