@@ -201,24 +201,35 @@ def _nearest_nics(doc: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def _fabric(doc: Mapping[str, Any]) -> dict[str, list[str]]:
-    """GPU BDF -> "GPU3 NV12"-style peers over a fabric (matrix cells that are not PCIe path kinds)."""
+    """GPU BDF -> ["XGMI to GPU 1-3,5", ...]: peers over a fabric (matrix cells that are not PCIe path kinds),
+    grouped by link kind so eight all-to-all GPUs take one line each."""
     pm = doc.get("path_matrix") or {}
     labels, devices, cells = pm.get("labels") or [], pm.get("devices") or [], pm.get("cells") or []
     out: dict[str, list[str]] = {}
     for i, row in enumerate(cells):
+        by_kind: dict[str, list[int]] = {}
         for j, cell in enumerate(row):
-            if i != j and cell not in PCIE_KINDS and j < len(labels) and i < len(devices):
-                out.setdefault(devices[i], []).append(f"{labels[j]} {cell}")
+            if i != j and cell not in PCIE_KINDS and j < len(labels) and labels[j].startswith("GPU"):
+                by_kind.setdefault(cell, []).append(int(labels[j][3:]) if labels[j][3:].isdigit() else j)
+        if by_kind and i < len(devices):
+            out[devices[i]] = [f"{kind} to GPU {format_cpulist(peers)}" for kind, peers in sorted(by_kind.items())]
     return out
 
 
 def device_name(d: Mapping[str, Any]) -> str:
+    """Short: the driver's model name, else pci.ids' marketing name in brackets ("MT2910 Family [ConnectX-7]"
+    -> "ConnectX-7"), else the device name, else vendor:device ids."""
     nvidia = d.get("nvidia") or {}
     if nvidia.get("model"):
         return nvidia["model"]
-    name = " ".join(x for x in (d.get("vendor_name"), d.get("device_name")) if x)
+    name = d.get("device_name") or ""
+    m = re.search(r"\[([^\]]+)\]\s*$", name)
+    if m:
+        return m.group(1)
     if name:
         return name
+    if d.get("vendor_name"):
+        return f"{d['vendor_name']} {(d.get('device_id') or '0x0000')[2:]}"
     return f"{(d.get('vendor_id') or '0x0000')[2:]}:{(d.get('device_id') or '0x0000')[2:]}"
 
 
@@ -240,8 +251,8 @@ def _device_lines(d: Mapping[str, Any], label: str, nearest: tuple[str, str] | N
         lines.append((fit(" ".join(names), COLS_CHARS - 2), MUTED))
     if nearest:
         lines.append((f"nearest NIC: {nearest[0]} {nearest[1]}", PATH_TEXT.get(nearest[1], INK)))
-    if fabric:
-        lines.extend((line, "#5b3f9a") for line in wrap("fabric: " + ", ".join(fabric), COLS_CHARS - 2, ", "))
+    for link in fabric:
+        lines.extend((line, "#5b3f9a") for line in wrap(link, COLS_CHARS - 2, ","))
     return lines
 
 
@@ -341,7 +352,7 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
         elif not n.get("cpus"):
             name = "nodes without CPUs"
         else:
-            name = f"socket {sock}" if sock is not None else "socket unknown"
+            name = f"socket {sock}" if sock is not None and sock >= 0 else "socket (package id unknown)"
         if name not in frame_of:
             frame_of[name] = []
             frames.append((name, frame_of[name]))
@@ -401,7 +412,8 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
         y = row_bottom + GAP
 
     y = _memory_band(svg, doc, memory_nodes, column_of, row_layouts, y, by_subject)
-    y = _matrix(svg, doc, y + 6)
+    y = _unplaced_dax(svg, doc, node_ids, y)
+    y = _panels(svg, doc, y + 6)
     y = _findings(svg, doc, y + 6)
     width = max(svg.w, 400) + 12
     height = svg.h + 12
@@ -593,6 +605,23 @@ def _memory_band(svg: Svg, doc: Mapping[str, Any], memory_nodes: list[Mapping[st
     return band_top + band_h + GAP
 
 
+def _unplaced_dax(svg: Svg, doc: Mapping[str, Any], node_ids: set[int], y: float) -> float:
+    """DAX devices whose memory is not a NUMA node of this tree (device DAX, or a node that is offline)."""
+    rows = [d for d in (doc.get("cxl") or {}).get("dax") or [] if d.get("target_node") not in node_ids]
+    if not rows:
+        return y
+    svg.text(0, y + 12, "DAX memory that is not a NUMA node here", weight="bold", fill=MUTED)
+    y += 16
+    for d in rows:
+        size = gib(d["size"] // 1024) if d.get("size") is not None else "size unknown"
+        target = d.get("target_node")
+        svg.text(0, y + 12, f"{d.get('name')}  {d.get('backing')}, {d.get('mode') or 'mode ?'}, {size}"
+                 f"{'' if d.get('region') is None else ', ' + str(d['region'])}"
+                 f"{'' if target is None else f', target node {target}'}")
+        y += LINE
+    return y + 8
+
+
 def _memory_lines(doc: Mapping[str, Any], n: Mapping[str, Any], links: list[tuple[int, str]],
                   last_keys: set[int]) -> list[tuple[str, str]]:
     out = [(f"{KIND_LABEL.get(n.get('kind'), n.get('kind'))} {gib(n.get('memory_total_kib'))}"
@@ -610,35 +639,71 @@ def _memory_lines(doc: Mapping[str, Any], n: Mapping[str, Any], links: list[tupl
     return out
 
 
-def _matrix(svg: Svg, doc: Mapping[str, Any], y: float) -> float:
-    pm = doc.get("path_matrix") or {}
-    labels, cells = pm.get("labels") or [], pm.get("cells") or []
-    if len(labels) < 2:
-        return y
-    cw, chh = 44, 20
-    svg.text(0, y + 12, "GPU/NIC paths (nvidia-smi topo -m kinds; fabric links in violet)", weight="bold",
-             fill=MUTED)
+def _grid(svg: Svg, x0: float, y: float, title: str, labels: list[str], cells: list[list[str]],
+          fill: Any, ink: Any, cw: float) -> tuple[float, float]:
+    """A labelled square matrix of coloured cells at (x0, y); returns its bottom and right edge."""
+    chh = 20
+    cw = max(cw, max(len(lab) for lab in labels) * CH * 11 / 12 + 10)
+    svg.text(x0, y + 12, title, weight="bold", fill=MUTED)
     top = y + 22
-    x0 = 56
+    lw = max(len(lab) for lab in labels) * CH * 11 / 12 + 10
     for j, lab in enumerate(labels):
-        svg.text(x0 + j * cw + cw / 2, top + 14, lab, size=11, anchor="middle", weight="bold")
+        svg.text(x0 + lw + j * cw + (cw - 2) / 2, top + 14, lab, size=11, anchor="middle", weight="bold")
     for i, lab in enumerate(labels):
         ry = top + chh * (i + 1)
-        svg.text(0, ry + 14, lab, size=11, weight="bold")
+        svg.text(x0, ry + 14, lab, size=11, weight="bold")
         for j, cell in enumerate(cells[i] if i < len(cells) else []):
-            fill = PATH_FILL.get(cell, FABRIC_FILL)
-            svg.rect(x0 + j * cw, ry, cw - 2, chh - 2, fill, "#ffffff", sw=0, rx=2)
-            svg.text(x0 + j * cw + (cw - 2) / 2, ry + 13, "" if cell == "X" else cell, size=10, anchor="middle",
-                     fill=PATH_TEXT.get(cell, INK))
-    ly = top + chh * (len(labels) + 1) + 12
-    legend = [("PIX", "one PCIe bridge"), ("PXB", "PCIe bridges"), ("PHB", "host bridge"),
-              ("NODE", "across host bridges, same node"), ("SYS", "across sockets")]
-    lx = 0.0
-    for kind, meaning in legend:
-        svg.rect(lx, ly - 10, 12, 12, PATH_FILL[kind], "#ffffff", sw=0, rx=2)
-        svg.text(lx + 16, ly, f"{kind} {meaning}", size=11, fill=MUTED)
-        lx += 16 + len(f"{kind} {meaning}") * CH * 11 / 12 + 14
-    return ly + 10
+            svg.rect(x0 + lw + j * cw, ry, cw - 2, chh - 2, fill(cell), "#ffffff", sw=0, rx=2)
+            svg.text(x0 + lw + j * cw + (cw - 2) / 2, ry + 13, "" if cell == "X" else cell, size=10,
+                     anchor="middle", fill=ink(cell))
+    return top + chh * (len(labels) + 1), x0 + lw + len(labels) * cw
+
+
+def _distance_fill(far: int) -> Any:
+    """10 (local) pale blue-grey, the farthest distance in the tree a muted red, linear in between."""
+    def fill(cell: str) -> str:
+        if not cell.isdigit() or far <= 10:
+            return "#eef2f6"
+        t = min(max((int(cell) - 10) / (far - 10), 0.0), 1.0)
+        lo, hi = (0xee, 0xf2, 0xf6), (0xe9, 0xa3, 0x9c)
+        return "#" + "".join(f"{round(a + (b - a) * t):02x}" for a, b in zip(lo, hi, strict=True))
+    return fill
+
+
+def _panels(svg: Svg, doc: Mapping[str, Any], y: float) -> float:
+    """The SLIT distances and the GPU/NIC path matrix, side by side."""
+    nodes = doc.get("nodes") or []
+    x = 0.0
+    bottom = y
+    if len(nodes) > 1 and any(n.get("distances") for n in nodes):
+        ids = [n["id"] for n in nodes]
+        cells = [[str((n.get("distances") or {}).get(str(i), "-")) for i in ids] for n in nodes]
+        far = max((int(c) for row in cells for c in row if c.isdigit()), default=10)
+        labels = [f"node {i}" if len(ids) <= 4 else str(i) for i in ids]
+        cw = 40 if len(ids) <= 4 else 28
+        gb, right = _grid(svg, x, y, "NUMA distances (SLIT, 10 = local)", labels, cells, _distance_fill(far),
+                          lambda _c: INK, cw)
+        bottom = max(bottom, gb)
+        x = max(right, len("NUMA distances (SLIT, 10 = local)") * CH) + 48
+    pm = doc.get("path_matrix") or {}
+    labels, cells = list(pm.get("labels") or []), [list(r) for r in pm.get("cells") or []]
+    if len(labels) > 1:
+        fabric = any(c not in PCIE_KINDS for row in cells for c in row)
+        title = "GPU/NIC paths" + (" (fabric links in violet)" if fabric else "")
+        gb, _right = _grid(svg, x, y, title, labels, cells, lambda c: PATH_FILL.get(c, FABRIC_FILL),
+                   lambda c: PATH_TEXT.get(c, "#3f2a73"), 44)
+        ly = gb + 14
+        legend = [("PIX", "1 PCIe bridge"), ("PXB", "PCIe bridges"), ("PHB", "host bridge"),
+                  ("NODE", "host bridges, 1 node"), ("SYS", "across sockets")]
+        lx = x
+        for k, (kind, meaning) in enumerate(legend):
+            if k == 3 and len(labels) < 8:  # a narrow matrix: the legend on two lines
+                lx, ly = x, ly + 16
+            svg.rect(lx, ly - 10, 12, 12, PATH_FILL[kind], "#ffffff", sw=0, rx=2)
+            svg.text(lx + 16, ly, f"{kind} {meaning}", size=11, fill=MUTED)
+            lx += 16 + len(f"{kind} {meaning}") * CH * 11 / 12 + 14
+        bottom = max(bottom, ly + 4)
+    return bottom + 10 if bottom > y else y
 
 
 def _findings(svg: Svg, doc: Mapping[str, Any], y: float) -> float:

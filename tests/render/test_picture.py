@@ -218,3 +218,77 @@ def test_render_without_sockets_or_devices():
            "memory_total_kib": 1048576, "kind": "dram"}], "devices": [], "findings": []}
     root = ET.fromstring(render_svg(doc))
     assert "NUMA nodes with CPUs" in ["".join(t.itertext()) for t in root.iter(f"{NS}text")]
+
+
+def _big_doc(cli) -> dict:
+    """The 2-socket tree's report grown to 256 CPUs, 8 GPUs and 8 NICs (one pair per PCIe switch) with an
+    NVLink-style fabric between the GPUs: the size the picture must stay readable at (made here, labelled)."""
+    import copy
+
+    doc = json.loads(_run(cli, "handmade-launch-2s4gpu-cxl", "--json"))
+    doc["nodes"][0]["cpus"] = list(range(0, 64)) + list(range(128, 192))
+    doc["nodes"][1]["cpus"] = list(range(64, 128)) + list(range(192, 256))
+    gpu = next(d for d in doc["devices"] if d["kind"] == "gpu")
+    nic = next(d for d in doc["devices"] if d["kind"] == "nic")
+    devices = []
+    for i in range(8):
+        bridge = f"pci0000:{0x10 + 0x20 * i:02x}"
+        devices.append({**copy.deepcopy(gpu), "bdf": f"0000:{0x18 + 0x20 * i:02x}:00.0", "numa_node": i // 4,
+                        "host_bridge": bridge})
+        devices.append({**copy.deepcopy(nic), "bdf": f"0000:{0x19 + 0x20 * i:02x}:00.0", "numa_node": i // 4,
+                        "host_bridge": bridge, "netdevs": [f"ibp{i}s0"], "rdma": [f"mlx5_{i}"],
+                        "vendor_name": "Mellanox Technologies", "device_name": "MT2910 Family [ConnectX-7]"})
+    doc["devices"] = devices
+    order = [d for d in devices if d["kind"] == "gpu"] + [d for d in devices if d["kind"] == "nic"]
+
+    def path(a: dict, b: dict) -> str:
+        if a is b:
+            return "X"
+        if a["kind"] == b["kind"] == "gpu":
+            return "NV18"
+        if a["host_bridge"] == b["host_bridge"]:
+            return "PIX"
+        return "NODE" if a["numa_node"] == b["numa_node"] else "SYS"
+
+    doc["path_matrix"] = {"labels": [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(8)],
+                          "devices": [d["bdf"] for d in order], "cells": [[path(a, b) for b in order] for a in order],
+                          "numa_nodes": [d["numa_node"] for d in order]}
+    doc["findings"] = [{"code": "NT001", "severity": "error", "subject": "0000:79:00.0", "message": "made up",
+                        "fix": ""}]
+    return doc
+
+
+def test_eight_gpus_eight_nics_256_cpus_stay_readable(cli):
+    from numatune.render.picture import CH
+
+    svg = render_svg(_big_doc(cli), {0: 0, 1: 1})
+    root = ET.fromstring(svg)
+    assert float(root.get("width")) <= 1300  # two sockets side by side, the 16x16 path matrix below
+    texts = _texts(svg)
+    assert "CPUs 0-63,128-191 (128)" in texts and "CPUs 64-127,192-255 (128)" in texts
+    assert "NV18 to GPU 1-7" in texts and "NV18 to GPU 0-6" in texts  # fabric peers, collapsed
+    assert sum(t.startswith("nearest NIC: NIC") and t.endswith(" PIX") for t in texts) == 8
+    assert any(t == "NIC3  ConnectX-7" for t in texts)
+    assert _rect_titled(svg, "NIC 0000:79:00.0").get("stroke") == SEVERITY["error"]
+    # No text runs out of the box it is written in (monospace: width = characters x CH x size / 12).
+    boxes = [(float(r.get("x")), float(r.get("y")), float(r.get("x")) + float(r.get("width")),
+              float(r.get("y")) + float(r.get("height"))) for r in root.iter(f"{NS}rect")
+             if "device" in (r.get("class") or "") or "node" in (r.get("class") or "")]
+    checked = 0
+    for t in root.iter(f"{NS}text"):
+        x, y = float(t.get("x")), float(t.get("y"))
+        if t.get("text-anchor"):
+            continue
+        inner = [b for b in boxes if b[0] <= x <= b[2] and b[1] <= y <= b[3]]
+        if inner:
+            box = min(inner, key=lambda b: b[2] - b[0])
+            width = len("".join(t.itertext())) * CH * float(t.get("font-size") or 12) / 12
+            assert x + width <= box[2], ("".join(t.itertext()), x + width, box[2])
+            checked += 1
+    assert checked > 60
+
+
+def test_dax_memory_that_is_no_node_is_listed(cli):
+    texts = _texts(_run(cli, "32em64t-2n8c+dax+nvme+mic+dimms", "-f", "svg"))
+    assert "dax0.0  nvdimm, device_dax, 100 GiB, nd:region0, target node 4" in texts
+    assert any(t.startswith("dax1.4  nvdimm, kmem") for t in texts)
