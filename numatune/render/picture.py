@@ -146,9 +146,10 @@ class Svg:
                           f'stroke-width="{sw:g}"{extra}/>')
 
     def pill(self, x_right: float, y: float, label: str, color: str) -> None:
-        """A finding code badge whose right edge is at x_right, vertically centred on y."""
+        """A finding code badge whose right edge is at x_right, vertically centred on y (a box's top border: it
+        covers no text)."""
         w = len(label) * CH * 11 / 12 + 10
-        self.rect(x_right - w, y - 8, w, 16, color, color, rx=8)
+        self.rect(x_right - w, y - 7, w, 14, color, color, rx=7)
         self.text(x_right - w / 2, y + 4, label, size=11, weight="bold", fill="#ffffff", anchor="middle")
 
 
@@ -305,9 +306,9 @@ def _bridges(devices: list[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[s
 def _column_height(col: _Column, dev_lines: dict[str, list[tuple[str, str]]]) -> float:
     h = PAD + LINE + (len(_node_head(col.node)) + len(col.notes)) * LINE + 6
     for _hb, devs in _bridges(col.devices):
-        h += LINE + 2
+        h += LINE + 5
         for d in devs:
-            h += len(dev_lines[d["bdf"]]) * LINE + 8 + 6
+            h += len(dev_lines[d["bdf"]]) * LINE + 8 + 9
     return h + PAD - 6 + 6
 
 
@@ -452,7 +453,7 @@ def _draw_column(svg: Svg, c: _Column, by_subject: dict[str, list[dict[str, Any]
     ty = c.y + PAD + 11
     svg.text(c.x + PAD, ty, c.title if node is None else fit(c.title, COLS_CHARS), weight="bold")
     if codes:
-        svg.pill(c.x + NODE_W - 6, ty - 4, " ".join(codes), color)
+        svg.pill(c.x + NODE_W - 8, c.y, " ".join(codes), color)
     for text, ink in [(note, MUTED) for note in c.notes] + _node_head(node):
         ty += LINE
         svg.text(c.x + PAD, ty, text, fill=ink)
@@ -461,7 +462,7 @@ def _draw_column(svg: Svg, c: _Column, by_subject: dict[str, list[dict[str, Any]
         ty += LINE
         svg.text(c.x + PAD, ty - 2, hb, size=11, fill=MUTED)
         svg.line(c.x + PAD + len(hb) * CH * 11 / 12 + 6, ty - 6, c.x + NODE_W - PAD, ty - 6, "#c7c7c7", sw=1)
-        ty += 2
+        ty += 5
         for d in devs:
             lines = dev_lines[d["bdf"]]
             h = len(lines) * LINE + 8
@@ -470,15 +471,12 @@ def _draw_column(svg: Svg, c: _Column, by_subject: dict[str, list[dict[str, Any]
             svg.rect(c.x + PAD, ty, DEV_W, h, dfill, color or dstroke, sw=2.5 if color else 1, rx=3,
                      cls=f"device {d['kind']}", title=f"{label} {d['bdf']}")
             ly = ty + 4
-            if codes:  # the badge sits on the first line's right end
-                room = int((DEV_W - 12 - (len(" ".join(codes)) * CH * 11 / 12 + 10) - 6) / CH)
-                lines = [(fit(lines[0][0], room), lines[0][1]), *lines[1:]]
             for i, (text, ink) in enumerate(lines):
                 ly += LINE
                 svg.text(c.x + PAD + 6, ly - 3, text, fill=ink, weight="bold" if i == 0 else "")
             if codes:
-                svg.pill(c.x + PAD + DEV_W - 4, ty + 11, " ".join(codes), color)
-            ty += h + 6
+                svg.pill(c.x + PAD + DEV_W - 6, ty, " ".join(codes), color)
+            ty += h + 9
 
 
 def _initiator_links(n: Mapping[str, Any], cpu_ids: list[int]) -> list[tuple[int, str]]:
@@ -589,7 +587,7 @@ def _memory_band(svg: Svg, doc: Mapping[str, Any], memory_nodes: list[Mapping[st
         svg.text(x + PAD, ty, f"node {n['id']}", weight="bold")
         svg.text(x + PAD + (len(f"node {n['id']}") + 2) * CH, ty, "no CPUs", fill=MUTED)
         if codes:
-            svg.pill(x + NODE_W - 6, ty - 4, " ".join(codes), color)
+            svg.pill(x + NODE_W - 8, band_top, " ".join(codes), color)
         for text, ink in box_lines[n["id"]]:
             ty += LINE
             svg.text(x + PAD, ty, text, fill=ink)
