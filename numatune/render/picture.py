@@ -244,8 +244,8 @@ def _device_lines(d: Mapping[str, Any], label: str, nearest: tuple[str, str] | N
     second = d["bdf"]
     if link.get("current_width"):
         second += f"  x{link['current_width']} {speed}".rstrip()
-    if d.get("numa_node") is None:
-        second += "  node ?"
+    if d.get("numa_node") is None:  # numa_node -1: say so, with numatune's guess
+        second += f"  node {d['inferred_node']}?" if d.get("inferred_node") is not None else "  node ?"
     lines.append((fit(second, COLS_CHARS - 2), MUTED))
     names = list(d.get("netdevs") or []) + list(d.get("rdma") or []) + list(d.get("nvme") or [])
     if names:
@@ -347,7 +347,7 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
     for n in cpu_nodes:
         sock = sockets.get(n["id"]) if sockets is not None else None
         if n.get("cpus_unknown"):
-            name = "NUMA nodes (CPU topology not in this tree)"
+            name = "NUMA nodes (no CPU topology)"
         elif sockets is None:
             name = "NUMA nodes with CPUs" if n.get("cpus") else "nodes without CPUs"
         elif not n.get("cpus"):
@@ -402,7 +402,7 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
                         column_of[c.node["id"]] = c
                 cy += hmax + GAP
             fh = cy - GAP + PAD - fy
-            svg.text(x + 2, row_top + 14, name, weight="bold", fill=MUTED)
+            svg.text(x + 2, row_top + 14, fit(name, int((fw - 4) / CH)), weight="bold", fill=MUTED)
             svg.rect(x, fy, fw, fh, "#ffffff", "#9e9e9e", rx=6)
             for c in cols:
                 _draw_column(svg, c, by_subject, dev_lines)
