@@ -551,13 +551,20 @@ def _memory_band(svg: Svg, doc: Mapping[str, Any], memory_nodes: list[Mapping[st
     def slot_left(s: int) -> float:
         return slot_x[s] if s < len(slot_x) else slot_x[-1] + (s - len(slot_x) + 1) * (NODE_W + GAP)
 
-    box_lines = {n["id"]: _memory_lines(doc, n, links[n["id"]], last_keys) for n in memory_nodes}
+    # Lines to the initiators in the last row; when that makes a thicket (GPU memory nodes equally far from
+    # every socket), nodes without a preferred initiator (no HMAT, several equally near) say it in words.
+    wired = {k: {i for i, _label in v if i in last_keys} for k, v in links.items()}
+    if sum(len(v) for v in wired.values()) > 8:
+        for n in memory_nodes:
+            if not n.get("hmat") and len(wired[n["id"]]) > 1:
+                wired[n["id"]] = set()
+    box_lines = {n["id"]: _memory_lines(doc, n, links[n["id"]], wired[n["id"]]) for n in memory_nodes}
     band_h = max(PAD + LINE * (len(lines) + 1) + PAD - 4 for lines in box_lines.values())
     # The links: (x at the box, x at the node, node bottom, label); labels go in lanes that do not overlap.
     wires = []
     ends: dict[int, int] = {}
     for n in memory_nodes:
-        drawn = [(i, label) for i, label in links[n["id"]] if i in last_keys]
+        drawn = [(i, label) for i, label in links[n["id"]] if i in wired[n["id"]]]
         for k, (i, label) in enumerate(drawn):
             col = column_of[i]
             ends[i] = ends.get(i, 0) + 1
@@ -621,7 +628,7 @@ def _unplaced_dax(svg: Svg, doc: Mapping[str, Any], node_ids: set[int], y: float
 
 
 def _memory_lines(doc: Mapping[str, Any], n: Mapping[str, Any], links: list[tuple[int, str]],
-                  last_keys: set[int]) -> list[tuple[str, str]]:
+                  wired: set[int]) -> list[tuple[str, str]]:
     out = [(f"{KIND_LABEL.get(n.get('kind'), n.get('kind'))} {gib(n.get('memory_total_kib'))}"
             + (f"  tier {n['tier']}" if n.get("tier") is not None else ""), INK)]
     if n.get("kind_evidence"):
@@ -629,9 +636,13 @@ def _memory_lines(doc: Mapping[str, Any], n: Mapping[str, Any], links: list[tupl
     via = _memory_via(doc, n["id"])
     if via:
         out += [(line, MUTED) for line in wrap("via " + via, COLS_CHARS, "; ")]
+    unwired: dict[str, list[int]] = {}
     for i, label in links:
-        if i not in last_keys:
-            out += [(line, "#5b2d82") for line in wrap(f"to node {i}: {label}", COLS_CHARS)]
+        if i not in wired:
+            unwired.setdefault(label, []).append(i)
+    for label, ids in unwired.items():
+        who = f"node {ids[0]}" if len(ids) == 1 else f"nodes {format_cpulist(ids)}"
+        out += [(line, "#5b2d82") for line in wrap(f"to {who}: {label}", COLS_CHARS)]
     if not links:
         out.append(("no initiator with CPUs known", MUTED))
     return out
