@@ -284,11 +284,18 @@ def _node_head(node: Mapping[str, Any] | None) -> list[tuple[str, str]]:
         out.append(("CPUs not in this tree", MUTED))
     else:
         out.append(("no CPUs", MUTED))
-    mem = f"{KIND_LABEL.get(node.get('kind'), node.get('kind') or 'memory')} {gib(node.get('memory_total_kib'))}"
+    mem = _memory_text(node)
     if node.get("tier") is not None:
         mem += f"  tier {node['tier']}"
     out.append((mem, INK))
     return out
+
+
+def _memory_text(node: Mapping[str, Any]) -> str:
+    """"DRAM 125 GiB", "CXL memory 64.0 GiB"; a memoryless node says only that."""
+    if node.get("kind") == "memoryless":
+        return "no memory"
+    return f"{KIND_LABEL.get(node.get('kind'), node.get('kind') or 'memory')} {gib(node.get('memory_total_kib'))}"
 
 
 def _bridges(devices: list[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
@@ -325,7 +332,8 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
     nearest = _nearest_nics(doc)
     fabric = _fabric(doc)
     nodes = list(doc.get("nodes") or [])
-    if not (doc.get("cpu") or {}).get("online"):  # a tree without /sys/devices/system/cpu
+    cpu = doc.get("cpu") or {}
+    if not (cpu.get("online") or cpu.get("offline")):  # a tree without /sys/devices/system/cpu
         nodes = [{**n, "cpus_unknown": True} for n in nodes]
     node_ids = {n["id"] for n in nodes}
     devices = list(doc.get("devices") or [])
@@ -432,7 +440,7 @@ def _title(svg: Svg, doc: Mapping[str, Any], title: str | None) -> float:
     settings = doc.get("settings") or {}
     facts = [f"{len(cpu.get('sockets') or [])} socket(s)", f"{cpu.get('cores', '?')} cores",
              f"{cpu.get('threads_per_core', '?')} thread(s)/core", f"{len(cpu.get('online') or [])} CPUs online",
-             f"{len(doc.get('nodes') or [])} NUMA node(s)"] if cpu.get("online") else [
+             f"{len(doc.get('nodes') or [])} NUMA node(s)"] if cpu.get("online") or cpu.get("offline") else [
              "CPU topology not in this tree", f"{len(doc.get('nodes') or [])} NUMA node(s)"]
     if cpu.get("offline"):
         facts.append(f"offline {format_cpulist(cpu['offline'])}")
@@ -629,7 +637,7 @@ def _unplaced_dax(svg: Svg, doc: Mapping[str, Any], node_ids: set[int], y: float
 
 def _memory_lines(doc: Mapping[str, Any], n: Mapping[str, Any], links: list[tuple[int, str]],
                   wired: set[int]) -> list[tuple[str, str]]:
-    out = [(f"{KIND_LABEL.get(n.get('kind'), n.get('kind'))} {gib(n.get('memory_total_kib'))}"
+    out = [(_memory_text(n)
             + (f"  tier {n['tier']}" if n.get("tier") is not None else ""), INK)]
     if n.get("kind_evidence"):
         out += [(line, MUTED) for line in wrap(n["kind_evidence"], COLS_CHARS)][:2]
