@@ -712,11 +712,13 @@ def _panels(svg: Svg, doc: Mapping[str, Any], y: float) -> float:
         ly = gb + 14
         legend = [("PIX", "1 PCIe bridge"), ("PXB", "PCIe bridges"), ("PHB", "host bridge"),
                   ("NODE", "host bridges, 1 node"), ("SYS", "across sockets")]
+        if fabric:
+            legend.append(("NV#/XGMI", "GPU fabric link"))
         lx = x
         for k, (kind, meaning) in enumerate(legend):
-            if k == 3 and len(labels) < 8:  # a narrow matrix: the legend on two lines
+            if k in (3, 6) and len(labels) < 8 or k == 5 and len(labels) >= 8:  # a narrow matrix: more lines
                 lx, ly = x, ly + 16
-            svg.rect(lx, ly - 10, 12, 12, PATH_FILL[kind], "#ffffff", sw=0, rx=2)
+            svg.rect(lx, ly - 10, 12, 12, PATH_FILL.get(kind, FABRIC_FILL), "#ffffff", sw=0, rx=2)
             svg.text(lx + 16, ly, f"{kind} {meaning}", size=11, fill=MUTED)
             lx += 16 + len(f"{kind} {meaning}") * CH * 11 / 12 + 14
         bottom = max(bottom, ly + 4)

@@ -11,6 +11,7 @@ import zlib
 
 import pytest
 
+from numatune.render.envelope import SCHEMAS
 from numatune.render.picture import SEVERITY, render_svg
 from tests.conftest import fixture_root
 
@@ -113,13 +114,13 @@ def test_output_file_format_follows_the_suffix(cli, tmp_path):
     root = str(fixture_root("vm-two-socket"))
     for name, check in (("a.svg", lambda t: ET.fromstring(t).tag == f"{NS}svg"),
                         ("a.html", lambda t: t.startswith("<!DOCTYPE html>") and "<svg" in t),
-                        ("a.json", lambda t: json.loads(t)["schema"] == "numatune.inspect/1"),
+                        ("a.json", lambda t: json.loads(t)["schema"] == SCHEMAS["inspect"]),
                         ("a.txt", lambda t: "NUMA nodes" in t and "\x1b[" not in t)):
         r = cli("--root", root, "inspect", "-o", str(tmp_path / name))
         assert r.exit_code == 0 and r.stdout == "", r.stderr
         assert check((tmp_path / name).read_text()), name
     r = cli("--root", root, "inspect", "--format", "json", "-o", str(tmp_path / "b.svg"))  # --format wins
-    assert json.loads((tmp_path / "b.svg").read_text())["schema"] == "numatune.inspect/1"
+    assert json.loads((tmp_path / "b.svg").read_text())["schema"] == SCHEMAS["inspect"]
     r = cli("--root", root, "inspect", "-o", str(tmp_path / "missing" / "x.svg"))
     assert r.exit_code == 3 and r.stderr.startswith("numatune: error: cannot write"), r.stderr
 
