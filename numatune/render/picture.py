@@ -370,7 +370,7 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
     extra = [k for k in placed if k == "node ?" or int(k.split()[1]) not in node_ids]
     if extra:
         cols = []
-        for k in sorted(extra, key=lambda k: (k == "node ?", k)):
+        for k in sorted(extra, key=lambda k: (k == "node ?", int(k.split()[1]) if k != "node ?" else 0)):
             name = "node unknown" if k == "node ?" else f"{k}? (inferred)"
             cols.append(_Column(k, name, None, placed[k]))
             cols[-1].notes = (["numa_node -1, no guess"] if k == "node ?" else
@@ -414,7 +414,7 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
             svg.rect(x, fy, fw, fh, "#ffffff", "#9e9e9e", rx=6)
             for c in cols:
                 _draw_column(svg, c, by_subject, dev_lines)
-            row_cols += cols
+            row_cols += lines[-1]  # the memory band's lines reach only the bottom line of boxes
             row_bottom = max(row_bottom, fy + fh)
             x += fw + GAP * 2
         row_layouts.append((row_bottom, row_cols))
@@ -650,7 +650,7 @@ def _memory_lines(doc: Mapping[str, Any], n: Mapping[str, Any], links: list[tupl
             unwired.setdefault(label, []).append(i)
     for label, ids in unwired.items():
         who = f"node {ids[0]}" if len(ids) == 1 else f"nodes {format_cpulist(ids)}"
-        out += [(line, "#5b2d82") for line in wrap(f"to {who}: {label}", COLS_CHARS)]
+        out += [(f"to {who}:", "#5b2d82")] + [("  " + line, "#5b2d82") for line in wrap(label, COLS_CHARS - 2)]
     if not links:
         out.append(("no initiator with CPUs known", MUTED))
     return out

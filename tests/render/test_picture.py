@@ -315,3 +315,21 @@ def test_readme_picture_is_current(cli):
         "regenerate: NUMATUNE_PCI_IDS= numatune --root fixtures/handmade-launch-2s4gpu-cxl.tar.gz inspect "
         "-o docs/inspect-2s4gpu-cxl.svg")
     assert "docs/inspect-2s4gpu-cxl.svg" in (PROJECT / "README.md").read_text()
+
+
+def test_links_never_cross_a_row_of_boxes(cli):
+    """A CPU-less node whose initiator sits in an upper line of boxes (8 nodes in one socket, 4 a line) is not
+    wired across the lower line: the figures go in its box. One whose initiator is in the bottom line is wired.
+    (The POWER7 tree's report plus two hand-made CPU-less nodes.)"""
+    doc = json.loads(_run(cli, "256ppc-8n8s4t", "--json"))
+    for nid, initiator in ((20, 0), (21, 12)):
+        doc["nodes"].append({"id": nid, "cpus": [], "memory_total_kib": 1 << 26, "kind": "cxl", "tier": 22,
+                             "distances": {str(n["id"]): 30 for n in doc["nodes"]} | {str(nid): 10},
+                             "hmat": [{"access_class": 1, "initiators": [initiator], "read_latency_ns": 300,
+                                       "read_bandwidth_mbps": 25000}]})
+    svg = render_svg(doc, {n["id"]: -1 for n in doc["nodes"] if n["cpus"]})
+    texts = _texts(svg)
+    at = texts.index("to node 0:")  # node 0 is in the upper line: the figures are written in node 20's box
+    assert texts[at + 1] == "  distance 30 \u00b7 300 ns \u00b7 25 GB/s"
+    assert "node 21 \u2194 node 12" in texts and "node 20 \u2194 node 0" not in texts  # node 12 in the lower line
+    assert len(list(ET.fromstring(svg).iter(f"{NS}line"))) == 1 + sum(t.startswith("pci") for t in texts)
