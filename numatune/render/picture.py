@@ -640,7 +640,10 @@ def _memory_lines(doc: Mapping[str, Any], n: Mapping[str, Any], links: list[tupl
     out = [(_memory_text(n)
             + (f"  tier {n['tier']}" if n.get("tier") is not None else ""), INK)]
     if n.get("kind_evidence"):
-        out += [(line, MUTED) for line in wrap(n["kind_evidence"], COLS_CHARS)][:2]
+        evidence = n["kind_evidence"]
+        for bdf, label in _device_labels(doc).items():  # GPU memory: name the GPU as its box does
+            evidence = evidence.replace(f"GPU {bdf}", f"{label} {bdf}")
+        out += [(line, MUTED) for line in wrap(evidence, COLS_CHARS)][:2]
     via = _memory_via(doc, n["id"])
     if via:
         out += [(line, MUTED) for line in wrap("via " + via, COLS_CHARS, "; ")]

@@ -333,3 +333,13 @@ def test_links_never_cross_a_row_of_boxes(cli):
     assert texts[at + 1] == "  distance 30 \u00b7 300 ns \u00b7 25 GB/s"
     assert "node 21 \u2194 node 12" in texts and "node 20 \u2194 node 0" not in texts  # node 12 in the lower line
     assert len(list(ET.fromstring(svg).iter(f"{NS}line"))) == 1 + sum(t.startswith("pci") for t in texts)
+
+
+def test_gpu_memory_nodes_name_their_gpu(cli):
+    """POWER9 + NVLink GPUs: six CPU-less GPU-memory nodes, each equally far (80) from both sockets and without
+    HMAT: no thicket of twelve lines; each box names its GPU as the GPU's box does and the shared distance."""
+    svg = _run(cli, "nvidiagpunumanodes", "-f", "svg")
+    texts = _texts(svg)
+    assert "NVIDIA GPU5 0035:05:00.0 memory" in texts and "GPU5  10de:0000" in texts
+    assert texts.count("to nodes 0,8:") == 6
+    assert not any("\u2194" in t for t in texts)
