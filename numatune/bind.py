@@ -85,34 +85,25 @@ def installed_numactl_version(path: str) -> str | None:
 
 
 def cgroup_cpuset(host: Host) -> tuple[frozenset[int] | None, str | None]:
-    """cpuset.cpus.effective of this process's cgroup (v2, or v1 cpuset), walking up to the first that has it."""
-    text = host.read_optional("/proc/self/cgroup") or ""
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[0] == "0" and parts[1] == "":
-            base, name = "/sys/fs/cgroup", "cpuset.cpus.effective"
-        elif "cpuset" in parts[1].split(","):
-            base, name = "/sys/fs/cgroup/cpuset", "cpuset.effective_cpus"
-        else:
-            continue
-        path = parts[2].rstrip("/")
-        while True:
-            logical = f"{base}{path}/{name}"
-            cpus = host.read_cpulist(logical)
-            if cpus:
-                return cpus, logical
-            if not path:
-                break
-            path = path.rsplit("/", 1)[0]
+    """cpuset.cpus.effective of this process's cgroup (v2, or v1 cpuset), walking up to the first that has it.
+
+    The path is parsed by the resolver audit uses; one that leaves the hierarchy (a cgroup namespace's
+    "/.." path) gives no cpuset rather than an error.
+    """
+    from numatune.resolve import cgroup_cpuset_dirs
+
+    for base, cpus_file, _ in cgroup_cpuset_dirs(host.read_optional("/proc/self/cgroup") or ""):
+        logical = f"{base}/{cpus_file}"
+        cpus = host.read_cpulist(logical)
+        if cpus:
+            return cpus, logical
     return None, None
 
 
 def gather_facts(host: Host, environ: Mapping[str, str], *, probe: bool) -> LaunchFacts:
     """Everything the plan needs beyond the topology. `probe` runs numactl to learn its options."""
-    from numatune.plan.launch import ENV_KEYS
     from numatune.readers.nodes import read_interleave_weights
+    from numatune.resolve import ENV_KEYS
 
     env = {k: environ[k] for k in ENV_KEYS if k in environ}
     allowed = mems = None

@@ -4,7 +4,7 @@ Inputs are files, directories of *.json files and stdin: JSON documents one afte
 one per line), or pdsh/clush output whose lines start with "host: " (lines of different hosts
 interleaved). Each document is checked, folded into a `FleetTally` and dropped, so memory grows with
 the number of topology groups, not with the number of reports. A document that is not a
-numatune.inspect/1 report, or bytes that are not JSON, become an "unreadable" line; the rest go on.
+numatune.inspect report, or bytes that are not JSON, become an "unreadable" line; the rest go on.
 A JSON array of reports is read whole (it is one document).
 `numatune fleet` is a thin layer over `run_fleet`.
 """

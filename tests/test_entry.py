@@ -133,3 +133,24 @@ def test_fast_inspect_table_prints_what_click_prints(cli, capsys, name):
     slow = cli(*argv)
     assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)
     assert out.startswith(f"{fixture_root(name)} (saved tree)\n")
+
+
+NVML_PROBE = (
+    "import sys, io, contextlib\n"
+    "sys.argv = ['numatune', '--root', sys.argv[1], 'inspect', '--json']\n"
+    "from numatune.entry import run\n"
+    "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+    "    run()\n"
+    "print(sorted(m for m in ('pynvml', 'numatune.readers.nvml') if m in sys.modules))\n"
+)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("topo-mi210-xgmi-pcie", "[]"),  # AMD GPUs: NVML is never touched
+    ("vm-two-socket", "[]"),  # no GPU at all
+    ("h100-vm-1gpu", "['numatune.readers.nvml']"),  # NVIDIA: the saved record is read, pynvml is not (not live)
+])
+def test_nvml_is_imported_only_for_nvidia_gpus(name, expected):
+    done = subprocess.run([sys.executable, "-c", NVML_PROBE, str(fixture_root(name))], capture_output=True,
+                          text=True, timeout=120, cwd=PROJECT)
+    assert done.stdout.strip().splitlines()[-1] == expected, done.stderr

@@ -28,7 +28,7 @@ from numatune.analysis.diff import _PATH_RANK
 @dataclass(frozen=True)
 class NodeReport:
     name: str  # hostname, file name or pdsh/clush prefix
-    doc: dict[str, Any]  # numatune.inspect/1
+    doc: dict[str, Any]  # numatune.inspect/2 (or /1)
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ class FleetTally:
         return len(self.names)
 
     def add(self, name: str, doc: dict[str, Any]) -> int:
-        """Fold one numatune.inspect/1 document in; returns the node's index (for `rename`)."""
+        """Fold one numatune.inspect document in; returns the node's index (for `rename`)."""
         parts = shape(doc)
         blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
         known = self._shape_cache.get(blob)

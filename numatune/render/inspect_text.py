@@ -9,7 +9,7 @@ colour on a terminal, wrapped cells, the CXL tree.
 
 from __future__ import annotations
 
-from numatune.analysis.paths import LEGEND, PathMatrix
+from numatune.analysis.paths import LEGEND, PathMatrix, fabric_label
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Finding, Severity
 from numatune.model.topology import Topology
@@ -70,6 +70,11 @@ def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> list:
         parts.append(_devices_table(topo))
     if len(matrix.devices) > 1:
         parts.append(_matrix_table(matrix))
+    if matrix.links:
+        parts.append(_links_table(matrix))
+    if matrix.nvlink == "not visible":
+        parts.append([(f"NVLink: not visible ({matrix.nvlink_note}); NVIDIA GPU pairs show their PCIe path only",
+                       "yellow")])
     if topo.cxl.present:
         parts.append(("tree", topo))
     parts.append([("Kernel: " + _settings(topo), "")])
@@ -323,6 +328,25 @@ def _matrix_table(m: PathMatrix) -> _Table:
                "; ".join(f"{k}: {v}" for k, v in LEGEND.items() if k != "X"))
     for i, label in enumerate(m.labels):
         t.add_row(label, *m.cells[i], format_cpulist(m.local_cpus[i]) or "-", node_label(m.nodes[i]))
+    return t
+
+
+def _links_table(m: PathMatrix) -> _Table:
+    """GPU-to-GPU fabric links with what the matrix cell cannot hold: link count, KFD weight, bandwidth."""
+    label = {bdf.lower(): name for bdf, name in zip(m.devices, m.labels, strict=True)}
+    t = _Table("GPU fabric links", _cols("pair", "link", "links", "weight", "bandwidth MB/s (one / all)", "source"))
+    for x in m.links:
+        bw = "-"
+        if x.min_bandwidth_mbps or x.max_bandwidth_mbps:
+            bw = f"{x.min_bandwidth_mbps or '?'} / {x.max_bandwidth_mbps or '?'}"
+        t.add_row(
+            f"{label.get(x.a, x.a)}-{label.get(x.b, x.b)}",
+            fabric_label(x),
+            "?" if x.count is None else str(x.count),
+            "-" if x.weight is None else str(x.weight),
+            bw,
+            x.source,
+        )
     return t
 
 

@@ -202,18 +202,29 @@ def _nearest_nics(doc: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def _fabric(doc: Mapping[str, Any]) -> dict[str, list[str]]:
-    """GPU BDF -> ["XGMI to GPU 1-3,5", ...]: peers over a fabric (matrix cells that are not PCIe path kinds),
-    grouped by link kind so eight all-to-all GPUs take one line each."""
+    """GPU BDF -> ["XGMI to GPU 1-3 · 50 GB/s", ...]: peers over a fabric (matrix cells that are not PCIe path
+    kinds), grouped by link kind so eight all-to-all GPUs take one line each; the bandwidth when the links
+    (path_matrix.links) give one figure for the group."""
     pm = doc.get("path_matrix") or {}
     labels, devices, cells = pm.get("labels") or [], pm.get("devices") or [], pm.get("cells") or []
+    bandwidth: dict[tuple[str, str], int | None] = {}
+    for link in pm.get("links") or []:
+        a, b = str(link.get("a", "")).lower(), str(link.get("b", "")).lower()
+        bandwidth[(a, b)] = bandwidth[(b, a)] = link.get("max_bandwidth_mbps")
     out: dict[str, list[str]] = {}
     for i, row in enumerate(cells):
         by_kind: dict[str, list[int]] = {}
+        figures: dict[str, set[int | None]] = {}
         for j, cell in enumerate(row):
             if i != j and cell not in PCIE_KINDS and j < len(labels) and labels[j].startswith("GPU"):
                 by_kind.setdefault(cell, []).append(int(labels[j][3:]) if labels[j][3:].isdigit() else j)
+                figures.setdefault(cell, set()).add(bandwidth.get((devices[i].lower(), devices[j].lower())))
         if by_kind and i < len(devices):
-            out[devices[i]] = [f"{kind} to GPU {format_cpulist(peers)}" for kind, peers in sorted(by_kind.items())]
+            out[devices[i]] = [
+                f"{kind} to GPU {format_cpulist(peers)}"
+                + (f" \u00b7 {gbps(next(iter(figures[kind])))}" if len(figures[kind]) == 1 and None not in figures[kind]
+                   else "")
+                for kind, peers in sorted(by_kind.items())]
     return out
 
 
@@ -302,7 +313,8 @@ def _bridges(devices: list[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[s
     order: list[str] = []
     by: dict[str, list[Mapping[str, Any]]] = {}
     for d in devices:
-        hb = d.get("host_bridge") or "host bridge unknown"
+        hb = d.get("host_bridge") or (f"KFD CPU agent {d['kfd_cpu_agent']}" if d.get("kfd_cpu_agent") is not None
+                                      else "host bridge unknown")
         if hb not in by:
             order.append(hb)
             by[hb] = []

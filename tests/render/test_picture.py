@@ -343,3 +343,14 @@ def test_gpu_memory_nodes_name_their_gpu(cli):
     assert "NVIDIA GPU5 0035:05:00.0 memory" in texts and "GPU5  10de:0000" in texts
     assert texts.count("to nodes 0,8:") == 6
     assert not any("\u2194" in t for t in texts)
+
+
+def test_xgmi_fabric_drawn_from_the_path_matrix(cli):
+    """The MI210 tree: two groups of four GPUs joined by XGMI (from the KFD io_links), grouped under their KFD CPU
+    agent; each GPU names its fabric peers and the link bandwidth; the matrix cells are violet."""
+    svg = _run(cli, "topo-mi210-xgmi-pcie", "-f", "svg")
+    texts = _texts(svg)
+    assert "XGMI to GPU 1-3 \u00b7 50 GB/s" in texts and "XGMI to GPU 4-6 \u00b7 50 GB/s" in texts
+    assert "KFD CPU agent 0" in texts and "KFD CPU agent 1" in texts
+    assert texts.count("XGMI") == 24  # 2 x 4 x 3 matrix cells
+    assert "NV#/XGMI GPU fabric link" in texts
