@@ -291,6 +291,8 @@ def _node_head(node: Mapping[str, Any] | None) -> list[tuple[str, str]]:
         count = len(node.get("cpus") or [])
         for i, part in enumerate(wrap(f"CPUs {cpus} ({count})", COLS_CHARS, ",")):
             out.append((part if i == 0 else "  " + part, INK))
+        for kind in node.get("cpu_kinds_here") or []:  # hybrid CPUs: which of this node's CPUs are which kind
+            out += [(("  " if i else "") + line, "#1f5f5f") for i, line in enumerate(wrap(kind, COLS_CHARS - 2))]
     elif node.get("cpus_unknown"):
         out.append(("CPUs not in this tree", MUTED))
     else:
@@ -299,6 +301,18 @@ def _node_head(node: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     if node.get("tier") is not None:
         mem += f"  tier {node['tier']}"
     out.append((mem, INK))
+    return out
+
+
+def _kinds_of(kinds: list[Mapping[str, Any]], cpus: list[int]) -> list[str]:
+    """"Cortex-X3 (performance): 0-1" for each CPU kind that has CPUs on this node, most performant first."""
+    here = set(cpus)
+    out = []
+    for k in sorted(kinds, key=lambda k: (k.get("rank", 0), min(k.get("cpus") or [0]))):
+        mine = sorted(here.intersection(k.get("cpus") or []))
+        if mine:
+            name = k.get("name") or k.get("part") or f"kind {k.get('rank')}"
+            out.append(f"{name} ({k.get('role') or 'unranked'}): {format_cpulist(mine)}")
     return out
 
 
@@ -347,6 +361,9 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
     cpu = doc.get("cpu") or {}
     if not (cpu.get("online") or cpu.get("offline")):  # a tree without /sys/devices/system/cpu
         nodes = [{**n, "cpus_unknown": True} for n in nodes]
+    kinds = (doc.get("cpu_kinds") or {}).get("kinds") or []
+    if len(kinds) > 1:  # heterogeneous CPUs (cpu_kinds, when the document has them)
+        nodes = [{**n, "cpu_kinds_here": _kinds_of(kinds, n.get("cpus") or [])} for n in nodes]
     node_ids = {n["id"] for n in nodes}
     devices = list(doc.get("devices") or [])
     dev_lines = {d["bdf"]: _device_lines(d, labels.get(d["bdf"], ""), nearest.get(d["bdf"]), fabric.get(d["bdf"], []))

@@ -354,3 +354,19 @@ def test_xgmi_fabric_drawn_from_the_path_matrix(cli):
     assert "KFD CPU agent 0" in texts and "KFD CPU agent 1" in texts
     assert texts.count("XGMI") == 24  # 2 x 4 x 3 matrix cells
     assert "NV#/XGMI GPU fabric link" in texts
+
+
+def test_cpu_kinds_per_node_when_the_report_has_them():
+    """Hybrid CPUs (the document's cpu_kinds, when present): each node lists which of its CPUs are which kind,
+    most performant first; one kind adds nothing. (A hand-made document.)"""
+    doc = {"source": "hybrid", "cpu": {"online": list(range(8)), "sockets": [0]},
+           "nodes": [{"id": 0, "cpus": list(range(8)), "memory_total_kib": 1 << 24, "kind": "dram"}],
+           "cpu_kinds": {"kinds": [
+               {"rank": 1, "role": "efficiency", "cpus": [4, 5, 6, 7], "name": "Cortex-A510"},
+               {"rank": 0, "role": "performance", "cpus": [0, 1, 2, 3], "name": "Cortex-X3"}]},
+           "devices": [], "findings": []}
+    texts = _texts(render_svg(doc, {0: 0}))
+    at = texts.index("CPUs 0-7 (8)")
+    assert texts[at + 1: at + 3] == ["Cortex-X3 (performance): 0-3", "Cortex-A510 (efficiency): 4-7"]
+    doc["cpu_kinds"]["kinds"] = doc["cpu_kinds"]["kinds"][:1]
+    assert not any("Cortex" in t for t in _texts(render_svg(doc, {0: 0})))
