@@ -245,8 +245,19 @@ def device_name(d: Mapping[str, Any]) -> str:
     return f"{(d.get('vendor_id') or '0x0000')[2:]}:{(d.get('device_id') or '0x0000')[2:]}"
 
 
+def _cxl_memory_of(doc: Mapping[str, Any]) -> dict[str, list[int]]:
+    """CXL device BDF -> the NUMA nodes its memory became (memdev -> region -> node)."""
+    cxl = doc.get("cxl") or {}
+    out: dict[str, list[int]] = {}
+    for mem in cxl.get("memdevs") or []:
+        for region in cxl.get("regions") or []:
+            if mem.get("pci_bdf") and mem.get("name") in (region.get("memdevs") or []):
+                out.setdefault(mem["pci_bdf"], []).extend(n for n in region.get("nodes") or [] if n is not None)
+    return out
+
+
 def _device_lines(d: Mapping[str, Any], label: str, nearest: tuple[str, str] | None,
-                  fabric: list[str]) -> list[tuple[str, str]]:
+                  fabric: list[str], memory_nodes: list[int] | tuple[int, ...] = ()) -> list[tuple[str, str]]:
     """(text, colour) lines of one device box."""
     kind_label = DEVICE_STYLE.get(d["kind"], OTHER_DEVICE)[0]
     lines = [(fit(f"{label or kind_label}  {device_name(d)}", COLS_CHARS - 2), INK)]
@@ -263,6 +274,8 @@ def _device_lines(d: Mapping[str, Any], label: str, nearest: tuple[str, str] | N
         lines.append((fit(" ".join(names), COLS_CHARS - 2), MUTED))
     if nearest:
         lines.append((f"nearest NIC: {nearest[0]} {nearest[1]}", PATH_TEXT.get(nearest[1], INK)))
+    if memory_nodes:
+        lines.append((f"its memory: node {format_cpulist(memory_nodes)}", "#5b2d82"))
     for link in fabric:
         lines.extend((line, "#5b3f9a") for line in wrap(link, COLS_CHARS - 2, ","))
     return lines
@@ -366,7 +379,9 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
         nodes = [{**n, "cpu_kinds_here": _kinds_of(kinds, n.get("cpus") or [])} for n in nodes]
     node_ids = {n["id"] for n in nodes}
     devices = list(doc.get("devices") or [])
-    dev_lines = {d["bdf"]: _device_lines(d, labels.get(d["bdf"], ""), nearest.get(d["bdf"]), fabric.get(d["bdf"], []))
+    cxl_memory = _cxl_memory_of(doc)
+    dev_lines = {d["bdf"]: _device_lines(d, labels.get(d["bdf"], ""), nearest.get(d["bdf"]), fabric.get(d["bdf"], []),
+                                         cxl_memory.get(d["bdf"], []))
                  for d in devices}
 
     # Which node each device hangs off: the kernel's, else the inferred one (drawn with "?").

@@ -108,6 +108,7 @@ def test_cxl_node_drawn_apart_with_its_figures(cli, tmp_path):
     assert texts.count("distance 20 \u00b7 no HMAT") == 2  # node 3: equally near both sockets
     assert "CXL memory 896 MiB  tier 22" in texts
     assert any("region0" in t for t in texts) and any("0000:81:00.0" in t for t in texts)
+    assert "its memory: node 3" in texts  # on the CXL device's box, under node 1 where the device hangs off
 
 
 def test_output_file_format_follows_the_suffix(cli, tmp_path):
