@@ -25,7 +25,6 @@ code,td.mono{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:1
 .sev{font-weight:700}
 .picture{overflow-x:auto;border:1px solid #e3e3e3;padding:8px;background:#fff}
 .picture svg{max-width:100%;height:auto}
-td.path{text-align:center;font-family:"DejaVu Sans Mono",Menlo,monospace;font-size:12px;padding:3px 6px}
 """
 
 
