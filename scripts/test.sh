@@ -7,7 +7,7 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 if command -v apt-get >/dev/null 2>&1; then
   need=""
-  for pkg in numactl hwloc pciutils; do
+  for pkg in numactl hwloc pciutils librsvg2-bin; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
   done
   if [ -n "$need" ]; then

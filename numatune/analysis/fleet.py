@@ -48,6 +48,8 @@ class Group:
     kernels: dict[str, int]
     findings: tuple[FindingSummary, ...]
     differs: tuple[tuple[str, str | None, str | None], ...] = ()  # (key, reference value, this group's value)
+    # The group's first report, kept whole (one per topology, not per node) for `fleet --format html`'s picture.
+    example: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -133,10 +135,11 @@ def fingerprint(parts: dict[str, str]) -> str:
 class _GroupTally:
     """One topology group while reports stream in: node indexes, kernels, findings (code -> nodes)."""
 
-    __slots__ = ("shape", "members", "kernels", "findings")
+    __slots__ = ("shape", "members", "kernels", "findings", "example")
 
-    def __init__(self, parts: dict[str, str]) -> None:
+    def __init__(self, parts: dict[str, str], example: dict[str, Any]) -> None:
         self.shape = parts
+        self.example = example
         self.members = array("I")
         self.kernels: dict[str, int] = {}
         self.findings: dict[str, tuple[str, str, array]] = {}  # code -> (severity, first message, node indexes)
@@ -166,7 +169,7 @@ class FleetTally:
         fp = known[0]
         group = self._groups.get(fp)
         if group is None:
-            group = self._groups[fp] = _GroupTally(known[1])
+            group = self._groups[fp] = _GroupTally(known[1], doc)
         index = len(self.names)
         self.names.append(name)
         group.members.append(index)
@@ -207,6 +210,7 @@ class FleetTally:
                 kernels=dict(sorted(g.kernels.items(), key=lambda kv: (-kv[1], kv[0]))),
                 findings=tuple(findings),
                 differs=_differs(ref_shape, g.shape) if i else (),
+                example=g.example,
             ))
         majority = len(ordered) < 2 or len(ordered[0][1].members) > len(ordered[1][1].members)
         outliers = tuple(n for g in groups[1:] for n in g.nodes)

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option
+from numatune.cli._options import format_option, write_output
 
 
 @click.command("fleet")
 @click.argument("reports", nargs=-1, metavar="[REPORT|DIR|-]...")
 @click.option("--fail-on-outliers", is_flag=True, help="Exit 1 when any node differs from the reference group "
               "(or a report cannot be read).")
-@format_option("text", "json")
+@format_option("text", "json", "html", output=True)
 @click.pass_obj
-def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: str) -> None:
+def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: str, output: Path | None) -> None:
     """Group many nodes' `inspect --json` reports by topology; list outliers and findings per group.
 
     REPORT is a JSON file (one report, or several as JSON lines), a directory of *.json files, or
     `-` for stdin (also the default): JSON documents one after another, or pdsh/clush output
     whose lines start with "host: ". A node is named by the pdsh/clush prefix, else the file name.
     Reports are read as a stream: memory grows with the number of topologies, not of nodes.
+    `--format html` (or `-o fleet.html`) writes one page with a row and a picture per group.
     """
     from numatune.errors import ExitCode
     from numatune.fleet_run import run_fleet
@@ -30,8 +33,18 @@ def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: s
     for where, why in unreadable:
         app.warn(f"{where}: {why}")
     if fmt == "json":
-        app.echo_json(fleet_document(fleet, unreadable))
+        from numatune.render.envelope import dumps
+
+        text = dumps(fleet_document(fleet, unreadable)) + "\n"
+    elif fmt == "html":
+        from numatune.render.html_out import fleet_html
+
+        text = fleet_html(fleet, unreadable)
     else:
-        click.echo(render_fleet_text(fleet, unreadable), nl=False)
+        text = render_fleet_text(fleet, unreadable)
+    if output is not None:
+        write_output(output, text)
+    else:
+        click.echo(text, nl=False)
     if fail_on_outliers and (fleet.outliers or unreadable):
         raise click.exceptions.Exit(int(ExitCode.FINDINGS))

@@ -89,6 +89,10 @@ def _check_output(kind: str, fmt: str, out: str) -> None:
         assert "# TYPE numatune_" in out
     elif fmt == "junit":
         assert ET.fromstring(out).tag == "testsuites"
+    elif fmt == "svg":
+        assert ET.fromstring(out).tag == "{http://www.w3.org/2000/svg}svg"
+    elif fmt == "html":
+        assert out.startswith("<!DOCTYPE html>") and "<svg" in out and out.rstrip().endswith("</html>")
     else:
         assert out.strip() and not out.lstrip().startswith("{")
 
