@@ -24,9 +24,12 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Mapping, Sequence
 
 from numatune.model._record import record
+
+TYPE_CHECKING = False  # annotations only: collections.abc imports collections (~5% of a start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 JSON_FLAGS = (("--json",), ("--format", "json"), ("-f", "json"), ("--format=json",))
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
-from numatune.host import Host
+from numatune.host import Host, numbered
 from numatune.model.topology import Cpu, CpuSummary
 
 CPU_DIR = "/sys/devices/system/cpu"
-_CPU_NAME = re.compile(r"cpu(\d+)$")
 
 
 def parse_cpuinfo_model(text: str) -> tuple[str | None, str | None]:
@@ -41,7 +38,7 @@ def parse_cpuinfo_model(text: str) -> tuple[str | None, str | None]:
 
 def read_cpus(host: Host) -> tuple[Cpu, ...]:
     """Every CPU the kernel knows, online or not; topology ids only for online CPUs."""
-    ids = sorted(int(m.group(1)) for name in host.listdir(CPU_DIR) if (m := _CPU_NAME.match(name)))
+    ids = sorted(n for name in host.listdir(CPU_DIR) if (n := numbered(name, "cpu")) is not None)
     online_list = host.read_cpulist(f"{CPU_DIR}/online")
     core_types = _hybrid_core_types(host)
     seen_siblings: dict[int, tuple[int, ...]] = {}

@@ -1,0 +1,62 @@
+"""The report paths start without `re`, `enum` and `collections` (about a quarter of `check`'s instructions on
+the 256-CPU tree): the str-method helpers that replace the regular expressions must match exactly as they did."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from numatune.host import _is_fd_link, natural_key, numbered
+from numatune.readers.pci import _is_host_bridge, is_bdf
+from numatune.readers.settings import bracketed_choice
+
+NAMES = ["cpu0", "cpu12", "cpu", "cpux", "xcpu1", "cpu1a", "cpu٣", "node10", "memory_tier4", "hugepages-2048kB",
+         "hugepages-kB", "hugepages-1x2kB", "access0", "index12", "thread_siblings_list", "online", "", "10", "_",
+         "a_1", "a1b22c", "0000:18:00.0", "10000:00:04.0", "000:18:00.0", "123456789:18:00.0", "0000:18:00.8",
+         "0000:1g:00.0", "0000:18:00:0", "00000000:ff:1f.7", ":0000:18:00.0", "pci0000:00", "pci10000:00",
+         "pci000:00", "pci0000:0g", "pci0000:00:", "proc/1/fd/2", "a/proc/1/fd/2", "aproc/1/fd/2", "proc/x/fd/2",
+         "proc/1/fd/", "root/proc/12/fd/3", "uevent", "ab٣", "x-y-12"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_helpers_match_the_regular_expressions_they_replace(name):
+    assert natural_key(name) == [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+    for prefix, suffix in (("cpu", ""), ("node", ""), ("memory_tier", ""), ("hugepages-", "kB"), ("index", "")):
+        m = re.match(rf"{prefix}(\d+){suffix}$", name)
+        assert numbered(name, prefix, suffix) == (int(m.group(1)) if m else None)
+    assert is_bdf(name) == bool(re.match(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$", name))
+    assert _is_host_bridge(name) == bool(re.match(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$", name))
+    assert _is_fd_link(name) == bool(re.search(r"(^|/)proc/\d+/fd/\d+$", name))
+
+
+@pytest.mark.parametrize("text", ["always [madvise] never", "[] [x]", "a [] b", "[always] madvise", "plain ",
+                                  "x [a[b] c", "x [unterminated", "][", "[]"])
+def test_bracketed_choice_is_the_first_non_empty_bracket(text):
+    m = re.search(r"\[([^\]]+)\]", text)
+    assert bracketed_choice(text) == (m.group(1) if m else text.strip())
+
+
+def test_check_and_inspect_start_without_re_enum_or_collections():
+    from tests.conftest import PROJECT, fixture_root
+
+    root = str(fixture_root("256ppc-8n8s4t"))
+    code = ("import sys\n"
+            "from numatune.entry import run\n"
+            "sys.stdout = open('/dev/null', 'w')\n"
+            "try: run()\n"
+            "except SystemExit: pass\n"
+            "sys.stderr.write(repr(sorted(m for m in ('re', 'enum', 'collections', 'functools') if m in sys.modules)))")
+    for args in (["check"], ["inspect"]):
+        out = subprocess.run([sys.executable, "-c", code, "--root", root, *args], capture_output=True, text=True,
+                             cwd=PROJECT, check=False)
+        assert out.stderr.strip().endswith("[]"), (args, out.stderr[-300:])
+
+
+@pytest.mark.parametrize("line", ["", "   ", "a", "  a  b ", "abc def  ghi", " x", "x\t y\x1cz ", "aa a aa"])
+def test_inspect_wrap_words_match_the_regular_expression(line):
+    from numatune.render.inspect_text import _words
+
+    assert _words(line) == [(m.start(), m.group()) for m in re.finditer(r"\s*\S+\s*", line)]
