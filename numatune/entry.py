@@ -87,6 +87,11 @@ def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall
 def run(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     call = match_fast_path(args, os.environ)
+    if call is not None and argv is None:
+        # The process is one fast report over a bounded tree: its thousands of records are acyclic
+        # tuples, so the cyclic collector's passes (~3% of `check`) find nothing; reference counts free
+        # memory. Only for the process's own command line: a caller passing argv keeps its collector.
+        gc.disable()
     if call is None:
         from numatune.cli import main
 
@@ -96,9 +101,6 @@ def run(argv: Sequence[str] | None = None) -> None:
 
 
 def _run_fast(call: FastCall) -> int:
-    # A one-shot report over a bounded tree: its thousands of records are acyclic tuples, so the cyclic
-    # collector's passes (~3 ms on the 256-CPU check) find nothing; memory is freed by reference counts.
-    gc.disable()
     from numatune.errors import ExitCode, NumatuneError, describe_failure
 
     try:

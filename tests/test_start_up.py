@@ -60,3 +60,20 @@ def test_inspect_wrap_words_match_the_regular_expression(line):
     from numatune.render.inspect_text import _words
 
     assert _words(line) == [(m.start(), m.group()) for m in re.finditer(r"\s*\S+\s*", line)]
+
+
+def test_only_the_process_own_fast_command_line_turns_the_cyclic_collector_off():
+    import gc
+
+    from numatune.entry import run
+    from tests.conftest import PROJECT, fixture_root
+
+    root = str(fixture_root("256ppc-8n8s4t"))
+    with pytest.raises(SystemExit):
+        run(["--root", root, "check", "--json"])
+    assert gc.isenabled()  # a caller passing argv (tests, a library user) keeps its collector
+    code = ("import gc, sys\nfrom numatune.entry import run\nsys.stdout = open('/dev/null', 'w')\n"
+            "try: run()\nexcept SystemExit: pass\nsys.stderr.write(str(gc.isenabled()))")
+    out = subprocess.run([sys.executable, "-c", code, "--root", root, "check"], capture_output=True, text=True,
+                         cwd=PROJECT, check=False)
+    assert out.stderr.strip().endswith("False"), out.stderr[-300:]
