@@ -120,14 +120,18 @@ class Host:
 
     def listdir(self, logical: str) -> list[str]:
         """Entries of a directory in natural order; [] if it does not exist or cannot be listed."""
+        # `.keep` marks a directory that is empty in a fixture tree kept in git; it is never a sysfs name.
+        return sorted((n for n in self.entries(logical) if n != ".keep"), key=natural_key)
+
+    def entries(self, logical: str) -> list[str]:
+        """Entries of a directory unsorted, for membership tests (one listing instead of failed opens,
+        without listdir's sort); [] if it does not exist or cannot be listed."""
         try:
-            names = os.listdir(self.path(logical))
+            return os.listdir(self.path(logical))
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             return []
         except OSError as exc:
             raise ReadError(logical, exc.strerror or str(exc)) from exc
-        # `.keep` marks a directory that is empty in a fixture tree kept in git; it is never a sysfs name.
-        return sorted((n for n in names if n != ".keep"), key=natural_key)
 
     def resolve(self, logical: str) -> str | None:
         """Follow symlinks inside the root; None if the link dangles or leaves the root."""

@@ -77,3 +77,14 @@ def test_only_the_process_own_fast_command_line_turns_the_cyclic_collector_off()
     out = subprocess.run([sys.executable, "-c", code, "--root", root, "check"], capture_output=True, text=True,
                          cwd=PROJECT, check=False)
     assert out.stderr.strip().endswith("False"), out.stderr[-300:]
+
+
+def test_host_entries_lists_without_sorting_and_tolerates_a_missing_directory(tmp_path):
+    from numatune.host import Host
+
+    (tmp_path / "sys" / "d").mkdir(parents=True)
+    for name in ("cpu10", "cpu9", "online"):
+        (tmp_path / "sys" / "d" / name).write_text("")
+    host = Host.open(str(tmp_path))
+    assert sorted(host.entries("/sys/d")) == ["cpu10", "cpu9", "online"]
+    assert host.listdir("/sys/d") == ["cpu9", "cpu10", "online"] and host.entries("/sys/missing") == []

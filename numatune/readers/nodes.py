@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numatune.host import Host, numbered
+from numatune.host import Host, natural_key, numbered
 from numatune.model.findings import Skipped
 from numatune.model.topology import HmatEntry, HugePages, MemorySideCache, NumaNode
 
@@ -66,7 +66,9 @@ def read_nodes(
     nodes = []
     for nid in ids:
         base = f"{NODE_DIR}/node{nid}"
-        cpus = host.read_cpulist(f"{base}/cpulist")
+        # One listing instead of failed opens of what this kernel lacks (unlistable: try all, as before).
+        names = set(host.entries(base))
+        cpus = host.read_cpulist(f"{base}/cpulist") if "cpulist" in names or not names else None
         if cpus is None:
             cpus = host.read_cpumask(f"{base}/cpumap") or frozenset()
         if known_cpus and not cpus <= known_cpus:
@@ -83,11 +85,12 @@ def read_nodes(
                 cpus=tuple(sorted(cpus)),
                 memory_total_kib=meminfo.get("MemTotal"),
                 memory_free_kib=meminfo.get("MemFree"),
-                hugepages=_read_hugepages(host, base),
+                hugepages=_read_hugepages(host, base) if "hugepages" in names or not names else (),
                 distances=distances,
                 tier=tier_of.get(nid),
-                hmat=_read_hmat(host, base),
-                memory_side_caches=_read_side_caches(host, base),
+                hmat=_read_hmat(host, base, names),
+                memory_side_caches=(_read_side_caches(host, base) if "memory_side_cache" in names or not names
+                                    else ()),
                 interleave_weight=weights.get(nid),
                 has_normal_memory=(nid in normal) if normal is not None else None,
                 generic_initiator=nid in generic,
@@ -136,9 +139,10 @@ def _read_hugepages(host: Host, base: str) -> tuple[HugePages, ...]:
     return tuple(out)
 
 
-def _read_hmat(host: Host, base: str) -> tuple[HmatEntry, ...]:
+def _read_hmat(host: Host, base: str, names: set[str]) -> tuple[HmatEntry, ...]:
+    """accessN/initiators of the node directory BASE, whose entries are NAMES (listed by the caller)."""
     out = []
-    for name in host.listdir(base):
+    for name in sorted((n for n in names if n.startswith("access")), key=natural_key):
         access = numbered(name, "access")
         if access is None:
             continue
