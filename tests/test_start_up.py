@@ -39,7 +39,7 @@ def test_bracketed_choice_is_the_first_non_empty_bracket(text):
     assert bracketed_choice(text) == (m.group(1) if m else text.strip())
 
 
-def test_check_and_inspect_start_without_re_enum_or_collections():
+def test_check_and_inspect_text_and_json_start_without_re_enum_or_collections():
     from tests.conftest import PROJECT, fixture_root
 
     root = str(fixture_root("256ppc-8n8s4t"))
@@ -49,7 +49,7 @@ def test_check_and_inspect_start_without_re_enum_or_collections():
             "try: run()\n"
             "except SystemExit: pass\n"
             "sys.stderr.write(repr(sorted(m for m in ('re', 'enum', 'collections', 'functools') if m in sys.modules)))")
-    for args in (["check"], ["inspect"]):
+    for args in (["check"], ["inspect"], ["check", "--json"], ["inspect", "--json"]):
         out = subprocess.run([sys.executable, "-c", code, "--root", root, *args], capture_output=True, text=True,
                              cwd=PROJECT, check=False)
         assert out.stderr.strip().endswith("[]"), (args, out.stderr[-300:])
@@ -88,3 +88,35 @@ def test_host_entries_lists_without_sorting_and_tolerates_a_missing_directory(tm
     host = Host.open(str(tmp_path))
     assert sorted(host.entries("/sys/d")) == ["cpu10", "cpu9", "online"]
     assert host.listdir("/sys/d") == ["cpu9", "cpu10", "online"] and host.entries("/sys/missing") == []
+
+
+@pytest.mark.parametrize("doc", [
+    {}, [], {"a": []}, {"a": {}}, "x", 1, None,
+    {"schema": "s", "n": [1, 2.5, -0.0, 1e300, float("nan"), float("inf"), float("-inf")], "t": (True, False, None)},
+    {"é": "ünïcode \u2028 \x00 \"q\" \\\\", "nested": [{"a": [[], [{}]]}, "x"], 1: "int key", 2.5: "f", None: 0,
+     False: 1},
+])
+def test_json_writer_is_json_dumps_indent_2(doc):
+    import json
+
+    from numatune.model.findings import Severity
+    from numatune.render.envelope import dumps
+
+    assert dumps(doc) == json.dumps(doc, indent=2)
+    assert dumps({"severity": Severity.WARNING, "doc": doc}) == json.dumps({"severity": "warning", "doc": doc},
+                                                                              indent=2)
+
+
+def test_json_reports_on_every_fixture_are_what_json_dumps_writes():
+    import json
+
+    from numatune import reports
+    from numatune.check_run import check_report
+    from numatune.host import Host
+    from tests.conftest import fixture_root
+    from tests.fixture_archives import fixture_names
+
+    for name in fixture_names():
+        root = str(fixture_root(name))
+        for text in (reports.inspect_json(Host.open(root), None), check_report(Host.open(root), root, fmt="json")[0]):
+            assert text.rstrip("\n") == json.dumps(json.loads(text), indent=2), name
