@@ -13,6 +13,9 @@ class _Codes(type):
     def __iter__(cls):  # noqa: ANN204
         return iter(v for k, v in cls.__dict__.items() if k.isupper())
 
+    def __len__(cls) -> int:
+        return sum(1 for _ in cls)
+
 
 class ExitCode(metaclass=_Codes):
     """numatune's exit statuses (plain ints)."""

@@ -120,3 +120,22 @@ def test_json_reports_on_every_fixture_are_what_json_dumps_writes():
         root = str(fixture_root(name))
         for text in (reports.inspect_json(Host.open(root), None), check_report(Host.open(root), root, fmt="json")[0]):
             assert text.rstrip("\n") == json.dumps(json.loads(text), indent=2), name
+
+
+def test_severity_and_exit_code_behave_as_the_enums_they_replace():
+    import copy
+    import pickle
+
+    from numatune.errors import ExitCode
+    from numatune.model.findings import Severity
+
+    assert [s.value for s in Severity] == ["info", "warning", "error"] and len(Severity) == 3
+    assert Severity("warning") is Severity.WARNING is Severity["WARNING"] and Severity.WARNING == "warning"
+    assert Severity.ERROR.name == "ERROR" and Severity.ERROR.rank == 2 and str(Severity.INFO) == "Severity.INFO"
+    assert pickle.loads(pickle.dumps(Severity.ERROR)) is Severity.ERROR is copy.deepcopy(Severity.ERROR)
+    with pytest.raises(ValueError, match="'fatal' is not a valid Severity"):
+        Severity("fatal")
+    with pytest.raises(KeyError):
+        Severity["rank"]
+    codes = list(ExitCode)
+    assert codes[:3] == [0, 1, 2] and ExitCode.INTERNAL == 70 and len(ExitCode) == len(codes) == len(set(codes))

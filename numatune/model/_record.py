@@ -16,7 +16,12 @@ check, and offers what the code uses: keyword construction, attribute access, `_
 
 from __future__ import annotations
 
-from _collections import _tuplegetter  # namedtuple's own field accessor (C)
+try:
+    from _collections import _tuplegetter  # namedtuple's own field accessor (C)
+except ImportError:  # an interpreter without it: what namedtuple itself falls back to
+
+    def _tuplegetter(index: int, doc: str) -> property:
+        return property(lambda self: self[index], doc=doc)
 
 _SKIP = {"__dict__", "__weakref__", "__annotations__", "__module__", "__qualname__"}
 _tuple_new = tuple.__new__

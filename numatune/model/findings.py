@@ -16,6 +16,15 @@ class _Levels(type):
     def __iter__(cls):  # noqa: ANN204
         return iter(cls._members)
 
+    def __len__(cls) -> int:
+        return len(cls._members)
+
+    def __getitem__(cls, name: str) -> Severity:  # Severity["WARNING"]
+        member = getattr(cls, name, None) if name.isupper() else None
+        if not isinstance(member, cls):
+            raise KeyError(name)
+        return member
+
 
 class Severity(str, metaclass=_Levels):
     """info < warning < error: a str equal to its value ("warning"), so it renders and serialises as one;
