@@ -6,8 +6,6 @@ dataclasses, typing) is imported only when there is a policy.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from numatune.host import Host
 from numatune.model._record import record
 from numatune.model.check import CheckResult, IrqPlacement
@@ -16,6 +14,8 @@ from numatune.model.topology import Topology
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from numatune.analysis.policy import Policy
     from numatune.model.irq import IrqReport
 

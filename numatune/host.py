@@ -10,18 +10,48 @@ errors here and nowhere else.
 from __future__ import annotations
 
 import os
-import re
 
 from numatune.cpulist import parse_cpulist, parse_cpumask
 from numatune.errors import InputError, NotASysfsTree, ParseError, PermissionDenied, ReadError
 
-_NATURAL = re.compile(r"(\d+)")
-_FD_LINK = re.compile(r"(^|/)proc/\d+/fd/\d+$")
-
 
 def natural_key(name: str) -> list[object]:
-    """Sort "node10" after "node9"."""
-    return [int(tok) if tok.isdigit() else tok for tok in _NATURAL.split(name)]
+    r"""Sort "node10" after "node9": text and numbers alternating, as re.split(r"(\d+)") gives them (the
+    `re` module, ~5% of a `check`, stays unimported on the report paths)."""
+    head = name.rstrip("0123456789")
+    if head.replace("_", "x").replace("-", "x").isalpha():  # "cpu12", "thread_siblings_list": the usual names
+        return [head, int(name[len(head):]), ""] if len(head) < len(name) else [name]
+    key: list[object] = []
+    text = digits = ""
+    for ch in name:
+        if ch.isdecimal():
+            digits += ch
+        else:
+            if digits:
+                key += (text, int(digits))
+                text = digits = ""
+            text += ch
+    if digits:
+        key += (text, int(digits))
+        text = ""
+    key.append(text)
+    return key
+
+
+def numbered(name: str, prefix: str, suffix: str = "") -> int | None:
+    r"""N when NAME is PREFIX, decimal digits N, SUFFIX ("cpu12" -> 12), else None: re.match(r"cpu(\d+)$")."""
+    if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
+        digits = name[len(prefix):len(name) - len(suffix)]
+        if digits.isdecimal():
+            return int(digits)
+    return None
+
+
+def _is_fd_link(name: str) -> bool:
+    """NAME ends in proc/PID/fd/N (an archive member)."""
+    parts = name.split("/")
+    return (len(parts) >= 4 and parts[-4] == "proc" and parts[-3].isdecimal() and parts[-2] == "fd"
+            and parts[-1].isdecimal())
 
 
 def _clean(text: str) -> str:
@@ -90,14 +120,18 @@ class Host:
 
     def listdir(self, logical: str) -> list[str]:
         """Entries of a directory in natural order; [] if it does not exist or cannot be listed."""
+        # `.keep` marks a directory that is empty in a fixture tree kept in git; it is never a sysfs name.
+        return sorted((n for n in self.entries(logical) if n != ".keep"), key=natural_key)
+
+    def entries(self, logical: str) -> list[str]:
+        """Entries of a directory unsorted, for membership tests (one listing instead of failed opens,
+        without listdir's sort); [] if it does not exist or cannot be listed."""
         try:
-            names = os.listdir(self.path(logical))
+            return os.listdir(self.path(logical))
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             return []
         except OSError as exc:
             raise ReadError(logical, exc.strerror or str(exc)) from exc
-        # `.keep` marks a directory that is empty in a fixture tree kept in git; it is never a sysfs name.
-        return sorted((n for n in names if n != ".keep"), key=natural_key)
 
     def resolve(self, logical: str) -> str | None:
         """Follow symlinks inside the root; None if the link dangles or leaves the root."""
@@ -243,7 +277,7 @@ def _safe_member(member, dest: str):  # noqa: ANN001, ANN202 - tarfile is import
     if member.issym():
         target = member.linkname
         if target.startswith("/"):
-            if _FD_LINK.search(name) and target.startswith("/dev/") and ".." not in target.split("/"):
+            if _is_fd_link(name) and target.startswith("/dev/") and ".." not in target.split("/"):
                 return member.replace(uid=0, gid=0, deep=False)
             return None
         resolved = os.path.normpath(os.path.join(os.path.dirname(name), target))

@@ -6,13 +6,12 @@ is built one way whichever path runs it. No click, no rich.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from numatune.host import Host
 from numatune.render.envelope import dumps
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 

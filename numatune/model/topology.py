@@ -6,11 +6,14 @@ Node ids and CPU ids are kept as the kernel numbers them (holes included); nothi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import MappingProxyType
 
 from numatune.model._record import record
 from numatune.model.findings import Skipped
+
+TYPE_CHECKING = False  # annotations only: collections.abc imports collections (~5% of a start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # Shared, read-only default for mapping fields (record defaults are shared between instances).
 EMPTY_MAP: Mapping = MappingProxyType({})

@@ -8,8 +8,6 @@ AMD KFD topology. A device whose numa_node is -1 gets an *inferred* node, marked
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Mapping
 
 from numatune.errors import ParseError
 from numatune.host import Host
@@ -18,10 +16,26 @@ from numatune.model.topology import NumaNode, NvidiaGpuInfo, PciDevice, PciLink
 from numatune.readers.kfd import Kfd, read_kfd
 from numatune.readers.topology import NVIDIA_GPUS
 
+TYPE_CHECKING = False  # annotations only: collections.abc imports collections (~5% of a start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 PCI_DEVICES = "/sys/bus/pci/devices"
-_BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-_HOST_BRIDGE = re.compile(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$")
+_HEX = frozenset("0123456789abcdefABCDEF")
 GPU_VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel"}
+
+
+def is_bdf(name: str) -> bool:
+    """A PCI address, "0000:18:00.0" (domains of 4-8 hex digits), without `re`:
+    ^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$."""
+    return (4 <= len(name) - 8 <= 8 and name[-8] == ":" and name[-5] == ":" and name[-2] == "."
+            and name[-1] in "01234567" and _HEX.issuperset(name[:-8] + name[-7:-5] + name[-4:-2]))
+
+
+def _is_host_bridge(name: str) -> bool:
+    """"pci0000:00": ^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$."""
+    return (name.startswith("pci") and 4 <= len(name) - 6 <= 8 and name[-3] == ":"
+            and _HEX.issuperset(name[3:-3] + name[-2:]))
 
 
 def device_kind(class_code: int, vendor_id: int | None) -> str:
@@ -69,7 +83,7 @@ def read_pci_devices(
     devices: list[PciDevice] = []
     node_by_path: dict[str, int | None] = {}
     for bdf in host.listdir(PCI_DEVICES):
-        if not _BDF.match(bdf):
+        if not is_bdf(bdf):
             continue
         entry = f"{PCI_DEVICES}/{bdf}"
         path = host.resolve(entry) or entry
@@ -86,8 +100,8 @@ def read_pci_devices(
         if kind not in REPORTED_KINDS:
             continue
         parts = path.split("/")
-        bridge = next((p for p in parts if _HOST_BRIDGE.match(p)), None)
-        ancestors = tuple(p for p in parts[:-1] if _BDF.match(p))
+        bridge = next((p for p in parts if _is_host_bridge(p)), None)
+        ancestors = tuple(p for p in parts[:-1] if is_bdf(p))
         local = host.read_cpulist(f"{path}/local_cpulist")
         if local is None:
             local = host.read_cpumask(f"{path}/local_cpus")
@@ -143,7 +157,7 @@ def _class_device_names(host: Host) -> dict[str, dict[str, list[str]]]:
             if not target or f"/{cls}/" not in target:
                 continue
             dev = target.rsplit(f"/{cls}/", 1)[0]
-            while dev and not _BDF.match(dev.rsplit("/", 1)[-1]):
+            while dev and not is_bdf(dev.rsplit("/", 1)[-1]):
                 dev = dev.rsplit("/", 1)[0]  # virtio: .../0000:00:03.0/virtio0/net/eth0
             if not dev:
                 continue
@@ -179,7 +193,7 @@ def _infer_node(
     parts = dev.path.split("/")
     for i in range(len(parts) - 1, 0, -1):
         parent = "/".join(parts[:i])
-        if not _BDF.match(parts[i - 1]):
+        if not is_bdf(parts[i - 1]):
             break
         node = node_by_path.get(parent)
         if parent not in node_by_path:
@@ -267,6 +281,8 @@ def lookup_pci_ids(db: bytes, vendor: int | None, device: int | None) -> tuple[s
     vendor_name = db[start + len(key) : line_end].decode("utf-8", "replace").strip()
     if device is None:
         return vendor_name, None
+    import re  # only with a pci.ids database; the report paths run without the regex engine
+
     next_vendor = re.compile(rb"\n[0-9a-f]{4}  ").search(db, line_end)
     block_end = next_vendor.start() if next_vendor else len(db)
     dkey = b"\n\t%04x  " % device

@@ -158,11 +158,8 @@ def _wrap(line: str, width: int) -> list[str]:
     """An ASCII line as rich wraps it (rich._wrap.divide_line, then Text.wrap with overflow "fold"):
     greedy on words with their trailing blanks, a word longer than the width folded, trailing blanks
     kept up to the width."""
-    import re
-
     breaks, offset = [], 0
-    for m in re.finditer(r"\s*\S+\s*", line):
-        start, word = m.start(), m.group()
+    for start, word in _words(line):
         length = len(word.rstrip())
         if width - offset >= length:
             offset += len(word)
@@ -185,6 +182,20 @@ def _wrap(line: str, width: int) -> list[str]:
             piece = piece[:len(piece) - min(len(piece) - len(piece.rstrip()), len(piece) - width)][:width]
         out.append(piece)
     return out
+
+
+def _words(line: str) -> list[tuple[int, str]]:
+    r"""(start, text) of each match of r"\s*\S+\s*" in LINE: a word with its blanks (str methods, not `re`)."""
+    words = line.split()
+    starts, pos = [], 0
+    for w in words:
+        pos = line.find(w, pos)
+        starts.append(pos)
+        pos += len(w)
+    if starts:
+        starts[0] = 0  # the first match takes the line's leading blanks too
+    ends = [*starts[1:], len(line)]
+    return [(start, line[start:end]) for start, end in zip(starts, ends[:len(starts)], strict=True)]
 
 
 def _plain_table(t: _Table, width: int) -> list[str] | None:
