@@ -14,8 +14,10 @@ A file that exists but cannot be read (EACCES) is not silently "missing": it is 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 
 from numatune.cpulist import parse_cpulist, parse_cpumask
 from numatune.errors import ArchiveRefused, InputError, NotASysfsTree, ParseError, PermissionDenied, ReadError
@@ -30,6 +32,8 @@ MAX_TOTAL_BYTES = 2 << 30
 MAX_FILE_BYTES = 64 << 20
 MAX_DEPTH = 64
 _O_PATH = getattr(os, "O_PATH", 0)
+_NOFOLLOW_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def natural_key(name: str) -> list[object]:
@@ -44,7 +48,7 @@ def _clean(text: str) -> str:
 class Host:
     """A root to read; `label` is how the user named it (for messages)."""
 
-    __slots__ = ("root", "label", "notes", "_inside", "_was_unreadable")
+    __slots__ = ("root", "label", "notes", "_inside", "_dirs", "_was_unreadable")
 
     def __init__(self, root: str = "/", label: str = "/") -> None:
         self.root = os.fspath(root)
@@ -52,6 +56,7 @@ class Host:
         # (logical path, reason) for files that exist but could not be read, in the order met.
         self.notes: list[tuple[str, str]] = []
         self._inside: str | None = None  # the real root + "/", computed on first read of a saved root
+        self._dirs: dict[str, str | None] = {}  # a saved root's directories: logical -> real (None: outside)
         self._was_unreadable: frozenset[str] | None = None  # a snapshot's "unreadable:" list, loaded lazily
 
     def __repr__(self) -> str:
@@ -108,7 +113,7 @@ class Host:
     def listdir(self, logical: str) -> list[str]:
         """Entries of a directory in natural order; [] if it does not exist or cannot be listed (noted)."""
         try:
-            names = os.listdir(self._contained(logical))
+            names = os.listdir(self.path(logical)) if self.root == "/" else self._list_saved(logical)
         except (FileNotFoundError, NotADirectoryError, _Escapes):
             if self._was_denied(logical):
                 self.note(logical, DENIED)
@@ -157,9 +162,9 @@ class Host:
         """The one place where OSError becomes numatune's ReadError / PermissionDenied."""
         try:
             if binary:
-                with open(self._contained(logical), "rb") as fh:
+                with self._open(logical, "rb") as fh:
                     return fh.read()
-            with open(self._contained(logical), encoding="utf-8", errors="replace") as fh:
+            with self._open(logical, "r") as fh:
                 return fh.read()
         except FileNotFoundError as exc:
             if self._was_denied(logical):
@@ -182,7 +187,7 @@ class Host:
         PermissionDenied.
         """
         try:
-            with open(self._contained(logical), encoding="utf-8", errors="replace") as fh:
+            with self._open(logical, "r") as fh:
                 return _clean(fh.read())
         except (FileNotFoundError, NotADirectoryError, _Escapes):
             if self._was_denied(logical):
@@ -205,15 +210,73 @@ class Host:
         if item not in self.notes:
             self.notes.append(item)
 
-    def _contained(self, logical: str) -> str:
-        """The real path to open; for a saved root, raise _Escapes if it resolves outside the root.
+    def _open(self, logical: str, mode: str):  # noqa: ANN202 - a text or binary file object
+        """Open a file of the root; for a saved root, only if it resolves inside the root.
 
-        Cheap enough for every read (an O_PATH open and one readlink, no lstat per component), and
-        O_PATH opens nothing a link could point at (no FIFO blocks, no device is touched).
+        The live root is opened as it is. A saved root's directory is resolved once (cached) and
+        the file opened with O_NOFOLLOW (and O_NONBLOCK: a FIFO never blocks); a file that is
+        itself a link takes the full check. So the guard costs about nothing per read.
+        """
+        if self.root == "/":
+            path = self.path(logical)
+            return open(path, "rb") if mode == "rb" else open(path, encoding="utf-8", errors="replace")
+        rel = logical.strip("/")
+        if ".." in rel.split("/"):
+            raise ValueError(f"path escapes the root: {logical}")
+        head, _, name = rel.rpartition("/")
+        parent = self._dirs.get(head) or self._real_dir(head)
+        try:
+            fd = os.open(f"{parent}/{name}", _NOFOLLOW_FLAGS)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            fd = os.open(self._contained(logical), _NOFOLLOW_FLAGS & ~os.O_NOFOLLOW)
+        return open(fd, "rb") if mode == "rb" else open(fd, encoding="utf-8", errors="replace")
+
+    def _list_saved(self, logical: str) -> list[str]:
+        """The names in a saved root's directory at its checked real path; the subdirectories
+        that are not links are remembered as checked (d_type comes with the listing, free)."""
+        rel = logical.strip("/")
+        if ".." in rel.split("/"):
+            raise ValueError(f"path escapes the root: {logical}")
+        real = self._dirs.get(rel) or self._real_dir(rel)
+        with os.scandir(real) as it:
+            entries = list(it)
+        prefix = f"{rel}/" if rel else ""
+        self._dirs.update({prefix + e.name: e.path for e in entries if e.is_dir(follow_symlinks=False)})
+        return [e.name for e in entries]
+
+    def _real_dir(self, rel: str) -> str:
+        """The real path of a saved root's directory `rel` (no leading "/"; cached: one lstat per
+        new directory below a known one); _Escapes if it leads out of the root."""
+        try:
+            real = self._dirs[rel]
+        except KeyError:
+            head, _, name = rel.rpartition("/")
+            if not rel:
+                real = self._contained("/")
+            else:
+                try:
+                    real = f"{self._real_dir(head).rstrip('/')}/{name}"
+                    if stat.S_ISLNK(os.lstat(real).st_mode):
+                        real = self._contained("/" + rel)
+                except FileNotFoundError:
+                    pass  # a missing directory: the caller's own open says so
+                except (_Escapes, OSError):
+                    real = None
+            self._dirs[rel] = real
+        if real is None:
+            self.note("/" + rel, ESCAPES)
+            raise _Escapes(rel)
+        return real
+
+    def _contained(self, logical: str) -> str:
+        """The real path of `logical` in a saved root; _Escapes if it resolves outside the root.
+
+        An O_PATH open and one readlink of /proc/self/fd (no lstat per component); O_PATH opens
+        nothing a link could point at (no FIFO blocks, no device is touched).
         """
         path = self.path(logical)
-        if self.root == "/":
-            return path
         inside = self._inside
         if inside is None:
             inside = self._inside = os.path.realpath(self.root).rstrip("/") + "/"
