@@ -5,6 +5,7 @@ from __future__ import annotations
 from numatune.host import Host
 from numatune.model.findings import Skipped
 from numatune.model.topology import CxlTopology, KernelSettings, NumaNode, PciDevice, Topology
+from numatune.readers import host_skipped
 from numatune.readers.cpus import read_cpus, summarize_cpus
 from numatune.readers.nodes import read_memory_tiers, read_nodes
 
@@ -63,8 +64,9 @@ def read_topology(
         cxl=memory,
         memory_tiers=tiers,
         settings=kernel,
-        skipped=tuple(skipped),
+        skipped=host_skipped(host, tuple(skipped)),
     )
+
 
 
 def classify_nodes(
