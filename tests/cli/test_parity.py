@@ -38,22 +38,21 @@ def live_and_snapshot(tmp_path_factory):
     child = start(ALLOC)
     try:
         pid = str(child.pid)
-        lines = [tuple(a.format(pid=pid) for a in line) for line in COMMAND_LINES]
+        lines = {line: [a.format(pid=pid) for a in line] for line in COMMAND_LINES}
         snap = runner.invoke(main, ["snapshot", "-o", str(archive), "--pid", pid], env=env, catch_exceptions=False)
         assert snap.exit_code == 0, snap.stderr
-        live = {line: runner.invoke(main, list(line), env=env, catch_exceptions=False) for line in lines}
+        live = {line: runner.invoke(main, args, env=env, catch_exceptions=False) for line, args in lines.items()}
     finally:
         stop(child)
-    saved = {line: runner.invoke(main, ["--root", str(archive), *line], env=env, catch_exceptions=False)
-             for line in lines}
-    return live, saved
+    saved = {line: runner.invoke(main, ["--root", str(archive), *args], env=env, catch_exceptions=False)
+             for line, args in lines.items()}
+    return live, saved, int(pid)
 
 
 @pytest.mark.parametrize("line", COMMAND_LINES, ids=lambda line: " ".join(line))
 def test_replay_equals_live(live_and_snapshot, line):
-    live, saved = live_and_snapshot
-    key = next(k for k in live if len(k) == len(line) and all(a == b or "{" in b for a, b in zip(k, line)))
-    a, b = live[key], saved[key]
+    live, saved, _pid = live_and_snapshot
+    a, b = live[line], saved[line]
     assert (a.exit_code, b.exit_code) in ((0, 0), (1, 1)), (a.stderr, b.stderr)  # check exits 1 on findings
     live_doc, saved_doc = json.loads(a.stdout), json.loads(b.stdout)
     assert saved_doc["source"].endswith("node.tar.gz") and saved_doc.get("live", False) is False
@@ -62,11 +61,11 @@ def test_replay_equals_live(live_and_snapshot, line):
 
 def test_the_audited_process_is_really_in_the_snapshot(live_and_snapshot):
     """The replayed audit is not an empty one: the process, its cpuset and its memory are there."""
-    live, saved = live_and_snapshot
-    key = next(k for k in saved if k[0] == "audit")
-    live_proc = json.loads(live[key].stdout)["processes"][0]
-    proc = json.loads(saved[key].stdout)["processes"][0]
-    assert proc["pid"] == int(key[1]) and proc["command"] == live_proc["command"]
+    live, saved, pid = live_and_snapshot
+    line = ("audit", "{pid}", "--json")
+    live_proc = json.loads(live[line].stdout)["processes"][0]
+    proc = json.loads(saved[line].stdout)["processes"][0]
+    assert proc["pid"] == pid and proc["command"] == live_proc["command"]
     assert proc["cpuset_cpus"] == live_proc["cpuset_cpus"]  # read from /sys/fs/cgroup/<its cgroup>/cpuset.*
     assert sum(proc["memory_by_node"].values()) >= 16 << 20
 
