@@ -70,6 +70,10 @@ class RecordingHost(Host):
         self.listed[logical] = None
         return super().listdir(logical)
 
+    def _open(self, logical: str, mode: str):  # noqa: ANN202 - a saved root's reads skip path()
+        self.touched[logical] = None
+        return super()._open(logical, mode)
+
     def write_text(self, logical: str, text: str) -> None:
         raise RuntimeError(f"a snapshot's dry run tried to write {logical}")  # never: every DRY_RUN is read-only
 
@@ -85,6 +89,7 @@ class Capture:
     unreadable: set[str] = field(default_factory=set)
     pids: frozenset[int] | None = None  # the processes whose /proc/PID may be copied (None: any)
     _resolved: dict[str, str | None] = field(default_factory=dict)
+    _tried: set[str] = field(default_factory=set)  # real logical paths of files read (or tried)
 
     # -- copying what was touched ---------------------------------------------------------------
     def touch(self, logical: str) -> str | None:
@@ -114,7 +119,7 @@ class Capture:
                 self._link(child)
             elif e.is_dir(follow_symlinks=False):
                 self.dirs.add(child)
-            elif e.is_file(follow_symlinks=False) and child not in self._resolved:
+            elif e.is_file(follow_symlinks=False) and child not in self._tried:
                 self.files[child] = b""
 
     def _allowed(self, logical: str) -> bool:
@@ -153,8 +158,9 @@ class Capture:
         return out
 
     def _file(self, logical: str) -> None:
-        if logical in self.files:
+        if logical in self._tried:
             return
+        self._tried.add(logical)
         try:
             data = _read_bounded(self.src.path(logical))
         except PermissionError:
