@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from numatune import __version__
-from numatune.errors import InputError, ProcessGone
+from numatune.errors import InputError, NumatuneError, ProcessGone
 from numatune.host import MAX_FILE_BYTES, Host
 
 # The one declaration of what numatune reads: every command a snapshot must replay, run dry.
@@ -55,12 +55,13 @@ _MAX_LINKS = 40  # as the kernel's ELOOP limit
 class RecordingHost(Host):
     """A Host that remembers every logical path asked for, and every directory listed."""
 
-    __slots__ = ("touched", "listed")
+    __slots__ = ("touched", "listed", "errors")
 
     def __init__(self, root: str = "/", label: str = "/") -> None:
         super().__init__(root, label)
         self.touched: dict[str, None] = {}  # insertion-ordered set
         self.listed: dict[str, None] = {}
+        self.errors: list[str] = []  # commands of the dry run that stopped on a bug, not on the node
 
     def path(self, logical: str) -> str:
         self.touched[logical] = None
@@ -87,6 +88,7 @@ class Capture:
     links: dict[str, str] = field(default_factory=dict)
     dirs: set[str] = field(default_factory=set)
     unreadable: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)  # dry-run commands that stopped on a bug
     pids: frozenset[int] | None = None  # the processes whose /proc/PID may be copied (None: any)
     _resolved: dict[str, str | None] = field(default_factory=dict)
     _tried: set[str] = field(default_factory=set)  # real logical paths of files read (or tried)
@@ -266,11 +268,16 @@ def dry_run(src: Host, pids: Iterable[int] = ()) -> RecordingHost:
         if command is None:
             continue
         sink = io.StringIO()
-        # A command that fails here (no GPU for launch's default) fails the same way on replay.
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
-                contextlib.suppress(Exception, SystemExit):
-            command.main(args=list(args[1:]), prog_name=f"numatune {args[0]}", standalone_mode=False,
-                         obj=App(root=src.root, color=False, host=rec))
+        # A command that fails on this node (no GPU for launch's default) fails the same way on
+        # replay; one that fails on a bug is named in SNAPSHOT.txt (what it read so far is kept).
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            try:
+                command.main(args=list(args[1:]), prog_name=f"numatune {args[0]}", standalone_mode=False,
+                             obj=App(root=src.root, color=False, host=rec))
+            except (NumatuneError, click.ClickException, click.exceptions.Exit, SystemExit):
+                pass
+            except Exception as exc:  # noqa: BLE001 - a snapshot is still worth taking
+                rec.errors.append(f"{' '.join(args)}: {type(exc).__name__}: {exc}")
     return rec
 
 
@@ -282,7 +289,8 @@ def capture(src: Host, pids: Iterable[int] = ()) -> Capture:
             raise ProcessGone(f"no process {pid}")
     rec = dry_run(src, pids)
     self_pid = src.read_link("/proc/self")
-    cap = Capture(src, pids=frozenset(pids) | ({int(self_pid)} if self_pid and self_pid.isdigit() else set()))
+    cap = Capture(src, pids=frozenset(pids) | ({int(self_pid)} if self_pid and self_pid.isdigit() else set()),
+                  errors=rec.errors)
     for logical in rec.touched:
         cap.touch(logical)
     for logical in rec.listed:
@@ -304,6 +312,7 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int] = ()) -> Capture:
         f"kernel: {src.read_optional('/proc/sys/kernel/osrelease') or 'unknown'}\n"
         f"pids: {' '.join(str(p) for p in pids) or '-'}\n"
         + "".join(f"unreadable: {p}\n" for p in sorted(cap.unreadable))
+        + "".join(f"dry-run error: {e}\n" for e in cap.errors)
     )
     cap.files["/SNAPSHOT.txt"] = note.encode()
     if archive:

@@ -125,3 +125,17 @@ def test_only_device_fds_and_named_environment_keys_are_kept(cli, tmp_path):
     other = [p for p in os.listdir(out / "proc") if p.isdigit() and int(p) not in (child.pid,)]
     assert len(other) <= 1  # only the snapshotting process itself (/proc/self), never the process table
     assert not any(b"s3cret-value" in p.read_bytes() for p in out.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_a_dry_run_command_that_hits_a_bug_is_named(cli, tmp_path, monkeypatch):
+    import numatune.reports
+
+    def broken(*_args):  # noqa: ANN002, ANN202
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(numatune.reports, "inspect_json", broken)
+    out = tmp_path / "snap"
+    result = cli("snapshot", "-o", str(out))
+    assert result.exit_code == 0 and "may be incomplete: inspect --json: RuntimeError: boom" in result.stderr
+    assert "dry-run error: inspect --json: RuntimeError: boom\n" in (out / "SNAPSHOT.txt").read_text()
+    assert (out / "proc/interrupts").is_file()  # the other commands still read what they read
