@@ -20,7 +20,7 @@ import pytest
 import numatune.host as host_module
 from numatune.errors import ArchiveRefused, ExitCode, PermissionDenied
 from numatune.host import DENIED, ESCAPES, Host
-from tests.conftest import fixture_root
+from tests.conftest import fixture_copy
 
 
 def _sym(name: str, target: str) -> tarfile.TarInfo:
@@ -153,9 +153,8 @@ def test_a_process_device_link_is_the_one_absolute_link_kept(sandbox):
 
 # -- directory roots ---------------------------------------------------------------------------------
 def _copy_of(name: str, dest) -> str:
-    """A writable copy of a fixture root (whatever form fixture_root gives it in)."""
-    shutil.copytree(Host.open(fixture_root(name)).root, dest, symlinks=True)
-    return str(dest)
+    """A writable copy of a fixture root."""
+    return str(fixture_copy(name, dest))
 
 
 MEMINFO = "/sys/devices/system/node/node0/meminfo"
