@@ -64,11 +64,14 @@ def check_report(host: Host, source: str, policy: Policy | None = None, policy_n
 
     level = fail_level(fail_on, policy)
     results, topo = run_checks(host, policy, pids, pci_ids_from_env(), sched)
+    from numatune.readers import host_skipped
+
+    skipped = host_skipped(host, topo.skipped)  # and what irq's and audit's readers could not read
     if fmt == "json":
         from numatune.render.check_json import check_document
         from numatune.render.envelope import dumps
 
-        text = dumps(check_document(source, policy_name, level, results, topo.skipped)) + "\n"
+        text = dumps(check_document(source, policy_name, level, results, skipped)) + "\n"
     elif fmt == "junit":
         from numatune.render.junit import check_junit
 
@@ -77,7 +80,7 @@ def check_report(host: Host, source: str, policy: Policy | None = None, policy_n
         from numatune.render.check_text import render_check_text
 
         text = render_check_text(source, policy_name, level, results, verbose=verbose)
-    return text, fails(results, level), [(s.subject, s.reason) for s in topo.skipped]
+    return text, fails(results, level), [(s.subject, s.reason) for s in skipped]
 
 
 def _irq_results(host: Host, topo: Topology, reserved: frozenset[int]):  # noqa: ANN202

@@ -5,6 +5,7 @@ from __future__ import annotations
 from numatune.host import Host
 from numatune.model.findings import Skipped
 from numatune.model.topology import CxlTopology, GpuFabric, KernelSettings, NumaNode, PciDevice, Topology
+from numatune.readers import host_skipped
 from numatune.readers.cpus import read_cpus, summarize_cpus
 from numatune.readers.nodes import read_memory_tiers, read_nodes
 
@@ -69,9 +70,10 @@ def read_topology(
         cxl=memory,
         memory_tiers=tiers,
         settings=kernel,
-        skipped=tuple(skipped),
+        skipped=host_skipped(host, tuple(skipped)),
         fabric=fabric,
     )
+
 
 
 def classify_nodes(
