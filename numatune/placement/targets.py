@@ -185,19 +185,27 @@ def _gpu_local(gpu: Any, ctx: LiveContext) -> Target:
     from numatune.model.launch import LaunchOptions, RankInfo
     from numatune.plan.launch import choose_gpu, choose_node
 
-    index = getattr(gpu, "index", gpu)  # torch.device("cuda", 1) -> 1
-    if getattr(gpu, "type", "cuda") not in ("cuda", "hip"):
-        raise InputError(f"('local', {gpu!r}): not a GPU device")
-    if index is None:
-        index = 0
+    if isinstance(gpu, (int, str)):
+        index: Any = gpu
+    else:  # torch.device("cuda", 1) -> 1
+        if getattr(gpu, "type", None) not in ("cuda", "hip"):
+            raise InputError(f"('local', {gpu!r}): not a GPU device")
+        index = gpu.index if gpu.index is not None else 0
+    if isinstance(index, str) and index.isdigit():
+        index = int(index)
+    from numatune.model.launch import BindingError
+
     warnings: list[str] = []
-    if isinstance(index, int):
-        # a CUDA index counts the visible devices, as a rank's index does in launch
-        rank = RankInfo(index, f"GPU index {index}", None, None)
-        dev, choice, _ = choose_gpu(ctx.env, LaunchOptions(), rank, ctx.devices)
-    else:
-        rank = RankInfo(0, "--gpu", None, None)
-        dev, choice, _ = choose_gpu(ctx.env, LaunchOptions(gpu=str(index)), rank, ctx.devices)
+    try:
+        if isinstance(index, int):
+            # a CUDA index counts the visible devices, as a rank's index does in launch
+            rank = RankInfo(index, f"GPU index {index}", None, None)
+            dev, choice, _ = choose_gpu(ctx.env, LaunchOptions(), rank, ctx.devices)
+        else:
+            rank = RankInfo(0, "--gpu", None, None)
+            dev, choice, _ = choose_gpu(ctx.env, LaunchOptions(gpu=str(index)), rank, ctx.devices)
+    except BindingError as exc:
+        raise BindingError(f"target ('local', {gpu!r}): no such GPU ({exc.message})", hint=exc.hint) from None
     node, source = choose_node(ctx.topology, LaunchOptions(), dev, warnings)
     target_ctx = ctx._replace(here=node, here_reason=source)
     mem = _local_node(target_ctx)
