@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("numatune.cli.diff:diff_cmd", "Compare two roots, snapshots or JSON reports."),
     "fleet": ("numatune.cli.fleet:fleet_cmd", "Group many nodes' reports by topology and list the outliers."),
     "snapshot": ("numatune.cli.snapshot:snapshot_cmd", "Save what numatune reads into an archive that --root reads."),
+    "plan-memory": ("numatune.cli.plan_memory:plan_memory_cmd",
+                    "Plan which training buffers go to local DRAM and which to CXL (latency-first)."),
 }
 
 

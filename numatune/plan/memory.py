@@ -124,7 +124,7 @@ def latency_first(items: Sequence[Item | tuple], dram_budget: int | None = None,
     its = sorted((_item(i) for i in items), key=lambda i: i.cls)  # stable: the caller's order within a class
     reasons: list[str] = []
     warnings: list[str] = []
-    if dram_free is None and cxl_free is None and dram_budget is None and context is not None:
+    if dram_free is None and cxl_free is None and context is not None:
         dram_node, dram_free, dram_total, cxl_free, cxl_bandwidth, why = _live_figures(context, gpu)
         reasons.append(why)
     # DRAM budget
