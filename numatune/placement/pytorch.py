@@ -50,11 +50,13 @@ def apply(plan: MemoryPlan, *, populate: bool = True, context: LiveContext | Non
 
         raise not_fitting(plan)
     ps = memsys.page_size()
-    dram = plan.dram_bytes
-    total = dram + plan.cxl_bytes
-    if total == 0:
+    if not plan.parts:
         raise InputError("the plan places nothing")
-    dram_end = dram + (-dram % ps)
+    dram = plan.dram_bytes
+    # parts start on pages (the plan pads between items): the regions end where their last part ends
+    dram_end = max((p.offset + p.nbytes for p in plan.parts if p.tier == "dram"), default=0)
+    dram_end += -dram_end % ps
+    total = max(p.offset + p.nbytes for p in plan.parts)
     size = max(total + (-total % ps), dram_end)
     layout: list[tuple[int, int, tuple[int, ...]]] = []
     if dram_end:

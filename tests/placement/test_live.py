@@ -175,3 +175,19 @@ def test_live_context_reads_this_node():
     ctx = live_context()
     assert ctx.here in {n.id for n in ctx.topology.nodes}
     assert ctx.mems_allowed == memsys.mems_allowed()
+
+
+def test_apply_gives_each_planned_item_its_region(torch):
+    from numatune.placement import apply, latency_first
+
+    items = [("m", 4_000_000, 1), ("v", 4_000_000, 1), ("w16", 2_000_002, 2)]  # sizes off page multiples
+    plan = latency_first(items, 64 * MIB, dram_node=0)
+    pm = apply(plan)
+    assert pm.arena.report.check.ok
+    assert pm.regions == {"m": (0, 4_000_000), "v": (4_001_792, 4_000_000), "w16": (8_003_584, 2_000_002)}
+    w = pm.tensor("w16", (1_000_001,), torch.bfloat16)
+    assert w.data_ptr() == pm.arena.addr + 8_003_584 and dict(where(w)) == {0: 489}
+    with pytest.raises(InputError, match="the plan gave it 4000000"):
+        pm.tensor("m", (1_000_001,), torch.float32)
+    with pytest.raises(InputError, match="no item 'x'"):
+        pm.tensor("x")
