@@ -36,6 +36,8 @@ def parse_size(text: str, what: str) -> int:
 @click.option("--dram-budget", metavar="SIZE", help="DRAM to use (default: the node's free memory minus --reserve).")
 @click.option("--cxl-budget", metavar="SIZE", help="CXL to use (default: the CXL nodes' free memory).")
 @click.option("--reserve", metavar="SIZE", help="DRAM left free (default: max(2 GiB, 5% of the node)).")
+@click.option("--probe", "probe_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="CXL shares from `numatune probe --json` read bandwidths instead of HMAT.")
 @format_option("table", "json")
 @click.pass_obj
 def plan_memory_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the options
@@ -79,8 +81,9 @@ def plan_memory_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the 
     gpu = kw["gpu"]
     if gpu is not None and gpu.isdigit():
         gpu = int(gpu)
+    bws = _probe_figures(kw["probe_file"], ctx, gpu) if kw["probe_file"] else None
     plan = latency_first(items, budgets["dram_budget"], budgets["cxl_budget"], dram_reserve=budgets["reserve"],
-                         context=ctx, gpu=gpu, strict=False)
+                         context=ctx, gpu=gpu, strict=False, bandwidths=bws)
     model = {"params": int(params), "optimizer": kw["optimizer"], "layers": kw["layers"], "hidden": kw["hidden"],
              "seq_len": kw["seq_len"], "batch": kw["batch"]}
     if resolve_format(kw["fmt"], kw["as_json"]) == "json":
@@ -96,3 +99,21 @@ def plan_memory_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the 
     if not plan.fits:
         raise not_fitting(plan)
 
+
+
+def _probe_figures(path: str, ctx, gpu):  # noqa: ANN001, ANN202
+    """Read bandwidths measured from the local DRAM node (the plan's initiator) in a probe document."""
+    import json
+
+    from numatune.errors import InputError
+    from numatune.placement.targets import probe_bandwidths, resolve
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as exc:
+        raise InputError(f"cannot read --probe {path}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise InputError(f"--probe {path} is not JSON (expected numatune probe --json output)") from None
+    node = resolve(("local", gpu) if gpu is not None else "local", ctx).nodes[0]
+    return probe_bandwidths(doc, node)

@@ -278,6 +278,30 @@ def check_allowed(target: Target, ctx: LiveContext) -> None:
         )
 
 
+def probe_bandwidths(doc: Mapping[str, Any], initiator: int | None = None) -> dict[int, float]:
+    """{memory node: MB/s} from a `numatune probe --json` document (numatune.probe/1): the median read
+    bandwidth (else copy bandwidth) measured from `initiator` (default: the first one probed)."""
+    if not isinstance(doc, Mapping) or doc.get("schema") != "numatune.probe/1":
+        raise InputError("expected a numatune.probe/1 document (numatune probe --json)")
+    inits = doc.get("initiators") or []
+    if initiator is None:
+        if not inits:
+            raise InputError("the probe document lists no initiator")
+        initiator = inits[0]
+    out: dict[int, float] = {}
+    for cell in doc.get("cells", []):
+        if cell.get("initiator") != initiator or cell.get("status") != "ok":
+            continue
+        for key in ("read_gbps", "copy_gbps"):
+            fig = cell.get(key) or {}
+            if fig.get("median"):
+                out[int(cell["target"])] = float(fig["median"]) * 1000.0  # GB/s (1e9) -> MB/s as HMAT counts
+                break
+    if not out:
+        raise InputError(f"the probe document has no measured bandwidth from node {initiator}")
+    return out
+
+
 # -- stripe layout ------------------------------------------------------------------------------------------
 def stripe_chunk(nbytes: int, page: int, chunk: int | None = None) -> int:
     """Chunk size: 2 MiB (a huge page) for large ranges, smaller for small ones (so every node gets a

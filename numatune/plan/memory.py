@@ -113,12 +113,14 @@ def latency_first(items: Sequence[Item | tuple], dram_budget: int | None = None,
                   dram_node: int | None = None, dram_free: int | None = None, dram_reserve: int | None = None,
                   dram_total: int | None = None, cxl_free: Mapping[int, int] | None = None,
                   cxl_bandwidth: Mapping[int, float] | None = None, strict: bool = True,
-                  context: Any = None, gpu: Any = None) -> MemoryPlan:
+                  context: Any = None, gpu: Any = None,
+                  bandwidths: Mapping[int, float] | None = None) -> MemoryPlan:
     """Fill local DRAM in class order, split the straddling item, stripe the rest over CXL.
 
     Either give the figures (dram_free, cxl_free {node: bytes}, cxl_bandwidth {node: MB/s}) or let
     them be read from the live node (`context`, a placement LiveContext; `gpu` picks the GPU whose
-    node's DRAM is "local"). Budgets default to what is free minus the reserve (DRAM: max(2 GiB, 5%
+    node's DRAM is "local"; `bandwidths` {node: MB/s}, e.g. from `numatune probe`, replace HMAT's
+    figures for the CXL shares). Budgets default to what is free minus the reserve (DRAM: max(2 GiB, 5%
     of the node), CXL: 256 MiB per node). strict: raise when something fits nowhere.
     """
     its = sorted((_item(i) for i in items), key=lambda i: i.cls)  # stable: the caller's order within a class
@@ -127,6 +129,8 @@ def latency_first(items: Sequence[Item | tuple], dram_budget: int | None = None,
     if dram_free is None and cxl_free is None and context is not None:
         dram_node, dram_free, dram_total, cxl_free, cxl_bandwidth, why = _live_figures(context, gpu)
         reasons.append(why)
+        if bandwidths and all(bandwidths.get(n) for n in cxl_free):
+            cxl_bandwidth = {n: float(bandwidths[n]) for n in cxl_free}
     # DRAM budget
     if dram_budget is not None:
         if dram_budget < 0:

@@ -63,3 +63,18 @@ def test_bad_input_is_one_line(cli):
     assert r.exit_code == 7 and "no such GPU" in r.stderr
     r = cli("--root", HM, "plan-memory", "--params", "7e9", "--gpu", "1", "--node", "0")
     assert r.exit_code == 2
+
+
+def test_probe_figures_set_the_cxl_shares(cli, tmp_path):
+    from tests.placement.test_targets import PROBE_DOC
+
+    f = tmp_path / "probe.json"
+    f.write_text(json.dumps(PROBE_DOC))
+    r = cli("--root", HM, "plan-memory", "--params", "1e9", "--node", "0", "--probe", str(f), "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [(n["node"], n["share"]) for n in doc["cxl"]["nodes"]] == [(2, 0.75), (3, 0.25)]
+    assert "by bandwidth node 2 24000 MB/s, node 3 8000 MB/s" in doc["cxl"]["budget_source"]
+    f.write_text("{}")
+    r = cli("--root", HM, "plan-memory", "--params", "1e9", "--node", "0", "--probe", str(f))
+    assert r.exit_code == 3 and "numatune.probe/1" in r.stderr

@@ -134,3 +134,39 @@ def test_stripe_chunk_rule():
     assert stripe_chunk(1 << 30, PS, 64 * 1024) == 64 * 1024
     with pytest.raises(InputError, match="multiple of the page size"):
         resolve(Stripe([2, 3], chunk=1000), context_of(HM))
+
+
+def test_placement_imports_without_click_rich_torch_or_numpy():
+    import subprocess
+    import sys
+
+    code = ("import sys, numatune.placement as p; p.latency_first; "
+            "print(sorted(m for m in ('click', 'rich', 'torch', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# A hand-made numatune.probe/1 document (only the fields probe_bandwidths reads), labelled as such.
+PROBE_DOC = {
+    "schema": "numatune.probe/1",
+    "initiators": [0, 1],
+    "cells": [
+        {"initiator": 0, "target": 2, "status": "ok", "read_gbps": {"median": 24.0}, "copy_gbps": {"median": 30.0}},
+        {"initiator": 0, "target": 3, "status": "ok", "read_gbps": None, "copy_gbps": {"median": 8.0}},
+        {"initiator": 1, "target": 2, "status": "ok", "read_gbps": {"median": 12.0}},
+        {"initiator": 1, "target": 3, "status": "failed", "read_gbps": {"median": 99.0}},
+    ],
+}
+
+
+def test_probe_bandwidths_feed_the_stripe():
+    from numatune.placement.targets import probe_bandwidths
+
+    assert probe_bandwidths(PROBE_DOC) == {2: 24000.0, 3: 8000.0}  # read, else copy; MB/s
+    assert probe_bandwidths(PROBE_DOC, 1) == {2: 12000.0}  # failed cells are not figures
+    with pytest.raises(InputError, match="numatune.probe/1"):
+        probe_bandwidths({"schema": "numatune.inspect/1"})
+    with pytest.raises(InputError, match="no measured bandwidth from node 5"):
+        probe_bandwidths(PROBE_DOC, 5)
+    t = resolve("stripe:cxl", context_of(HM), bandwidths=probe_bandwidths(PROBE_DOC))
+    assert t.shares == ((2, 0.75), (3, 0.25)) and t.share_source == "caller's bandwidth figures"

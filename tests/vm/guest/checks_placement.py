@@ -180,13 +180,15 @@ def placement_plan_apply(ctx: Context) -> dict[str, Any]:
     """apply(latency_first(...)): DRAM region on node 1, the rest on CXL; the straddling item spans both."""
     got = _scenario(ctx, "plan_apply")
     cxl = got["cxl_node"]
-    arena, _ = numa_maps_pages(got["arena"]["numa_maps"])
-    w, _ = numa_maps_pages(got["weights"]["numa_maps"])
-    if arena != {1: 1024, cxl: 256} or not got["arena"]["ok"]:
-        raise CheckFailed(f"plan arena: numa_maps {arena} (want node 1: 1024, node {cxl}: 256)")
-    if w != {1: 256, cxl: 256} or got["weights"]["where"] != {"1": 256, str(cxl): 256}:
-        raise CheckFailed(f"bf16 weights: numa_maps {w}, where {got['weights']['where']}")
-    return {"arena": arena, "weights": w, "parts": got["parts"]}
+    lines = got["arena"]["numa_maps"]
+    arena, _ = numa_maps_pages(lines)
+    # the arena's two mappings: [0, 4 MiB) DRAM node 1, [4 MiB, 5 MiB) CXL; the weights (3-5 MiB) span both
+    per_map = [numa_maps_pages([line])[0] for line in lines]
+    if arena != {1: 1024, cxl: 256} or per_map != [{1: 1024}, {cxl: 256}] or not got["arena"]["ok"]:
+        raise CheckFailed(f"plan arena: numa_maps {per_map} (want node 1: 1024, then node {cxl}: 256)")
+    if got["weights"]["where"] != {"1": 256, str(cxl): 256}:
+        raise CheckFailed(f"bf16 weights: where {got['weights']['where']}")
+    return {"arena": per_map, "weights": got["weights"]["where"], "parts": got["parts"]}
 
 
 @check("cxl")
