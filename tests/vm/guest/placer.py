@@ -21,6 +21,10 @@ from typing import Any
 
 PS = os.sysconf("SC_PAGE_SIZE")
 MIB = 1 << 20
+# the cxl topology's nodes: 1 the CPUs' node (local), 2 a CPU-less HMAT node; overridable so that the
+# scenarios can be smoke-run on a one-node machine (PLACER_FAR=0 PLACER_LOCAL=0 PLACER_CXL=0)
+LOCAL = int(os.environ.get("PLACER_LOCAL", "1"))
+FAR = int(os.environ.get("PLACER_FAR", "2"))
 
 # fixed mmap threshold: glibc's dynamic one grows after frees, and the tensors here must each get a
 # mapping of their own (as large training tensors do), so that place() needs no shared edge pages
@@ -61,6 +65,8 @@ def record(obj: Any, **extra: Any) -> dict[str, Any]:
 def cxl_node() -> int:
     from numatune.placement import live_context
 
+    if "PLACER_CXL" in os.environ:
+        return int(os.environ["PLACER_CXL"])
     ctx = live_context()
     return next(n.id for n in ctx.topology.nodes if n.kind == "cxl")
 
@@ -73,8 +79,8 @@ def arenas() -> dict[str, Any]:
     out = {"cxl_node": cxl}
     keep = []
     for name, size, target in (("local", 8 * MIB, "local"), ("node0", 8 * MIB, 0), ("cxl", 2 * MIB, "cxl"),
-                               ("stripe_given", 4 * MIB, Stripe([2, cxl], {2: 3, cxl: 1})),
-                               ("stripe_hmat", 6 * MIB, Stripe([0, 2]))):
+                               ("stripe_given", 4 * MIB, Stripe([FAR, cxl], {FAR: 3, cxl: 1})),
+                               ("stripe_hmat", 6 * MIB, Stripe([0, FAR]))):
         a = Arena(size, target)
         keep.append(a)
         out[name] = record(a, report=a.report.describe(), ok=a.report.check.ok,
@@ -89,7 +95,7 @@ def thread_pool() -> dict[str, Any]:
     from numatune.placement import Arena, where
 
     torch.set_num_threads(4)
-    a = Arena(16 * MIB, 2, populate=False)
+    a = Arena(16 * MIB, FAR, populate=False)
     t = a.empty((4 * MIB,), torch.float32)
     t.fill_(1.0)  # faulted in by the intra-op pool, whose threads' own policy is the process's bind:0
     torch.add(t, 1.0, out=t)
@@ -108,7 +114,7 @@ def place_tensors() -> dict[str, Any]:
     rt = place(t, "cxl")
     a = np.arange(512 * 1024, dtype=np.float32)
     before_a = record(a)
-    ra = place(a, 2)
+    ra = place(a, FAR)
     return {
         "cxl_node": cxl,
         "torch": record(t, before=before_t["numa_maps"], report=rt.describe(), moved=rt.moved,
@@ -124,9 +130,9 @@ def no_rebalance() -> dict[str, Any]:
     from numatune.placement import Stripe, place
 
     a = np.ones(1024 * 1024, dtype=np.float32)  # 4 MiB on node 0
-    r1 = place(a, [0, 2])
+    r1 = place(a, [0, FAR])
     first = record(a, report=r1.describe(), notes=list(r1.notes), moved=r1.moved)
-    r2 = place(a, Stripe([0, 2], {0: 1, 2: 1}))
+    r2 = place(a, Stripe([0, FAR], {0: 1, FAR: 1}))
     return {"bind_set": first, "stripe": record(a, report=r2.describe(), moved=r2.moved)}
 
 
@@ -139,7 +145,7 @@ def refusals() -> dict[str, Any]:
     out: dict[str, Any] = {}
     small = torch.ones(10)
     try:
-        place(small, 2)
+        place(small, FAR)
         out["edge"] = {"raised": None}
     except NumatuneError as exc:
         out["edge"] = {"raised": type(exc).__name__, "message": exc.message, "hint": exc.hint}
@@ -150,7 +156,7 @@ def refusals() -> dict[str, Any]:
     del c
     m.close()
     try:
-        place((addr, 4 * PS), 2)
+        place((addr, 4 * PS), FAR)
         out["vanished"] = {"raised": None}
     except NumatuneError as exc:
         out["vanished"] = {"raised": type(exc).__name__, "message": exc.message}
@@ -171,9 +177,9 @@ def forked() -> dict[str, Any]:
         os._exit(0)
     os.close(r)
     try:
-        r1 = place(a, 2, strict=False)
+        r1 = place(a, FAR, strict=False)
         first = record(a, report=r1.describe(), unmovable=r1.unmovable, ok=r1.ok)
-        r2 = place(a, 2, move_shared=True)  # root in the guest: CAP_SYS_NICE
+        r2 = place(a, FAR, move_shared=True)  # root in the guest: CAP_SYS_NICE
         second = record(a, report=r2.describe(), ok=r2.ok)
     finally:
         os.write(w, b"x")
@@ -187,7 +193,7 @@ def plan_apply() -> dict[str, Any]:
     cxl = cxl_node()
     ctx = live_context()
     plan = latency_first([("adam state", 3 * MIB, 1), ("bf16 weights", 2 * MIB, 2)], dram_budget=4 * MIB,
-                         dram_node=1, cxl_free={cxl: 512 * MIB})
+                         dram_node=LOCAL, cxl_free={cxl: 512 * MIB})
     pm = apply(plan, context=ctx)
     w = pm.tensor("bf16 weights")
     return {"cxl_node": cxl, "arena": record(pm.arena, ok=pm.arena.report.check.ok),
@@ -202,7 +208,7 @@ def optimizer() -> dict[str, Any]:
 
     model = torch.nn.Linear(512, 512)
     opt = torch.optim.AdamW(model.parameters())
-    arena, n = place_optimizer_state(opt, 2)
+    arena, n = place_optimizer_state(opt, FAR)
     for _ in range(2):
         model(torch.randn(8, 512)).sum().backward()
         opt.step()
