@@ -61,7 +61,7 @@ class ArenaReport(NamedTuple):
     def describe(self) -> str:
         c = self.check
         state = "verified" if c.ok else f"{c.misplaced} page(s) misplaced"
-        return (f"arena {fmt_bytes(self.nbytes)} on {self.target.describe()}: {c.found.describe()} ({state}; "
+        return (f"arena {fmt_bytes(self.nbytes)} for {self.target.describe()} -> {c.found.describe()} ({state}; "
                 f"{self.runs} mbind range(s), {self.seconds * 1000:.1f} ms)")
 
 

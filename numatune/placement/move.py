@@ -50,6 +50,8 @@ class PlaceReport(NamedTuple):
     def describe(self) -> str:
         head = (f"{self.label}: {self.pages} page(s) to {self.target.describe()}: {self.moved} moved; now "
                 f"{self.check.found.describe()}")
+        if self.check.misplaced:
+            head += f" ({self.check.misplaced} off target)"
         if self.unmovable:
             head += "; left behind: " + ", ".join(f"{n} {why}" for why, n in self.unmovable.items())
         return head

@@ -242,3 +242,28 @@ def placement_cpuset_refusal(ctx: Context) -> dict[str, Any]:
     subprocess.run(["rmdir", str(cg)], check=False)
     return {"mems_allowed": got["mems_allowed"], "checked": got["checked"]["message"],
             "kernel": got["kernel"]["message"]}
+
+
+@check("cxl")
+def placement_benchmark_mechanics(ctx: Context) -> dict[str, Any]:
+    """benchmarks/bench_placement.py runs every variant on a real CXL node (figures: mechanics only, MMIO)."""
+    bench = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_placement.py"
+    res = run(["numactl", "--cpunodebind=1", sys.executable, str(bench), "--sizes", "1e5", "--steps", "1"],
+              timeout=300)
+    rows = {}
+    for line in res.stdout.splitlines():
+        parts = line.split(None, 4)
+        if len(parts) == 5 and parts[0] == "100000":
+            rows[parts[1]] = parts[4]
+    if res.returncode != 0 or set(rows) != {"dram", "cxl", "interleave", "plan"}:
+        raise CheckFailed(f"benchmark rows {sorted(rows)}:\n{res.summary()}")
+    problems = []
+    cxl = ctx.cxl_node()
+    for variant, want in (("dram", {1}), ("cxl", {cxl}), ("interleave", {1, cxl}), ("plan", {1})):
+        m = re.match(r"\{(.*)\}$", rows[variant].strip())
+        nodes = {int(k) for k, _ in re.findall(r"(\d+): (\d+)", m[1])} if m else set()
+        if nodes != want:
+            problems.append(f"{variant}: pages on {rows[variant]} (want nodes {sorted(want)})")
+    if problems:
+        raise CheckFailed("\n".join(problems) + "\n" + res.summary())
+    return {"rows": rows}
