@@ -102,26 +102,29 @@ def thread_pool() -> dict[str, Any]:
     return record(t, where=dict(where(t)), threads=torch.get_num_threads(), sum=float(t.sum()))
 
 
-def place_tensors() -> dict[str, Any]:
+def place_numpy() -> dict[str, Any]:
     import numpy as np
+
+    from numatune.placement import place
+
+    a = np.arange(512 * 1024, dtype=np.float32)  # 2 MiB, faulted on node 0 (bind:0 process)
+    before = record(a)
+    r = place(a, FAR)
+    return record(a, before=before["numa_maps"], report=r.describe(), moved=r.moved, node=FAR,
+                  intact=bool((a == np.arange(512 * 1024, dtype=np.float32)).all()))
+
+
+def place_torch() -> dict[str, Any]:
     import torch
 
     from numatune.placement import place
 
     cxl = cxl_node()
     t = torch.arange(512 * 1024, dtype=torch.float32)  # 2 MiB, faulted on node 0 (bind:0 process)
-    before_t = record(t)
-    rt = place(t, "cxl")
-    a = np.arange(512 * 1024, dtype=np.float32)
-    before_a = record(a)
-    ra = place(a, FAR)
-    return {
-        "cxl_node": cxl,
-        "torch": record(t, before=before_t["numa_maps"], report=rt.describe(), moved=rt.moved,
-                        intact=bool((t == torch.arange(512 * 1024, dtype=torch.float32)).all())),
-        "numpy": record(a, before=before_a["numa_maps"], report=ra.describe(), moved=ra.moved,
-                        intact=bool((a == np.arange(512 * 1024, dtype=np.float32)).all())),
-    }
+    before = record(t)
+    r = place(t, "cxl")
+    return record(t, before=before["numa_maps"], report=r.describe(), moved=r.moved, node=cxl,
+                  intact=bool((t == torch.arange(512 * 1024, dtype=torch.float32)).all()))
 
 
 def no_rebalance() -> dict[str, Any]:
@@ -137,13 +140,13 @@ def no_rebalance() -> dict[str, Any]:
 
 
 def refusals() -> dict[str, Any]:
-    import torch
+    import numpy as np
 
     from numatune.errors import NumatuneError
     from numatune.placement import place
 
     out: dict[str, Any] = {}
-    small = torch.ones(10)
+    small = np.ones(10, dtype=np.float32)  # 40 bytes on the heap, next to other objects
     try:
         place(small, FAR)
         out["edge"] = {"raised": None}
@@ -195,7 +198,8 @@ def plan_apply() -> dict[str, Any]:
     plan = latency_first([("adam state", 3 * MIB, 1), ("bf16 weights", 2 * MIB, 2)], dram_budget=4 * MIB,
                          dram_node=LOCAL, cxl_free={cxl: 512 * MIB})
     pm = apply(plan, context=ctx)
-    w = pm.tensor("bf16 weights")
+    off, nbytes = pm.regions["bf16 weights"]
+    w = pm.arena.at(off, (nbytes // 4,), "float32")  # numpy: the torch import is slow in the TCG guest
     return {"cxl_node": cxl, "arena": record(pm.arena, ok=pm.arena.report.check.ok),
             "weights": record(w, where=dict(where(w))),
             "parts": [[p.item, p.tier, p.nbytes, p.offset] for p in plan.parts]}
@@ -217,6 +221,25 @@ def optimizer() -> dict[str, Any]:
                  for p in model.parameters() for k in ("exp_avg", "exp_avg_sq"))
     return record(arena, tensors=n, inside=inside, where=dict(where(arena)),
                   step=float(opt.state[model.weight]["step"]))
+
+
+def bench() -> dict[str, Any]:
+    """benchmarks/bench_placement.py's variants at 1e5 elements (mechanics only: QEMU's CXL is MMIO)."""
+    import argparse
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+    import bench_placement
+
+    from numatune.placement import live_context
+
+    ctx = live_context()
+    args = argparse.Namespace(dram_budget=64 * MIB)  # the guest's 1 GiB nodes: the default reserve is 2 GiB
+    rows = {}
+    for variant in ("dram", "cxl", "interleave", "plan"):
+        ts, holder, placed = bench_placement.build(variant, 100_000, args, ctx)
+        rows[variant] = {"placed": placed, "step_ms": round(bench_placement.time_step(ts, 1) * 1000, 2)}
+    return {"cxl_node": cxl_node(), "rows": rows}
 
 
 def zones() -> dict[str, Any]:
@@ -252,8 +275,8 @@ def cgroup() -> dict[str, Any]:
     return out
 
 
-SCENARIOS = {f.__name__: f for f in (arenas, thread_pool, place_tensors, no_rebalance, refusals, forked,
-                                     plan_apply, optimizer, zones, cgroup)}
+SCENARIOS = {f.__name__: f for f in (arenas, thread_pool, place_numpy, place_torch, no_rebalance, refusals, forked,
+                                     plan_apply, optimizer, bench, zones, cgroup)}
 
 
 def main() -> int:
