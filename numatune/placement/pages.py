@@ -68,7 +68,7 @@ def span_of(obj: Any) -> Span:
     if isinstance(obj, tuple) and len(obj) == 2 and all(isinstance(x, int) for x in obj):
         if obj[1] <= 0:
             raise InputError(f"span {obj}: nbytes must be positive")
-        return Span(obj[0], obj[1], f"{obj[1]} bytes at {obj[0]:#x}")
+        return Span(obj[0], obj[1], f"buffer of {obj[1]} bytes")
     span = getattr(obj, "span", None)  # Arena
     if isinstance(span, Span):
         return span

@@ -57,7 +57,9 @@ class Target(NamedTuple):
         if self.striped:
             parts = ", ".join(f"node {n} {s:.0%}" for n, s in self.shares)
             return f"{self.spec}: stripe {parts} ({self.share_source})"
-        return f"{self.spec}: node(s) {format_cpulist(self.nodes)}"
+        if self.spec.startswith("node"):
+            return self.spec
+        return f"{self.spec} (node{'s' if len(self.nodes) > 1 else ''} {format_cpulist(self.nodes)})"
 
 
 class LiveContext(NamedTuple):
