@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from numatune import memsys
 from numatune.cpulist import format_cpulist
-from numatune.errors import NumatuneError, PermissionDenied
+from numatune.errors import CommandNotExecutable, CommandNotRunnable, NumatuneError, PermissionDenied
 from numatune.host import Host
 from numatune.model.launch import LaunchFacts, LaunchPlan, Numactl
 from numatune.model.topology import PciDevice, Topology
@@ -24,10 +24,6 @@ from numatune.model.topology import PciDevice, Topology
 ISOLATED = "/sys/devices/system/cpu/isolated"
 WEIGHT_DIR = "/sys/kernel/mm/mempolicy/weighted_interleave"
 
-class CommandNotRunnable(NumatuneError):
-    """The command itself cannot be exec'd: 127 when not found, 126 otherwise (as shells do)."""
-
-    exit_code = 127  # type: ignore[assignment]
 
 
 # -- facts --------------------------------------------------------------------------------------------
@@ -208,6 +204,11 @@ def apply_plan(plan: LaunchPlan, environ: Mapping[str, str]) -> NoReturn:
     program = plan.command[0] if plan.command else ""
     if not program or ("/" not in program and which(program) is None):
         raise CommandNotRunnable(f"cannot run {program!r}: command not found")
+    if "/" in program:  # checked here too: numactl and taskset exit 1, not 126/127, when their exec fails
+        if not os.path.exists(program):
+            raise CommandNotRunnable(f"cannot run {program!r}: command not found")
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            raise CommandNotExecutable(f"cannot run {program!r}: Permission denied")
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -215,6 +216,4 @@ def apply_plan(plan: LaunchPlan, environ: Mapping[str, str]) -> NoReturn:
     except FileNotFoundError as exc:
         raise CommandNotRunnable(f"cannot run {plan.argv[0]!r}: command not found") from exc
     except OSError as exc:
-        err = CommandNotRunnable(f"cannot run {plan.argv[0]!r}: {exc.strerror or exc}")
-        err.exit_code = 126  # type: ignore[assignment]
-        raise err from exc
+        raise CommandNotExecutable(f"cannot run {plan.argv[0]!r}: {exc.strerror or exc}") from exc

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import gzip
 import io
 import os
 import re
@@ -134,9 +135,12 @@ class Capture:
             if not out.exists() and not out.is_symlink():
                 os.symlink(target, out)
 
-    def write_tar(self, dest: Path, top: str) -> None:
-        now = time.time()
-        with tarfile.open(dest, "w:gz") as tar:
+    def write_tar(self, dest: Path, top: str, *, mtime: int | None = None) -> None:
+        """Members sorted, owned by uid/gid 0, no name or time in the gzip header: with a fixed `mtime`
+        the same capture always gives the same bytes (fixtures/ is packed this way)."""
+        now = int(time.time()) if mtime is None else mtime
+        with open(dest, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for d in sorted(self.dirs | {os.path.dirname(p) for p in (*self.files, *self.links)}):
                 info = tarfile.TarInfo(f"{top}{d}" if d != "/" else top)
                 info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now

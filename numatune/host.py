@@ -74,7 +74,7 @@ class Host:
         """The real path of a logical one (a str: pathlib costs an import on every command)."""
         rel = logical.lstrip("/")
         if ".." in rel.split("/"):
-            raise ValueError(f"path escapes the root: {logical}")
+            raise InputError(f"path escapes the root: {logical}")  # a name read from the tree, not a bug: exit 3
         return os.path.join(self.root, rel)
 
     def logical(self, real: str | os.PathLike[str]) -> str:

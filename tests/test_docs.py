@@ -24,7 +24,7 @@ def test_every_command_is_documented(command):
 
 
 @pytest.mark.skipif(shutil.which("man") is None, reason="man is not installed")
-@pytest.mark.parametrize("page", sorted(p.name for p in (PROJECT / "man").glob("*.1")))
+@pytest.mark.parametrize("page", sorted(p.name for p in (PROJECT / "man").glob("*.[17]")))
 def test_man_pages_render_without_warnings(page):
     done = subprocess.run(["man", "--warnings", "-l", str(PROJECT / "man" / page)], capture_output=True, text=True,
                           env={"MANWIDTH": "100", "PATH": "/usr/bin:/bin"})
@@ -44,3 +44,11 @@ def test_exit_codes_documented_once_and_match_the_enum():
     for code in ExitCode:
         assert f".B {int(code)}\n" in page, code
         assert f"| {int(code)} |" in README, code
+
+
+def test_every_json_schema_is_documented():
+    from numatune.render.envelope import SCHEMAS
+
+    page = (PROJECT / "docs" / "json-schemas.md").read_text()
+    headings = set(re.findall(r"^## `?(numatune\.[\w-]+/\d+)`?", page, re.M))
+    assert headings == set(SCHEMAS.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from numatune.model.check import CheckResult
-from numatune.model.findings import Finding, Severity
+from numatune.model.findings import REGISTRY, Finding, Severity
 from numatune.model.topology import Topology
 
 
@@ -14,11 +14,10 @@ def topology_results(topo: Topology) -> list[CheckResult]:
     from numatune.analysis.topology_findings import CHECKS
 
     out = []
-    for check in CHECKS:
+    for code, check in CHECKS:
         name = check.__name__.removeprefix("check_")
-        doc = (check.__doc__ or "").strip().splitlines()
         findings = tuple(sorted(check(topo), key=lambda f: (f.code, f.subject)))
-        out.append(CheckResult(f"topology.{name}", "topology", doc[0] if doc else name.replace("_", " "), findings))
+        out.append(CheckResult(f"topology.{name}", "topology", _titled(code.code), findings))
     return out
 
 
@@ -30,9 +29,24 @@ def grouped_results(group: str, findings: Iterable[Finding], ran: str) -> list[C
     if not by_code:
         return [CheckResult(f"{group}.all", group, ran)]
     return [
-        CheckResult(f"{group}.{code}", group, f"{ran}: {code}", tuple(sorted(fs, key=lambda f: f.subject)))
+        CheckResult(f"{group}.{code}", group, f"{ran}: {_titled(code)}", tuple(sorted(fs, key=lambda f: f.subject)))
         for code, fs in sorted(by_code.items())
     ]
+
+
+def _titled(code: str) -> str:
+    return f"{code} {REGISTRY[code].title}" if code in REGISTRY else code
+
+
+def supersede(results: list[CheckResult]) -> list[CheckResult]:
+    """Drop a finding that another one replaces on the same subject (the registry's `supersedes`): one fact,
+    one report (NT340 for a GPU-local NIC's IRQs on rank cores, not NT340 and NT203)."""
+    replaced = {(REGISTRY[f.code].supersedes, f.subject) for r in results for f in r.findings
+                if f.code in REGISTRY and REGISTRY[f.code].supersedes}
+    if not replaced:
+        return results
+    return [r._replace(findings=tuple(f for f in r.findings if (f.code, f.subject) not in replaced))
+            for r in results]
 
 
 def all_findings(results: Iterable[CheckResult]) -> list[Finding]:

@@ -5,12 +5,33 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from numatune.cpulist import format_cpulist
-from numatune.model.findings import Finding, Severity
+from numatune.model.findings import Finding, Severity, register
 from numatune.model.irq import DeviceIrqs, Irq, IrqReport
 from numatune.model.topology import Topology
 
 REMOTE_SHARE = 0.10  # a device whose interrupts land more than this share off its node is flagged
 PLAN_FIX = "run `numatune irq plan` to see the local placement, then `numatune irq apply`"
+
+NT201 = register("NT201", Severity.WARNING, "irq", "a device's interrupts fire on other nodes", """
+    More than 10% of a device's interrupts (managed IRQs aside) fired on CPUs of other nodes since boot:
+    each one crosses the socket link and pollutes a remote cache.""")
+NT202 = register("NT202", Severity.WARNING, "irq", "IRQs routed outside the device's node", """
+    Movable IRQs of a device are routed only to CPUs outside the device's node.""")
+NT203 = register("NT203", Severity.WARNING, "irq", "IRQs can land on cores reserved for ranks", """
+    IRQs that can land on cores reserved for ranks (irq --exclude-cpus, --ranks-per-node; check: the
+    policy's irq.rank_cpus). For a GPU-local NIC under a policy, NT340 reports the same IRQs instead.""")
+NT204 = register("NT204", Severity.WARNING, "irq", "IRQs routed only to isolated CPUs", """
+    IRQs routed only to isolated CPUs (/sys/devices/system/cpu/isolated), which are kept for
+    latency-critical work.""")
+NT205 = register("NT205", Severity.WARNING, "irq", "irqbalance is running", """
+    irqbalance is running: a warning, since it will undo affinity set by hand, with the
+    IRQBALANCE_BANNED_CPULIST line that keeps it off the reserved and isolated CPUs; info when the running
+    daemon already bans them.""")
+NT206 = register("NT206", Severity.INFO, "irq", "kernel-managed IRQs", """
+    Kernel-managed IRQs (NVMe queues, some NICs) are spread by the kernel and cannot be moved.""")
+NT207 = register("NT207", Severity.INFO, "irq", "device node unknown: IRQ locality cannot be judged", """
+    The device reports numa_node -1 (see NT001) on a machine with several nodes, so whether its
+    interrupts are local cannot be told.""")
 
 
 def node_map(topo: Topology) -> dict[int, int]:
@@ -53,8 +74,7 @@ def irq_findings(topo: Topology, irqs: IrqReport, reserved: Iterable[int] = ()) 
         movable = [i for i in dev.irqs if i.present and i.managed is not True]
         if dev.node is None:
             if dev.irqs and multi:
-                out.append(Finding(
-                    "NT207", Severity.INFO,
+                out.append(NT207(
                     f"{_label(dev)}: node unknown, locality of its {len(dev.irqs)} IRQs cannot be judged",
                     "fix the device's numa_node (see NT001) or plan with a root that has sysfs", dev.key,
                 ))
@@ -68,16 +88,14 @@ def irq_findings(topo: Topology, irqs: IrqReport, reserved: Iterable[int] = ()) 
                 if t and r / t > 0.5:
                     hot.append(i.irq)
             if total and remote / total > REMOTE_SHARE:
-                out.append(Finding(
-                    "NT201", Severity.WARNING,
+                out.append(NT201(
                     f"{_label(dev)} on node {dev.node}: {remote / total:.0%} of its {total:,} interrupts fired on "
                     f"other nodes' CPUs ({len(hot)} of {len(movable)} movable IRQs mostly remote: {_irqs(hot)})",
                     PLAN_FIX, dev.key,
                 ))
             off = [i.irq for i in movable if locality(i, dev.node, node_of) is False]
             if off:
-                out.append(Finding(
-                    "NT202", Severity.WARNING,
+                out.append(NT202(
                     f"{_label(dev)} on node {dev.node}: {len(off)} IRQs are routed to CPUs outside node {dev.node} "
                     f"({_irqs(off)})",
                     PLAN_FIX, dev.key,
@@ -85,8 +103,7 @@ def irq_findings(topo: Topology, irqs: IrqReport, reserved: Iterable[int] = ()) 
         if reserved_set:
             on_rank = [i.irq for i in movable if set(i.where or ()) & reserved_set]
             if on_rank:
-                out.append(Finding(
-                    "NT203", Severity.WARNING,
+                out.append(NT203(
                     f"{_label(dev)}: {len(on_rank)} IRQs can land on cores reserved for ranks "
                     f"({format_cpulist(reserved_set)}): {_irqs(on_rank)}",
                     "run `numatune irq plan` with the same --ranks-per-node/--exclude-cpus, then `numatune irq apply`",
@@ -95,16 +112,14 @@ def irq_findings(topo: Topology, irqs: IrqReport, reserved: Iterable[int] = ()) 
         if isolated:
             on_iso = [i.irq for i in movable if i.where and set(i.where) <= isolated]
             if on_iso:
-                out.append(Finding(
-                    "NT204", Severity.WARNING,
+                out.append(NT204(
                     f"{_label(dev)}: {len(on_iso)} IRQs are routed only to isolated CPUs "
                     f"({format_cpulist(isolated)}): {_irqs(on_iso)}",
                     PLAN_FIX, dev.key,
                 ))
         managed = [i.irq for i in dev.irqs if i.managed]
         if managed:
-            out.append(Finding(
-                "NT206", Severity.INFO,
+            out.append(NT206(
                 f"{_label(dev)}: {len(managed)} IRQs are kernel-managed and cannot be moved ({_irqs(managed)})",
                 "", dev.key,
             ))
@@ -112,15 +127,13 @@ def irq_findings(topo: Topology, irqs: IrqReport, reserved: Iterable[int] = ()) 
         keep_off = reserved_set | isolated
         banned = frozenset(irqs.irqbalance_banned or ())
         if keep_off and keep_off <= banned:
-            out.append(Finding(
-                "NT205", Severity.INFO,
+            out.append(NT205(
                 f"irqbalance is running and already keeps off CPUs {format_cpulist(banned)}",
-                "", "irqbalance",
+                "", "irqbalance", Severity.INFO,
             ))
         else:
             line = f"IRQBALANCE_BANNED_CPULIST={format_cpulist(keep_off)}" if keep_off else ""
-            out.append(Finding(
-                "NT205", Severity.WARNING,
+            out.append(NT205(
                 "irqbalance is running: it moves interrupts on its own and will undo affinity set by hand"
                 + (f"; it is not kept off CPUs {format_cpulist(keep_off - banned)}" if keep_off - banned else ""),
                 (f"set {line} in /etc/default/irqbalance (or /etc/sysconfig/irqbalance) and restart it, "

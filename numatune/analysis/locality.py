@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.model._record import record
-from numatune.model.findings import Finding, Severity
+from numatune.model.findings import Finding, Severity, register
 from numatune.model.process import AccessCounters, Fix, Locality, ProcessAudit, ProcessInfo
 from numatune.model.topology import Topology
 
@@ -38,6 +38,19 @@ class Thresholds:
 
 
 DEFAULT_THRESHOLDS = Thresholds()
+
+NT401 = register("NT401", Severity.ERROR, "audit", "a process's memory is misplaced on remote nodes", """
+    More than 20% of the process's resident memory is on nodes other than its home node(s) (the nodes
+    of the CPUs it may run on): audit's verdict "misplaced". The fix migrates the pages
+    (migratepages) or moves the threads (taskset).""")
+NT402 = register("NT402", Severity.WARNING, "audit", "part of a process's memory is on remote nodes", """
+    Between 5% and 20% of the process's resident memory is on remote nodes: audit's verdict
+    "warning".""")
+NT403 = register("NT403", Severity.WARNING, "audit", "a process's memory is on a slow tier by accident", """
+    More than 10% of the process's memory is on slow-tier nodes (CPU-less CXL/PMem) although no memory
+    policy of the process names them.""")
+NT404 = register("NT404", Severity.WARNING, "audit", "a process's threads run off its home node", """
+    Threads of the process last ran on CPUs outside its home node(s), away from its memory.""")
 
 
 def node_classes(topo: Topology) -> tuple[frozenset[int], frozenset[int]]:
@@ -328,21 +341,17 @@ def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = D
     if loc.verdict == "n/a":
         return out
     if loc.remote_ratio > thresholds.remote_misplaced:
-        out.append(Finding("NT401", Severity.ERROR,
-                           f"{_pct(loc.remote_ratio)} of its memory is on remote nodes (home {_nodes(loc.home_nodes)})",
-                           fix, subject))
+        out.append(NT401(f"{_pct(loc.remote_ratio)} of its memory is on remote nodes (home {_nodes(loc.home_nodes)})",
+                         fix, subject))
     elif loc.remote_ratio > thresholds.remote_warning:
-        out.append(Finding("NT402", Severity.WARNING,
-                           f"{_pct(loc.remote_ratio)} of its memory is on remote nodes (home {_nodes(loc.home_nodes)})",
-                           fix, subject))
+        out.append(NT402(f"{_pct(loc.remote_ratio)} of its memory is on remote nodes (home {_nodes(loc.home_nodes)})",
+                         fix, subject))
     if any("slow-tier" in r and "without a policy" in r for r in loc.reasons):
-        out.append(Finding("NT403", Severity.WARNING,
-                           f"{_pct(loc.slow_tier_ratio)} of its memory is on slow-tier nodes without a policy asking "
-                           "for it", fix, subject))
+        out.append(NT403(f"{_pct(loc.slow_tier_ratio)} of its memory is on slow-tier nodes without a policy asking "
+                         "for it", fix, subject))
     if loc.threads_off_home:
-        out.append(Finding("NT404", Severity.WARNING,
-                           f"{len(loc.threads_off_home)} of {len(proc.threads)} threads last ran off home node "
-                           f"{_nodes(loc.home_nodes)}", loc.fix.taskset or "", subject))
+        out.append(NT404(f"{len(loc.threads_off_home)} of {len(proc.threads)} threads last ran off home node "
+                         f"{_nodes(loc.home_nodes)}", loc.fix.taskset or "", subject))
     return out
 
 

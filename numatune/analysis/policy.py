@@ -12,86 +12,37 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from numatune.analysis.paths import RANK, nearest_nic
 from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.errors import InputError
+from numatune.model._record import record
 from numatune.model.check import CheckResult, IrqPlacement
-from numatune.model.findings import Finding, Severity
+from numatune.model.findings import Code, Finding, Severity, register
 from numatune.model.topology import Topology
 
 PATH_KINDS = ("PIX", "PXB", "PHB", "NODE")  # allowed values of nic_max_path (SYS would allow anything)
 TIER_CHOICES = ("below-dram", "same-as-dram")
 
-# code -> (default severity, short description). Codes are stable: never reuse one for another meaning.
-CODES: dict[str, tuple[Severity, str]] = {
-    "NT301": (Severity.ERROR, "number of sockets"),
-    "NT302": (Severity.ERROR, "number of NUMA nodes"),
-    "NT303": (Severity.ERROR, "number of NUMA nodes with CPUs"),
-    "NT304": (Severity.ERROR, "number of online CPUs"),
-    "NT305": (Severity.ERROR, "SMT threads per core"),
-    "NT306": (Severity.ERROR, "number of GPUs"),
-    "NT307": (Severity.ERROR, "GPUs on each NUMA node with CPUs"),
-    "NT308": (Severity.ERROR, "number of NICs"),
-    "NT309": (Severity.ERROR, "a NIC local to each GPU"),
-    "NT310": (Severity.ERROR, "every GPU and NIC has a known NUMA node"),
-    "NT311": (Severity.ERROR, "memory of each NUMA node with CPUs"),
-    "NT312": (Severity.ERROR, "CXL memory capacity"),
-    "NT313": (Severity.ERROR, "memory tier of CXL nodes"),
-    "NT320": (Severity.ERROR, "minimum kernel version"),
-    "NT321": (Severity.WARNING, "kernel.numa_balancing"),
-    "NT322": (Severity.WARNING, "transparent hugepages (enabled)"),
-    "NT323": (Severity.WARNING, "transparent hugepages (defrag)"),
-    "NT324": (Severity.WARNING, "vm.zone_reclaim_mode"),
-    "NT325": (Severity.WARNING, "memory tiering demotion"),
-    "NT330": (Severity.ERROR, "minimum numactl version"),
-    "NT340": (Severity.ERROR, "no IRQ of a GPU-local NIC on rank cores"),
-}
 
-
-@dataclass(frozen=True)
-class CxlExpect:
-    capacity_gib_min: float | None = None
-    tier: str | int | None = None  # "below-dram", "same-as-dram" or a kernel tier number
-
-
-@dataclass(frozen=True)
+@record
 class Policy:
+    """A validated policy: the expectations it sets (policy key -> value) and its [check] settings."""
+
     source: str = "<policy>"
-    # [expect]
-    sockets: int | None = None
-    numa_nodes: int | None = None
-    cpu_nodes: int | None = None
-    cpus: int | None = None
-    threads_per_core: int | None = None
-    gpus: int | None = None
-    gpus_per_node: int | None = None
-    nics: int | None = None
-    nic_max_path: str | None = None  # worst allowed GPU→NIC path; None: not checked
-    device_nodes_known: bool = False
-    memory_per_node_gib_min: float | None = None
-    cxl: CxlExpect = CxlExpect()
-    # [kernel]
-    kernel_min_version: str | None = None
-    numa_balancing: tuple[int, ...] | None = None
-    transparent_hugepage: tuple[str, ...] | None = None
-    thp_defrag: tuple[str, ...] | None = None
-    zone_reclaim_mode: tuple[int, ...] | None = None
-    demotion_enabled: bool | None = None
-    # [tools]
-    numactl_min_version: str | None = None
-    # [irq]
-    rank_cpus: frozenset[int] | None = None
-    # [check]
+    expect: tuple[tuple[str, Any], ...] = ()  # ("expect.sockets", 2), ...: only the keys the file sets
     fail_on: Severity | None = None
     ignore: frozenset[str] = frozenset()
-    severity: dict[str, Severity] = field(default_factory=dict)
+    severity: tuple[tuple[str, Severity], ...] = ()  # code -> severity overrides
+
+    def get(self, key: str) -> Any:
+        """The expected value for a policy key ("irq.rank_cpus"), None when the file does not set it."""
+        return dict(self.expect).get(key)
 
 
-@dataclass(frozen=True)
+@record
 class PolicyFacts:
     """Facts that come from outside the topology; None means unknown, with the reason alongside."""
 
@@ -99,21 +50,6 @@ class PolicyFacts:
     numactl_note: str = "numactl's version was not looked up"
     irqs: tuple[IrqPlacement, ...] | None = None
     irq_note: str = "IRQ affinity was not read"
-
-
-# -- loading -------------------------------------------------------------------------------------
-
-_SECTIONS = {
-    "expect": {
-        "sockets", "numa_nodes", "cpu_nodes", "cpus", "threads_per_core", "gpus", "gpus_per_node", "nics",
-        "nic_per_gpu", "nic_max_path", "device_nodes_known", "memory_per_node_gib_min", "cxl",
-    },
-    "kernel": {"min_version", "numa_balancing", "transparent_hugepage", "thp_defrag", "zone_reclaim_mode",
-               "demotion_enabled"},
-    "tools": {"numactl_min_version"},
-    "irq": {"rank_cpus"},
-    "check": {"fail_on", "ignore", "severity"},
-}
 
 
 def load_policy(path: str | Path) -> Policy:
@@ -136,95 +72,78 @@ def load_policy(path: str | Path) -> Policy:
 
 
 def parse_policy(data: dict[str, Any], source: str = "<policy>") -> Policy:
-    """Validate a decoded TOML table into a Policy."""
+    """Validate a decoded TOML table into a Policy; the known keys are those of EXPECTATIONS and [check]."""
     v = _Validator(source)
+    known = _known_keys()
     for section, body in data.items():
-        if section not in _SECTIONS:
-            v.fail(section, f"unknown section (known: {', '.join(sorted(_SECTIONS))})")
+        if section not in known:
+            v.fail(section, f"unknown section (known: {', '.join(sorted(known))})")
         if not isinstance(body, dict):
             v.fail(section, "must be a table ([" + section + "])")
-        for key in body:
-            if key not in _SECTIONS[section]:
-                v.fail(f"{section}.{key}", f"unknown key (known: {', '.join(sorted(_SECTIONS[section]))})")
-    expect = data.get("expect", {})
-    kernel = data.get("kernel", {})
-    tools = data.get("tools", {})
-    irq = data.get("irq", {})
+        for key, value in body.items():
+            if key not in known[section]:
+                v.fail(f"{section}.{key}", f"unknown key (known: {', '.join(sorted(known[section]))})")
+            subkeys = known[section][key]
+            if subkeys:  # a sub-table such as [expect.cxl]
+                if not isinstance(value, dict):
+                    v.fail(f"{section}.{key}", f"must be a table ([{section}.{key}])")
+                for sub in value:
+                    if sub not in subkeys:
+                        v.fail(f"{section}.{key}.{sub}", f"unknown key (known: {', '.join(sorted(subkeys))})")
+
+    values = {}
+    for e in EXPECTATIONS:
+        raw = _lookup(data, e.key)
+        if raw is not None:
+            parsed = getattr(v, e.parse)(e.key, raw)
+            if parsed is not None:
+                values[e.key] = parsed
+    for alias, (key, parse) in ALIASES.items():
+        raw = _lookup(data, alias)
+        if raw is not None and key not in values:
+            parsed = parse(v, alias, raw)
+            if parsed is not None:
+                values[key] = parsed
+
     check = data.get("check", {})
-
-    nic_max_path = None
-    if "nic_per_gpu" in expect and v.bool_("expect.nic_per_gpu", expect["nic_per_gpu"]):
-        nic_max_path = "NODE"
-    if "nic_max_path" in expect:
-        value = expect["nic_max_path"]
-        if not isinstance(value, str) or value.upper() not in PATH_KINDS:
-            v.fail("expect.nic_max_path", f"must be one of {', '.join(PATH_KINDS)}")
-        nic_max_path = value.upper()
-
-    cxl = expect.get("cxl", {})
-    if not isinstance(cxl, dict):
-        v.fail("expect.cxl", "must be a table ([expect.cxl])")
-    for key in cxl:
-        if key not in ("capacity_gib_min", "tier"):
-            v.fail(f"expect.cxl.{key}", "unknown key (known: capacity_gib_min, tier)")
-    tier = cxl.get("tier")
-    if tier is not None and not (
-        (isinstance(tier, int) and not isinstance(tier, bool) and tier >= 0) or tier in TIER_CHOICES
-    ):
-        v.fail("expect.cxl.tier", f"must be a tier number or one of {', '.join(TIER_CHOICES)}")
-
-    rank_cpus = None
-    if "rank_cpus" in irq:
-        text = irq["rank_cpus"]
-        if not isinstance(text, str):
-            v.fail("irq.rank_cpus", 'must be a CPU list string such as "8-55,64-111"')
-        try:
-            rank_cpus = parse_cpulist(text)
-        except ValueError as exc:
-            v.fail("irq.rank_cpus", f"bad CPU list: {exc}")
-        if not rank_cpus:
-            v.fail("irq.rank_cpus", "is empty")
-
     ignore = check.get("ignore", [])
     if not isinstance(ignore, list) or not all(isinstance(c, str) and re.fullmatch(r"NT\d{3}", c) for c in ignore):
         v.fail("check.ignore", 'must be a list of finding codes such as ["NT005"]')
     overrides = check.get("severity", {})
     if not isinstance(overrides, dict):
         v.fail("check.severity", 'must be a table of code = "info"|"warning"|"error"')
-    severity = {}
+    severity = []
     for code, level in overrides.items():
         if not re.fullmatch(r"NT\d{3}", code):
             v.fail(f"check.severity.{code}", "is not a finding code (NTnnn)")
-        severity[code] = v.severity(f"check.severity.{code}", level)
+        severity.append((code, v.severity(f"check.severity.{code}", level)))
 
+    order = [e.key for e in EXPECTATIONS]
     return Policy(
         source=source,
-        sockets=v.count("expect.sockets", expect.get("sockets")),
-        numa_nodes=v.count("expect.numa_nodes", expect.get("numa_nodes")),
-        cpu_nodes=v.count("expect.cpu_nodes", expect.get("cpu_nodes")),
-        cpus=v.count("expect.cpus", expect.get("cpus")),
-        threads_per_core=v.count("expect.threads_per_core", expect.get("threads_per_core")),
-        gpus=v.count("expect.gpus", expect.get("gpus")),
-        gpus_per_node=v.count("expect.gpus_per_node", expect.get("gpus_per_node")),
-        nics=v.count("expect.nics", expect.get("nics")),
-        nic_max_path=nic_max_path,
-        device_nodes_known=v.bool_("expect.device_nodes_known", expect.get("device_nodes_known", False)),
-        memory_per_node_gib_min=v.number("expect.memory_per_node_gib_min", expect.get("memory_per_node_gib_min")),
-        cxl=CxlExpect(capacity_gib_min=v.number("expect.cxl.capacity_gib_min", cxl.get("capacity_gib_min")),
-                      tier=tier),
-        kernel_min_version=v.version("kernel.min_version", kernel.get("min_version")),
-        numa_balancing=v.ints("kernel.numa_balancing", kernel.get("numa_balancing")),
-        transparent_hugepage=v.strs("kernel.transparent_hugepage", kernel.get("transparent_hugepage")),
-        thp_defrag=v.strs("kernel.thp_defrag", kernel.get("thp_defrag")),
-        zone_reclaim_mode=v.ints("kernel.zone_reclaim_mode", kernel.get("zone_reclaim_mode")),
-        demotion_enabled=(v.bool_("kernel.demotion_enabled", kernel["demotion_enabled"])
-                          if "demotion_enabled" in kernel else None),
-        numactl_min_version=v.version("tools.numactl_min_version", tools.get("numactl_min_version")),
-        rank_cpus=rank_cpus,
+        expect=tuple(sorted(values.items(), key=lambda kv: order.index(kv[0]))),
         fail_on=v.severity("check.fail_on", check["fail_on"]) if "fail_on" in check else None,
         ignore=frozenset(ignore),
-        severity=severity,
+        severity=tuple(severity),
     )
+
+
+def _lookup(data: dict[str, Any], key: str) -> Any:
+    node: Any = data
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _known_keys() -> dict[str, dict[str, set[str]]]:
+    """section -> key -> sub-keys (empty unless the key is a table), from every key a policy may set."""
+    known: dict[str, dict[str, set[str]]] = {}
+    for key in [e.key for e in EXPECTATIONS] + list(ALIASES) + [f"check.{k}" for k in CHECK_KEYS]:
+        section, name, *sub = key.split(".")
+        known.setdefault(section, {}).setdefault(name, set()).update(sub)
+    return known
 
 
 class _Validator:
@@ -252,6 +171,31 @@ class _Validator:
         if not isinstance(value, bool):
             self.fail(key, "must be true or false")
         return value
+
+    def flag(self, key: str, value: Any) -> bool | None:
+        """A check that is on when true (false: not run)."""
+        return self.bool_(key, value) or None
+
+    def path_kind(self, key: str, value: Any) -> str:
+        if not isinstance(value, str) or value.upper() not in PATH_KINDS:
+            self.fail(key, f"must be one of {', '.join(PATH_KINDS)}")
+        return value.upper()
+
+    def tier(self, key: str, value: Any) -> str | int:
+        if not ((isinstance(value, int) and not isinstance(value, bool) and value >= 0) or value in TIER_CHOICES):
+            self.fail(key, f"must be a tier number or one of {', '.join(TIER_CHOICES)}")
+        return value
+
+    def cpus(self, key: str, value: Any) -> frozenset[int]:
+        if not isinstance(value, str):
+            self.fail(key, 'must be a CPU list string such as "8-55,64-111"')
+        try:
+            cpus = parse_cpulist(value)
+        except ValueError as exc:
+            self.fail(key, f"bad CPU list: {exc}")
+        if not cpus:
+            self.fail(key, "is empty")
+        return cpus
 
     def ints(self, key: str, value: Any) -> tuple[int, ...] | None:
         if value is None:
@@ -302,79 +246,59 @@ def version_at_least(have: str, want: str) -> bool | None:
 
 # -- evaluation ----------------------------------------------------------------------------------
 
-Rule = Callable[[Policy, Topology, PolicyFacts], "tuple[list[Finding], str | None] | None"]
+# A rule gets its code, the policy's value for its key (never None) and the node; it returns the
+# findings and, when it cannot judge here, why (then the check is reported as skipped).
+Rule = Callable[[Code, Any, Topology, PolicyFacts], "tuple[list[Finding], str | None]"]
 
 
-def _finding(code: str, message: str, fix: str, subject: str) -> Finding:
-    return Finding(code, CODES[code][0], message, fix, subject)
-
-
-def _count_rule(code: str, attr: str, what: str, actual: Callable[[Topology], int], fix: str) -> Rule:
-    def rule(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-        want = getattr(policy, attr)
-        if want is None:
-            return None
+def _count_rule(what: str, actual: Callable[[Topology], int], fix: str) -> Rule:
+    def rule(code: Code, want: int, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
         have = actual(topo)
         if have == want:
             return [], None
-        return [_finding(code, f"expected {want} {what}, found {have}", fix, what)], None
+        return [code(f"expected {want} {what}, found {have}", fix, what)], None
 
-    rule.__name__ = attr
     return rule
 
 
-def _sockets(topo: Topology) -> int:
-    return len(topo.cpu.sockets)
-
-
-def _threads_per_core(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-    if policy.threads_per_core is None:
-        return None
+def _threads_per_core(code: Code, want: int, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
     have = topo.cpu.threads_per_core
-    if have == policy.threads_per_core:
+    if have == want:
         return [], None
-    return [_finding("NT305", f"expected {policy.threads_per_core} threads per core, found {have}",
-                     "set SMT (Hyper-Threading) in the BIOS, or echo on|off > /sys/devices/system/cpu/smt/control",
-                     "smt")], None
+    return [code(f"expected {want} threads per core, found {have}",
+                 "set SMT (Hyper-Threading) in the BIOS, or echo on|off > /sys/devices/system/cpu/smt/control",
+                 "smt")], None
 
 
-def _gpus_per_node(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-    want = policy.gpus_per_node
-    if want is None:
-        return None
+def _gpus_per_node(code: Code, want: int, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
     out = []
     for n in topo.nodes:
         if not n.cpus:
             continue
         have = [g.bdf for g in topo.gpus if g.node == n.id]
         if len(have) != want:
-            out.append(_finding("NT307", f"node {n.id} has {len(have)} GPU(s), expected {want}"
-                                + (f" ({', '.join(have)})" if have else ""),
-                                "check that every GPU is seated and enumerated (lspci), and that the BIOS "
-                                "reports device proximity (numa_node)", f"node {n.id}"))
+            out.append(code(f"node {n.id} has {len(have)} GPU(s), expected {want}"
+                            + (f" ({', '.join(have)})" if have else ""),
+                            "check that every GPU is seated and enumerated (lspci), and that the BIOS "
+                            "reports device proximity (numa_node)", f"node {n.id}"))
     unknown = [g.bdf for g in topo.gpus if g.node is None]
     if unknown:
-        out.append(_finding("NT307", f"{len(unknown)} GPU(s) have no known NUMA node: {', '.join(unknown)}",
-                            "enable ACPI _PXM/SRAT proximity for PCI devices in the BIOS", "gpus"))
+        out.append(code(f"{len(unknown)} GPU(s) have no known NUMA node: {', '.join(unknown)}",
+                        "enable ACPI _PXM/SRAT proximity for PCI devices in the BIOS", "gpus"))
     return out, None
 
 
-def _nic_per_gpu(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-    limit = policy.nic_max_path
-    if limit is None:
-        return None
+def _nic_per_gpu(code: Code, limit: str, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
     if not topo.gpus:
         return [], "no GPUs on this node"
     out = []
     for g in topo.gpus:
         best = nearest_nic(topo, g)
         if best is None:
-            out.append(_finding("NT309", f"GPU {g.bdf} has no NIC at all", "install a NIC per GPU (or per GPU pair)",
-                                g.bdf))
+            out.append(code(f"GPU {g.bdf} has no NIC at all", "install a NIC per GPU (or per GPU pair)", g.bdf))
         elif RANK[best[1]] > RANK[limit]:
             nic = best[0]
-            out.append(_finding(
-                "NT309",
+            out.append(code(
                 f"GPU {g.bdf} (node {_n(g.node)}): nearest NIC {nic.bdf} "
                 f"({', '.join(nic.netdevs + nic.rdma) or 'no netdev'}) is {best[1]}, worse than {limit}",
                 "move a NIC under the GPU's PCIe switch or socket; until then set NCCL_IB_HCA per rank",
@@ -383,22 +307,17 @@ def _nic_per_gpu(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: A
     return out, None
 
 
-def _device_nodes_known(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-    if not policy.device_nodes_known:
-        return None
+def _device_nodes_known(code: Code, want: bool, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
     out = [
-        _finding("NT310", f"{d.kind.upper()} {d.bdf} reports numa_node -1", "enable ACPI _PXM/SRAT proximity "
-                 "for PCI devices in the BIOS (or vNUMA in the hypervisor)", d.bdf)
+        code(f"{d.kind.upper()} {d.bdf} reports numa_node -1", "enable ACPI _PXM/SRAT proximity "
+             "for PCI devices in the BIOS (or vNUMA in the hypervisor)", d.bdf)
         for d in topo.devices
         if d.kind in ("gpu", "nic") and d.numa_node is None
     ]
     return out, None
 
 
-def _memory_per_node(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-    want = policy.memory_per_node_gib_min
-    if want is None:
-        return None
+def _memory_per_node(code: Code, want: float, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
     out = []
     for n in topo.nodes:
         if not n.cpus:
@@ -407,9 +326,9 @@ def _memory_per_node(policy: Policy, topo: Topology, facts: PolicyFacts):  # noq
             return [], f"node {n.id} has no meminfo in this root"
         gib = n.memory_total_kib / 1048576
         if gib < want:
-            out.append(_finding("NT311", f"node {n.id} has {gib:.1f} GiB of memory, expected at least {want:g} GiB",
-                                "check for failed or missing DIMMs (dmidecode -t memory, the BMC's event log)",
-                                f"node {n.id}"))
+            out.append(code(f"node {n.id} has {gib:.1f} GiB of memory, expected at least {want:g} GiB",
+                            "check for failed or missing DIMMs (dmidecode -t memory, the BMC's event log)",
+                            f"node {n.id}"))
     return out, None
 
 
@@ -417,25 +336,18 @@ def _cxl_nodes(topo: Topology) -> list:
     return [n for n in topo.nodes if n.kind == "cxl"]
 
 
-def _cxl_capacity(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-    want = policy.cxl.capacity_gib_min
-    if want is None:
-        return None
+def _cxl_capacity(code: Code, want: float, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
     gib = sum(n.memory_total_kib or 0 for n in _cxl_nodes(topo)) / 1048576
     if gib >= want:
         return [], None
     raw = sum((m.ram_size or 0) for m in topo.cxl.memdevs) / 2**30
     hint = (f"; the CXL memdevs hold {raw:.1f} GiB that is not online as a NUMA node" if raw > gib else "")
-    return [_finding("NT312", f"{gib:.1f} GiB of CXL memory is online as NUMA nodes, expected at least "
-                     f"{want:g} GiB{hint}",
-                     "create and online the region: cxl create-region, then daxctl reconfigure-device "
-                     "--mode=system-ram", "cxl")], None
+    return [code(f"{gib:.1f} GiB of CXL memory is online as NUMA nodes, expected at least {want:g} GiB{hint}",
+                 "create and online the region: cxl create-region, then daxctl reconfigure-device "
+                 "--mode=system-ram", "cxl")], None
 
 
-def _cxl_tier(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-    want = policy.cxl.tier
-    if want is None:
-        return None
+def _cxl_tier(code: Code, want: str | int, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
     cxl = _cxl_nodes(topo)
     if not cxl:
         return [], "no CXL memory node on this node"
@@ -444,8 +356,8 @@ def _cxl_tier(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN2
     out = []
     for n in cxl:
         if n.tier is None:
-            out.append(_finding("NT313", f"CXL node {n.id} is in no memory tier (kernel without memory tiering?)",
-                                "use a kernel >= 6.1 with memory tiering", f"node {n.id}"))
+            out.append(code(f"CXL node {n.id} is in no memory tier (kernel without memory tiering?)",
+                            "use a kernel >= 6.1 with memory tiering", f"node {n.id}"))
             continue
         if want == "below-dram":
             ok = top is not None and n.tier > top
@@ -454,8 +366,7 @@ def _cxl_tier(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN2
         else:
             ok = n.tier == want
         if not ok:
-            out.append(_finding(
-                "NT313",
+            out.append(code(
                 f"CXL node {n.id} is in memory tier {n.tier}, expected {want}"
                 + (f" (DRAM is tier {top})" if top is not None else ""),
                 "make the firmware publish HMAT/CDAT performance data for the device, or online it "
@@ -465,67 +376,43 @@ def _cxl_tier(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN2
     return out, None
 
 
-def _kernel_version(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-    want = policy.kernel_min_version
-    if want is None:
-        return None
-    have = topo.settings.release
-    if have is None:
-        return [], "the kernel release is not in this root (/proc/sys/kernel/osrelease, /proc/version)"
-    ok = version_at_least(have, want)
-    if ok is None:
-        return [], f"cannot read a version number from kernel release {have!r}"
-    if ok:
-        return [], None
-    return [_finding("NT320", f"kernel {have} is older than {want}", f"boot a kernel >= {want}", "kernel")], None
+def _min_version(what: str, have: Callable[[Topology, PolicyFacts], tuple[str | None, str]], fix: str) -> Rule:
+    def rule(code: Code, want: str, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
+        version, note = have(topo, facts)
+        if version is None:
+            return [], note
+        ok = version_at_least(version, want)
+        if ok is None:
+            return [], f"cannot read a version number from {what} {version!r}"
+        if ok:
+            return [], None
+        return [code(f"{what} {version} is older than {want}", fix.format(want=want), what.split()[0])], None
+
+    return rule
 
 
-def _setting_rule(code: str, attr: str, label: str, actual: Callable[[Topology], Any], fix: str) -> Rule:
-    def rule(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-        want = getattr(policy, attr)
-        if want is None:
-            return None
+def _setting_rule(label: str, actual: Callable[[Topology], Any], fix: str) -> Rule:
+    def rule(code: Code, want: tuple, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
         have = actual(topo)
         if have is None:
             return [], f"{label} is not in this root"
         if have in want:
             return [], None
         allowed = " or ".join(str(w) for w in want)
-        return [_finding(code, f"{label} is {have}, expected {allowed}", fix.format(want=want[0]), label)], None
+        return [code(f"{label} is {have}, expected {allowed}", fix.format(want=want[0]), label)], None
 
-    rule.__name__ = attr
     return rule
 
 
-def _demotion(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-    want = policy.demotion_enabled
-    if want is None:
-        return None
+def _demotion(code: Code, want: bool, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
     have = topo.settings.demotion_enabled
     if have is None:
         return [], "/sys/kernel/mm/numa/demotion_enabled is not in this root"
     if have == want:
         return [], None
-    return [_finding("NT325", f"memory tiering demotion is {'on' if have else 'off'}, expected "
-                     f"{'on' if want else 'off'}",
-                     f"echo {'true' if want else 'false'} > /sys/kernel/mm/numa/demotion_enabled",
-                     "demotion_enabled")], None
-
-
-def _numactl(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-    want = policy.numactl_min_version
-    if want is None:
-        return None
-    have = facts.numactl_version
-    if have is None:
-        return [], facts.numactl_note
-    ok = version_at_least(have, want)
-    if ok is None:
-        return [], f"cannot read a version number from numactl version {have!r}"
-    if ok:
-        return [], None
-    return [_finding("NT330", f"numactl {have} is older than {want}",
-                     f"install numactl >= {want} (weighted interleave needs 2.0.19)", "numactl")], None
+    return [code(f"memory tiering demotion is {'on' if have else 'off'}, expected {'on' if want else 'off'}",
+                 f"echo {'true' if want else 'false'} > /sys/kernel/mm/numa/demotion_enabled",
+                 "demotion_enabled")], None
 
 
 def gpu_local_nics(topo: Topology) -> dict[str, str]:
@@ -538,10 +425,7 @@ def gpu_local_nics(topo: Topology) -> dict[str, str]:
     return out
 
 
-def _irq_rank_cores(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
-    rank = policy.rank_cpus
-    if rank is None:
-        return None
+def _irq_rank_cores(code: Code, rank: frozenset[int], topo: Topology, facts: PolicyFacts):  # noqa: ANN202
     if not topo.gpus:
         return [], "no GPUs on this node, hence no GPU-local NIC"
     nics = gpu_local_nics(topo)
@@ -558,8 +442,7 @@ def _irq_rank_cores(policy: Policy, topo: Topology, facts: PolicyFacts):  # noqa
         cpus = frozenset().union(*(i.cpus & rank for i in irqs))
         nic = topo.device(bdf)
         name = ", ".join(nic.netdevs + nic.rdma) if nic else ""
-        out.append(_finding(
-            "NT340",
+        out.append(code(
             f"{len(irqs)} IRQ(s) of NIC {bdf}{f' ({name})' if name else ''}, local to GPU {nics[bdf]}, may fire on "
             f"rank cores {format_cpulist(cpus)} (IRQs {format_cpulist(i.irq for i in irqs)})",
             f"numatune irq plan --exclude-cpus {format_cpulist(rank)} and apply it; set "
@@ -573,58 +456,110 @@ def _n(node: int | None) -> str:
     return "?" if node is None else str(node)
 
 
-# (name, code, rule): name is the policy key users see; the order is the report's order.
-RULES: tuple[tuple[str, str, Rule], ...] = (
-    ("expect.sockets", "NT301", _count_rule("NT301", "sockets", "sockets", _sockets,
-                                            "check the BIOS (a socket disabled?) and the CPU count in lscpu")),
-    ("expect.numa_nodes", "NT302", _count_rule("NT302", "numa_nodes", "NUMA nodes", lambda t: len(t.nodes),
-                                               "check the BIOS's sub-NUMA clustering (SNC/NPS) setting and "
-                                               "numa=off on the kernel command line")),
-    ("expect.cpu_nodes", "NT303", _count_rule("NT303", "cpu_nodes", "NUMA nodes with CPUs",
-                                              lambda t: len([n for n in t.nodes if n.cpus]),
-                                              "check the BIOS's sub-NUMA clustering (SNC/NPS) setting")),
-    ("expect.cpus", "NT304", _count_rule("NT304", "cpus", "online CPUs", lambda t: len(t.cpu.online),
-                                         "bring offline CPUs online; check SMT and maxcpus= on the command line")),
-    ("expect.threads_per_core", "NT305", _threads_per_core),
-    ("expect.gpus", "NT306", _count_rule("NT306", "gpus", "GPUs", lambda t: len(t.gpus),
-                                         "check that every GPU is seated and enumerated (lspci, dmesg)")),
-    ("expect.gpus_per_node", "NT307", _gpus_per_node),
-    ("expect.nics", "NT308", _count_rule("NT308", "nics", "NICs", lambda t: len(t.nics),
-                                         "check that every NIC is seated and enumerated (lspci, dmesg)")),
-    ("expect.nic_per_gpu", "NT309", _nic_per_gpu),
-    ("expect.device_nodes_known", "NT310", _device_nodes_known),
-    ("expect.memory_per_node_gib_min", "NT311", _memory_per_node),
-    ("expect.cxl.capacity_gib_min", "NT312", _cxl_capacity),
-    ("expect.cxl.tier", "NT313", _cxl_tier),
-    ("kernel.min_version", "NT320", _kernel_version),
-    ("kernel.numa_balancing", "NT321", _setting_rule(
-        "NT321", "numa_balancing", "kernel.numa_balancing", lambda t: t.settings.numa_balancing,
-        "sysctl -w kernel.numa_balancing={want} (and persist it in /etc/sysctl.d)")),
-    ("kernel.transparent_hugepage", "NT322", _setting_rule(
-        "NT322", "transparent_hugepage", "transparent_hugepage", lambda t: t.settings.transparent_hugepage,
-        "echo {want} > /sys/kernel/mm/transparent_hugepage/enabled (persist: transparent_hugepage={want})")),
-    ("kernel.thp_defrag", "NT323", _setting_rule(
-        "NT323", "thp_defrag", "transparent_hugepage defrag", lambda t: t.settings.thp_defrag,
-        "echo {want} > /sys/kernel/mm/transparent_hugepage/defrag")),
-    ("kernel.zone_reclaim_mode", "NT324", _setting_rule(
-        "NT324", "zone_reclaim_mode", "vm.zone_reclaim_mode", lambda t: t.settings.zone_reclaim_mode,
-        "sysctl -w vm.zone_reclaim_mode={want}")),
-    ("kernel.demotion_enabled", "NT325", _demotion),
-    ("tools.numactl_min_version", "NT330", _numactl),
-    ("irq.rank_cpus", "NT340", _irq_rank_cores),
+@record
+class Expectation:
+    """One policy key: how its value is validated, the code its findings carry and the rule that judges it."""
+
+    key: str  # the policy key users write, "expect.sockets"; the check is named policy.<key>
+    parse: str  # the _Validator method that validates the value
+    code: Code
+    rule: Rule
+    name: str = ""  # the check's name when it differs from the key (kept stable for CI reports)
+
+
+def _expect(key: str, parse: str, code: str, severity: Severity, title: str, doc: str, rule: Rule,
+            supersedes: str = "", name: str = "") -> Expectation:
+    return Expectation(key, parse, register(code, severity, "policy", title, f"Policy key {key}: {doc}", supersedes),
+                       rule, name)
+
+
+_E, _W = Severity.ERROR, Severity.WARNING
+
+# Every expectation a policy may set, in report order. Adding one is adding a line here (and its rule).
+EXPECTATIONS: tuple[Expectation, ...] = (
+    _expect("expect.sockets", "count", "NT301", _E, "number of sockets", "the number of CPU packages.",
+            _count_rule("sockets", lambda t: len(t.cpu.sockets),
+                        "check the BIOS (a socket disabled?) and the CPU count in lscpu")),
+    _expect("expect.numa_nodes", "count", "NT302", _E, "number of NUMA nodes", "the number of NUMA nodes.",
+            _count_rule("NUMA nodes", lambda t: len(t.nodes), "check the BIOS's sub-NUMA clustering (SNC/NPS) "
+                        "setting and numa=off on the kernel command line")),
+    _expect("expect.cpu_nodes", "count", "NT303", _E, "number of NUMA nodes with CPUs",
+            "the number of NUMA nodes with CPUs.",
+            _count_rule("NUMA nodes with CPUs", lambda t: len([n for n in t.nodes if n.cpus]),
+                        "check the BIOS's sub-NUMA clustering (SNC/NPS) setting")),
+    _expect("expect.cpus", "count", "NT304", _E, "number of online CPUs", "the number of online CPUs.",
+            _count_rule("online CPUs", lambda t: len(t.cpu.online),
+                        "bring offline CPUs online; check SMT and maxcpus= on the command line")),
+    _expect("expect.threads_per_core", "count", "NT305", _E, "SMT threads per core",
+            "the number of hardware threads per core (SMT).", _threads_per_core),
+    _expect("expect.gpus", "count", "NT306", _E, "number of GPUs", "the number of GPUs.",
+            _count_rule("GPUs", lambda t: len(t.gpus), "check that every GPU is seated and enumerated (lspci, dmesg)")),
+    _expect("expect.gpus_per_node", "count", "NT307", _E, "GPUs on each NUMA node with CPUs",
+            "the number of GPUs on every node with CPUs; a GPU with no known node also fails it.", _gpus_per_node),
+    _expect("expect.nics", "count", "NT308", _E, "number of NICs", "the number of NICs.",
+            _count_rule("NICs", lambda t: len(t.nics), "check that every NIC is seated and enumerated (lspci, dmesg)")),
+    _expect("expect.nic_max_path", "path_kind", "NT309", _E, "a NIC local to each GPU",
+            "the worst allowed PCIe path from each GPU to its nearest NIC: PIX, PXB, PHB or NODE "
+            "(expect.nic_per_gpu = true means NODE).", _nic_per_gpu, name="expect.nic_per_gpu"),
+    _expect("expect.device_nodes_known", "flag", "NT310", _E, "every GPU and NIC has a known NUMA node",
+            "no GPU or NIC reports numa_node -1.", _device_nodes_known),
+    _expect("expect.memory_per_node_gib_min", "number", "NT311", _E, "memory of each NUMA node with CPUs",
+            "the least memory (GiB) of every node with CPUs.", _memory_per_node),
+    _expect("expect.cxl.capacity_gib_min", "number", "NT312", _E, "CXL memory capacity",
+            "the least CXL memory (GiB) online as NUMA nodes.", _cxl_capacity),
+    _expect("expect.cxl.tier", "tier", "NT313", _E, "memory tier of CXL nodes",
+            "the memory tier of every CXL node: below-dram, same-as-dram or a tier number.", _cxl_tier),
+    _expect("kernel.min_version", "version", "NT320", _E, "minimum kernel version", "the oldest kernel allowed.",
+            _min_version("kernel", lambda t, f: (
+                t.settings.release, "the kernel release is not in this root (/proc/sys/kernel/osrelease, "
+                "/proc/version)"), "boot a kernel >= {want}")),
+    _expect("kernel.numa_balancing", "ints", "NT321", _W, "kernel.numa_balancing",
+            "the allowed value(s) of kernel.numa_balancing.",
+            _setting_rule("kernel.numa_balancing", lambda t: t.settings.numa_balancing,
+                          "sysctl -w kernel.numa_balancing={want} (and persist it in /etc/sysctl.d)")),
+    _expect("kernel.transparent_hugepage", "strs", "NT322", _W, "transparent hugepages (enabled)",
+            "the allowed mode(s) of /sys/kernel/mm/transparent_hugepage/enabled.",
+            _setting_rule("transparent_hugepage", lambda t: t.settings.transparent_hugepage,
+                          "echo {want} > /sys/kernel/mm/transparent_hugepage/enabled (persist: "
+                          "transparent_hugepage={want})")),
+    _expect("kernel.thp_defrag", "strs", "NT323", _W, "transparent hugepages (defrag)",
+            "the allowed mode(s) of /sys/kernel/mm/transparent_hugepage/defrag.",
+            _setting_rule("transparent_hugepage defrag", lambda t: t.settings.thp_defrag,
+                          "echo {want} > /sys/kernel/mm/transparent_hugepage/defrag")),
+    _expect("kernel.zone_reclaim_mode", "ints", "NT324", _W, "vm.zone_reclaim_mode",
+            "the allowed value(s) of vm.zone_reclaim_mode.",
+            _setting_rule("vm.zone_reclaim_mode", lambda t: t.settings.zone_reclaim_mode,
+                          "sysctl -w vm.zone_reclaim_mode={want}")),
+    _expect("kernel.demotion_enabled", "bool_", "NT325", _W, "memory tiering demotion",
+            "whether /sys/kernel/mm/numa/demotion_enabled is on.", _demotion),
+    _expect("tools.numactl_min_version", "version", "NT330", _E, "minimum numactl version",
+            "the oldest numactl allowed (read from numactl --version, dpkg or rpm on the live node).",
+            _min_version("numactl", lambda t, f: (f.numactl_version, f.numactl_note),
+                         "install numactl >= {want} (weighted interleave needs 2.0.19)")),
+    _expect("irq.rank_cpus", "cpus", "NT340", _E, "no IRQ of a GPU-local NIC on rank cores",
+            "the CPUs given to ranks (launch --cpu-bind exclusive); no IRQ of a NIC local to a GPU may be "
+            "allowed on them. irq's own rules treat them as reserved too (NT203); for those NICs NT340 "
+            "replaces NT203.", _irq_rank_cores, supersedes="NT203"),
 )
+
+# Other spellings of a key: alias -> (key, how its value becomes the key's value).
+ALIASES: dict[str, tuple[str, Callable[[_Validator, str, Any], Any]]] = {
+    "expect.nic_per_gpu": ("expect.nic_max_path", lambda v, key, value: "NODE" if v.bool_(key, value) else None),
+}
+CHECK_KEYS = ("fail_on", "ignore", "severity")
 
 
 def evaluate_policy(policy: Policy, topo: Topology, facts: PolicyFacts | None = None) -> list[CheckResult]:
     """One CheckResult per expectation the policy sets (expectations it leaves out are not run)."""
     facts = facts or PolicyFacts()
+    values = dict(policy.expect)
     out = []
-    for name, code, rule in RULES:
-        got = rule(policy, topo, facts)
-        if got is None:
+    for e in EXPECTATIONS:
+        if e.key not in values:
             continue
-        findings, skipped = got
-        out.append(CheckResult(f"policy.{name}", "policy", f"{code} {CODES[code][1]}", tuple(findings), skipped))
+        findings, skipped = e.rule(e.code, values[e.key], topo, facts)
+        out.append(CheckResult(f"policy.{e.name or e.key}", "policy", f"{e.code.code} {e.code.title}", tuple(findings),
+                               skipped))
     return out
 
 
@@ -632,12 +567,11 @@ def apply_overrides(results: list[CheckResult], policy: Policy | None) -> list[C
     """Drop ignored codes and apply the policy's severity overrides to every result (rules and policy alike)."""
     if policy is None or (not policy.ignore and not policy.severity):
         return results
+    severity = dict(policy.severity)
     out = []
     for r in results:
         kept = tuple(
-            Finding(f.code, policy.severity.get(f.code, f.severity), f.message, f.fix, f.subject)
-            for f in r.findings
-            if f.code not in policy.ignore
+            f._replace(severity=severity.get(f.code, f.severity)) for f in r.findings if f.code not in policy.ignore
         )
-        out.append(CheckResult(r.name, r.group, r.description, kept, r.skipped))
+        out.append(r._replace(findings=kept))
     return out

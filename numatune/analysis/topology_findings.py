@@ -6,10 +6,45 @@ from collections.abc import Callable, Iterator
 
 from numatune.analysis.paths import nearest_nic
 from numatune.cpulist import format_cpulist
-from numatune.model.findings import Finding, Severity
+from numatune.model.findings import Code, Finding, Severity, register
 from numatune.model.topology import Topology
 
 UNBALANCED_MEMORY_RATIO = 0.25  # sockets whose DRAM differs by more than this are flagged
+
+NT001 = register("NT001", Severity.WARNING, "topology", "a device reports numa_node -1", """
+    A GPU, NIC, NVMe, accelerator or CXL device reports numa_node -1: the firmware does not tell the
+    kernel which node it hangs off, so neither the kernel nor launchers can place its users. A warning
+    on a machine with several nodes, info on one node; numatune infers the node from the PCI root
+    when it can and says so.""")
+NT002 = register("NT002", Severity.WARNING, "topology", "a GPU has no NIC on its node", """
+    A GPU's nearest NIC is across the socket link (SYS): GPUDirect RDMA traffic crosses it.""")
+NT003 = register("NT003", Severity.WARNING, "topology", "a CPU-less memory node sits in DRAM's tier", """
+    A CPU-less CXL/PMem node sits in the same memory tier as DRAM: the kernel will neither demote to
+    it nor promote from it.""")
+NT004 = register("NT004", Severity.WARNING, "topology", "memory is unbalanced across sockets", """
+    The sockets' DRAM differs by more than 25%: ranks on the small socket spill to remote memory.""")
+NT005 = register("NT005", Severity.INFO, "topology", "automatic NUMA balancing is on", """
+    kernel.numa_balancing is on with several nodes: it unmaps pages to sample them and may migrate a
+    pinned rank's memory.""")
+NT006 = register("NT006", Severity.INFO, "topology", "offline CPUs", """
+    Some CPUs are offline.""")
+NT007 = register("NT007", Severity.WARNING, "topology", "a device hangs off a node without CPUs", """
+    A GPU, NIC, NVMe or accelerator hangs off a node without CPUs: its users must be bound to the
+    nearest node with CPUs.""")
+NT008 = register("NT008", Severity.ERROR, "topology", "nodes claim the same CPUs (broken SRAT)", """
+    Several NUMA nodes claim the same CPUs: the firmware's SRAT is broken and binding by node is
+    meaningless.""")
+NT009 = register("NT009", Severity.WARNING, "topology", "a node has no usable distance row", """
+    A node has no usable distance row; distances drive the kernel's fallback order (SLIT).""")
+NT010 = register("NT010", Severity.WARNING, "topology", "vm.zone_reclaim_mode is set", """
+    vm.zone_reclaim_mode is not 0: the kernel reclaims page cache locally before using another node.""")
+NT011 = register("NT011", Severity.INFO, "topology", "the kernel has no NUMA information", """
+    No /sys/devices/system/node: the kernel has no NUMA information and is treated as one node.""")
+NT012 = register("NT012", Severity.INFO, "topology", "irqbalance is running", """
+    irqbalance is running on a node with devices: it will move device interrupts and undo manual
+    affinity.""")
+NT013 = register("NT013", Severity.INFO, "topology", "transparent hugepages are disabled", """
+    Transparent hugepages are disabled: large training buffers use 4 KiB pages (more TLB misses).""")
 
 
 def check_unknown_device_node(topo: Topology) -> Iterator[Finding]:
@@ -18,13 +53,12 @@ def check_unknown_device_node(topo: Topology) -> Iterator[Finding]:
         if d.kind not in ("gpu", "nic", "nvme", "accelerator", "cxl") or d.numa_node is not None or not d.path:
             continue
         guess = f"; inferred node {d.inferred_node} from {d.inferred_from}" if d.inferred_node is not None else ""
-        yield Finding(
-            "NT001",
-            Severity.WARNING if multi else Severity.INFO,
+        yield NT001(
             f"{d.kind.upper()} {d.bdf} reports numa_node -1 (unknown){guess}",
             "enable ACPI _PXM/SRAT proximity in the BIOS (or the hypervisor's vNUMA) so the kernel knows "
             "the device's node; until then bind with `numatune launch --node N`",
             d.bdf,
+            None if multi else Severity.INFO,
         )
 
 
@@ -35,9 +69,7 @@ def check_gpu_without_local_nic(topo: Topology) -> Iterator[Finding]:
         best = nearest_nic(topo, g)
         if best and best[1] == "SYS":
             nic = best[0]
-            yield Finding(
-                "NT002",
-                Severity.WARNING,
+            yield NT002(
                 f"GPU {g.bdf} (node {_n(g.node)}) has no NIC on its node; nearest is {nic.bdf} "
                 f"({', '.join(nic.netdevs + nic.rdma) or nic.kind}, node {_n(nic.node)}): "
                 "GPUDirect RDMA traffic crosses the socket link",
@@ -53,9 +85,7 @@ def check_cpuless_node_in_top_tier(topo: Topology) -> Iterator[Finding]:
     top = min(dram_tiers)
     for n in topo.nodes:
         if not n.cpus and n.tier == top and n.kind in ("cxl", "pmem", "unknown") and (n.memory_total_kib or 0) > 0:
-            yield Finding(
-                "NT003",
-                Severity.WARNING,
+            yield NT003(
                 f"CPU-less {n.kind} node {n.id} sits in the same memory tier ({top}) as DRAM: "
                 "the kernel will neither demote to it nor promote from it",
                 "make the firmware publish HMAT/CDAT performance for the device (or use the kmem "
@@ -76,9 +106,7 @@ def check_unbalanced_memory(topo: Topology) -> Iterator[Finding]:
         return
     low, high = min(per_socket.values()), max(per_socket.values())
     if high and (high - low) / high > UNBALANCED_MEMORY_RATIO:
-        yield Finding(
-            "NT004",
-            Severity.WARNING,
+        yield NT004(
             f"memory is unbalanced across sockets: {low // 1048576} GiB vs {high // 1048576} GiB",
             "populate every socket's memory channels alike; ranks on the small socket will spill remote",
             "memory",
@@ -88,9 +116,7 @@ def check_unbalanced_memory(topo: Topology) -> Iterator[Finding]:
 def check_numa_balancing(topo: Topology) -> Iterator[Finding]:
     mode = topo.settings.numa_balancing
     if mode and mode & 1 and len(topo.nodes) > 1:
-        yield Finding(
-            "NT005",
-            Severity.INFO,
+        yield NT005(
             "automatic NUMA balancing is on: it unmaps pages to sample them and may migrate a pinned "
             "rank's memory",
             "for pinned training jobs: sysctl kernel.numa_balancing=0 (or 2 to keep only memory tiering)",
@@ -101,9 +127,7 @@ def check_numa_balancing(topo: Topology) -> Iterator[Finding]:
 def check_offline_cpus(topo: Topology) -> Iterator[Finding]:
     offline = [c.id for c in topo.cpus if not c.online]
     if offline:
-        yield Finding(
-            "NT006",
-            Severity.INFO,
+        yield NT006(
             f"{len(offline)} CPUs are offline: {format_cpulist(offline)}",
             "bring them online (echo 1 > /sys/devices/system/cpu/cpuN/online) if that was not intended",
             "cpus",
@@ -114,9 +138,7 @@ def check_device_on_cpuless_node(topo: Topology) -> Iterator[Finding]:
     cpuless = {n.id for n in topo.nodes if not n.cpus}
     for d in topo.devices:
         if d.node in cpuless and d.kind in ("gpu", "nic", "nvme", "accelerator"):
-            yield Finding(
-                "NT007",
-                Severity.WARNING,
+            yield NT007(
                 f"{d.kind.upper()} {d.bdf} hangs off node {d.node}, which has no CPUs",
                 "bind its users to the nearest node with CPUs (smallest distance)",
                 d.bdf,
@@ -134,9 +156,7 @@ def check_overlapping_node_cpus(topo: Topology) -> Iterator[Finding]:
                 seen[cpu] = n.id
     if clash:
         pairs = ", ".join(f"{a}/{b}" for a, b in sorted(clash)[:4])
-        yield Finding(
-            "NT008",
-            Severity.ERROR,
+        yield NT008(
             f"NUMA nodes claim the same CPUs ({pairs}): the firmware's SRAT is broken",
             "update the BIOS; until then bind by CPU list, not by node",
             "nodes",
@@ -148,9 +168,7 @@ def check_missing_distances(topo: Topology) -> Iterator[Finding]:
         return
     missing = [n.id for n in topo.nodes if not n.distances]
     if missing:
-        yield Finding(
-            "NT009",
-            Severity.WARNING,
+        yield NT009(
             f"no usable distance row for node(s) {format_cpulist(missing)}",
             "distances drive the kernel's fallback order; check the firmware's SLIT",
             "distances",
@@ -159,9 +177,7 @@ def check_missing_distances(topo: Topology) -> Iterator[Finding]:
 
 def check_zone_reclaim(topo: Topology) -> Iterator[Finding]:
     if topo.settings.zone_reclaim_mode:
-        yield Finding(
-            "NT010",
-            Severity.WARNING,
+        yield NT010(
             f"vm.zone_reclaim_mode is {topo.settings.zone_reclaim_mode}: the kernel reclaims page cache "
             "locally before using another node",
             "sysctl vm.zone_reclaim_mode=0 unless the workload was measured to prefer it",
@@ -171,9 +187,7 @@ def check_zone_reclaim(topo: Topology) -> Iterator[Finding]:
 
 def check_single_node(topo: Topology) -> Iterator[Finding]:
     if not topo.numa_kernel:
-        yield Finding(
-            "NT011",
-            Severity.INFO,
+        yield NT011(
             "no NUMA information in this kernel (no /sys/devices/system/node): treated as one node",
             "",
             "kernel",
@@ -182,9 +196,7 @@ def check_single_node(topo: Topology) -> Iterator[Finding]:
 
 def check_irqbalance(topo: Topology) -> Iterator[Finding]:
     if topo.settings.irqbalance_running and topo.devices:
-        yield Finding(
-            "NT012",
-            Severity.INFO,
+        yield NT012(
             "irqbalance is running: it will move device interrupts and undo manual affinity",
             "set IRQBALANCE_BANNED_CPULIST to the ranks' cores (see `numatune irq plan`)",
             "irqbalance",
@@ -193,34 +205,33 @@ def check_irqbalance(topo: Topology) -> Iterator[Finding]:
 
 def check_thp(topo: Topology) -> Iterator[Finding]:
     if topo.settings.transparent_hugepage == "never":
-        yield Finding(
-            "NT013",
-            Severity.INFO,
+        yield NT013(
             "transparent hugepages are disabled: large training buffers use 4 KiB pages (more TLB misses)",
             "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled",
             "transparent_hugepage",
         )
 
 
-CHECKS: tuple[Callable[[Topology], Iterator[Finding]], ...] = (
-    check_unknown_device_node,
-    check_gpu_without_local_nic,
-    check_cpuless_node_in_top_tier,
-    check_unbalanced_memory,
-    check_numa_balancing,
-    check_offline_cpus,
-    check_device_on_cpuless_node,
-    check_overlapping_node_cpus,
-    check_missing_distances,
-    check_zone_reclaim,
-    check_single_node,
-    check_irqbalance,
-    check_thp,
+# Each rule with the one code it reports, in report order.
+CHECKS: tuple[tuple[Code, Callable[[Topology], Iterator[Finding]]], ...] = (
+    (NT001, check_unknown_device_node),
+    (NT002, check_gpu_without_local_nic),
+    (NT003, check_cpuless_node_in_top_tier),
+    (NT004, check_unbalanced_memory),
+    (NT005, check_numa_balancing),
+    (NT006, check_offline_cpus),
+    (NT007, check_device_on_cpuless_node),
+    (NT008, check_overlapping_node_cpus),
+    (NT009, check_missing_distances),
+    (NT010, check_zone_reclaim),
+    (NT011, check_single_node),
+    (NT012, check_irqbalance),
+    (NT013, check_thp),
 )
 
 
 def topology_findings(topo: Topology) -> list[Finding]:
-    out = [f for check in CHECKS for f in check(topo)]
+    out = [f for _, check in CHECKS for f in check(topo)]
     return sorted(out, key=lambda f: (-f.severity.rank, f.code, f.subject))
 
 

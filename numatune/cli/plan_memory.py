@@ -8,7 +8,7 @@ import re
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option, resolve_format
+from numatune.cli._options import format_option
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
 
@@ -38,7 +38,7 @@ def parse_size(text: str, what: str) -> int:
 @click.option("--reserve", metavar="SIZE", help="DRAM left free (default: max(2 GiB, 5% of the node)).")
 @click.option("--probe", "probe_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="CXL shares from `numatune probe --json` read bandwidths instead of HMAT.")
-@format_option("table", "json")
+@format_option("text", "json")
 @click.pass_obj
 def plan_memory_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the options
     """Print which training buffers go to local DRAM and which to CXL: optimizer data first, then bf16
@@ -54,7 +54,9 @@ def plan_memory_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the 
     except ValueError:
         raise InputError(f"--params {kw['params']!r}: expected a number like 7e9") from None
     if kw["gpu"] is not None and kw["node"] is not None:
-        raise click.UsageError("--gpu and --node are exclusive")
+        from numatune.errors import UsageError
+
+        raise UsageError("--gpu and --node are exclusive")
     items = training_items(params, optimizer=kw["optimizer"], layers=kw["layers"], hidden=kw["hidden"],
                            seq_len=kw["seq_len"], batch=kw["batch"])
     host = app.host
@@ -86,7 +88,7 @@ def plan_memory_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the 
                          context=ctx, gpu=gpu, strict=False, bandwidths=bws)
     model = {"params": int(params), "optimizer": kw["optimizer"], "layers": kw["layers"], "hidden": kw["hidden"],
              "seq_len": kw["seq_len"], "batch": kw["batch"]}
-    if resolve_format(kw["fmt"], kw["as_json"]) == "json":
+    if kw["fmt"] == "json":
         from numatune.render.plan_memory import plan_document
 
         app.echo_json(plan_document(plan, host.label, model))

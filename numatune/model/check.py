@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from numatune.model._record import record
 from numatune.model.findings import Finding
 
 
-@dataclass(frozen=True)
+@record
 class CheckResult:
     """One rule or policy expectation: its findings, or why it could not be evaluated here."""
 
@@ -22,7 +21,7 @@ class CheckResult:
         return self.skipped is None and not self.findings
 
 
-@dataclass(frozen=True)
+@record
 class IrqPlacement:
     """Where one device interrupt may fire: enough for the rank-core rule, from any IRQ reader."""
 

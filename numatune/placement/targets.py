@@ -195,7 +195,7 @@ def _gpu_local(gpu: Any, ctx: LiveContext) -> Target:
         index = gpu.index if gpu.index is not None else 0
     if isinstance(index, str) and index.isdigit():
         index = int(index)
-    from numatune.model.launch import BindingError
+    from numatune.errors import BindingError
 
     warnings: list[str] = []
     try:

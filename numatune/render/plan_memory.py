@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from numatune import __version__
 from numatune.plan.memory import CLASS_NAMES, MemoryPlan
+from numatune.render.envelope import envelope
 
-SCHEMA = "numatune.plan-memory/1"
 GIB = 1 << 30
 
 
@@ -34,22 +33,21 @@ def _rows(plan: MemoryPlan) -> list[dict[str, Any]]:
 
 
 def plan_document(plan: MemoryPlan, source: str, model: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA,
-        "numatune_version": __version__,
-        "source": source,
-        "model": model,
-        "dram": {"node": plan.dram_node, "budget_bytes": plan.dram_budget, "budget_source": plan.dram_source,
-                 "used_bytes": plan.dram_bytes},
-        "cxl": {"nodes": [{"node": n, "share": round(s, 6), "bytes": b}
-                          for (n, s), b in zip(plan.cxl_shares, plan.cxl_by_node().values(), strict=True)],
-                "budget_bytes": plan.cxl_budget, "budget_source": plan.cxl_source, "used_bytes": plan.cxl_bytes},
-        "items": _rows(plan),
-        "fits": plan.fits,
-        "unplaced_bytes": sum(n for _, n in plan.unplaced),
-        "reasons": list(plan.reasons),
-        "warnings": list(plan.warnings),
-    }
+    return envelope(
+        "plan-memory",
+        source=source,
+        model=model,
+        dram={"node": plan.dram_node, "budget_bytes": plan.dram_budget, "budget_source": plan.dram_source,
+              "used_bytes": plan.dram_bytes},
+        cxl={"nodes": [{"node": n, "share": round(s, 6), "bytes": b}
+                       for (n, s), b in zip(plan.cxl_shares, plan.cxl_by_node().values(), strict=True)],
+             "budget_bytes": plan.cxl_budget, "budget_source": plan.cxl_source, "used_bytes": plan.cxl_bytes},
+        items=_rows(plan),
+        fits=plan.fits,
+        unplaced_bytes=sum(n for _, n in plan.unplaced),
+        reasons=list(plan.reasons),
+        warnings=list(plan.warnings),
+    )
 
 
 def render_text(plan: MemoryPlan, source: str, model_line: str) -> str:

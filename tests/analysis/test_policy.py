@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from numatune.analysis.policy import (
-    CODES,
-    RULES,
+    EXPECTATIONS,
     PolicyFacts,
     apply_overrides,
     evaluate_policy,
@@ -56,9 +55,9 @@ def test_example_policies_load(path: Path):
     assert policy.source == str(path)
 
 
-def test_every_rule_has_a_known_code():
-    assert {code for _, code, _ in RULES} <= set(CODES)
-    assert len({code for _, code, _ in RULES}) == len(RULES)
+def test_every_expectation_has_its_own_policy_code():
+    assert all(e.code.group == "policy" for e in EXPECTATIONS)
+    assert len({e.code.code for e in EXPECTATIONS}) == len({e.key for e in EXPECTATIONS}) == len(EXPECTATIONS)
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from numatune.errors import InputError, Unsupported
-from numatune.model.launch import BindingError
+from numatune.errors import BindingError, InputError, Unsupported
 from numatune.placement.targets import (
     MAX_STRIPE_RUNS,
     Stripe,

@@ -1,0 +1,89 @@
+"""The finding-code registry: one declaration per code, documented, and every mention of a code names one."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from numatune.analysis.codes import GROUPS, all_codes
+from numatune.model.findings import REGISTRY, Severity, register
+from numatune.render.codes_man import codes_man_page
+from tests.conftest import PROJECT
+
+CODES = {c.code: c for c in all_codes()}
+CODE = re.compile(r"\bNT(\d{3})\b")
+RANGE = re.compile(r"\bNT(\d{3})\s*(?:-|–|\\-|to)\s*NT(\d{3})\b")
+
+
+def test_codes_are_well_formed_and_documented():
+    assert len(CODES) >= 45
+    for c in CODES.values():
+        assert re.fullmatch(r"NT\d{3}", c.code)
+        assert c.group in GROUPS
+        assert isinstance(c.severity, Severity)
+        assert c.title and not c.title.endswith("."), c.code
+        assert len(c.doc) > len(c.title), c.code
+        assert not c.supersedes or c.supersedes in CODES, c.code
+    # the hundreds digit names the family
+    family = {"0": "topology", "2": "irq", "3": "policy", "4": "audit"}
+    assert all(family[c.code[2]] == c.group for c in CODES.values())
+
+
+def test_a_code_cannot_be_registered_twice():
+    with pytest.raises(ValueError, match="NT001 is registered twice"):
+        register("NT001", Severity.INFO, "topology", "again", "a second meaning")
+    assert REGISTRY["NT001"].title == "a device reports numa_node -1"
+
+
+def test_man_page_is_generated_from_the_registry():
+    page = (PROJECT / "man" / "numatune-codes.7").read_text()
+    assert page == codes_man_page(), "regenerate: python -m numatune.render.codes_man > man/numatune-codes.7"
+    assert set(re.findall(r"^\.B (NT\d{3})$", page, re.M)) == set(CODES)
+
+
+def _mentioned(text: str) -> set[str]:
+    out = {f"NT{n}" for n in CODE.findall(text)}
+    for lo, hi in RANGE.findall(text):  # "NT201-NT207": both ends and every code between must exist
+        inside = {c for c in CODES if lo <= c[2:] <= hi}
+        assert f"NT{lo}" in CODES and f"NT{hi}" in CODES, (lo, hi)
+        assert inside, (lo, hi)
+    return out
+
+
+DOCS = ["README.md", "CHANGELOG.md", "docs/json-schemas.md", *(f"man/{p.name}" for p in (PROJECT / "man").iterdir()),
+        *(f"examples/{p.name}" for p in (PROJECT / "examples").glob("*.toml")), "tests/cli/check_expected.toml"]
+
+
+@pytest.mark.parametrize("path", DOCS)
+def test_every_code_a_document_names_is_registered(path):
+    assert _mentioned((PROJECT / path).read_text()) <= set(CODES)
+
+
+def test_every_code_in_the_source_is_registered():
+    for path in (PROJECT / "numatune").rglob("*.py"):
+        assert _mentioned(path.read_text()) <= set(CODES), path
+
+
+def test_check_man_page_names_each_policy_key_with_its_code():
+    from numatune.analysis.policy import EXPECTATIONS
+
+    page = (PROJECT / "man" / "numatune-check.1").read_text()
+    for e in EXPECTATIONS:
+        leaf = e.key.split(".", 1)[1]
+        at = page.find(f"\\fB{leaf}\\fR")
+        assert at > 0, e.key
+        assert CODE.search(page, at).group(0) == e.code.code, e.key
+
+
+def test_a_superseding_finding_replaces_the_other_on_the_same_subject():
+    from numatune.analysis.check import supersede
+    from numatune.model.check import CheckResult
+
+    nic, other = "0000:18:00.0", "0000:3b:00.0"
+    irq = CheckResult("irq.NT203", "irq", "t", (REGISTRY["NT203"]("m", "f", nic), REGISTRY["NT203"]("m", "f", other)))
+    policy = CheckResult("policy.irq.rank_cpus", "policy", "t", (REGISTRY["NT340"]("m", "f", nic),))
+    got = supersede([irq, policy])
+    assert [f.subject for f in got[0].findings] == [other]  # NT203 kept only where NT340 does not speak
+    assert got[1] == policy
+    assert supersede([irq]) == [irq]
