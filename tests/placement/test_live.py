@@ -191,3 +191,14 @@ def test_apply_gives_each_planned_item_its_region(torch):
         pm.tensor("m", (1_000_001,), torch.float32)
     with pytest.raises(InputError, match="no item 'x'"):
         pm.tensor("x")
+
+
+def test_arena_with_transparent_huge_pages_and_closed_arena():
+    a = Arena(4 * MIB, 0, thp=True)
+    assert a.report.check.ok and sum(a.report.check.found.values()) == 4 * MIB // PS
+    a.close()
+    a.close()  # idempotent
+    with pytest.raises(InputError, match="closed"):
+        a.verify()
+    with pytest.raises(InputError, match="positive number of bytes"):
+        Arena(0, 0)
