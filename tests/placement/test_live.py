@@ -202,3 +202,33 @@ def test_arena_with_transparent_huge_pages_and_closed_arena():
         a.verify()
     with pytest.raises(InputError, match="positive number of bytes"):
         Arena(0, 0)
+
+
+def test_zoneinfo_of_a_real_cxl_guest_says_the_cxl_node_is_movable():
+    """Recorded in the cxl VM (tests/placement/data/README.md): the daxctl-onlined CXL node 3 is all
+    ZONE_MOVABLE, so pinning a buffer placed there would migrate it; DRAM nodes 0-2 are not."""
+    from pathlib import Path
+
+    from numatune.placement.pinning import movable_nodes
+    from numatune.readers.zones import movable_share, parse_zoneinfo
+
+    text = (Path(__file__).parent / "data" / "zoneinfo-vm-cxl-6.12.txt").read_text()
+    zones = parse_zoneinfo(text)
+    assert zones[3] == {"DMA": 0, "DMA32": 0, "Normal": 0, "Movable": 229376, "Device": 0}
+    assert zones[2]["Normal"] == 257244 and zones[0]["DMA32"] == 244218
+    assert movable_share(zones, 3) == 1.0 and movable_share(zones, 0) == 0.0 and movable_share(zones, 9) is None
+    assert movable_nodes([0, 1, 2, 3], zones) == {3: 1.0}
+    # a buffer half on DRAM node 1, half on CXL node 3: pinning moves the CXL half to node 1
+    before, after = [1] * 4 + [3] * 4, [1] * 8
+    moved = pin_outcome(before, after)
+    assert moved == {(3, 1): 4}
+    (w,) = pin_warnings("bf16 weights", moved, movable_nodes([1, 3], zones), registered=True)
+    assert "4 page(s) node 3 -> 1" in w and "node(s) 3 are ZONE_MOVABLE" in w
+
+
+def test_zones_through_host_on_a_saved_root_without_zoneinfo():
+    from numatune.host import Host
+    from numatune.readers.zones import read_zones
+    from tests.conftest import fixture_root
+
+    assert read_zones(Host.open(fixture_root("vm-two-socket"))) == {}
