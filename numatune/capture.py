@@ -193,7 +193,7 @@ def capture_system(cap: Capture) -> None:
         if kfd != "/sys/class/kfd/kfd":
             cap.link("/sys/class/kfd/kfd")
     # /proc
-    for f in ("cpuinfo", "meminfo", "version", "interrupts", "vmstat", "cmdline", "sys/kernel/osrelease",
+    for f in ("cpuinfo", "meminfo", "version", "interrupts", "vmstat", "cmdline", "modules", "sys/kernel/osrelease",
               "sys/kernel/numa_balancing", "sys/vm/zone_reclaim_mode", "sys/vm/max_map_count",
               "sys/kernel/perf_event_paranoid", "irq/default_smp_affinity"):
         cap.file(f"/proc/{f}")
@@ -268,10 +268,24 @@ def process_files() -> tuple[tuple[str, ...], tuple[str, ...]]:
         return DEFAULT_PROCESS_FILES, DEFAULT_ENVIRON_KEYS
 
 
+def _has_nvidia_gpu(src: Host) -> bool:
+    return bool(src.listdir("/proc/driver/nvidia/gpus")) or any(
+        src.read_optional(f"/sys/bus/pci/devices/{bdf}/vendor") == "0x10de"
+        and (src.read_optional(f"/sys/bus/pci/devices/{bdf}/class") or "").startswith("0x03")
+        for bdf in src.listdir("/sys/bus/pci/devices")
+    )
+
+
 def snapshot(src: Host, dest: Path, pids: Iterable[int] = ()) -> Capture:
     """Capture `src` (usually the live node) into `dest`: a directory, or an archive for .tar/.tar.gz/.tgz."""
     cap = Capture(src)
     capture_system(cap)
+    if _has_nvidia_gpu(src) or src.exists("/numatune/nvml.json"):
+        from numatune.readers.nvml import SAVED, snapshot_bytes
+
+        record = snapshot_bytes(src)  # NVLink, fabric, UUIDs: not in sysfs, so NVML's answers are kept
+        if record is not None:
+            cap.files[SAVED] = record
     files, keys = process_files()
     for pid in pids:
         capture_process(cap, pid, files, keys)

@@ -79,7 +79,7 @@ class Unsupported(NumatuneError):
 class BindingError(Unsupported):
     """`launch`: a binding that cannot be honoured (no GPU, no usable CPU, unsupported policy).
 
-    `--best-effort` turns it into a warning and an unbound run.
+    `--best-effort` turns it into a warning and an unbound run; audit, into a note (the resolver's errors).
     """
 
 

@@ -73,7 +73,7 @@ class Host:
     def path(self, logical: str) -> str:
         """The real path of a logical one (a str: pathlib costs an import on every command)."""
         rel = logical.lstrip("/")
-        if ".." in rel.split("/"):
+        if ".." in rel and ".." in rel.split("/"):  # the split only when a ".." could be a component
             raise InputError(f"path escapes the root: {logical}")  # a name read from the tree, not a bug: exit 3
         return os.path.join(self.root, rel)
 
@@ -153,10 +153,11 @@ class Host:
         error on one attribute must not take the whole report down.
         """
         try:
-            with open(self.path(logical), encoding="utf-8", errors="replace") as fh:
-                return _clean(fh.read())
+            with open(self.path(logical), "rb") as fh:  # bytes: no text wrapper per small file
+                data = fh.read()
         except OSError:
             return None
+        return _clean(data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n"))
 
     def read_int(self, logical: str, base: int = 10) -> int | None:
         text = self.read_optional(logical)

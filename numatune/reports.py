@@ -16,9 +16,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def inspect_report(host: Host, pci_ids: str | None):  # noqa: ANN201 - (topology, path matrix, findings)
-    from numatune.analysis.paths import path_matrix
-    from numatune.analysis.topology_findings import topology_findings
+def read_inspect_topology(host: Host, pci_ids: str | None):  # noqa: ANN201 - Topology
+    """The topology inspect and check report: everything read, plus what only the live node tells."""
     from numatune.readers.topology import read_topology
 
     topo = read_topology(host, pci_ids=pci_ids)
@@ -26,6 +25,14 @@ def inspect_report(host: Host, pci_ids: str | None):  # noqa: ANN201 - (topology
         from numatune.live import enrich_topology
 
         topo = enrich_topology(topo)
+    return topo
+
+
+def inspect_report(host: Host, pci_ids: str | None):  # noqa: ANN201 - (topology, path matrix, findings)
+    from numatune.analysis.paths import path_matrix
+    from numatune.analysis.topology_findings import topology_findings
+
+    topo = read_inspect_topology(host, pci_ids)
     return topo, path_matrix(topo), topology_findings(topo)
 
 

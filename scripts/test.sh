@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install everything the tests need on a fresh Debian machine and run the whole suite.
+# Install everything the tests need on a fresh Debian machine and run the whole suite, VM stage included
+# (the README's test command; .ci/run runs exactly this). The quick loop: .venv/bin/python -m pytest -m "not vm"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""

@@ -1,6 +1,6 @@
 """Compare two nodes' topologies: what a BIOS update, a new kernel or a swapped card changed.
 
-Both sides are `numatune.inspect/1` documents (a root or snapshot is turned into one first), so a
+Both sides are `numatune.inspect/2` (or /1) documents (a root or snapshot is turned into one first), so a
 live node, a saved tree and a report gathered last month compare the same way. A document is
 flattened into a *view*: ordered keys ("node 1 cpus", "device 0000:18:00.0") with short string
 values; the difference of two views is the list of keys whose values differ. Fields that change
@@ -9,19 +9,22 @@ from minute to minute (free memory, the source path, the numatune version) are l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from numatune.cpulist import format_cpulist
 from numatune.errors import InputError
+from numatune.model._record import record
 from numatune.render.envelope import SCHEMAS
 
+TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import; diff starts without them
+if TYPE_CHECKING:
+    from typing import Any
+
 INSPECT_SCHEMA = SCHEMAS["inspect"]
+READABLE_SCHEMAS = ("numatune.inspect/1", INSPECT_SCHEMA)  # /2 added fabric links; what diff compares is in both
 PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")
 MEMORY_TOLERANCE = 0.02  # node memory within 2% is "the same" (firmware and kernels reserve a little)
 
 
-@dataclass(frozen=True)
+@record
 class Difference:
     key: str  # "node 1 cpus"
     category: str  # cpu | numa | distances | memory | tiers | devices | kernel
@@ -37,8 +40,8 @@ def check_inspect_document(doc: Any, where: str) -> dict[str, Any]:
     if not isinstance(schema, str) or not schema.startswith("numatune.inspect/"):
         raise InputError(f"{where} is a {schema} report; expected {INSPECT_SCHEMA} "
                          "(made by `numatune inspect --json`)")
-    if schema != INSPECT_SCHEMA:
-        raise InputError(f"{where} has schema {schema}; this numatune reads {INSPECT_SCHEMA}")
+    if schema not in READABLE_SCHEMAS:
+        raise InputError(f"{where} has schema {schema}; this numatune reads {' and '.join(READABLE_SCHEMAS)}")
     for key in ("cpu", "nodes", "devices", "settings"):
         if key not in doc:
             raise InputError(f"{where}: the report has no {key!r} field")

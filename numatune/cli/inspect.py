@@ -36,9 +36,8 @@ def inspect_cmd(app: App, fmt: str) -> None:
 
         click.echo(inspect_metrics(topo, findings), nl=False)
         return
-    from numatune.render.inspect_text import render_inspect
+    from numatune.render.inspect_text import print_inspect
 
-    console = app.console()
-    console.print(render_inspect(topo, matrix, findings))
+    print_inspect(topo, matrix, findings, app.color)
     for s in topo.skipped:
         app.note(f"skipped {s.subject}: {s.reason}")

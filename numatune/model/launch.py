@@ -1,15 +1,13 @@
 """What `numatune launch` decides: which rank, which GPU, which node, which CPUs, which memory policy.
 
 Immutable records built by `plan/launch.py` from a Topology and the live facts gathered by `bind.py`,
-consumed by the renderers and `bind.apply_plan`. They are NamedTuples rather than frozen dataclasses
-on purpose: launch runs in front of every rank, and on Python 3.11 creating a frozen dataclass costs
-about 20 times more than a NamedTuple (one exec per generated method); see README, Performance.
+consumed by the renderers and `bind.apply_plan`. They are `@record`s (numatune.model._record), not
+frozen dataclasses or typing.NamedTuple, on purpose: launch runs in front of every rank, and a frozen
+dataclass costs one exec per generated method, typing an import; see README, Performance.
 Never mutate the shared empty-dict defaults.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 # Linux uapi/linux/mempolicy.h: defined once, in numatune.memsys (which imports no more than errors.py)
 from numatune.memsys import (
@@ -19,6 +17,7 @@ from numatune.memsys import (
     MPOL_PREFERRED_MANY,
     MPOL_WEIGHTED_INTERLEAVE,
 )
+from numatune.model._record import record
 
 CPU_BIND_MODES = ("node", "socket", "exclusive", "cores:N", "none")
 MEM_POLICIES = ("bind", "preferred", "preferred-many", "interleave", "weighted", "cxl-spill", "none")
@@ -35,12 +34,14 @@ POLICY_SUPPORT: dict[str, tuple[int, tuple[int, int], str, str]] = {
 }
 
 
-class CpuBind(NamedTuple):
+@record
+class CpuBind:
     mode: str  # node | socket | exclusive | cores | none
     cores: int | None = None  # for cores:N
 
 
-class LaunchOptions(NamedTuple):
+@record
+class LaunchOptions:
     """The user's choices, already parsed and validated for syntax."""
 
     rank: int | None = None
@@ -57,14 +58,16 @@ class LaunchOptions(NamedTuple):
     best_effort: bool = False
 
 
-class Numactl(NamedTuple):
+@record
+class Numactl:
     path: str
     version: str | None  # "2.0.19" when `numactl --version` answers; else None
     preferred_many: bool  # --preferred-many in its usage text (numactl >= 2.0.15)
     weighted: bool  # --weighted-interleave in its usage text (numactl >= 2.0.19)
 
 
-class LaunchFacts(NamedTuple):
+@record
+class LaunchFacts:
     """What the plan needs to know about the process and node it runs on (gathered by bind.py)."""
 
     env: dict[str, str] = {}  # only the launcher keys in plan.ENV_KEYS
@@ -79,14 +82,16 @@ class LaunchFacts(NamedTuple):
     current_weights: dict[int, int] = {}
 
 
-class RankInfo(NamedTuple):
+@record
+class RankInfo:
     rank: int
     rank_source: str  # "LOCAL_RANK=3" | "--rank" | "default (no launcher variable)"
     local_size: int | None
     size_source: str | None
 
 
-class GpuChoice(NamedTuple):
+@record
+class GpuChoice:
     bdf: str
     kind: str
     pci_index: int | None  # position among the node's GPUs in PCI bus order
@@ -98,7 +103,8 @@ class GpuChoice(NamedTuple):
     inferred_from: str | None = None
 
 
-class MemPolicy(NamedTuple):
+@record
+class MemPolicy:
     policy: str  # one of MEM_POLICIES
     mode: int | None  # MPOL_* (None for "none")
     nodes: tuple[int, ...] = ()
@@ -106,7 +112,8 @@ class MemPolicy(NamedTuple):
     weights_source: str | None = None  # "--weights" | "HMAT read bandwidth" | "kernel"
 
 
-class LaunchPlan(NamedTuple):
+@record
+class LaunchPlan:
     rank: RankInfo
     gpu: GpuChoice | None
     node: int | None
@@ -120,5 +127,4 @@ class LaunchPlan(NamedTuple):
     env: dict[str, str]  # variables set for the command (OMP_NUM_THREADS)
     reasons: tuple[str, ...]
     warnings: tuple[str, ...] = ()
-    write_weights: dict[int, int] = {}  # sysfs weights to set before exec
     unbound: bool = False  # --best-effort fell back to an unbound run

@@ -12,14 +12,14 @@ IRQs (async, admin, misc) get the whole free set of the node.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from numatune.cpulist import format_cpulist
+from numatune.model._record import record
 from numatune.model.irq import IrqReport
 from numatune.model.topology import Topology
 
 
-@dataclass(frozen=True)
+@record
 class PlannedIrq:
     irq: int
     device: str  # key (BDF or name)
@@ -34,13 +34,13 @@ class PlannedIrq:
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class IrqPlan:
     entries: tuple[PlannedIrq, ...]
     reserved: tuple[int, ...]  # CPUs kept free of IRQs: rank cores, --exclude-cpus
     isolated: tuple[int, ...]
-    free_by_node: dict[int, tuple[int, ...]] = field(default_factory=dict)  # CPUs the plan may use
-    rank_cpus: dict[int, tuple[int, ...]] = field(default_factory=dict)  # rank -> CPUs (with --ranks-per-node)
+    free_by_node: dict[int, tuple[int, ...]] = {}  # CPUs the plan may use (shared default: never mutate)
+    rank_cpus: dict[int, tuple[int, ...]] = {}  # rank -> CPUs (with --ranks-per-node)
     notes: tuple[str, ...] = ()
 
     @property
