@@ -1,0 +1,170 @@
+"""Probe analysis (pure): what the firmware claims beside what was measured, the ratios, the findings.
+
+Finding codes NT501-NT509 are defined here and only here (CODES), to move into the project's finding
+registry as they are.
+"""
+
+from __future__ import annotations
+
+from numatune.model.findings import Finding, Severity
+from numatune.model.probe import Cell, Expected, ProbeResult
+from numatune.model.topology import NumaNode, Topology
+
+# code -> (severity, what it means); the one list of probe and compare findings.
+CODES: dict[str, tuple[Severity, str]] = {
+    "NT501": (Severity.INFO, "one memory node: nothing to compare"),
+    "NT502": (Severity.WARNING, "firmware (SLIT/HMAT) disagrees with the measurement"),
+    "NT503": (Severity.INFO, "no measurable NUMA effect (VM, fake NUMA or identical memory)"),
+    "NT504": (Severity.INFO, "a CXL node is faster than remote DRAM"),
+    "NT505": (Severity.INFO, "a CXL node is slower than remote DRAM"),
+    "NT506": (Severity.WARNING, "automatic NUMA balancing or demotion was on during the probe"),
+    "NT507": (Severity.ERROR, "a buffer's pages were not on the node asked: the pair was not timed"),
+    "NT508": (Severity.WARNING, "latency unavailable: the compiled helper could not be built"),
+    "NT509": (Severity.INFO, "buffers not in transparent huge pages: latency includes TLB misses"),
+}
+
+FLAT_LATENCY = 1.10  # remote/local latency below this (and bandwidth within 10%) is no NUMA effect
+SLIT_SAYS_FAR = 1.3  # SLIT ratio from which a remote node should be visibly slower
+
+
+def finding(code: str, message: str, fix: str = "", subject: str = "") -> Finding:
+    return Finding(code, CODES[code][0], message, fix, subject)
+
+
+def hmat_for(target: NumaNode, initiator: int) -> tuple[int | None, int | None]:
+    """(read latency ns, read bandwidth MB/s) HMAT gives for this initiator (CPU class first), else Nones."""
+    for cls in (1, 0):
+        for e in target.hmat:
+            if e.access_class == cls and initiator in e.initiators:
+                return e.read_latency_ns, e.read_bandwidth_mbps
+    return None, None
+
+
+def expected(topo: Topology, initiator: int, target: int) -> Expected:
+    src, dst = topo.node(initiator), topo.node(target)
+    lat, bw = hmat_for(dst, initiator) if dst else (None, None)
+    return Expected(
+        distance=src.distances.get(target) if src else None,
+        local_distance=src.distances.get(initiator) if src else None,
+        hmat_read_latency_ns=lat,
+        hmat_read_bandwidth_mbps=bw,
+    )
+
+
+def _cell(result: ProbeResult, i: int, t: int) -> Cell | None:
+    for c in result.cells:
+        if c.initiator == i and c.target == t and c.status == "ok":
+            return c
+    return None
+
+
+def ratios(result: ProbeResult) -> list[dict[str, object]]:
+    """Measured target/local per (initiator, target ≠ initiator): latency ×, read and copy bandwidth ×."""
+    out = []
+    for i in result.initiators:
+        local = _cell(result, i, i)
+        if local is None:
+            continue
+        for t in result.targets:
+            c = _cell(result, i, t)
+            if t == i or c is None:
+                continue
+            kind = "cxl/local" if c.target_kind == "cxl" else ("remote/local" if c.target_kind == "dram"
+                                                                else f"{c.target_kind}/local")
+            row: dict[str, object] = {"initiator": i, "target": t, "kind": kind,
+                                      "latency": None, "read_bandwidth": None, "copy_bandwidth": None}
+            if c.latency_ns and local.latency_ns:
+                row["latency"] = c.latency_ns.median / local.latency_ns.median
+            if c.read_gbps and local.read_gbps:
+                row["read_bandwidth"] = c.read_gbps.median / local.read_gbps.median
+            if c.copy_gbps and local.copy_gbps:
+                row["copy_bandwidth"] = c.copy_gbps.median / local.copy_gbps.median
+            if c.expected.distance and c.expected.local_distance:
+                row["slit"] = c.expected.distance / c.expected.local_distance
+            out.append(row)
+    return out
+
+
+def probe_findings(result: ProbeResult, topo: Topology) -> list[Finding]:
+    out: list[Finding] = []
+    if len(result.targets) < 2:
+        out.append(finding("NT501", f"only node {result.targets[0] if result.targets else '?'} has memory here: "
+                           "probe measured local memory only, there is nothing to compare", subject="node"))
+    if not result.latency_available:
+        out.append(finding("NT508", f"latency not measured: {result.latency_reason}",
+                           "install a C compiler (apt-get install gcc) and run probe again"))
+    if result.numa_balancing or result.demotion_enabled:
+        on = [w for w, v in (("automatic NUMA balancing", result.numa_balancing),
+                             ("demotion to slower tiers", result.demotion_enabled)) if v]
+        out.append(finding("NT506", " and ".join(on) + " was on during the probe: the kernel may move pages "
+                           "mid-run (every buffer was checked before timing, not after)",
+                           "for a clean matrix: sysctl kernel.numa_balancing=0; echo false > "
+                           "/sys/kernel/mm/numa/demotion_enabled (root)", subject="kernel"))
+    for c in result.cells:
+        if c.status == "failed" and c.placement is not None:
+            where = ", ".join(f"{'node ' + str(k) if k >= 0 else 'status ' + str(k)}: {v}"
+                              for k, v in sorted(c.placement.elsewhere.items()))
+            out.append(finding("NT507", f"node {c.initiator} → node {c.target}: {c.placement.on_target} of "
+                               f"{c.placement.pages} pages on node {c.target} ({where}); not timed",
+                               "free memory on the target node, or check cpuset.mems", f"node {c.target}"))
+    shares = [c.placement.huge_share for c in result.cells
+              if c.placement is not None and c.placement.huge_share is not None]
+    if shares and max(shares) < 0.5:
+        out.append(finding("NT509", f"buffers were in 4 KiB pages (THP {result.transparent_hugepage or 'unknown'}): "
+                           "latency includes TLB misses", "echo madvise > /sys/kernel/mm/transparent_hugepage/"
+                           "enabled (root)", "kernel"))
+    rows = ratios(result)
+    measured = [r for r in rows if r["latency"] is not None or r["read_bandwidth"] is not None]
+    if measured and all((r["latency"] is None or r["latency"] < FLAT_LATENCY)
+                        and (r["read_bandwidth"] is None or r["read_bandwidth"] > 1 / FLAT_LATENCY)
+                        and (r["copy_bandwidth"] is None or r["copy_bandwidth"] > 1 / FLAT_LATENCY)
+                        for r in measured):
+        worst = max((r["latency"] for r in measured if r["latency"] is not None), default=None)
+        shown = f" (worst latency ratio {worst:.2f}x)" if worst is not None else ""
+        out.append(finding("NT503", f"no measurable NUMA effect: every node is within 10% of local{shown}; "
+                           "a VM, fake NUMA (numa=fake) or identical memory behind every node",
+                           "placement will not change speed on this machine; measure on the real hardware"))
+    for r in rows:
+        slit = r.get("slit")
+        lat = r["latency"]
+        if slit is None or lat is None:
+            continue
+        if (slit >= SLIT_SAYS_FAR and lat < FLAT_LATENCY) or (slit < FLAT_LATENCY and lat >= SLIT_SAYS_FAR):
+            out.append(finding("NT502", f"node {r['initiator']} → node {r['target']}: SLIT says {slit:.1f}x local, "
+                               f"measured latency {lat:.2f}x", "trust the measurement; report the SLIT to the "
+                               "vendor (BIOS)", f"node {r['target']}"))
+    for c in result.cells:
+        local = _cell(result, c.initiator, c.initiator)
+        lat_h = c.expected.hmat_read_latency_ns
+        lat_l = local.expected.hmat_read_latency_ns if local else None
+        if c.status != "ok" or not c.latency_ns or not local or not local.latency_ns or not lat_h or not lat_l \
+                or c.target == c.initiator:
+            continue
+        claim = lat_h / lat_l
+        got = c.latency_ns.median / local.latency_ns.median
+        if got > 1.5 * claim or got < claim / 1.5:
+            out.append(finding("NT502", f"node {c.initiator} → node {c.target}: HMAT says {claim:.2f}x local latency "
+                               f"({lat_h} vs {lat_l} ns), measured {got:.2f}x", "trust the measurement; "
+                               "weighted-interleave weights from HMAT may be wrong", f"node {c.target}"))
+    out += _cxl_vs_remote(result, rows)
+    return out
+
+
+def _cxl_vs_remote(result: ProbeResult, rows: list[dict[str, object]]) -> list[Finding]:
+    out = []
+    for i in result.initiators:
+        remote = [r for r in rows if r["initiator"] == i and r["kind"] == "remote/local" and r["latency"]]
+        cxl = [r for r in rows if r["initiator"] == i and r["kind"] == "cxl/local" and r["latency"]]
+        if not remote or not cxl:
+            continue
+        far = max(r["latency"] for r in remote)  # type: ignore[type-var]
+        for r in cxl:
+            lat = r["latency"]
+            code = "NT504" if lat < far else "NT505"  # type: ignore[operator]
+            word = "faster" if code == "NT504" else "slower"
+            out.append(finding(code, f"from node {i}: CXL node {r['target']} latency {lat:.2f}x local is {word} "
+                               f"than remote DRAM ({far:.2f}x)",
+                               "CXL can take spilled pages before remote DRAM does (numatune launch --mem-policy "
+                               "cxl-spill)" if code == "NT504" else "keep CXL for cold data; prefer remote DRAM "
+                               "for spill", f"node {r['target']}"))
+    return out
