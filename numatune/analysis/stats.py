@@ -136,8 +136,9 @@ def bootstrap_ratio(a: Sequence[float], b: Sequence[float], *, iterations: int =
     return lo, hi
 
 
-def outliers(xs: Sequence[float], threshold: float = 3.5) -> list[int]:
-    """Indices whose modified z-score (0.6745·|x − median| / MAD, Iglewicz–Hoaglin) exceeds `threshold`."""
+def outliers(xs: Sequence[float], threshold: float = 14.0) -> list[int]:
+    """Indices whose modified z-score (0.6745·|x − median| / MAD) exceeds `threshold` (14, as hyperfine:
+    a few runs make the MAD small, and a lower bar flags ordinary noise)."""
     if len(xs) < 3:
         return []
     med = median(xs)

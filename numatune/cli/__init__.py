@@ -27,8 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("numatune.cli.diff:diff_cmd", "Compare two roots, snapshots or JSON reports."),
     "fleet": ("numatune.cli.fleet:fleet_cmd", "Group many nodes' reports by topology and list the outliers."),
     "snapshot": ("numatune.cli.snapshot:snapshot_cmd", "Save what numatune reads into an archive that --root reads."),
-    "probe": ("numatune.cli.probe:probe_cmd", "Measure latency and bandwidth from every CPU node to every memory node."),
-    "compare": ("numatune.cli.compare:compare_cmd", "Run a command under each memory placement and compare times."),
+    "probe": ("numatune.cli.probe:probe_cmd", "Measure latency and bandwidth, every CPU node × memory node."),
+    "compare": ("numatune.cli.compare:compare_cmd", "Run a command under each memory placement; compare."),
 }
 
 

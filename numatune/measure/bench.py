@@ -14,6 +14,7 @@ the GIL during the call), counted as bytes read + bytes written (write-allocate 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -44,10 +45,8 @@ class Buffer:
         self.node = node
         self.map = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         if hasattr(self.map, "madvise") and hasattr(mmap, "MADV_HUGEPAGE"):
-            try:
+            with contextlib.suppress(OSError):  # THP "never": 4 KiB pages, reported as such
                 self.map.madvise(mmap.MADV_HUGEPAGE)
-            except OSError:
-                pass  # THP disabled ("never"): 4 KiB pages, reported as such
         self._view = ctypes.c_char.from_buffer(self.map)
         self.addr = ctypes.addressof(self._view)
         memsys.mbind(self.addr, size, memsys.MPOL_BIND, [node], memsys.MPOL_MF_STRICT)
