@@ -114,14 +114,16 @@ def probe_findings(result: ProbeResult, topo: Topology) -> list[Finding]:
                            "latency includes TLB misses", "echo madvise > /sys/kernel/mm/transparent_hugepage/"
                            "enabled (root)", "kernel"))
     rows = ratios(result)
-    measured = [r for r in rows if r["latency"] is not None or r["read_bandwidth"] is not None]
+    # CXL is judged against remote DRAM below (NT504/NT505): "no NUMA effect" is about the other nodes
+    measured = [r for r in rows if r["kind"] != "cxl/local"
+                and (r["latency"] is not None or r["read_bandwidth"] is not None)]
     if measured and all((r["latency"] is None or r["latency"] < FLAT_LATENCY)
                         and (r["read_bandwidth"] is None or r["read_bandwidth"] > 1 / FLAT_LATENCY)
                         and (r["copy_bandwidth"] is None or r["copy_bandwidth"] > 1 / FLAT_LATENCY)
                         for r in measured):
         worst = max((r["latency"] for r in measured if r["latency"] is not None), default=None)
         shown = f" (worst latency ratio {worst:.2f}x)" if worst is not None else ""
-        out.append(finding("NT503", f"no measurable NUMA effect: every node is within 10% of local{shown}; "
+        out.append(finding("NT503", f"no measurable NUMA effect: every non-CXL node is within 10% of local{shown}; "
                            "a VM, fake NUMA (numa=fake) or identical memory behind every node",
                            "placement will not change speed on this machine; measure on the real hardware"))
     for r in rows:
