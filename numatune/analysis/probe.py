@@ -117,15 +117,19 @@ def probe_findings(result: ProbeResult, topo: Topology) -> list[Finding]:
     # CXL is judged against remote DRAM below (NT504/NT505): "no NUMA effect" is about the other nodes
     measured = [r for r in rows if r["kind"] != "cxl/local"
                 and (r["latency"] is not None or r["read_bandwidth"] is not None)]
-    if measured and all((r["latency"] is None or r["latency"] < FLAT_LATENCY)
-                        and (r["read_bandwidth"] is None or r["read_bandwidth"] > 1 / FLAT_LATENCY)
-                        and (r["copy_bandwidth"] is None or r["copy_bandwidth"] > 1 / FLAT_LATENCY)
-                        for r in measured):
+    flat = [r for r in measured if _flat(r)]
+    if measured and len(flat) == len(measured):
         worst = max((r["latency"] for r in measured if r["latency"] is not None), default=None)
         shown = f" (worst latency ratio {worst:.2f}x)" if worst is not None else ""
-        out.append(finding("NT503", f"no measurable NUMA effect: every non-CXL node is within 10% of local{shown}; "
-                           "a VM, fake NUMA (numa=fake) or identical memory behind every node",
+        out.append(finding("NT503", f"no measurable NUMA effect: every non-CXL node is within 10% of local{shown}"
+                           f"{_faster(flat)}; a VM, fake NUMA (numa=fake) or identical memory behind every node",
                            "placement will not change speed on this machine; measure on the real hardware"))
+    else:
+        for r in flat:
+            out.append(finding("NT503", f"node {r['initiator']} → node {r['target']}: no measurable NUMA effect "
+                               f"(latency {_x(r['latency'])}, read {_x(r['read_bandwidth'])}, copy "
+                               f"{_x(r['copy_bandwidth'])} of local){_faster([r])}",
+                               "placement between these nodes will not change speed", f"node {r['target']}"))
     for r in rows:
         slit = r.get("slit")
         lat = r["latency"]
@@ -150,6 +154,24 @@ def probe_findings(result: ProbeResult, topo: Topology) -> list[Finding]:
                                "weighted-interleave weights from HMAT may be wrong", f"node {c.target}"))
     out += _cxl_vs_remote(result, rows)
     return out
+
+
+def _flat(r: dict[str, object]) -> bool:
+    """Remote within 10% of local (or faster): latency below 1.1x, bandwidths above 1/1.1."""
+    lat, rd, cp = r["latency"], r["read_bandwidth"], r["copy_bandwidth"]
+    return ((lat is None or lat < FLAT_LATENCY) and (rd is None or rd > 1 / FLAT_LATENCY)  # type: ignore[operator]
+            and (cp is None or cp > 1 / FLAT_LATENCY))  # type: ignore[operator]
+
+
+def _faster(rows: list[dict[str, object]]) -> str:
+    """A remote node measured clearly faster than local is noise (a VM, a busy machine), never hardware."""
+    if any(r["latency"] is not None and r["latency"] < 1 / FLAT_LATENCY for r in rows):  # type: ignore[operator]
+        return "; remote memory measured faster than local, which only noise does (a VM, or a busy machine)"
+    return ""
+
+
+def _x(v: object) -> str:
+    return "n/a" if v is None else f"{v:.2f}x"
 
 
 def _cxl_vs_remote(result: ProbeResult, rows: list[dict[str, object]]) -> list[Finding]:

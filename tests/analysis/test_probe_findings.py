@@ -95,3 +95,14 @@ def test_json_document_is_versioned_and_complete():
     assert doc["cells"][1]["latency_ns"] == {"median": 160.0, "min": 160.0, "samples": [160.0, 160.0]}
     assert doc["ratios"][0]["latency"] == 1.6 and doc["ratios"][0]["slit"] == 2.1
     assert "bytes read + bytes written" in doc["method"]["copy_bandwidth"]
+
+
+def test_noise_in_a_vm_is_no_numa_effect_per_pair():
+    # what TCG gave: 0 → 1 looks 18% slower, 1 → 0 looks 2x faster than local: noise, not NUMA
+    cells = [cell(0, 0, 100.0, 10.0, dist=10), cell(0, 1, 118.0, 7.0, dist=21),
+             cell(1, 1, 100.0, 10.0, dist=10), cell(1, 0, 44.0, 10.0, dist=21)]
+    res = result(cells, initiators=(0, 1), targets=(0, 1))
+    found = [f for f in probe_findings(res, None) if f.code == "NT503"]
+    assert len(found) == 1 and found[0].subject == "node 0"
+    assert "node 1 → node 0: no measurable NUMA effect" in found[0].message
+    assert "only noise does" in found[0].message
