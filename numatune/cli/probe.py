@@ -67,8 +67,10 @@ def probe_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the option
         from numatune.measure.gpu import cuda_runtime
 
         runtime, gpu_note = cuda_runtime()
-        if runtime is None:
-            app.warn(f"--gpu: {gpu_note}; host↔GPU bandwidth not measured")
+        if runtime is not None:
+            gpu_note = (f"a CUDA runtime ({runtime}) is importable, but host↔GPU copy bandwidth is not "
+                        "implemented in this version")
+        app.warn(f"--gpu: {gpu_note}; host↔GPU bandwidth not measured")
     topo = read_topology(host, devices=False, cxl=True, settings=True)
     tty = sys.stderr.isatty() and not kw["as_json"]
 

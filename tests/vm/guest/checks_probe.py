@@ -99,7 +99,11 @@ def probe_matrix_and_placement(ctx: Context) -> dict[str, Any]:
         problems.append(f"no NT503 (no measurable NUMA effect) on emulated nodes: ratios {doc['ratios']}")
     if problems:
         raise CheckFailed("\n".join(problems) + f"\nstderr: {err[-1500:]}")
-    return {"cells": len(doc["cells"]), "elapsed_s": doc["elapsed_s"], "ratios": doc["ratios"],
+    # the text report, for the README (a second, shorter run)
+    text = numatune("probe", "--size", "4M", "--time-budget", str(len(initiators) * len(targets)), "--samples", "2",
+                    timeout=300, env={**os.environ, "NUMATUNE_CACHE_DIR": str(ctx.out / "cache")})
+    return {"text": text.stdout if text.returncode == 0 else text.summary(2000),
+            "cells": len(doc["cells"]), "elapsed_s": doc["elapsed_s"], "ratios": doc["ratios"],
             "numa_maps_pages": {str(k): v for k, v in seen.items()}, "findings": sorted(codes),
             "latency_ns": {f"{c['initiator']}->{c['target']}": c["latency_ns"]["median"] for c in doc["cells"]}}
 
@@ -130,7 +134,10 @@ def compare_placements_land(ctx: Context) -> dict[str, Any]:
         problems.append(f"a failing command: rc {failing.returncode} (want 3), stderr {failing.stderr[-800:]}")
     if problems:
         raise CheckFailed("\n".join(problems))
-    return {"splits": {n: r["achieved_split"] for n, r in rows.items()}, "verdict": doc["verdict"],
+    text = numatune("compare", "--node", "0", "-n", "2", "--seed", "1", "-p", "local,remote,interleave", "--", *dd,
+                    timeout=400)
+    return {"text": text.stdout if text.returncode == 0 else text.summary(2000),
+            "splits": {n: r["achieved_split"] for n, r in rows.items()}, "verdict": doc["verdict"],
             "means_s": {n: r["mean"] for n, r in rows.items()}}
 
 
