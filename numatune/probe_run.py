@@ -114,9 +114,9 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
             step += 1
             if progress:
                 progress(f"node {i} → node {t}", step, cells_n)
-            need = size * 3  # latency buffer, then bandwidth src + dst (not at the same time)
+            need = size * 2 + (64 << 20)  # the copy's src + dst at once (the latency buffer is freed first)
             free = node.memory_free_kib * 1024 if node and node.memory_free_kib is not None else None
-            if free is not None and free < need // 2 * 2 + (64 << 20):
+            if free is not None and free < need:
                 cells.append(Cell(i, t, kind, cpu, len(cores), "skipped",
                                   f"node {t} has {free >> 20} MiB free, {need >> 20} MiB needed (--size to shrink)",
                                   None, None, None, None, exp))

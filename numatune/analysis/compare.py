@@ -16,6 +16,11 @@ def analyse(runs: Sequence[Run], names: Sequence[str], baseline: str, *, higher_
     by = {n: [r for r in runs if r.placement == n] for n in names}
     base_vals = [r.value for r in by[baseline]]
     base_sum = stats.summarize(base_vals)
+    if base_sum.mean == 0:
+        from numatune.errors import InputError
+
+        raise InputError(f"the baseline ({baseline}) averaged 0: no ratio can be taken against it",
+                         hint="check --metric, or put another placement first")
     rows = []
     warnings: list[str] = []
     for name in names:

@@ -107,3 +107,11 @@ def test_compare_refusals(cli):
     assert cli("compare", "-p", "local,bogus", "--", "true").exit_code == 3
     assert cli("compare", "--higher-is-better", "--", "true").exit_code == 2
     assert cli("compare", "-p", "local").exit_code == 2  # no command
+
+
+def test_a_zero_baseline_is_an_input_error():
+    from numatune.errors import InputError
+
+    with pytest.raises(InputError, match="averaged 0"):
+        analyse(runs("local", [0.0, 0.0]) + runs("remote", [1.0, 1.0]), ["local", "remote"], "local",
+                higher_is_better=False, expect={})
