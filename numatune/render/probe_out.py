@@ -28,11 +28,9 @@ def _mib(n: int | None) -> str:
 
 
 def _grid(result: ProbeResult, value, fmt: str) -> list[str]:  # noqa: ANN001 - value: Cell -> str|float|None
-    width = 10
-    lines = ["                Memory node", "Initiator " + "".join(f"{t:>{width}}" for t in result.targets)]
     by = {(c.initiator, c.target): c for c in result.cells}
+    cells: dict[tuple[int, int], str] = {}
     for i in result.initiators:
-        row = f"{i:>9} "
         for t in result.targets:
             c = by.get((i, t))
             if c is None:
@@ -44,8 +42,11 @@ def _grid(result: ProbeResult, value, fmt: str) -> list[str]:  # noqa: ANN001 - 
             else:
                 v = value(c)
                 cell = "n/a" if v is None else (fmt.format(v) if isinstance(v, float | int) else str(v))
-            row += f"{cell:>{width}}"
-        lines.append(row)
+            cells[(i, t)] = cell
+    width = max([10, *(len(v) + 2 for v in cells.values())])
+    lines = ["                Memory node", "Initiator " + "".join(f"{t:>{width}}" for t in result.targets)]
+    for i in result.initiators:
+        lines.append(f"{i:>9} " + "".join(f"{cells[(i, t)]:>{width}}" for t in result.targets))
     return lines
 
 

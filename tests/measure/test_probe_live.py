@@ -118,3 +118,11 @@ def test_gpu_without_cuda_says_so(cli, fresh_cache):
     assert res.exit_code == 0
     assert "no CUDA runtime importable" in res.stderr
     assert json.loads(res.stdout)["gpu"] == {"measured": False, "reason": why}
+
+
+def test_a_size_the_node_cannot_hold_is_skipped_with_the_reason(cli, fresh_cache):
+    res = cli("probe", "--size", "100000G", "--time-budget", "0.5", "--json")
+    assert res.exit_code == 0, res.stderr
+    cell = json.loads(res.stdout)["cells"][0]
+    assert cell["status"] == "skipped" and "MiB free" in cell["reason"]
+    assert cell["latency_ns"] is None and cell["copy_gbps"] is None
