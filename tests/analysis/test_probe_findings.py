@@ -106,3 +106,16 @@ def test_noise_in_a_vm_is_no_numa_effect_per_pair():
     assert len(found) == 1 and found[0].subject == "node 0"
     assert "node 1 → node 0: no measurable NUMA effect" in found[0].message
     assert "only noise does" in found[0].message
+
+
+def test_contradictory_figures_are_noise_not_numa():
+    # TCG, second boot: 0 → 1 latency 3.9x by the median but read bandwidth 1.44x better by the best figure
+    lat = Figure((390.0, 262.0), 390.0, 262.0)
+    bw = Figure((10.2, 14.4), 10.2, 14.4)
+    remote = cell(0, 1, 100.0, 10.0, dist=21)._replace(latency_ns=lat, read_gbps=bw)
+    res = result([cell(0, 0, 100.0, 10.0, dist=10), remote])
+    assert "NT503" in codes(res)
+    # a real penalty agrees with itself on every figure
+    slow = cell(0, 1, 100.0, 10.0, dist=21)._replace(latency_ns=Figure((160.0, 150.0), 160.0, 150.0),
+                                                     read_gbps=Figure((6.0, 6.5), 6.0, 6.5))
+    assert "NT503" not in codes(result([cell(0, 0, 100.0, 10.0, dist=10), slow]))
