@@ -64,6 +64,9 @@ def analyse(runs: Sequence[Run], names: Sequence[str], baseline: str, *, higher_
                             f"node(s) {','.join(map(str, expect.get(name, ())))}): its figures do not measure "
                             "this placement")
         rows.append(row)
+    if len(names) > 1 and min(len(v) for v in by.values()) < 5:
+        warnings.append("fewer than 5 runs per placement: the bootstrap interval comes out too narrow; trust the "
+                        "t-test's p, or add --runs")
     return {"baseline": baseline, "placements": rows, "warnings": warnings,
             "verdict": verdict(rows, baseline, higher_is_better)}
 
