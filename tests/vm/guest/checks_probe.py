@@ -145,8 +145,10 @@ def compare_placements_land(ctx: Context) -> dict[str, Any]:
 def compare_cxl_placement_lands(ctx: Context) -> dict[str, Any]:
     """compare -p local,cxl: the cxl placement's pages are on the CXL node."""
     cxl = ctx.cxl_node()
-    dd = ["dd", "if=/dev/zero", "of=/dev/null", "bs=4M", "count=2", "status=none"]
-    doc = numatune_json("compare", "--json", "--node", "1", "-n", "1", "--sample-interval", "0.01",
+    # dd fills a 4 MiB buffer, then blocks on a pipe that sleep never reads: the buffer lives 2 s on any node
+    # (CXL memory is MMIO in QEMU 7.2, so the workload stays tiny)
+    dd = ["sh", "-c", "dd if=/dev/zero bs=4M count=1 status=none | sleep 2"]
+    doc = numatune_json("compare", "--json", "--node", "1", "-n", "1", "--sample-interval", "0.05",
                         "-p", "local,cxl", "--", *dd, timeout=400)
     rows = {r["placement"]: r for r in doc["placements"]}
     problems = []
@@ -154,9 +156,7 @@ def compare_cxl_placement_lands(ctx: Context) -> dict[str, Any]:
         problems.append(f"cxl placement asked nodes {rows['cxl']['expected_nodes']}, the CXL node is {cxl}")
     if rows["cxl"]["placement_proof"] != "ok" or not _split_ok(rows["cxl"], {cxl}):
         problems.append(f"cxl: proof {rows['cxl']['placement_proof']}, split {rows['cxl']['achieved_split']}")
-    # local DRAM runs this dd in a blink under TCG: a sample may miss it (unverified), but what was seen must
-    # be on node 1 (the two-socket check holds local/remote/interleave to "ok")
-    if rows["local"]["placement_proof"] == "misplaced" or not _split_ok(rows["local"], {1}):
+    if rows["local"]["placement_proof"] != "ok" or not _split_ok(rows["local"], {1}):
         problems.append(f"local: proof {rows['local']['placement_proof']}, split {rows['local']['achieved_split']}")
     if problems:
         raise CheckFailed("\n".join(problems))
