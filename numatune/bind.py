@@ -185,18 +185,25 @@ def set_mempolicy(mode: int, nodes: Sequence[int]) -> None:
     memsys.set_mempolicy(mode, nodes)
 
 
+def bind_direct(plan: LaunchPlan) -> None:
+    """The calling process's part of a `direct` plan (affinity, memory policy); nothing for the others,
+    whose argv (numactl, taskset) binds. Shared by launch's exec and compare's child processes."""
+    if plan.method != "direct":
+        return
+    if plan.cpus:
+        try:
+            os.sched_setaffinity(0, plan.cpus)
+        except OSError as exc:
+            raise NumatuneError(f"sched_setaffinity({format_cpulist(plan.cpus)}) failed: {exc.strerror}") from exc
+    if plan.memory.mode is not None:
+        set_mempolicy(plan.memory.mode, plan.memory.nodes)
+
+
 def apply_plan(plan: LaunchPlan, environ: Mapping[str, str]) -> NoReturn:
     """Bind (for the direct method) and exec the plan's argv; never returns."""
     env = dict(environ)
     env.update(plan.env)
-    if plan.method == "direct":
-        if plan.cpus:
-            try:
-                os.sched_setaffinity(0, plan.cpus)
-            except OSError as exc:
-                raise NumatuneError(f"sched_setaffinity({format_cpulist(plan.cpus)}) failed: {exc.strerror}") from exc
-        if plan.memory.mode is not None:
-            set_mempolicy(plan.memory.mode, plan.memory.nodes)
+    bind_direct(plan)
     program = plan.command[0] if plan.command else ""
     if not program or ("/" not in program and which(program) is None):
         raise CommandNotRunnable(f"cannot run {program!r}: command not found")

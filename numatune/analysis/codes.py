@@ -12,6 +12,7 @@ RULE_MODULES = (
     "numatune.analysis.irq",  # irq (NT2xx)
     "numatune.analysis.policy",  # check --policy (NT3xx)
     "numatune.analysis.locality",  # audit, check --pid (NT4xx)
+    "numatune.analysis.probe",  # probe (NT501-NT509)
     "numatune.analysis.scheduler",  # check --slurm-conf/--gres-conf/--kubelet-config (NT520-NT534)
 )
 
@@ -20,6 +21,7 @@ GROUPS = {
     "irq": "numatune irq (and check, when the root has /proc/interrupts)",
     "policy": "numatune check --policy",
     "audit": "numatune check --pid (audit's verdict)",
+    "probe": "numatune probe (measured, live only)",
     "scheduler": "numatune check --slurm-conf, --gres-conf, --kubelet-config (what numatune emit writes)",
 }
 

@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emit": ("numatune.cli.emit:emit_group", "Write Slurm, kubelet and node-feature-discovery configuration."),
     "plan-memory": ("numatune.cli.plan_memory:plan_memory_cmd",
                     "Plan which training buffers go to local DRAM and which to CXL (latency-first)."),
+    "probe": ("numatune.cli.probe:probe_cmd", "Measure latency and bandwidth, every CPU node × memory node."),
+    "compare": ("numatune.cli.compare:compare_cmd", "Run a command under each memory placement; compare."),
 }
 
 

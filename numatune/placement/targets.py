@@ -283,8 +283,10 @@ def check_allowed(target: Target, ctx: LiveContext) -> None:
 def probe_bandwidths(doc: Mapping[str, Any], initiator: int | None = None) -> dict[int, float]:
     """{memory node: MB/s} from a `numatune probe --json` document (numatune.probe/1): the median read
     bandwidth (else copy bandwidth) measured from `initiator` (default: the first one probed)."""
-    if not isinstance(doc, Mapping) or doc.get("schema") != "numatune.probe/1":
-        raise InputError("expected a numatune.probe/1 document (numatune probe --json)")
+    from numatune.render.envelope import SCHEMAS, is_document
+
+    if not isinstance(doc, Mapping) or not is_document(doc, "probe"):
+        raise InputError(f"expected a {SCHEMAS['probe']} document (numatune probe --json)")
     inits = doc.get("initiators") or []
     if initiator is None:
         if not inits:

@@ -28,6 +28,8 @@ SCHEMAS = {
     "fleet": "numatune.fleet/1",
     "emit": "numatune.emit/1",
     "plan-memory": "numatune.plan-memory/1",
+    "probe": "numatune.probe/1",
+    "compare": "numatune.compare/1",
 }
 
 

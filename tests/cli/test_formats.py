@@ -58,9 +58,16 @@ CALLS = {
 ERROR_CODES = {int(c) for c in ExitCode} - {0}
 
 
+# Live-only measurements: they refuse --root, so they are called on this machine (test_live_only_formats).
+LIVE_ONLY = {
+    "probe": ["--size", "8M", "--time-budget", "0.2", "--samples", "2"],
+    "compare": ["-n", "1", "-p", "local,none", "--", "true"],
+}
+
+
 def test_every_command_with_a_format_is_called_here():
     with_format = {path for path, cmd in COMMAND_OBJECTS.items() if format_choices(cmd)}
-    assert with_format == set(CALLS)
+    assert with_format - set(LIVE_ONLY) == set(CALLS) and set(LIVE_ONLY) <= with_format
     assert set(COMMANDS) - {p.split()[0] for p in with_format} == {"snapshot"}  # writes an archive, not a report
     for path in with_format:
         assert set(format_choices(COMMAND_OBJECTS[path])) <= set(FORMATS), path
@@ -132,6 +139,15 @@ EXPECTED_FAILURES = {("audit", int(ExitCode.NO_PROCESS)), ("launch", int(ExitCod
                      ("plan-memory", int(ExitCode.UNSUPPORTED))}
 # Trees on which everything but audit (no processes in a tree) must succeed, so no format passes vacuously.
 COMPLETE = ("vm-two-socket", "handmade-launch-2s4gpu-cxl", "32em64t-2n8c+dax+nvme+mic+dimms")
+
+
+@pytest.mark.parametrize(("path", "fmt"), [(p, f) for p in LIVE_ONLY for f in format_choices(COMMAND_OBJECTS[p])])
+def test_live_only_formats(path, fmt, cli):
+    args = LIVE_ONLY[path]
+    cut = args.index("--") if "--" in args else len(args)
+    r = cli(path, *args[:cut], "--format", fmt, *args[cut:])
+    assert r.exit_code == 0, r.stderr
+    _check_output(path, fmt, r.stdout)
 
 
 @pytest.mark.parametrize("fmt", format_choices(COMMAND_OBJECTS["audit"]))

@@ -1,0 +1,94 @@
+"""numatune probe: measured latency and bandwidth from every initiator node to every memory node."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from numatune.cli._app import App
+from numatune.cli._options import format_option
+
+
+def _nodes(text: str | None, flag: str) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    from numatune.cpulist import parse_cpulist
+    from numatune.errors import InputError
+
+    try:
+        nodes = tuple(sorted(parse_cpulist(text)))
+    except ValueError as exc:
+        raise InputError(f"{flag} {text!r}: expected a node list like 0,2 or 0-3") from exc
+    if not nodes:
+        raise InputError(f"{flag} is empty")
+    return nodes
+
+
+@click.command("probe")
+@click.option("--nodes", metavar="LIST", help="Initiator nodes (rows; nodes with CPUs). Default: all.")
+@click.option("--targets", metavar="LIST", help="Memory nodes (columns; CPU-less nodes included). Default: all.")
+@click.option("--size", metavar="BYTES", help="Buffer size (256M, 1G). Default: 4x the last-level and memory-side "
+                                              "caches, at least 64M.")
+@click.option("--time-budget", type=click.FloatRange(min=0.1), metavar="SECONDS",
+              help="Time for the whole matrix. Default: 5 s per pair, at most 30 s.")
+@click.option("--threads", type=click.IntRange(min=1), help="Bandwidth threads per initiator (default: one per core).")
+@click.option("--samples", type=click.IntRange(min=2, max=100), default=5, show_default=True,
+              help="Latency samples kept per pair (one more is run first and dropped).")
+@click.option("--gpu", is_flag=True, help="Also measure host↔GPU copy bandwidth per node (needs a CUDA runtime).")
+@format_option("text", "json")
+@click.pass_obj
+def probe_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the options
+    """Measure idle latency and read/copy bandwidth from each node's CPUs to each memory node.
+
+    Every buffer is bound to its node with mbind, first-touched by the pinned thread that uses it and
+    checked page by page (move_pages) before it is timed. SLIT and HMAT figures are shown beside the
+    measurement. Unprivileged: hardware prefetchers stay on, so the chase uses random order.
+    """
+    from numatune.model.probe import ProbeOptions
+    from numatune.probe_run import parse_size, run_probe
+    from numatune.readers.topology import read_topology
+
+    opts = ProbeOptions(
+        initiators=_nodes(kw["nodes"], "--nodes"),
+        targets=_nodes(kw["targets"], "--targets"),
+        size=parse_size(kw["size"]) if kw["size"] else None,
+        time_budget=kw["time_budget"],
+        threads=kw["threads"],
+        samples=kw["samples"],
+    )
+    host = app.host
+    if not host.is_live:
+        from numatune.errors import InputError
+
+        raise InputError(f"probe measures the live node, not a saved root ({app.root})",
+                         hint="run numatune probe on the machine itself")
+    gpu_note = None
+    if kw["gpu"]:
+        from numatune.measure.gpu import cuda_runtime
+
+        runtime, gpu_note = cuda_runtime()
+        if runtime is not None:
+            gpu_note = (f"a CUDA runtime ({runtime}) is importable, but host↔GPU copy bandwidth is not "
+                        "implemented in this version")
+        app.warn(f"--gpu: {gpu_note}; host↔GPU bandwidth not measured")
+    topo = read_topology(host, devices=False, cxl=True, settings=True)
+    tty = sys.stderr.isatty() and kw["fmt"] != "json"
+
+    def progress(label: str, step: int, total: int) -> None:
+        if tty:
+            click.echo(f"\rnumatune: probing {label} ({step}/{total}) ...\033[K", err=True, nl=False)
+
+    result = run_probe(host, topo, opts, progress)
+    if tty:
+        click.echo("\r\033[K", err=True, nl=False)
+    from numatune.analysis.probe import probe_findings
+    from numatune.render.probe_out import probe_document, render_text
+
+    findings = probe_findings(result, topo)
+    if kw["fmt"] == "json":
+        doc = probe_document(result, findings)
+        doc["gpu"] = {"measured": False, "reason": gpu_note} if kw["gpu"] else None
+        app.echo_json(doc)
+        return
+    click.echo(render_text(result, findings), nl=False)

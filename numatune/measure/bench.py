@@ -1,0 +1,253 @@
+"""The live engine of `numatune probe`: buffers placed on a node, verified, then timed from pinned threads.
+
+Placement: each buffer is an anonymous mapping, mbind(MPOL_BIND, MPOL_MF_STRICT) to the target node,
+then first-touched by the thread that will use it (pinned to a CPU of the initiator node), then
+checked page by page with move_pages before any timing. A buffer whose pages are not all on the
+target is reported as failed, never timed.
+
+Latency: the compiled chase helper (helper.py) follows a random cycle, one dependent load per cache
+line; the first sample is dropped, the median and minimum of the rest are kept.
+Bandwidth: one thread per core of the initiator; `copy` is ctypes.memmove (glibc memcpy; ctypes drops
+the GIL during the call), counted as bytes read + bytes written (write-allocate traffic not counted);
+`read` is the helper's 8-byte load loop, counted as bytes read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import mmap
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from numatune import memsys
+
+LINE = 64
+GROUP = 2 << 20  # chase locality group: one transparent huge page
+
+
+class Placement(NamedTuple):
+    ok: bool
+    pages: int
+    on_target: int
+    elsewhere: dict[int, int]  # node or -errno -> pages
+    huge_share: float | None  # share of the mapping in transparent huge pages (None: unknown)
+
+
+class Buffer:
+    """An anonymous, page-aligned mapping bound to one node (bind happens before any page exists)."""
+
+    def __init__(self, size: int, node: int) -> None:
+        self.size = size
+        self.node = node
+        self.map = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if hasattr(self.map, "madvise") and hasattr(mmap, "MADV_HUGEPAGE"):
+            with contextlib.suppress(OSError):  # THP "never": 4 KiB pages, reported as such
+                self.map.madvise(mmap.MADV_HUGEPAGE)
+        self._view = ctypes.c_char.from_buffer(self.map)
+        self.addr = ctypes.addressof(self._view)
+        memsys.mbind(self.addr, size, memsys.MPOL_BIND, [node], memsys.MPOL_MF_STRICT)
+
+    def touch(self) -> None:
+        """Fault every page in from the calling thread (first touch decides nothing under MPOL_BIND, but the
+        thread's CPU decides which node's allocator runs, as for a real workload)."""
+        ctypes.memset(self.addr, 1, self.size)
+
+    def verify(self, smaps: str | None = None) -> Placement:
+        status, _ = memsys.move_pages(memsys.page_addresses(self.addr, self.size))
+        counts = memsys.count_status(status)
+        on = counts.pop(self.node, 0)
+        return Placement(on == len(status) and not counts, len(status), on, counts, thp_of(smaps, self.addr))
+
+    def close(self) -> None:
+        del self._view
+        self.map.close()
+
+
+def thp_of(smaps: str | None, addr: int) -> float | None:
+    """Share (0-1) of the mapping holding `addr` that is in transparent huge pages (AnonHugePages /
+    Rss, from a /proc/self/smaps text); None when unknown."""
+    if not smaps:
+        return None
+    inside = False
+    rss = None
+    for line in smaps.splitlines():
+        head = line.split(" ", 1)[0]
+        if "-" in head and not head.endswith(":"):
+            if inside:
+                return None
+            lo, _, hi = head.partition("-")
+            try:
+                inside = int(lo, 16) <= addr < int(hi, 16)
+            except ValueError:
+                inside = False
+            continue
+        if not inside:
+            continue
+        parts = line.split()
+        if len(parts) > 1 and parts[1].isdigit():
+            if parts[0] == "Rss:":
+                rss = int(parts[1])
+            elif parts[0] == "AnonHugePages:":
+                return int(parts[1]) / rss if rss else None
+    return None
+
+
+def _pinned(cpu: int, fn: Callable[[], object]) -> object:
+    """Run fn in a new thread pinned to `cpu` (sched_setaffinity(0) pins the calling thread only)."""
+    box: dict[str, object] = {}
+
+    def body() -> None:
+        try:
+            os.sched_setaffinity(0, {cpu})
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=body, name=f"numatune-probe-cpu{cpu}")
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box.get("value")
+
+
+class LatencyResult(NamedTuple):
+    samples_ns: tuple[float, ...]  # per-load latency of each kept sample (the first is dropped)
+    loads: int  # dependent loads per sample
+    placement: Placement
+
+
+def measure_latency(lib, cpu: int, node: int, size: int, seconds: float, samples: int = 5,
+                    smaps: Callable[[], str | None] = lambda: None) -> LatencyResult | Placement:
+    """Per-load latency of a chase over `size` bytes on `node` from `cpu`; the Placement when it failed."""
+
+    def work() -> LatencyResult | Placement:
+        buf = Buffer(size, node)
+        try:
+            lines = lib.nt_chase_init(buf.addr, size, LINE, min(GROUP, size), 0x5EED)  # writes every line
+            if not lines:
+                raise MemoryError("the chase helper could not build its cycle (out of memory)")
+            placed = buf.verify(smaps())
+            if not placed.ok:
+                return placed
+            end = ctypes.c_void_p()
+            probe_steps = min(lines, 200_000)
+            ns = lib.nt_chase(buf.addr, probe_steps, ctypes.byref(end))
+            per = max(ns / probe_steps, 0.1)
+            steps = max(int(seconds / (samples + 1) * 1e9 / per), 16 * 1024)
+            out = []
+            for _ in range(samples + 1):
+                ns = lib.nt_chase(buf.addr, steps, ctypes.byref(end))
+                out.append(ns / (((steps + 15) // 16) * 16))
+            return LatencyResult(tuple(out[1:]), steps, placed)
+        finally:
+            buf.close()
+
+    return _pinned(cpu, work)  # type: ignore[return-value]
+
+
+class BandwidthResult(NamedTuple):
+    gbps: tuple[float, ...]  # 1 GB = 1e9 bytes, one figure per sample (all threads together)
+    bytes_per_sample: int  # bytes counted in one sample (all threads)
+    threads: int
+    placement: Placement  # the worst buffer's
+
+
+def measure_bandwidth(kind: str, lib, cpus: Sequence[int], node: int, size: int, seconds: float,
+                      samples: int = 3, smaps: Callable[[], str | None] = lambda: None
+                      ) -> BandwidthResult | Placement:
+    """`copy` (memmove src→dst) or `read` (helper) bandwidth of len(cpus) pinned threads, each with its own
+    buffers of `size // len(cpus)` bytes on `node`."""
+    n = len(cpus)
+    per = max((size // n) // mmap.PAGESIZE * mmap.PAGESIZE, mmap.PAGESIZE * 16)
+    bufs: list[list[Buffer]] = [[] for _ in cpus]
+    errors: list[BaseException] = []
+    ready = threading.Barrier(n + 1)
+    go = threading.Barrier(n + 1)
+    done = threading.Barrier(n + 1)
+    reps = [1]
+    stop = [False]
+    spans: list[list[tuple[float, float]]] = [[] for _ in cpus]
+
+    def run(i: int) -> None:
+        ok = True
+        try:
+            os.sched_setaffinity(0, {cpus[i]})
+            mine = [Buffer(per, node)] + ([Buffer(per, node)] if kind == "copy" else [])
+            bufs[i] = mine
+            for b in mine:
+                b.touch()
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            errors.append(exc)
+            ok = False
+        ready.wait()
+        while True:
+            go.wait()
+            if stop[0] or not ok:
+                done.wait()
+                if stop[0]:
+                    return
+                continue
+            sink = ctypes.c_uint64()
+            t0 = time.perf_counter()
+            if kind == "copy":
+                src, dst = bufs[i][0].addr, bufs[i][1].addr
+                for _ in range(reps[0]):
+                    ctypes.memmove(dst, src, per)
+            else:
+                lib.nt_read(bufs[i][0].addr, per, reps[0], ctypes.byref(sink))
+            spans[i].append((t0, time.perf_counter()))
+            done.wait()
+
+    threads = [threading.Thread(target=run, args=(i,), name=f"numatune-bw-cpu{c}") for i, c in enumerate(cpus)]
+    for t in threads:
+        t.start()
+    try:
+        ready.wait()
+        if errors:
+            raise errors[0]
+        text = smaps()
+        worst = None
+        for mine in bufs:
+            for b in mine:
+                p = b.verify(text)
+                if worst is None or p.on_target / max(p.pages, 1) < worst.on_target / max(worst.pages, 1):
+                    worst = p
+        assert worst is not None
+        if not worst.ok:
+            return worst
+        factor = 2 if kind == "copy" else 1
+
+        def one() -> float:
+            for s in spans:
+                s.clear()
+            go.wait()
+            done.wait()
+            start = min(s[-1][0] for s in spans)
+            end = max(s[-1][1] for s in spans)
+            return end - start
+
+        reps[0] = 1
+        elapsed = one()  # warm-up and calibration
+        reps[0] = max(1, int(seconds / (samples + 1) / max(elapsed, 1e-6)))
+        out = []
+        counted = per * factor * reps[0] * n
+        for _ in range(samples):
+            out.append(counted / one() / 1e9)
+        return BandwidthResult(tuple(out), counted, n, worst)
+    finally:
+        stop[0] = True
+        try:
+            go.wait(timeout=30)
+            done.wait(timeout=30)
+        except threading.BrokenBarrierError:
+            pass
+        for t in threads:
+            t.join(timeout=30)
+        for mine in bufs:
+            for b in mine:
+                b.close()

@@ -1,0 +1,69 @@
+"""What `numatune probe` measured: one cell per (initiator node, memory node), and what was expected."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Figure(NamedTuple):
+    """Samples of one measurement; `best` is min for latency and max for bandwidth."""
+
+    samples: tuple[float, ...]
+    median: float
+    best: float
+
+
+class Expected(NamedTuple):
+    distance: int | None  # SLIT initiator → target
+    local_distance: int | None  # SLIT initiator → itself
+    hmat_read_latency_ns: int | None  # only when the initiator is one HMAT lists for the target
+    hmat_read_bandwidth_mbps: int | None
+
+
+class CellPlacement(NamedTuple):
+    ok: bool
+    pages: int
+    on_target: int
+    elsewhere: dict[int, int]  # node (or -errno) → pages
+    huge_share: float | None
+
+
+class Cell(NamedTuple):
+    initiator: int
+    target: int
+    target_kind: str  # dram | cxl | hbm | pmem | gpu | unknown ...
+    cpu: int | None  # the CPU the latency thread ran on
+    threads: int  # bandwidth threads
+    status: str  # ok | failed (pages not on the target) | skipped (reason)
+    reason: str | None
+    placement: CellPlacement | None
+    latency_ns: Figure | None
+    read_gbps: Figure | None
+    copy_gbps: Figure | None
+    expected: Expected
+
+
+class ProbeOptions(NamedTuple):
+    initiators: tuple[int, ...] | None = None  # --nodes
+    targets: tuple[int, ...] | None = None  # --targets
+    size: int | None = None  # bytes per buffer set (latency buffer; bandwidth total per sample)
+    time_budget: float | None = None  # seconds for the whole matrix
+    threads: int | None = None  # bandwidth threads per initiator (default: one per core)
+    samples: int = 5
+
+
+class ProbeResult(NamedTuple):
+    host: str
+    initiators: tuple[int, ...]
+    targets: tuple[int, ...]
+    cells: tuple[Cell, ...]
+    latency_available: bool
+    latency_reason: str | None  # why not, when unavailable
+    latency_bytes: int
+    bandwidth_bytes: int
+    llc_bytes: int | None
+    time_budget: float
+    elapsed: float
+    numa_balancing: int | None
+    demotion_enabled: bool | None
+    transparent_hugepage: str | None

@@ -1,0 +1,190 @@
+"""`numatune probe` without click or rich: choose the pairs, size the buffers, place, verify, time.
+
+Live only. Rows are nodes with CPUs (initiators); columns are every node with memory, CPU-less CXL,
+HBM and PMem nodes included. A pair whose buffers did not land on the target is reported as failed
+and never timed; a pair the target cannot hold is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+
+from numatune.errors import InputError, NumatuneError, Unsupported
+from numatune.host import Host
+from numatune.model.probe import Cell, CellPlacement, Figure, ProbeOptions, ProbeResult
+from numatune.model.topology import Topology
+
+MIN_SIZE = 4 << 20
+DEFAULT_CELL_SECONDS = 5.0
+DEFAULT_BUDGET_CAP = 30.0
+
+
+def parse_size(text: str) -> int:
+    """"256M", "1G", "65536", "512K" → bytes (binary multiples)."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    digits = t[:-1] if mult != 1 else t
+    if not digits.isdigit() or int(digits) == 0:
+        raise InputError(f"--size {text!r}: expected a size like 256M, 1G or 65536")
+    return int(digits) * mult
+
+
+def choose_pairs(topo: Topology, opts: ProbeOptions, allowed_cpus: frozenset[int],
+                 allowed_mems: frozenset[int] | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    with_cpus = [n.id for n in topo.nodes if set(n.cpus) & allowed_cpus]
+    with_mem = [n.id for n in topo.nodes if n.memory_total_kib != 0 and (allowed_mems is None or n.id in allowed_mems)]
+    known = {n.id for n in topo.nodes}
+    if opts.initiators is not None:
+        for n in opts.initiators:
+            if n not in known:
+                raise InputError(f"--nodes: node {n} does not exist (nodes: {', '.join(map(str, sorted(known)))})")
+            if n not in with_cpus:
+                raise InputError(f"--nodes: node {n} has no CPU this process may use: it can only be a target")
+        initiators = tuple(opts.initiators)
+    else:
+        initiators = tuple(with_cpus)
+    if opts.targets is not None:
+        for n in opts.targets:
+            if n not in known:
+                raise InputError(f"--targets: node {n} does not exist")
+            if n not in with_mem:
+                raise InputError(f"--targets: node {n} has no memory this process may use")
+        targets = tuple(opts.targets)
+    else:
+        targets = tuple(with_mem)
+    if not initiators or not targets:
+        raise Unsupported("no node with usable CPUs and memory to probe")
+    return initiators, targets
+
+
+def one_per_core(topo: Topology, node: int, allowed: frozenset[int]) -> list[int]:
+    """The first allowed CPU of each physical core of the node (SMT siblings share a core's bandwidth)."""
+    seen: set[tuple[object, object]] = set()
+    out = []
+    for c in sorted(topo.cpus, key=lambda c: c.id):
+        if c.node != node or c.id not in allowed or not c.online:
+            continue
+        key = (c.package, c.core) if c.core is not None else (None, c.id)
+        if key not in seen:
+            seen.add(key)
+            out.append(c.id)
+    return out
+
+
+def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
+              progress: Callable[[str, int, int], None] | None = None) -> ProbeResult:
+    if not host.is_live:
+        raise InputError(f"probe measures the live node, not a saved root ({host.label})",
+                         hint="run numatune probe on the machine itself")
+    from numatune import memsys
+    from numatune.analysis.probe import expected
+    from numatune.measure import bench, helper
+    from numatune.readers.caches import last_level_cache
+
+    allowed = frozenset(os.sched_getaffinity(0))
+    try:
+        mems = memsys.mems_allowed()
+    except Exception:  # noqa: BLE001 - a kernel without NUMA syscalls: every node of the root
+        mems = None
+    initiators, targets = choose_pairs(topo, opts, allowed, mems)
+    lib, why = helper.load()
+    llc = last_level_cache(host, sorted(allowed))
+    side = sum((c.size_bytes or 0) for n in topo.nodes for c in n.memory_side_caches)
+    size = opts.size or max(4 * ((llc or 0) + side), 64 << 20)
+    size = max(size // (2 << 20) * (2 << 20), MIN_SIZE) if size >= (2 << 20) else MIN_SIZE
+    cells_n = len(initiators) * len(targets)
+    budget = opts.time_budget if opts.time_budget is not None else min(DEFAULT_CELL_SECONDS * cells_n,
+                                                                        DEFAULT_BUDGET_CAP)
+    per_cell = budget / cells_n
+    smaps = lambda: host.read_optional("/proc/self/smaps")  # noqa: E731
+    cells = []
+    start = time.perf_counter()
+    step = 0
+    for i in initiators:
+        cores = one_per_core(topo, i, allowed)
+        if opts.threads:
+            cores = cores[:opts.threads]
+        cpu = cores[0] if cores else None
+        for t in targets:
+            node = topo.node(t)
+            exp = expected(topo, i, t)
+            kind = node.kind if node else "unknown"
+            step += 1
+            if progress:
+                progress(f"node {i} → node {t}", step, cells_n)
+            need = size * 2 + (64 << 20)  # the copy's src + dst at once (the latency buffer is freed first)
+            free = node.memory_free_kib * 1024 if node and node.memory_free_kib is not None else None
+            if free is not None and free < need:
+                cells.append(Cell(i, t, kind, cpu, len(cores), "skipped",
+                                  f"node {t} has {free >> 20} MiB free, {need >> 20} MiB needed (--size to shrink)",
+                                  None, None, None, None, exp))
+                continue
+            latency = read = copy = None
+            placed = None
+            failed = None
+            try:
+                if lib is not None and cpu is not None:
+                    r = bench.measure_latency(lib, cpu, t, size, per_cell * 0.5, opts.samples, smaps)
+                    if isinstance(r, bench.Placement):
+                        failed = r
+                    else:
+                        placed = r.placement
+                        latency = Figure(r.samples_ns, _median(r.samples_ns), min(r.samples_ns))
+                bw_share = 0.25 if lib is not None else 0.5
+                if failed is None and lib is not None:
+                    r = bench.measure_bandwidth("read", lib, cores, t, size, per_cell * bw_share, 3, smaps)
+                    if isinstance(r, bench.Placement):
+                        failed = r
+                    else:
+                        placed = placed or r.placement
+                        read = Figure(r.gbps, _median(r.gbps), max(r.gbps))
+                if failed is None:
+                    r = bench.measure_bandwidth("copy", lib, cores, t, size, per_cell * bw_share, 3, smaps)
+                    if isinstance(r, bench.Placement):
+                        failed = r
+                    else:
+                        placed = placed or r.placement
+                        copy = Figure(r.gbps, _median(r.gbps), max(r.gbps))
+            except NumatuneError as exc:
+                cells.append(Cell(i, t, kind, cpu, len(cores), "skipped", exc.message, None, None, None, None, exp))
+                continue
+            except (MemoryError, OSError) as exc:
+                cells.append(Cell(i, t, kind, cpu, len(cores), "skipped", f"cannot allocate: {exc}", None, None,
+                                  None, None, exp))
+                continue
+            if failed is not None:
+                cells.append(Cell(i, t, kind, cpu, len(cores), "failed", "pages not on the target node",
+                                  _placement(failed), None, None, None, exp))
+                continue
+            cells.append(Cell(i, t, kind, cpu, len(cores), "ok", None, _placement(placed), latency, read, copy, exp))
+    s = topo.settings
+    return ProbeResult(
+        host=host.label,
+        initiators=initiators,
+        targets=targets,
+        cells=tuple(cells),
+        latency_available=lib is not None,
+        latency_reason=why or None,
+        latency_bytes=size,
+        bandwidth_bytes=size,
+        llc_bytes=llc,
+        time_budget=budget,
+        elapsed=time.perf_counter() - start,
+        numa_balancing=s.numa_balancing,
+        demotion_enabled=s.demotion_enabled,
+        transparent_hugepage=s.transparent_hugepage,
+    )
+
+
+def _median(xs: Sequence[float]) -> float:
+    from numatune.analysis.stats import median
+
+    return median(xs)
+
+
+def _placement(p) -> CellPlacement | None:  # noqa: ANN001 - bench.Placement
+    if p is None:
+        return None
+    return CellPlacement(p.ok, p.pages, p.on_target, dict(p.elsewhere), p.huge_share)

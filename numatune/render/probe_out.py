@@ -1,0 +1,160 @@
+"""Probe output: the text matrices in Intel MLC's layout (rows = initiator node, columns = memory node)
+and the `numatune.probe/1` JSON document."""
+
+from __future__ import annotations
+
+from numatune.analysis.probe import ratios
+from numatune.model.findings import Finding
+from numatune.model.probe import Cell, Figure, ProbeResult
+from numatune.render.envelope import envelope
+
+METHOD = {
+    "latency": "idle load-to-use latency: one pointer chase (dependent 8-byte loads, one per 64-byte line) over "
+               "a random cycle, lines in random order within 2 MiB groups and groups in random order; compiled "
+               "helper; first sample dropped; median and min of the rest",
+    "read_bandwidth": "all threads read their own buffer (16-byte loads, compiled helper); bytes counted = bytes "
+                      "read",
+    "copy_bandwidth": "all threads memcpy their own buffer (ctypes.memmove = glibc memcpy); bytes counted = bytes "
+                      "read + bytes written (write-allocate traffic not counted)",
+    "unit": "GB/s with 1 GB = 1e9 bytes; ns",
+    "threads": "one per physical core of the initiator node, pinned; buffers bound to the target with mbind and "
+               "first-touched by their thread",
+    "prefetchers": "left on (unprivileged: no MSR writes); random order is what defeats them",
+    "verification": "every page of every buffer checked with move_pages before timing",
+}
+
+
+def _mib(n: int | None) -> str:
+    return "unknown" if n is None else f"{n / 1048576:.0f} MiB"
+
+
+def _grid(result: ProbeResult, value, fmt: str) -> list[str]:  # noqa: ANN001 - value: Cell -> str|float|None
+    by = {(c.initiator, c.target): c for c in result.cells}
+    cells: dict[tuple[int, int], str] = {}
+    for i in result.initiators:
+        for t in result.targets:
+            c = by.get((i, t))
+            if c is None:
+                cell = "-"
+            elif c.status == "failed":
+                cell = "FAILED"
+            elif c.status == "skipped":
+                cell = "skipped"
+            else:
+                v = value(c)
+                cell = "n/a" if v is None else (fmt.format(v) if isinstance(v, float | int) else str(v))
+            cells[(i, t)] = cell
+    width = max([10, *(len(v) + 2 for v in cells.values())])
+    lines = ["                Memory node", "Initiator " + "".join(f"{t:>{width}}" for t in result.targets)]
+    for i in result.initiators:
+        lines.append(f"{i:>9} " + "".join(f"{cells[(i, t)]:>{width}}" for t in result.targets))
+    return lines
+
+
+def render_text(result: ProbeResult, findings: list[Finding]) -> str:
+    out = [f"numatune probe: {len(result.initiators)} initiator node(s) × {len(result.targets)} memory node(s), "
+           f"{result.elapsed:.1f} s (budget {result.time_budget:g} s); buffers {_mib(result.latency_bytes)} "
+           f"(last-level cache {_mib(result.llc_bytes)})", ""]
+    if result.latency_available:
+        out.append("Idle latency (ns, median; random pointer chase, prefetchers on)")
+        out += _grid(result, lambda c: c.latency_ns.median if c.latency_ns else None, "{:.1f}")
+    else:
+        out.append(f"Idle latency: unavailable — {result.latency_reason}")
+    out.append("")
+    if result.latency_available:
+        out.append("Read bandwidth (GB/s = 1e9 B/s, median; bytes read; one thread per core)")
+        out += _grid(result, lambda c: c.read_gbps.median if c.read_gbps else None, "{:.2f}")
+    else:
+        out.append("Read bandwidth: unavailable (needs the compiled helper)")
+    out.append("")
+    out.append("Copy bandwidth (GB/s, median; glibc memcpy; bytes read + written; one thread per core)")
+    out += _grid(result, lambda c: c.copy_gbps.median if c.copy_gbps else None, "{:.2f}")
+    out.append("")
+    out.append("Expected (SLIT distance / HMAT read latency ns / HMAT read bandwidth MB/s; - = not given)")
+
+    def claim(c: Cell) -> str:
+        e = c.expected
+        parts = [e.distance, e.hmat_read_latency_ns, e.hmat_read_bandwidth_mbps]
+        return "/".join("-" if p is None else str(p) for p in parts)
+
+    out += _grid(result, claim, "{}")
+    rows = ratios(result)
+    if rows:
+        out += ["", "Measured ratios (target / local):"]
+        for r in rows:
+            bits = []
+            for key, label in (("latency", "latency"), ("read_bandwidth", "read bw"), ("copy_bandwidth", "copy bw")):
+                if r[key] is not None:
+                    bits.append(f"{label} {r[key]:.2f}x")
+            if r.get("slit") is not None:
+                bits.append(f"SLIT {r['slit']:.1f}x")
+            out.append(f"  node {r['initiator']} → node {r['target']} ({r['kind']}): " + ", ".join(bits))
+    pages = [c for c in result.cells if c.placement is not None]
+    if pages:
+        shares = [c.placement.huge_share for c in pages if c.placement.huge_share is not None]
+        thp = f"{min(shares) * 100:.0f}-{max(shares) * 100:.0f}% in 2 MiB pages" if shares else "page size unknown"
+        ok = sum(1 for c in pages if c.placement.ok)
+        out += ["", f"Placement: {ok} of {len(pages)} pair(s) verified page by page with move_pages before timing; "
+                    f"{thp}"]
+    if findings:
+        out += ["", "Findings:"]
+        for f in findings:
+            out.append(f"  {f.code} {f.severity.value}: {f.message}")
+            if f.fix:
+                out.append(f"        fix: {f.fix}")
+    return "\n".join(out) + "\n"
+
+
+def _fig(f: Figure | None, best: str) -> dict[str, object] | None:
+    if f is None:
+        return None
+    return {"median": round(f.median, 3), best: round(f.best, 3), "samples": [round(x, 3) for x in f.samples]}
+
+
+def probe_document(result: ProbeResult, findings: list[Finding]) -> dict[str, object]:
+    cells = []
+    for c in result.cells:
+        p = c.placement
+        cells.append({
+            "initiator": c.initiator,
+            "target": c.target,
+            "target_kind": c.target_kind,
+            "cpu": c.cpu,
+            "threads": c.threads,
+            "status": c.status,
+            "reason": c.reason,
+            "placement": None if p is None else {
+                "verified": p.ok, "pages": p.pages, "on_target": p.on_target,
+                "elsewhere": {str(k): v for k, v in sorted(p.elsewhere.items())},
+                "huge_page_share": None if p.huge_share is None else round(p.huge_share, 3),
+            },
+            "latency_ns": _fig(c.latency_ns, "min"),
+            "read_gbps": _fig(c.read_gbps, "max"),
+            "copy_gbps": _fig(c.copy_gbps, "max"),
+            "expected": {
+                "distance": c.expected.distance,
+                "local_distance": c.expected.local_distance,
+                "hmat_read_latency_ns": c.expected.hmat_read_latency_ns,
+                "hmat_read_bandwidth_mbps": c.expected.hmat_read_bandwidth_mbps,
+            },
+        })
+    rows = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in ratios(result)]
+    return {
+        **envelope("probe"),
+        "host": result.host,
+        "initiators": list(result.initiators),
+        "targets": list(result.targets),
+        "latency_available": result.latency_available,
+        "latency_unavailable_reason": result.latency_reason,
+        "buffer_bytes": result.latency_bytes,
+        "llc_bytes": result.llc_bytes,
+        "time_budget_s": result.time_budget,
+        "elapsed_s": round(result.elapsed, 3),
+        "method": METHOD,
+        "kernel": {"numa_balancing": result.numa_balancing, "demotion_enabled": result.demotion_enabled,
+                   "transparent_hugepage": result.transparent_hugepage},
+        "cells": cells,
+        "ratios": rows,
+        "findings": [{"code": f.code, "severity": f.severity.value, "message": f.message, "fix": f.fix,
+                      "subject": f.subject} for f in findings],
+    }

@@ -1,0 +1,128 @@
+"""probe on this (live) machine: the helper build and cache, the compiler-less path, a real one-node run."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+from numatune.measure import helper
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMATUNE_CACHE_DIR", str(tmp_path / "cache"))
+    helper._cache.clear()
+    yield tmp_path / "cache"
+    helper._cache.clear()
+
+
+needs_cc = pytest.mark.skipif(helper.find_compiler() is None, reason="no C compiler on this machine")
+
+
+@needs_cc
+def test_helper_is_built_once_into_the_cache(fresh_cache):
+    lib, why = helper.load()
+    assert lib is not None and why == ""
+    built = list(fresh_cache.iterdir())
+    assert len(built) == 1 and built[0].name.startswith(f"chase-{os.uname().machine}-")
+    mtime = built[0].stat().st_mtime_ns
+    helper._cache.clear()
+    path, _ = helper.build()
+    assert path == str(built[0]) and built[0].stat().st_mtime_ns == mtime
+    assert lib.nt_version() == 1
+
+
+@needs_cc
+def test_chase_visits_every_line_once(fresh_cache):
+    import ctypes
+
+    lib, _ = helper.load()
+    size, line, group = 1 << 20, 64, 64 << 10
+    buf = (ctypes.c_char * size)()
+    base = ctypes.addressof(buf)
+    assert lib.nt_chase_init(base, size, line, group, 7) == size // line
+    seen = set()
+    p = base
+    for _ in range(size // line):
+        assert (p - base) % line == 0 and base <= p < base + size
+        seen.add(p)
+        p = ctypes.c_void_p.from_address(p).value
+    assert p == base and len(seen) == size // line  # one cycle through every line
+    assert lib.nt_chase_init(base, size, 4, group, 7) == 0  # a line too small for a pointer
+
+
+def test_no_compiler_means_no_helper(fresh_cache, monkeypatch):
+    monkeypatch.setenv("CC", "")
+    lib, why = helper.load()
+    assert lib is None and "no C compiler" in why
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    helper._cache.clear()
+    assert helper.load()[0] is None
+
+
+def test_probe_one_node_live(cli, fresh_cache):
+    res = cli("probe", "--size", "16M", "--time-budget", "1", "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "numatune.probe/1"
+    own = set(doc["targets"])
+    assert doc["initiators"] and own
+    codes = {f["code"] for f in doc["findings"]}
+    if len(own) == 1:
+        assert "NT501" in codes  # one node: nothing to compare
+    for cell in doc["cells"]:
+        assert cell["status"] == "ok"
+        assert cell["placement"]["verified"] and cell["placement"]["on_target"] == cell["placement"]["pages"]
+        for key in ("latency_ns", "read_gbps", "copy_gbps"):
+            fig = cell[key]
+            assert fig is not None and all(math.isfinite(x) and x > 0 for x in fig["samples"])
+        assert cell["latency_ns"]["min"] <= cell["latency_ns"]["median"]
+
+
+def test_probe_without_compiler_still_measures_copy(cli, fresh_cache):
+    res = cli("probe", "--size", "16M", "--time-budget", "0.5", "--json", env={"CC": ""})
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["latency_available"] is False and "no C compiler" in doc["latency_unavailable_reason"]
+    assert "NT508" in {f["code"] for f in doc["findings"]}
+    cell = doc["cells"][0]
+    assert cell["latency_ns"] is None and cell["read_gbps"] is None
+    assert all(x > 0 for x in cell["copy_gbps"]["samples"])
+    text = cli("probe", "--size", "16M", "--time-budget", "0.5", env={"CC": ""})
+    assert "Idle latency: unavailable — no C compiler" in text.stdout
+
+
+def test_probe_refuses_a_saved_root(cli, tmp_path):
+    from tests.conftest import fixture_root
+
+    res = cli("--root", str(fixture_root("vm-two-socket")), "probe")
+    assert res.exit_code == 3 and "live node" in res.stderr
+
+
+def test_probe_bad_options(cli):
+    assert cli("probe", "--size", "lots").exit_code == 3
+    res = cli("probe", "--nodes", "63")
+    assert res.exit_code == 3 and "node 63 does not exist" in res.stderr
+
+
+def test_gpu_without_cuda_says_so(cli, fresh_cache):
+    from numatune.measure.gpu import cuda_runtime
+
+    runtime, why = cuda_runtime()
+    if runtime is not None:
+        pytest.skip("a CUDA runtime is importable here")
+    res = cli("probe", "--gpu", "--size", "16M", "--time-budget", "0.5", "--json")
+    assert res.exit_code == 0
+    assert "no CUDA runtime importable" in res.stderr
+    assert json.loads(res.stdout)["gpu"] == {"measured": False, "reason": why}
+
+
+def test_a_size_the_node_cannot_hold_is_skipped_with_the_reason(cli, fresh_cache):
+    res = cli("probe", "--size", "100000G", "--time-budget", "0.5", "--json")
+    assert res.exit_code == 0, res.stderr
+    cell = json.loads(res.stdout)["cells"][0]
+    assert cell["status"] == "skipped" and "MiB free" in cell["reason"]
+    assert cell["latency_ns"] is None and cell["copy_gbps"] is None
