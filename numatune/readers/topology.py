@@ -5,6 +5,7 @@ from __future__ import annotations
 from numatune.host import Host
 from numatune.model.findings import Skipped
 from numatune.model.topology import CxlTopology, KernelSettings, NumaNode, PciDevice, Topology
+from numatune.readers.cpukinds import group_cpu_kinds, read_kind_facts
 from numatune.readers.cpus import read_cpus, summarize_cpus
 from numatune.readers.nodes import read_memory_tiers, read_nodes
 
@@ -30,6 +31,7 @@ def read_topology(
         skipped.append(Skipped("CPUs", "no /sys/devices/system/cpu in this root: CPU topology unknown"))
     cpus = read_cpus(host)
     summary = summarize_cpus(host, cpus)
+    cpus = read_kind_facts(host, cpus, summary.architecture)
     tiers = read_memory_tiers(host)
     nodes, numa_kernel, node_skipped = read_nodes(host, {c.id for c in cpus}, summary.online, tiers)
     skipped += node_skipped
@@ -64,6 +66,7 @@ def read_topology(
         memory_tiers=tiers,
         settings=kernel,
         skipped=tuple(skipped),
+        cpu_kinds=group_cpu_kinds(cpus, summary.model),
     )
 
 
