@@ -1,6 +1,6 @@
 """Compare two nodes' topologies: what a BIOS update, a new kernel or a swapped card changed.
 
-Both sides are `numatune.inspect/1` documents (a root or snapshot is turned into one first), so a
+Both sides are `numatune.inspect/1` or `/2` documents (a root or snapshot is turned into one first), so a
 live node, a saved tree and a report gathered last month compare the same way. A document is
 flattened into a *view*: ordered keys ("node 1 cpus", "device 0000:18:00.0") with short string
 values; the difference of two views is the list of keys whose values differ. Fields that change
@@ -15,7 +15,8 @@ from typing import Any
 from numatune.cpulist import format_cpulist
 from numatune.errors import InputError
 
-INSPECT_SCHEMA = "numatune.inspect/1"
+INSPECT_SCHEMA = "numatune.inspect/2"
+READABLE_SCHEMAS = ("numatune.inspect/1", INSPECT_SCHEMA)  # /2 added cpu_kinds; /1 reports still compare
 PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")
 MEMORY_TOLERANCE = 0.02  # node memory within 2% is "the same" (firmware and kernels reserve a little)
 
@@ -36,8 +37,8 @@ def check_inspect_document(doc: Any, where: str) -> dict[str, Any]:
     if not isinstance(schema, str) or not schema.startswith("numatune.inspect/"):
         raise InputError(f"{where} is a {schema} report; expected {INSPECT_SCHEMA} "
                          "(made by `numatune inspect --json`)")
-    if schema != INSPECT_SCHEMA:
-        raise InputError(f"{where} has schema {schema}; this numatune reads {INSPECT_SCHEMA}")
+    if schema not in READABLE_SCHEMAS:
+        raise InputError(f"{where} has schema {schema}; this numatune reads {' and '.join(READABLE_SCHEMAS)}")
     for key in ("cpu", "nodes", "devices", "settings"):
         if key not in doc:
             raise InputError(f"{where}: the report has no {key!r} field")
@@ -65,6 +66,9 @@ def view(doc: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
     out["threads per core"] = ("cpu", _s(cpu.get("threads_per_core")))
     out["online cpus"] = ("cpu", format_cpulist(cpu.get("online") or []) or "none")
     out["offline cpus"] = ("cpu", format_cpulist(cpu.get("offline") or []) or "none")
+    kinds = cpu_kinds_summary(doc)
+    if kinds is not None:
+        out["cpu kinds"] = ("cpu", kinds)
     nodes = doc.get("nodes") or []
     out["numa nodes"] = ("numa", f"{len(nodes)} ({format_cpulist(n['id'] for n in nodes) or 'none'})")
     for n in nodes:
@@ -97,6 +101,23 @@ def view(doc: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
     for key in ("numa_balancing", "transparent_hugepage", "thp_defrag", "zone_reclaim_mode", "demotion_enabled",
                 "weighted_interleave_auto"):
         out[f"kernel {key}"] = ("kernel", _s(settings.get(key)))
+    return out
+
+
+def cpu_kinds_summary(doc: dict[str, Any]) -> str | None:
+    """"10 Cortex-X925 (5-9,15-19) > 10 Cortex-A725 (0-4,10-14)" when a node has several CPU kinds, else None.
+
+    None for one kind (and for inspect/1 reports, which have no kinds), so symmetric nodes compare and
+    fingerprint as they always did.
+    """
+    kinds = ((doc.get("cpu_kinds") or {}).get("kinds")) or []
+    if len(kinds) < 2:
+        return None
+    parts = [f"{len(k.get('cpus') or [])} {k.get('name') or k.get('role')} ({format_cpulist(k.get('cpus') or [])})"
+             for k in kinds]
+    out = parts[0]
+    for prev, k, text in zip(kinds, kinds[1:], parts[1:]):
+        out += (" = " if k.get("rank") == prev.get("rank") else " > ") + text
     return out
 
 

@@ -45,7 +45,7 @@ def load_report_text(text: str, where: str) -> Any:
 
 
 def load_inspect(spec: str) -> tuple[dict[str, Any], str]:
-    """(numatune.inspect/1 document, kind) for any input diff accepts."""
+    """(numatune.inspect/2 document, kind) for any input diff accepts."""
     from numatune.analysis.diff import check_inspect_document
 
     path = Path(spec)

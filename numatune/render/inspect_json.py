@@ -1,4 +1,4 @@
-"""The `numatune.inspect/1` JSON document (documented in docs/json-schemas.md)."""
+"""The `numatune.inspect/2` JSON document (documented in docs/json-schemas.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start wit
 if TYPE_CHECKING:
     from typing import Any
 
-SCHEMA = "numatune.inspect/1"
+SCHEMA = "numatune.inspect/2"
 
 
 def device_json(d: PciDevice) -> dict[str, Any]:
@@ -47,6 +47,7 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
         "source": topo.source,
         "live": topo.live,
         "cpu": to_jsonable(topo.cpu),
+        "cpu_kinds": to_jsonable(topo.cpu_kinds),
         "numa_kernel": topo.numa_kernel,
         "nodes": [
             {

@@ -10,7 +10,7 @@ from rich.tree import Tree
 from numatune.analysis.paths import LEGEND, PathMatrix
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Finding, Severity
-from numatune.model.topology import Topology
+from numatune.model.topology import CpuKind, Topology
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -60,9 +60,22 @@ def _summary(topo: Topology) -> Text:
     lines = Text()
     lines.append(f"{topo.source}", style="bold")
     lines.append(" (live)\n" if topo.live else " (saved tree)\n")
-    lines.append(f"CPU: {c.model or 'unknown model'}")
+    kinds = topo.cpu_kinds
+    if kinds.heterogeneous and len({k.name for k in kinds.kinds}) == len(kinds.kinds):
+        lines.append("CPU: " + " + ".join(f"{len(k.cpus)}x {k.name or '?'}" for k in kinds.kinds))
+    elif kinds.heterogeneous:
+        lines.append(f"CPU: {c.model or 'unknown model'}: "
+                     + " + ".join(f"{len(k.cpus)} {k.role}" for k in kinds.kinds) + " CPU(s)")
+    else:
+        lines.append(f"CPU: {c.model or 'unknown model'}")
     if c.architecture:
         lines.append(f" [{c.architecture}]")
+    if kinds.heterogeneous:
+        lines.append(f"\nCPU kinds, most performant first (grouped by {', '.join(kinds.grouped_by)}; "
+                     + (f"ranked by {', then '.join(kinds.ranked_by)})" if kinds.ranked_by else "not ranked: "
+                        "the kernel states no capacity or frequency for every kind)"))
+        for k in kinds.kinds:
+            lines.append(f"\n  {cpu_kind_line(k)}", style="yellow" if k.role == "efficiency" else None)
     lines.append(
         f"\n{len(c.sockets)} socket(s), {c.cores} core(s), {c.threads_per_core} thread(s)/core, "
         f"{len(c.online)} CPU(s) online"
@@ -75,6 +88,24 @@ def _summary(topo: Topology) -> Text:
     if topo.settings.release:
         lines.append(f"; kernel {topo.settings.release}")
     return lines
+
+
+def cpu_kind_line(k: CpuKind) -> str:
+    """One CPU kind on one line: rank, role, count, CPU list, part, capacity, max MHz."""
+    facts = [f"{len(k.cpus)} CPU(s) {format_cpulist(k.cpus)}"]
+    if k.part:
+        facts.append(f"part {k.part}")
+    if k.capacities:
+        facts.append(f"capacity {_span(k.capacities)}")
+    if k.max_mhz:
+        facts.append(f"max {_span(k.max_mhz)} MHz")
+    if k.base_mhz:
+        facts.append(f"base {_span(k.base_mhz)} MHz")
+    return f"#{k.rank} {k.role:<11} {k.name or '?'}: " + ", ".join(facts)
+
+
+def _span(values: tuple[int, ...]) -> str:
+    return str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
 
 
 def _nodes_table(topo: Topology) -> Table:
