@@ -148,6 +148,7 @@ class AuditRun:
                 pmu = (local, remote, events, sample)
             audits.append(judge(p, self.topo, self.thresholds, balancing_mode=self.balancing, pmu=pmu,
                                 pmu_note=None if pmu else pmu_note))
+        notes += [f"cannot read {path}: {reason}" for path, reason in self.host.notes]
         return audits, job, notes, helpers
 
     def sample(

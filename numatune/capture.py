@@ -1,19 +1,25 @@
 """Capture exactly what numatune reads from a root into a new root (directory or .tar.gz).
 
-Declarative: CAPTURE lists the logical subtrees and, for each, which entries to keep. Files are
-copied as text (sysfs attributes are small; anything over MAX_FILE_BYTES or unreadable is left
-out), symlinks are kept as relative links so the copy resolves the same way, and nothing binary,
-executable or personal is taken: no `config`/`resource` files, no process environments (for
-`--pid`, only the named environment keys).
+There is no hand-written list of files here: `snapshot` runs every command in DRY_RUN (and
+PID_DRY_RUN for each `--pid`) through a RecordingHost on the source root, and copies every path
+those runs touched, with the links and directory entries on the way. So a reader that starts
+reading a new file is captured by the next snapshot without anyone updating a list, and replay
+(`--root SNAPSHOT`) reads the same bytes the commands read live.
+
+What is never taken: device nodes, FIFOs and anything that is not a regular file, directory or
+link; files over `host.MAX_FILE_BYTES`; of a process's environment, anything but the keys the
+audit reader reads (`readers.procs.ENVIRON_KEYS`); of its open files, anything but `/dev/` links.
+Files the source has but cannot be read (not root) are listed in SNAPSHOT.txt, so replay reports
+them as live did.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import io
 import os
 import re
+import stat
 import tarfile
 import tempfile
 import time
@@ -23,26 +29,49 @@ from pathlib import Path
 
 from numatune import __version__
 from numatune.errors import InputError, ProcessGone
-from numatune.host import Host
+from numatune.host import MAX_FILE_BYTES, Host
 
-MAX_FILE_BYTES = 1 << 20
-_PCI_ATTRS = (
-    "class", "vendor", "device", "subsystem_vendor", "subsystem_device", "revision", "numa_node",
-    "local_cpulist", "local_cpus", "current_link_speed", "current_link_width", "max_link_speed",
-    "max_link_width", "irq", "enable", "modalias",
+# The one declaration of what numatune reads: every command a snapshot must replay, run dry.
+# `launch` is run twice: for the GPU/device path and for the node-kind/weights path.
+DRY_RUN: tuple[tuple[str, ...], ...] = (
+    ("inspect", "--json"),
+    ("irq", "--json"),
+    ("irq", "plan", "--json"),
+    ("check", "--json"),
+    ("launch", "--dry-run", "--json", "--", "true"),
+    ("launch", "--dry-run", "--json", "--node", "0", "--", "true"),
+    ("launch", "--dry-run", "--json", "--node", "0", "--mem-policy", "weighted", "--", "true"),
 )
-_BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-_SKIP_DIRS = {"power", "subsystem", "firmware_node", "iommu_group", "iommu", "driver", "module", "consumer",
-              "supplier", "cpufreq", "cpuidle", "msi_bus", "link", "reset_method"}
+PID_DRY_RUN: tuple[tuple[str, ...], ...] = (
+    ("audit", "{pid}", "--json"),
+    ("check", "--pid", "{pid}", "--json"),
+)
+_ENVIRON = re.compile(r"^/proc/\d+(/task/\d+)?/environ$")
+_FD = re.compile(r"^/proc/\d+(/task/\d+)?/fd/\d+$")
+_PROC_PID = re.compile(r"^/proc/(\d+)(/|$)")
+_MAX_LINKS = 40  # as the kernel's ELOOP limit
 
-# Default per-process files for `snapshot --pid` (the audit reader may name more: see process_files()).
-DEFAULT_PROCESS_FILES = ("cmdline", "comm", "status", "stat", "numa_maps", "sched", "cgroup", "task/*/stat",
-                         "task/*/status", "task/*/comm")
-DEFAULT_ENVIRON_KEYS = (
-    "LOCAL_RANK", "RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SLURM_LOCALID", "SLURM_PROCID", "OMPI_COMM_WORLD_LOCAL_RANK",
-    "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "PMIX_LOCAL_RANK", "OMP_NUM_THREADS",
-)
+
+class RecordingHost(Host):
+    """A Host that remembers every logical path asked for, and every directory listed."""
+
+    __slots__ = ("touched", "listed")
+
+    def __init__(self, root: str = "/", label: str = "/") -> None:
+        super().__init__(root, label)
+        self.touched: dict[str, None] = {}  # insertion-ordered set
+        self.listed: dict[str, None] = {}
+
+    def path(self, logical: str) -> str:
+        self.touched[logical] = None
+        return super().path(logical)
+
+    def listdir(self, logical: str) -> list[str]:
+        self.listed[logical] = None
+        return super().listdir(logical)
+
+    def write_text(self, logical: str, text: str) -> None:
+        raise RuntimeError(f"a snapshot's dry run tried to write {logical}")  # never: every DRY_RUN is read-only
 
 
 @dataclass
@@ -53,72 +82,114 @@ class Capture:
     files: dict[str, bytes] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)
     dirs: set[str] = field(default_factory=set)
-    seen_dirs: set[str] = field(default_factory=set)
+    unreadable: set[str] = field(default_factory=set)
+    pids: frozenset[int] | None = None  # the processes whose /proc/PID may be copied (None: any)
+    _resolved: dict[str, str | None] = field(default_factory=dict)
 
-    # -- primitives ---------------------------------------------------------------------------
-    def file(self, logical: str) -> None:
+    # -- copying what was touched ---------------------------------------------------------------
+    def touch(self, logical: str) -> str | None:
+        """Copy `logical` and everything on the way to it (links, directories); its real logical path."""
+        if not self._allowed(logical):
+            return None
+        return self._resolve(os.path.normpath("/" + logical.lstrip("/")), 0, final=True)
+
+    def list(self, logical: str) -> None:
+        """Copy a listed directory's entries: subdirectories, links (not followed), and files.
+
+        A file that was listed but never read becomes an empty placeholder (its name is what the
+        listing told): reading every listed file could block (/proc/kmsg) or be huge (/proc/kcore).
+        """
+        real = self._resolve(os.path.normpath("/" + logical.lstrip("/")), 0, final=True)
+        if real is None or real not in self.dirs:
+            return
+        try:
+            entries = list(os.scandir(self.src.path(real)))
+        except OSError:
+            return
+        for e in entries:
+            child = f"{real.rstrip('/')}/{e.name}"
+            if not self._allowed(child):
+                continue
+            if e.is_symlink():
+                self._link(child)
+            elif e.is_dir(follow_symlinks=False):
+                self.dirs.add(child)
+            elif e.is_file(follow_symlinks=False) and child not in self._resolved:
+                self.files[child] = b""
+
+    def _allowed(self, logical: str) -> bool:
+        """Other processes are not part of a snapshot (a live-only check such as "is irqbalance
+        running" lists them all): only the --pid processes and the capturing one (/proc/self)."""
+        m = _PROC_PID.match(logical)
+        return m is None or self.pids is None or int(m.group(1)) in self.pids
+
+    def _resolve(self, logical: str, hops: int, *, final: bool) -> str | None:
+        if logical == "/":
+            return "/"
+        if logical in self._resolved:
+            return self._resolved[logical]
+        parent, name = logical.rsplit("/", 1)
+        parent_real = self._resolve(parent or "/", hops, final=False)
+        out = None
+        if parent_real is not None:
+            here = f"{parent_real.rstrip('/')}/{name}"
+            try:
+                st = os.lstat(self.src.path(here))
+            except (OSError, ValueError):
+                st = None
+            if st is None:
+                out = None
+            elif stat.S_ISLNK(st.st_mode):
+                target = self._link(here)
+                if target is not None and hops < _MAX_LINKS and not _FD.match(here):
+                    out = self._resolve(os.path.normpath(target), hops + 1, final=final)
+            elif stat.S_ISDIR(st.st_mode):
+                self.dirs.add(here)
+                out = here
+            elif stat.S_ISREG(st.st_mode):
+                self._file(here)
+                out = here
+        self._resolved[logical] = out
+        return out
+
+    def _file(self, logical: str) -> None:
         if logical in self.files:
             return
-        real = self.src.path(logical)
         try:
-            if os.path.islink(real) or not os.path.isfile(real):
-                return
-            with open(real, "rb") as fh:
-                data = fh.read(MAX_FILE_BYTES + 1)
+            data = _read_bounded(self.src.path(logical))
+        except PermissionError:
+            self.unreadable.add(logical)
+            return
         except OSError:
-            return  # write-only, EIO, permission: not part of what can be replayed
-        if len(data) <= MAX_FILE_BYTES:
-            self.files[logical] = data
+            return  # write-only, EIO: the live read fails too
+        if data is None:
+            return
+        if _ENVIRON.match(logical):
+            data = _named_keys(data)
+        self.files[logical] = data
 
-    def link(self, logical: str) -> str | None:
-        """Record a symlink as a relative link; returns the logical target (may not exist)."""
-        real = self.src.path(logical)
+    def _link(self, logical: str) -> str | None:
+        """Record a symlink as a relative link (a process's /dev fd as it is); its logical target."""
+        if logical in self.links:
+            target = self.links[logical]
+            return target if target.startswith("/") else os.path.normpath(
+                os.path.join(os.path.dirname(logical), target))
         try:
-            target = os.readlink(real)
+            target = os.readlink(self.src.path(logical))
         except OSError:
             return None
+        if _FD.match(logical):
+            if target.startswith("/dev/"):  # which GPU a process holds; any other open file is private
+                self.links[logical] = target
+            return None
         if os.path.isabs(target):
-            target_logical = target if self.src.is_live else self.src.logical(self.src.path(target))
+            target_logical = os.path.normpath(target)
         else:
             target_logical = os.path.normpath(os.path.join(os.path.dirname(logical), target))
         if not target_logical.startswith("/"):
             return None
         self.links[logical] = os.path.relpath(target_logical, os.path.dirname(logical))
         return target_logical
-
-    def entry(self, logical: str) -> str:
-        """Copy a symlink or file at `logical`; return the real logical path it stands for."""
-        if os.path.islink(self.src.path(logical)):
-            return self.link(logical) or logical
-        self.file(logical)
-        return logical
-
-    def walk(self, logical: str, *, files: Iterable[str] = ("*",), depth: int = 8, skip: set[str] = _SKIP_DIRS,
-             follow: bool = False) -> None:
-        """Copy a directory subtree: files matching `files`, symlinks as links, subdirectories."""
-        if depth < 0 or logical in self.seen_dirs:
-            return
-        self.seen_dirs.add(logical)
-        real = self.src.path(logical)
-        try:
-            entries = list(os.scandir(real))
-        except OSError:
-            return
-        self.dirs.add(logical)
-        patterns = tuple(files)
-        for e in entries:
-            child = f"{logical.rstrip('/')}/{e.name}"
-            if e.is_symlink():
-                if e.name in skip and e.name != "driver":
-                    continue
-                target = self.link(child)
-                if follow and target and self.src.is_dir(target):
-                    self.walk(target, files=patterns, depth=depth - 1, skip=skip)
-            elif e.is_dir(follow_symlinks=False):
-                if e.name not in skip:
-                    self.walk(child, files=patterns, depth=depth - 1, skip=skip)
-            elif any(fnmatch.fnmatchcase(e.name, p) for p in patterns):
-                self.file(child)
 
     # -- writing ------------------------------------------------------------------------------
     def write_dir(self, dest: Path) -> None:
@@ -151,135 +222,85 @@ class Capture:
                 tar.addfile(info)
 
 
-def capture_system(cap: Capture) -> None:
-    src = cap.src
-    # CPUs and nodes
-    cap.walk("/sys/devices/system/cpu", files=("online", "offline", "possible", "present", "isolated", "kernel_max",
-                                               "core_id", "physical_package_id", "die_id", "cluster_id", "*_list",
-                                               "thread_siblings", "core_siblings", "cpus"),
-             skip=_SKIP_DIRS | {"cache", "hotplug", "vulnerabilities", "smt", "microcode", "intel_pstate",
-                                "cpuidle", "cpufreq", "power", "crash_notes", "crash_notes_size", "acpi_cppc"})
-    cap.walk("/sys/devices/system/node", files=("*",), skip=_SKIP_DIRS | {"compact", "reclaim"})
-    for name in list(cap.links):
-        if re.match(r"^/sys/devices/system/node/node\d+/memory\d+$", name):
-            del cap.links[name]  # hundreds of memory-block links numatune never follows
-    for kind in ("cpu_core", "cpu_atom"):
-        cap.file(f"/sys/devices/{kind}/cpus")
-    cap.walk("/sys/devices/virtual/memory_tiering")
-    cap.walk("/sys/kernel/mm/mempolicy")
-    for f in ("transparent_hugepage/enabled", "transparent_hugepage/defrag", "numa/demotion_enabled"):
-        cap.file(f"/sys/kernel/mm/{f}")
-    # PCI devices and the bridges above them
-    for bdf in src.listdir("/sys/bus/pci/devices"):
-        target = cap.entry(f"/sys/bus/pci/devices/{bdf}")
-        _capture_pci_chain(cap, target)
-    for cls in ("net", "infiniband", "nvme"):
-        for name in src.listdir(f"/sys/class/{cls}"):
-            target = cap.entry(f"/sys/class/{cls}/{name}")
-            if target.startswith("/sys/devices/"):
-                cap.dirs.add(target)  # the interface's directory, so the class link resolves
-    # CXL, DAX, NVDIMM
-    for bus in ("cxl", "dax", "nd"):
-        for name in src.listdir(f"/sys/bus/{bus}/devices"):
-            target = cap.entry(f"/sys/bus/{bus}/devices/{name}")
-            cap.walk(target, depth=2, skip=_SKIP_DIRS - {"driver"} | {"firmware"})
-    kfd = src.resolve("/sys/class/kfd/kfd") or "/sys/class/kfd/kfd"
-    if src.is_dir(f"{kfd}/topology"):
-        cap.walk(f"{kfd}/topology")
-        if kfd != "/sys/class/kfd/kfd":
-            cap.link("/sys/class/kfd/kfd")
-    # /proc
-    for f in ("cpuinfo", "meminfo", "version", "interrupts", "vmstat", "cmdline", "sys/kernel/osrelease",
-              "sys/kernel/numa_balancing", "sys/vm/zone_reclaim_mode", "sys/vm/max_map_count",
-              "sys/kernel/perf_event_paranoid", "irq/default_smp_affinity"):
-        cap.file(f"/proc/{f}")
-    for irq in src.listdir("/proc/irq"):
-        if irq.isdigit():
-            for f in ("smp_affinity", "smp_affinity_list", "effective_affinity", "effective_affinity_list",
-                      "node", "affinity_hint"):
-                cap.file(f"/proc/irq/{irq}/{f}")
-            cap.dirs.add(f"/proc/irq/{irq}")
-            for action in src.listdir(f"/proc/irq/{irq}"):
-                if src.is_dir(f"/proc/irq/{irq}/{action}"):
-                    cap.dirs.add(f"/proc/irq/{irq}/{action}")
-    for gpu in src.listdir("/proc/driver/nvidia/gpus"):
-        for f in ("information", "numa_status"):
-            cap.file(f"/proc/driver/nvidia/gpus/{gpu}/{f}")
+def _read_bounded(path: str) -> bytes | None:
+    """The file's bytes, None past MAX_FILE_BYTES; in 1 MiB reads (procfs refuses one huge read)."""
+    chunks, total = [], 0
+    with open(path, "rb", buffering=0) as fh:
+        while True:
+            chunk = fh.read(1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            total += len(chunk)
+            if total > MAX_FILE_BYTES:
+                return None
+            chunks.append(chunk)
 
 
-def _capture_pci_chain(cap: Capture, device: str) -> None:
-    parts = device.split("/")
-    for i in range(len(parts), 3, -1):
-        path = "/".join(parts[:i])
-        if not _BDF.match(parts[i - 1]) or path in cap.seen_dirs:
+def _named_keys(raw: bytes) -> bytes:
+    """Of an environment, only the keys the audit reader reads; the rest is dropped here, unseen."""
+    from numatune.readers.procs import ENVIRON_KEYS
+
+    keys = set(ENVIRON_KEYS)
+    kept = [item for item in raw.split(b"\0") if item.split(b"=", 1)[0].decode("ascii", "replace") in keys]
+    return b"\0".join(kept) + (b"\0" if kept else b"")
+
+
+def dry_run(src: Host, pids: Iterable[int] = ()) -> RecordingHost:
+    """Run every command of DRY_RUN (and PID_DRY_RUN per pid) on `src`, output discarded; what they read."""
+    import click
+
+    from numatune.cli import main
+    from numatune.cli._app import App
+
+    rec = RecordingHost(src.root, src.label)
+    runs = [*DRY_RUN, *(tuple(a.format(pid=pid) for a in cmd) for pid in pids for cmd in PID_DRY_RUN)]
+    ctx = click.Context(main)
+    for args in runs:
+        command = main.get_command(ctx, args[0])
+        if command is None:
             continue
-        cap.seen_dirs.add(path)
-        cap.dirs.add(path)
-        for attr in _PCI_ATTRS:
-            cap.file(f"{path}/{attr}")
-        cap.link(f"{path}/driver")
-        cap.walk(f"{path}/msi_irqs", depth=0)
-        for sub in ("net", "infiniband", "nvme", "drm"):
-            for name in cap.src.listdir(f"{path}/{sub}"):
-                cap.dirs.add(f"{path}/{sub}/{name}")
+        sink = io.StringIO()
+        # A command that fails here (no GPU for launch's default) fails the same way on replay.
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+                contextlib.suppress(Exception, SystemExit):
+            command.main(args=list(args[1:]), prog_name=f"numatune {args[0]}", standalone_mode=False,
+                         obj=App(root=src.root, color=False, host=rec))
+    return rec
 
 
-def capture_process(cap: Capture, pid: int, files: Iterable[str], environ_keys: Iterable[str]) -> None:
-    base = f"/proc/{pid}"
-    if not cap.src.is_dir(base):
-        raise ProcessGone(f"no process {pid}")
-    for pattern in files:
-        if "*" in pattern:
-            head, _, tail = pattern.partition("*")
-            for name in cap.src.listdir(f"{base}/{head.rstrip('/')}"):
-                cap.file(f"{base}/{head}{name}{tail}")
-        else:
-            cap.file(f"{base}/{pattern}")
-    keys = set(environ_keys)
-    raw = None
-    with contextlib.suppress(OSError), open(cap.src.path(f"{base}/environ"), "rb") as fh:
-        raw = fh.read()
-    if raw is not None:
-        kept = [item for item in raw.split(b"\0") if item.split(b"=", 1)[0].decode("ascii", "replace") in keys]
-        cap.files[f"{base}/environ"] = b"\0".join(kept) + (b"\0" if kept else b"")
-    for fd in cap.src.listdir(f"{base}/fd"):
-        target = None
-        try:
-            target = os.readlink(cap.src.path(f"{base}/fd/{fd}"))
-        except OSError:
-            continue
-        if target.startswith("/dev/"):  # device files tell which GPU a process holds; nothing else is kept
-            cap.links[f"{base}/fd/{fd}"] = target
-
-
-def process_files() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The per-PID files and environment keys the audit reader uses (its own lists when present)."""
-    try:
-        from numatune.readers import procs
-
-        return tuple(getattr(procs, "PROCESS_FILES", DEFAULT_PROCESS_FILES)), tuple(
-            getattr(procs, "ENVIRON_KEYS", DEFAULT_ENVIRON_KEYS)
-        )
-    except ImportError:
-        return DEFAULT_PROCESS_FILES, DEFAULT_ENVIRON_KEYS
+def capture(src: Host, pids: Iterable[int] = ()) -> Capture:
+    """What a snapshot of `src` holds: every path the dry run touched or listed, copied."""
+    pids = tuple(pids)
+    for pid in pids:
+        if not src.is_dir(f"/proc/{pid}"):
+            raise ProcessGone(f"no process {pid}")
+    rec = dry_run(src, pids)
+    self_pid = src.read_link("/proc/self")
+    cap = Capture(src, pids=frozenset(pids) | ({int(self_pid)} if self_pid and self_pid.isdigit() else set()))
+    for logical in rec.touched:
+        cap.touch(logical)
+    for logical in rec.listed:
+        cap.list(logical)
+    return cap
 
 
 def snapshot(src: Host, dest: Path, pids: Iterable[int] = ()) -> Capture:
     """Capture `src` (usually the live node) into `dest`: a directory, or an archive for .tar/.tar.gz/.tgz."""
-    cap = Capture(src)
-    capture_system(cap)
-    files, keys = process_files()
-    for pid in pids:
-        capture_process(cap, pid, files, keys)
+    pids = tuple(pids)
+    name = dest.name
+    archive = name.endswith((".tar.gz", ".tgz", ".tar"))
+    if not archive and dest.exists() and any(dest.iterdir()):
+        raise InputError(f"{dest} exists and is not empty")
+    cap = capture(src, pids)
     note = (
         f"numatune {__version__} snapshot of {src.label}\n"
         f"taken: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
         f"kernel: {src.read_optional('/proc/sys/kernel/osrelease') or 'unknown'}\n"
         f"pids: {' '.join(str(p) for p in pids) or '-'}\n"
+        + "".join(f"unreadable: {p}\n" for p in sorted(cap.unreadable))
     )
     cap.files["/SNAPSHOT.txt"] = note.encode()
-    name = dest.name
-    if name.endswith((".tar.gz", ".tgz", ".tar")):
+    if archive:
         top = re.sub(r"\.(tar\.gz|tgz|tar)$", "", name) or "snapshot"
         tmp = Path(tempfile.mkstemp(dir=dest.parent if dest.parent.exists() else None, suffix=".partial")[1])
         try:
@@ -290,8 +311,6 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int] = ()) -> Capture:
             if tmp.exists():
                 tmp.unlink()
     else:
-        if dest.exists() and any(dest.iterdir()):
-            raise InputError(f"{dest} exists and is not empty")
         dest.mkdir(parents=True, exist_ok=True)
         cap.write_dir(dest)
     return cap

@@ -40,6 +40,10 @@ class NotASysfsTree(InputError):
     pass
 
 
+class ArchiveRefused(InputError):
+    """A snapshot archive that would write outside its directory or past numatune's bounds."""
+
+
 class ReadError(InputError):
     """A file that should be there could not be read."""
 

@@ -116,7 +116,7 @@ def cpu_kinds_summary(doc: dict[str, Any]) -> str | None:
     parts = [f"{len(k.get('cpus') or [])} {k.get('name') or k.get('role')} ({format_cpulist(k.get('cpus') or [])})"
              for k in kinds]
     out = parts[0]
-    for prev, k, text in zip(kinds, kinds[1:], parts[1:]):
+    for prev, k, text in zip(kinds, kinds[1:], parts[1:], strict=False):
         out += (" = " if k.get("rank") == prev.get("rank") else " > ") + text
     return out
 

@@ -57,6 +57,9 @@ def check_cmd(
         level = Severity.WARNING
 
     results, topo = run_checks(app, policy, pids)
+    from numatune.readers import host_skipped
+
+    skipped = host_skipped(app.host, topo.skipped)  # and what irq's and audit's readers could not read
     results = apply_overrides(results, policy)
     source = app.root
     policy_name = str(policy_path) if policy_path is not None else None
@@ -66,7 +69,7 @@ def check_cmd(
 
         from numatune.render.check_json import check_document
 
-        text = json.dumps(check_document(source, policy_name, level, results, topo.skipped), indent=2) + "\n"
+        text = json.dumps(check_document(source, policy_name, level, results, skipped), indent=2) + "\n"
     elif fmt == "junit":
         from numatune.render.junit import check_junit
 
@@ -83,7 +86,7 @@ def check_cmd(
     else:
         click.echo(text, nl=False)
     if fmt == "text":
-        for s in topo.skipped:
+        for s in skipped:
             app.note(f"skipped {s.subject}: {s.reason}")
     if fails(results, level):
         raise click.exceptions.Exit(int(ExitCode.FINDINGS))

@@ -100,6 +100,8 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     probe = opts.mem_policy in ("preferred-many", "weighted") and opts.via in ("auto", "numactl")
     facts = gather_facts(host, os.environ, probe=probe)
     plan = plan_launch(topo, devices, facts, opts, command)
+    if host.notes:  # files that exist but could not be read, links leaving a saved root
+        plan = plan._replace(warnings=plan.warnings + tuple(f"cannot read {p}: {r}" for p, r in host.notes))
     if kw["as_json"]:
         from numatune.render.launch_json import launch_document
 

@@ -13,15 +13,19 @@ from numatune.cli._app import App
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
               help="Archive (.tar.gz, .tgz, .tar) or an empty directory to create.")
 @click.option("--pid", "pids", type=int, multiple=True,
-              help="Also capture this process's numa_maps, status, sched and task stats (repeatable).")
+              help="Also capture what `audit PID` reads of this process (repeatable).")
 @click.pass_obj
 def snapshot_cmd(app: App, output: Path, pids: tuple[int, ...]) -> None:
-    """Save what numatune reads (sysfs subsets, /proc files, NVIDIA driver info) for --root.
+    """Save exactly what numatune's commands read, for --root.
 
-    No binary files and no process environments are taken (with --pid, only the named keys such as
-    LOCAL_RANK and CUDA_VISIBLE_DEVICES). The archive replays with `numatune --root FILE COMMAND`.
+    Every command (inspect, irq, irq plan, check, launch --dry-run, and audit for each --pid) is
+    run dry and the files it touched are copied, so a replay reads what live reads. No binary files
+    and no process environments are taken (with --pid, only the named keys such as LOCAL_RANK and
+    CUDA_VISIBLE_DEVICES). The archive replays with `numatune --root FILE COMMAND`.
     """
     from numatune.capture import snapshot
 
     cap = snapshot(app.host, output, pids)
     app.note(f"wrote {output}: {len(cap.files)} files, {len(cap.links)} links")
+    if cap.unreadable:
+        app.warn(f"{len(cap.unreadable)} files could not be read (run as root): listed in SNAPSHOT.txt")

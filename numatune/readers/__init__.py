@@ -3,3 +3,19 @@
 Pure `parse_*` functions take text; `read_*` functions take a Host. No reader imports click, rich,
 psutil, pyudev or py-cpuinfo: those only enrich live runs, from `numatune.live`.
 """
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from numatune.host import Host
+    from numatune.model.findings import Skipped
+
+
+def host_skipped(host: Host, already: tuple[Skipped, ...] = ()) -> tuple[Skipped, ...]:
+    """`already` plus what the Host noted while reading (files that exist but are unreadable, links
+    leaving a saved root) and `already` lacks: how those notes reach every report."""
+    from numatune.model.findings import Skipped
+
+    extra = tuple(Skipped(path, reason) for path, reason in host.notes)
+    return already + tuple(s for s in extra if s not in already)

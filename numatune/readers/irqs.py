@@ -22,6 +22,7 @@ from numatune.model._record import record
 from numatune.model.findings import Skipped
 from numatune.model.irq import DeviceIrqs, InterruptRow, InterruptsTable, Irq, IrqReport
 from numatune.model.topology import PciDevice, Topology
+from numatune.readers import host_skipped
 
 INTERRUPTS = "/proc/interrupts"
 PROC_IRQ = "/proc/irq"
@@ -440,7 +441,7 @@ def read_irq_report(host: Host, topo: Topology) -> IrqReport:
         isolated_cpus=tuple(sorted(isolated)),
         irqbalance_running=running,
         irqbalance_banned=banned,
-        skipped=tuple(skipped) + topo.skipped,
+        skipped=host_skipped(host, tuple(skipped) + topo.skipped),
     )
 
 

@@ -1,9 +1,10 @@
 """Per-process readers for `audit`: numa_maps, status, task stat, sched NUMA faults, cgroup cpuset, GPUs.
 
 Everything goes through the Host, so a saved tree (`numatune snapshot --pid`) reads the same way as
-the live node. `PROCESS_FILES` is the exact list of per-PID files read here (the snapshot copies them)
-and `ENVIRON_KEYS` the only environment variables ever read from /proc/PID/environ: the rest of an
-environment can hold secrets and is dropped as soon as the file is split, never kept or printed.
+the live node (the snapshot copies whatever `audit PID` reads here, see numatune/capture.py).
+`ENVIRON_KEYS` are the only environment variables ever read from /proc/PID/environ: the rest of an
+environment can hold secrets and is dropped as soon as the file is split, never kept or printed (and
+never stored by a snapshot).
 """
 
 from __future__ import annotations
@@ -17,33 +18,6 @@ from numatune.errors import NumatuneError, PermissionDenied, ProcessGone, ReadEr
 from numatune.host import Host
 from numatune.model.process import GpuUse, NumaMemory, PolicyUse, ProcessInfo, ThreadInfo
 from numatune.model.topology import Topology
-
-# Per-PID paths (relative to /proc/PID) that audit reads. "task/*/x" means every thread's file.
-PROCESS_FILES: tuple[str, ...] = (
-    "cmdline",
-    "comm",
-    "stat",
-    "status",
-    "numa_maps",
-    "sched",
-    "cgroup",
-    "environ",  # ONLY the ENVIRON_KEYS below; a snapshot must store nothing else
-    "task/*/stat",
-    "task/*/status",
-    "task/*/sched",
-)
-# Symlinks (relative to /proc/PID) whose *targets* audit reads: open GPU device nodes.
-PROCESS_LINKS: tuple[str, ...] = ("fd/*",)
-# System files audit reads besides the topology.
-SYSTEM_FILES: tuple[str, ...] = (
-    "/proc/vmstat",
-    "/proc/sys/kernel/numa_balancing",
-    "/proc/sys/kernel/perf_event_paranoid",
-    "/proc/driver/nvidia/gpus/*/information",
-    "/sys/class/drm/renderD*/device",
-    "/sys/fs/cgroup/<cgroup>/cpuset.cpus.effective",
-    "/sys/fs/cgroup/<cgroup>/cpuset.mems.effective",
-)
 
 # Local-rank variables in the order launchers are tried (torchrun, Slurm, Open MPI, MPICH/Intel MPI, PMIx).
 RANK_KEYS: tuple[str, ...] = (

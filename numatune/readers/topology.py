@@ -5,6 +5,7 @@ from __future__ import annotations
 from numatune.host import Host
 from numatune.model.findings import Skipped
 from numatune.model.topology import CxlTopology, KernelSettings, NumaNode, PciDevice, Topology
+from numatune.readers import host_skipped
 from numatune.readers.cpukinds import group_cpu_kinds, read_kind_facts
 from numatune.readers.cpus import read_cpus, summarize_cpus
 from numatune.readers.nodes import read_memory_tiers, read_nodes
@@ -65,9 +66,10 @@ def read_topology(
         cxl=memory,
         memory_tiers=tiers,
         settings=kernel,
-        skipped=tuple(skipped),
+        skipped=host_skipped(host, tuple(skipped)),
         cpu_kinds=group_cpu_kinds(cpus, summary.model),
     )
+
 
 
 def classify_nodes(

@@ -101,7 +101,9 @@ def test_phone_soc_four_parts_two_tied():
     assert kinds.ranked_by == ("cpu_capacity", "max frequency")
 
 
-@pytest.mark.parametrize("name", ["128arm-2pa2n8cluster4co", "dev-1node-x86", "256ppc-8n8s4t", "intel-xeon-L5640-2node"])
+@pytest.mark.parametrize(
+    "name", ["128arm-2pa2n8cluster4co", "dev-1node-x86", "256ppc-8n8s4t", "intel-xeon-L5640-2node"]
+)
 def test_symmetric_trees_have_one_kind(name):
     topo = read_topology(Host.open(fixture_root(name)), devices=False, settings=False)
     assert len(topo.cpu_kinds.kinds) == 1

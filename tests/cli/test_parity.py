@@ -1,0 +1,77 @@
+"""Replay equals live: every command on this machine and on its fresh snapshot gives the same report,
+but for the fields tests/parity.py names (where the report came from, values that change by the second)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from numatune.capture import DRY_RUN, PID_DRY_RUN
+from numatune.cli import COMMANDS
+from tests.cli.test_audit import ALLOC, start, stop
+from tests.parity import comparable
+
+PCI_IDS = next((p for p in ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids") if os.path.isfile(p)), "")
+COMMAND_LINES = (
+    ("inspect", "--json"),
+    ("audit", "{pid}", "--json"),
+    ("irq", "--json"),
+    ("irq", "plan", "--json"),
+    ("check", "--json"),
+    ("check", "--pid", "{pid}", "--json"),
+    ("launch", "--dry-run", "--json", "--node", "0", "--", "true"),
+)
+
+
+@pytest.fixture(scope="module")
+def live_and_snapshot(tmp_path_factory):
+    """(live reports, replayed reports) for COMMAND_LINES, around one process to audit."""
+    from click.testing import CliRunner
+
+    from numatune.cli import main
+
+    env = {"NUMATUNE_PCI_IDS": PCI_IDS, "NO_COLOR": "1", "NUMATUNE_ROOT": None}
+    runner = CliRunner()
+    archive = tmp_path_factory.mktemp("parity") / "node.tar.gz"
+    child = start(ALLOC)
+    try:
+        pid = str(child.pid)
+        lines = {line: [a.format(pid=pid) for a in line] for line in COMMAND_LINES}
+        snap = runner.invoke(main, ["snapshot", "-o", str(archive), "--pid", pid], env=env, catch_exceptions=False)
+        assert snap.exit_code == 0, snap.stderr
+        live = {line: runner.invoke(main, args, env=env, catch_exceptions=False) for line, args in lines.items()}
+    finally:
+        stop(child)
+    saved = {line: runner.invoke(main, ["--root", str(archive), *args], env=env, catch_exceptions=False)
+             for line, args in lines.items()}
+    return live, saved, int(pid)
+
+
+@pytest.mark.parametrize("line", COMMAND_LINES, ids=lambda line: " ".join(line))
+def test_replay_equals_live(live_and_snapshot, line):
+    live, saved, _pid = live_and_snapshot
+    a, b = live[line], saved[line]
+    assert (a.exit_code, b.exit_code) in ((0, 0), (1, 1)), (a.stderr, b.stderr)  # check exits 1 on findings
+    live_doc, saved_doc = json.loads(a.stdout), json.loads(b.stdout)
+    assert saved_doc["source"].endswith("node.tar.gz") and saved_doc.get("live", False) is False
+    assert comparable(saved_doc) == comparable(live_doc)
+
+
+def test_the_audited_process_is_really_in_the_snapshot(live_and_snapshot):
+    """The replayed audit is not an empty one: the process, its cpuset and its memory are there."""
+    live, saved, pid = live_and_snapshot
+    line = ("audit", "{pid}", "--json")
+    live_proc = json.loads(live[line].stdout)["processes"][0]
+    proc = json.loads(saved[line].stdout)["processes"][0]
+    assert proc["pid"] == pid and proc["command"] == live_proc["command"]
+    assert proc["cpuset_cpus"] == live_proc["cpuset_cpus"]  # read from /sys/fs/cgroup/<its cgroup>/cpuset.*
+    assert sum(proc["memory_by_node"].values()) >= 16 << 20
+
+
+def test_every_command_that_reads_a_node_is_in_the_dry_run():
+    """The snapshot is made from DRY_RUN alone, so a command missing there would replay short."""
+    ran = {line[0] for line in (*DRY_RUN, *PID_DRY_RUN)}
+    reads_other_reports = {"snapshot", "diff", "fleet"}  # they read roots through inspect's reader
+    assert set(COMMANDS) - reads_other_reports <= ran

@@ -1,0 +1,40 @@
+"""What may differ between a command run live and the same command on a fresh snapshot of that node.
+
+The one list, used by the parity test on this machine (tests/cli/test_parity.py) and by the VM stage
+(snapshot in the guest, replay on the host). Everything not named here must be equal.
+Patterns are dotted paths into a JSON report; `*` is any list item or any key.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+# Where the report came from: differs by design.
+ORIGIN = ("source", "live")
+# Facts only a live node has (a process table, udev): null on a saved root.
+LIVE_ONLY = ("settings.irqbalance_running", "irqbalance.running")
+# Values that change by the second on a running node.
+VOLATILE = (
+    "nodes.*.memory_free_kib",  # inspect
+    "devices.*.irqs.*.total", "devices.*.irqs.*.per_cpu", "devices.*.irqs.*.per_node",  # irq: counters
+    "devices.*.irqs.*.remote_share",
+    "processes.*.threads.*.cpu",  # audit: where a thread last ran
+    "processes.*.access_counters.values",  # audit: NUMA hinting-fault counters
+)
+IGNORED = ORIGIN + LIVE_ONLY + VOLATILE
+
+
+def comparable(doc: Any, ignored: tuple[str, ...] = IGNORED, at: str = "") -> Any:
+    """`doc` without the fields matching `ignored` (as dotted paths)."""
+    if isinstance(doc, dict):
+        out = {}
+        for key, value in doc.items():
+            path = f"{at}.{key}" if at else str(key)
+            if any(fnmatch.fnmatchcase(path, p) for p in ignored):
+                continue
+            out[key] = comparable(value, ignored, path)
+        return out
+    if isinstance(doc, list):
+        return [comparable(v, ignored, f"{at}.{i}" if at else str(i)) for i, v in enumerate(doc)]
+    return doc
