@@ -12,7 +12,7 @@ import sys
 import click
 
 from numatune.cli._app import App
-from numatune.model.launch import MEM_POLICIES, METHODS
+from numatune.model.launch import CPU_KIND_CHOICES, MEM_POLICIES, METHODS
 
 _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 
@@ -27,6 +27,8 @@ _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 @click.option("--node", type=click.IntRange(min=0), help="Bind to this NUMA node (no GPU lookup).")
 @click.option("--cpu-bind", "cpu_bind", default="node", show_default=True, metavar="node|socket|exclusive|cores:N|none",
               help="Which CPUs of the node the rank gets.")
+@click.option("--cpu-kind", "cpu_kind", type=click.Choice(CPU_KIND_CHOICES), default="performance", show_default=True,
+              help="On hybrid CPUs (P/E, big.LITTLE): which kind exclusive, cores:N and socket take first.")
 @click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True,
               help="Leave the first N physical cores of each node to data loaders and IRQs.")
 @click.option("--allow-isolated", is_flag=True, help="Also use isolcpus CPUs (excluded by default).")
@@ -75,6 +77,7 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
         weights=parse_weights(kw["weights"]) if kw["weights"] else None,
         via=kw["via"],
         best_effort=kw["best_effort"],
+        cpu_kind=kw["cpu_kind"],
     )
     if kw["emit"]:
         _emit(kw["emit"], kw, command)
@@ -143,6 +146,8 @@ def _emit(path: str, kw: dict, command: tuple[str, ...]) -> None:
         if kw[name] is not None:
             args += [flag, str(kw[name])]
     args += ["--cpu-bind", kw["cpu_bind"], "--mem-policy", kw["mem_policy"], "--via", kw["via"]]
+    if kw["cpu_kind"] != "performance":
+        args += ["--cpu-kind", kw["cpu_kind"]]
     if kw["reserve_cores"]:
         args += ["--reserve-cores", str(kw["reserve_cores"])]
     for name in ("allow_isolated", "best_effort", "quiet"):

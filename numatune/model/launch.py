@@ -14,6 +14,7 @@ from typing import NamedTuple
 from numatune.errors import Unsupported
 
 CPU_BIND_MODES = ("node", "socket", "exclusive", "cores:N", "none")
+CPU_KIND_CHOICES = ("performance", "efficiency", "any")  # --cpu-kind: which CPU kinds a rank gets first
 MEM_POLICIES = ("bind", "preferred", "preferred-many", "interleave", "weighted", "cxl-spill", "none")
 METHODS = ("auto", "numactl", "taskset", "direct")
 
@@ -64,6 +65,7 @@ class LaunchOptions(NamedTuple):
     weights: dict[int, int] | None = None
     via: str = "auto"
     best_effort: bool = False
+    cpu_kind: str = "performance"  # performance | efficiency | any (see plan.launch.order_by_kind)
 
 
 class Numactl(NamedTuple):
@@ -115,6 +117,15 @@ class MemPolicy(NamedTuple):
     weights_source: str | None = None  # "--weights" | "HMAT read bandwidth" | "kernel"
 
 
+class KindShare(NamedTuple):
+    """The rank's CPUs of one CPU kind (launch says which kind each rank got)."""
+
+    rank: int  # the kind's rank, 0 = most performant
+    role: str  # performance | efficiency | unranked
+    name: str | None
+    cpus: tuple[int, ...]
+
+
 class LaunchPlan(NamedTuple):
     rank: RankInfo
     gpu: GpuChoice | None
@@ -131,3 +142,5 @@ class LaunchPlan(NamedTuple):
     warnings: tuple[str, ...] = ()
     write_weights: dict[int, int] = {}  # sysfs weights to set before exec
     unbound: bool = False  # --best-effort fell back to an unbound run
+    cpu_kinds: tuple[KindShare, ...] = ()  # the CPU kinds the rank's CPUs belong to (hybrid CPUs only)
+
