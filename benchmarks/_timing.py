@@ -19,6 +19,16 @@ PROJECT = Path(__file__).resolve().parent.parent
 NUMATUNE = [sys.executable, "-c", "import sys; sys.argv[0] = 'numatune'; from numatune.entry import run; run()"]
 
 
+def fixture(name: str) -> Path:
+    """fixtures/NAME.tar.gz as a root directory, extracted once into the tests' cache: the benchmarks time
+    reading a tree, not unpacking one."""
+    if str(PROJECT) not in sys.path:
+        sys.path.insert(0, str(PROJECT))
+    from tests.fixture_archives import extracted
+
+    return extracted(name)
+
+
 def compile_package() -> None:
     """Byte-compile numatune first, as an installed package is (PYTHONDONTWRITEBYTECODE may be set)."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(PROJECT / "numatune")], check=True,

@@ -21,10 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from _timing import fixture
+
 PROJECT = Path(__file__).resolve().parent.parent
 ENTRY = "import sys; sys.argv[0] = 'numatune'; from numatune.entry import run; run()"
-A = PROJECT / "fixtures" / "memorysidecaches"
-B = PROJECT / "fixtures" / "32em64t-2n8c+dax+nvme+mic+dimms"
+A = fixture("memorysidecaches")
+B = fixture("32em64t-2n8c+dax+nvme+mic+dimms")
 JQ = "group_by([(.cpu.sockets | length), (.nodes | map(.cpus | length))]) | map(length)"
 
 

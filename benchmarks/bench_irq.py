@@ -26,8 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from _timing import fixture
+
 PROJECT = Path(__file__).resolve().parent.parent
-SAMPLE = PROJECT / "fixtures/pcp-1152cpu-x86_64/proc/interrupts.bz2"
+SAMPLE = fixture("pcp-1152cpu-x86_64") / "proc/interrupts.bz2"
 ENTRY = "import sys; sys.argv[0] = 'numatune'; from numatune.entry import run; run()"
 
 

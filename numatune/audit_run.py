@@ -159,7 +159,8 @@ class AuditRun:
         Returns (counts per PID or None, event names, why there are no counts, vmstat note)."""
         import time
 
-        from numatune.readers.perf import PmuUnavailable, open_pmu
+        from numatune.errors import PmuUnavailable
+        from numatune.readers.perf import open_pmu
         from numatune.readers.procs import parse_vmstat
 
         session = None

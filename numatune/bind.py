@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from numatune.cpulist import format_cpulist
-from numatune.errors import NumatuneError, PermissionDenied
+from numatune.errors import CommandNotExecutable, CommandNotRunnable, NumatuneError, PermissionDenied
 from numatune.host import Host
 from numatune.model.launch import LaunchFacts, LaunchPlan, Numactl
 from numatune.model.topology import PciDevice, Topology
@@ -36,12 +36,6 @@ SYS_SET_MEMPOLICY = {
     "i386": 276,
     "armv7l": 321,
 }
-
-
-class CommandNotRunnable(NumatuneError):
-    """The command itself cannot be exec'd: 127 when not found, 126 otherwise (as shells do)."""
-
-    exit_code = 127  # type: ignore[assignment]
 
 
 # -- facts --------------------------------------------------------------------------------------------
@@ -239,6 +233,11 @@ def apply_plan(plan: LaunchPlan, environ: Mapping[str, str]) -> NoReturn:
     program = plan.command[0] if plan.command else ""
     if not program or ("/" not in program and which(program) is None):
         raise CommandNotRunnable(f"cannot run {program!r}: command not found")
+    if "/" in program:  # checked here too: numactl and taskset exit 1, not 126/127, when their exec fails
+        if not os.path.exists(program):
+            raise CommandNotRunnable(f"cannot run {program!r}: command not found")
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            raise CommandNotExecutable(f"cannot run {program!r}: Permission denied")
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -246,6 +245,4 @@ def apply_plan(plan: LaunchPlan, environ: Mapping[str, str]) -> NoReturn:
     except FileNotFoundError as exc:
         raise CommandNotRunnable(f"cannot run {plan.argv[0]!r}: command not found") from exc
     except OSError as exc:
-        err = CommandNotRunnable(f"cannot run {plan.argv[0]!r}: {exc.strerror or exc}")
-        err.exit_code = 126  # type: ignore[assignment]
-        raise err from exc
+        raise CommandNotExecutable(f"cannot run {plan.argv[0]!r}: {exc.strerror or exc}") from exc

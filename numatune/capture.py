@@ -16,6 +16,7 @@ them as live did.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import os
 import re
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from numatune import __version__
-from numatune.errors import InputError, ProcessGone
+from numatune.errors import InputError, NumatuneError, ProcessGone
 from numatune.host import MAX_FILE_BYTES, Host
 
 # The one declaration of what numatune reads: every command a snapshot must replay, run dry.
@@ -55,12 +56,13 @@ _MAX_LINKS = 40  # as the kernel's ELOOP limit
 class RecordingHost(Host):
     """A Host that remembers every logical path asked for, and every directory listed."""
 
-    __slots__ = ("touched", "listed")
+    __slots__ = ("touched", "listed", "errors")
 
     def __init__(self, root: str = "/", label: str = "/") -> None:
         super().__init__(root, label)
         self.touched: dict[str, None] = {}  # insertion-ordered set
         self.listed: dict[str, None] = {}
+        self.errors: list[str] = []  # commands of the dry run that stopped on a bug, not on the node
 
     def path(self, logical: str) -> str:
         self.touched[logical] = None
@@ -69,6 +71,10 @@ class RecordingHost(Host):
     def listdir(self, logical: str) -> list[str]:
         self.listed[logical] = None
         return super().listdir(logical)
+
+    def _open(self, logical: str, mode: str):  # noqa: ANN202 - a saved root's reads skip path()
+        self.touched[logical] = None
+        return super()._open(logical, mode)
 
     def write_text(self, logical: str, text: str) -> None:
         raise RuntimeError(f"a snapshot's dry run tried to write {logical}")  # never: every DRY_RUN is read-only
@@ -83,8 +89,10 @@ class Capture:
     links: dict[str, str] = field(default_factory=dict)
     dirs: set[str] = field(default_factory=set)
     unreadable: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)  # dry-run commands that stopped on a bug
     pids: frozenset[int] | None = None  # the processes whose /proc/PID may be copied (None: any)
     _resolved: dict[str, str | None] = field(default_factory=dict)
+    _tried: set[str] = field(default_factory=set)  # real logical paths of files read (or tried)
 
     # -- copying what was touched ---------------------------------------------------------------
     def touch(self, logical: str) -> str | None:
@@ -114,7 +122,7 @@ class Capture:
                 self._link(child)
             elif e.is_dir(follow_symlinks=False):
                 self.dirs.add(child)
-            elif e.is_file(follow_symlinks=False) and child not in self._resolved:
+            elif e.is_file(follow_symlinks=False) and child not in self._tried:
                 self.files[child] = b""
 
     def _allowed(self, logical: str) -> bool:
@@ -153,8 +161,9 @@ class Capture:
         return out
 
     def _file(self, logical: str) -> None:
-        if logical in self.files:
+        if logical in self._tried:
             return
+        self._tried.add(logical)
         try:
             data = _read_bounded(self.src.path(logical))
         except PermissionError:
@@ -205,9 +214,12 @@ class Capture:
             if not out.exists() and not out.is_symlink():
                 os.symlink(target, out)
 
-    def write_tar(self, dest: Path, top: str) -> None:
-        now = time.time()
-        with tarfile.open(dest, "w:gz") as tar:
+    def write_tar(self, dest: Path, top: str, *, mtime: int | None = None) -> None:
+        """Members sorted, owned by uid/gid 0, no name or time in the gzip header: with a fixed `mtime`
+        the same capture always gives the same bytes (fixtures/ is packed this way)."""
+        now = int(time.time()) if mtime is None else mtime
+        with open(dest, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for d in sorted(self.dirs | {os.path.dirname(p) for p in (*self.files, *self.links)}):
                 info = tarfile.TarInfo(f"{top}{d}" if d != "/" else top)
                 info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
@@ -260,11 +272,16 @@ def dry_run(src: Host, pids: Iterable[int] = ()) -> RecordingHost:
         if command is None:
             continue
         sink = io.StringIO()
-        # A command that fails here (no GPU for launch's default) fails the same way on replay.
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
-                contextlib.suppress(Exception, SystemExit):
-            command.main(args=list(args[1:]), prog_name=f"numatune {args[0]}", standalone_mode=False,
-                         obj=App(root=src.root, color=False, host=rec))
+        # A command that fails on this node (no GPU for launch's default) fails the same way on
+        # replay; one that fails on a bug is named in SNAPSHOT.txt (what it read so far is kept).
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            try:
+                command.main(args=list(args[1:]), prog_name=f"numatune {args[0]}", standalone_mode=False,
+                             obj=App(root=src.root, color=False, host=rec))
+            except (NumatuneError, click.ClickException, click.exceptions.Exit, SystemExit):
+                pass
+            except Exception as exc:  # noqa: BLE001 - a snapshot is still worth taking
+                rec.errors.append(f"{' '.join(args)}: {type(exc).__name__}: {exc}")
     return rec
 
 
@@ -276,7 +293,8 @@ def capture(src: Host, pids: Iterable[int] = ()) -> Capture:
             raise ProcessGone(f"no process {pid}")
     rec = dry_run(src, pids)
     self_pid = src.read_link("/proc/self")
-    cap = Capture(src, pids=frozenset(pids) | ({int(self_pid)} if self_pid and self_pid.isdigit() else set()))
+    cap = Capture(src, pids=frozenset(pids) | ({int(self_pid)} if self_pid and self_pid.isdigit() else set()),
+                  errors=rec.errors)
     for logical in rec.touched:
         cap.touch(logical)
     for logical in rec.listed:
@@ -298,6 +316,7 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int] = ()) -> Capture:
         f"kernel: {src.read_optional('/proc/sys/kernel/osrelease') or 'unknown'}\n"
         f"pids: {' '.join(str(p) for p in pids) or '-'}\n"
         + "".join(f"unreadable: {p}\n" for p in sorted(cap.unreadable))
+        + "".join(f"dry-run error: {e}\n" for e in cap.errors)
     )
     cap.files["/SNAPSHOT.txt"] = note.encode()
     if archive:

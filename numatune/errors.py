@@ -18,6 +18,8 @@ class ExitCode(IntEnum):
     NO_PROCESS = 6  # `audit`: a PID does not exist or exited while being read
     UNSUPPORTED = 7  # the kernel, hardware or tool cannot do what was asked
     INTERNAL = 70  # a bug: one line, and --debug shows the traceback
+    NOT_EXECUTABLE = 126  # `launch`: the command exists but cannot be executed (as shells do)
+    NOT_FOUND = 127  # `launch`: the command is not found (as shells do)
     INTERRUPTED = 130
 
 
@@ -30,6 +32,12 @@ class NumatuneError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+
+class UsageError(NumatuneError):
+    """A bad option value or combination, found after click parsed the command line: exit 2, as click's own."""
+
+    exit_code = ExitCode.USAGE
 
 
 class InputError(NumatuneError):
@@ -70,6 +78,29 @@ class ProcessGone(NumatuneError):
 
 class Unsupported(NumatuneError):
     exit_code = ExitCode.UNSUPPORTED
+
+
+class BindingError(Unsupported):
+    """`launch`: a binding that cannot be honoured (no GPU, no usable CPU, unsupported policy).
+
+    `--best-effort` turns it into a warning and an unbound run.
+    """
+
+
+class PmuUnavailable(Unsupported):
+    """Hardware counters cannot be opened; audit shows the message as a note and goes on without them."""
+
+
+class CommandNotRunnable(NumatuneError):
+    """`launch`: the command cannot be exec'd because it is not found (127, as shells do)."""
+
+    exit_code = ExitCode.NOT_FOUND
+
+
+class CommandNotExecutable(CommandNotRunnable):
+    """`launch`: the command exists but exec failed (not executable, bad format): 126, as shells do."""
+
+    exit_code = ExitCode.NOT_EXECUTABLE
 
 
 class ApplyError(NumatuneError):

@@ -96,7 +96,7 @@ class Host:
         """The real path of a logical one (a str: pathlib costs an import on every command)."""
         rel = logical.lstrip("/")
         if ".." in rel.split("/"):
-            raise ValueError(f"path escapes the root: {logical}")
+            raise InputError(f"path escapes the root: {logical}")  # a name read from the tree, not a bug: exit 3
         return os.path.join(self.root, rel)
 
     def logical(self, real: str | os.PathLike[str]) -> str:
@@ -222,7 +222,7 @@ class Host:
             return open(path, "rb") if mode == "rb" else open(path, encoding="utf-8", errors="replace")
         rel = logical.strip("/")
         if ".." in rel.split("/"):
-            raise ValueError(f"path escapes the root: {logical}")
+            raise InputError(f"path escapes the root: {logical}")
         head, _, name = rel.rpartition("/")
         parent = self._dirs.get(head) or self._real_dir(head)
         try:
@@ -238,7 +238,7 @@ class Host:
         that are not links are remembered as checked (d_type comes with the listing, free)."""
         rel = logical.strip("/")
         if ".." in rel.split("/"):
-            raise ValueError(f"path escapes the root: {logical}")
+            raise InputError(f"path escapes the root: {logical}")
         real = self._dirs.get(rel) or self._real_dir(rel)
         with os.scandir(real) as it:
             entries = list(it)

@@ -18,12 +18,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from numatune import __version__
 from numatune.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
 from numatune.errors import ApplyError, InputError, PermissionDenied, ReadError
 from numatune.host import Host
+from numatune.render.envelope import SCHEMAS, dumps, envelope, is_document
 
-STATE_SCHEMA = "numatune.irq-state/1"
 STATE_DIR = "/var/lib/numatune"
 Writer = Callable[[str, str], None]
 
@@ -108,12 +107,11 @@ def snapshot(host: Host, irqs: Iterable[tuple[int, str]]) -> tuple[list[Saved], 
 
 def write_state(path: Path, saved: list[Saved], source: str, targets: dict[int, str] | None = None) -> None:
     """Write the state file atomically (temporary file + rename) before any IRQ is touched."""
-    doc = {
-        "schema": STATE_SCHEMA,
-        "numatune_version": __version__,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "source": source,
-        "irqs": [
+    doc = envelope(
+        "irq-state",
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        source=source,
+        irqs=[
             {
                 "irq": s.irq,
                 "label": s.label,
@@ -123,7 +121,7 @@ def write_state(path: Path, saved: list[Saved], source: str, targets: dict[int, 
             }
             for s in saved
         ],
-    }
+    )
     if path.exists():
         raise InputError(f"state file {path} already exists: it may hold an earlier original state",
                          hint="pass another --save FILE (or restore that one first)")
@@ -131,8 +129,7 @@ def write_state(path: Path, saved: list[Saved], source: str, targets: dict[int, 
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".irq-state-", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2)
-            fh.write("\n")
+            fh.write(dumps(doc) + "\n")
         os.replace(tmp, path)
     except PermissionError as exc:
         raise PermissionDenied(f"cannot write the state file {path}: {exc.strerror}",
@@ -150,8 +147,8 @@ def read_state(path: str | os.PathLike[str]) -> list[Saved]:
         raise InputError(f"state file {path} does not exist") from exc
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read state file {path}: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("schema") != STATE_SCHEMA or not isinstance(doc.get("irqs"), list):
-        raise InputError(f"{path} is not a numatune IRQ state file (schema {STATE_SCHEMA})")
+    if not is_document(doc, "irq-state") or not isinstance(doc.get("irqs"), list):
+        raise InputError(f"{path} is not a numatune IRQ state file (schema {SCHEMAS['irq-state']})")
     out = []
     for entry in doc["irqs"]:
         try:

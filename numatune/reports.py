@@ -6,10 +6,10 @@ is built one way whichever path runs it. No click, no rich.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from numatune.host import Host
+from numatune.render.envelope import dumps
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
 if TYPE_CHECKING:
@@ -45,11 +45,10 @@ def irq_report(host: Host):  # noqa: ANN201 - (topology, irq report)
 
 def irq_json(host: Host) -> str:
     from numatune.analysis.irq import irq_findings
-    from numatune.render.irq_json import dumps as irq_dumps
-    from numatune.render.irq_json import irq_document
+    from numatune.render.irq_json import ROW_KEYS, irq_document
 
     topo, report = irq_report(host)
-    return irq_dumps(irq_document(topo, report, irq_findings(topo, report, frozenset())))
+    return dumps(irq_document(topo, report, irq_findings(topo, report, frozenset())), ROW_KEYS)
 
 
 def audit_json(host: Host, pids: Sequence[int]) -> str:
@@ -73,7 +72,3 @@ def audit_doc(run, audits, job, notes, thresholds) -> dict[str, Any]:  # noqa: A
         thresholds={"remote_warning": thresholds.remote_warning, "remote_misplaced": thresholds.remote_misplaced,
                     "slow_tier_warning": thresholds.slow_tier_warning},
     )
-
-
-def dumps(document: Any) -> str:
-    return json.dumps(document, indent=2, sort_keys=False)

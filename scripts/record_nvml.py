@@ -10,6 +10,7 @@ Usage: python3 scripts/record_nvml.py > nvml.json   (needs the NVIDIA driver and
 
 from __future__ import annotations
 
+import ctypes
 import json
 import sys
 
@@ -33,6 +34,36 @@ def _pci(info) -> dict | None:  # noqa: ANN001
         return info
     bus_id = info.busId.decode() if isinstance(info.busId, bytes) else info.busId
     return {"bus_id": bus_id, "device_id": info.pciDeviceId, "subsystem_id": info.pciSubSystemId}
+
+
+def _cpus(mask):  # noqa: ANN001, ANN202
+    """NVML's CPU affinity (an array of 64-bit words) as a sorted list of CPU ids."""
+    if isinstance(mask, dict):
+        return mask
+    return [word_index * 64 + bit for word_index, word in enumerate(mask) for bit in range(64) if int(word) >> bit & 1]
+
+
+def _fabric(nvml, h) -> dict:  # noqa: ANN001
+    """NVSwitch fabric registration (Hopper and newer); pynvml's call shape differs between releases."""
+    # (function, struct, version constant): the versioned call wants the struct's version field set.
+    shapes = (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfo_v3_t", "nvmlGpuFabricInfo_v3"),
+              ("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfo_v2_t", "nvmlGpuFabricInfo_v2"),
+              ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t", None))
+    last: dict = {"error": "not in this pynvml"}
+    for name, struct_name, version in shapes:
+        fn, struct = getattr(nvml, name, None), getattr(nvml, struct_name, None)
+        if fn is None or struct is None or (version and not hasattr(nvml, version)):
+            continue
+        info = struct()
+        if version:
+            info.version = getattr(nvml, version)
+        err = _call(fn, h, ctypes.byref(info))  # pynvml passes this argument through as a pointer
+        if isinstance(err, dict):
+            last = err
+            continue
+        return {"state": int(info.state), "status": int(info.status),
+                "cluster_uuid": bytes(info.clusterUuid).hex(), "clique_id": int(info.cliqueId)}
+    return last
 
 
 def record(nvml) -> dict:  # noqa: ANN001 - the pynvml module
@@ -60,10 +91,7 @@ def record(nvml) -> dict:  # noqa: ANN001 - the pynvml module
             if not isinstance(procs, dict):
                 procs = [{"pid": p.pid, "used_gpu_memory": p.usedGpuMemory} for p in procs]
             mem = _call(nvml.nvmlDeviceGetMemoryInfo, h)
-            fabric = _call(getattr(nvml, "nvmlDeviceGetGpuFabricInfo", lambda *_: {"error": "not in this pynvml"}), h)
-            if not isinstance(fabric, dict):
-                fabric = {"state": fabric.state, "status": fabric.status,
-                          "cluster_uuid": bytes(fabric.clusterUuid).hex(), "clique_id": fabric.cliqueId}
+            fabric = _fabric(nvml, h)
             gpus.append({
                 "index": index,
                 "name": _call(nvml.nvmlDeviceGetName, h),
@@ -71,7 +99,7 @@ def record(nvml) -> dict:  # noqa: ANN001 - the pynvml module
                 "pci": _pci(_call(nvml.nvmlDeviceGetPciInfo_v3, h)),
                 "numa_node": _call(getattr(nvml, "nvmlDeviceGetNumaNodeId", lambda *_: {"error": "not in this pynvml"}),
                                    h),
-                "cpu_affinity": _call(nvml.nvmlDeviceGetCpuAffinity, h, 64),
+                "cpu_affinity": _cpus(_call(nvml.nvmlDeviceGetCpuAffinity, h, 64)),
                 "memory_total": mem if isinstance(mem, dict) else mem.total,
                 "nvlinks": links,
                 "fabric": fabric,

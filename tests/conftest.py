@@ -10,20 +10,27 @@ from click.testing import CliRunner
 
 from numatune.cli import main
 from numatune.host import Host
+from tests.fixture_archives import FIXTURES, extracted, fixture_archive, fixture_names, unpack  # noqa: F401
 
 PROJECT = Path(__file__).resolve().parent.parent
-FIXTURES = PROJECT / "fixtures"
-
-
-def fixture_root(name: str) -> Path:
-    return FIXTURES / name
 
 
 def tree_fixtures() -> list[str]:
-    """Every fixture that is a root (has sys/ or proc/)."""
-    return sorted(
-        p.name for p in FIXTURES.iterdir() if p.is_dir() and ((p / "sys").is_dir() or (p / "proc").is_dir())
-    )
+    """Every fixture machine: each `fixtures/NAME.tar.gz` (adding one needs no code)."""
+    return fixture_names()
+
+
+def fixture_root(name: str, *, archive: bool = False) -> Path:
+    """The fixture as a root directory (extracted once per archive content, cached), or its snapshot archive.
+
+    Tests must not write under the directory: take a `fixture_copy` for that.
+    """
+    return fixture_archive(name) if archive else extracted(name)
+
+
+def fixture_copy(name: str, dest: Path) -> Path:
+    """A private writable copy of the fixture under `dest` (a test's tmp_path), for `irq apply` and edits."""
+    return unpack(fixture_archive(name), Path(dest))
 
 
 @pytest.fixture

@@ -44,3 +44,11 @@ def test_exit_codes_documented_once_and_match_the_enum():
     for code in ExitCode:
         assert f".B {int(code)}\n" in page, code
         assert f"| {int(code)} |" in README, code
+
+
+def test_every_json_schema_is_documented():
+    from numatune.render.envelope import SCHEMAS
+
+    page = (PROJECT / "docs" / "json-schemas.md").read_text()
+    headings = set(re.findall(r"^## `?(numatune\.[\w-]+/\d+)`?", page, re.M))
+    assert headings == set(SCHEMAS.values())

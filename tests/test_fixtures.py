@@ -1,30 +1,97 @@
-"""Fixture trees stay replayable from a fresh clone: provenance, no escaping links, no empty directories."""
+"""Fixture machines are snapshot archives: documented, safe to extract, canonical, and read like their tree."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import tarfile
 
 import pytest
 
-from tests.conftest import FIXTURES, tree_fixtures
+from tests.conftest import FIXTURES, PROJECT, fixture_archive, fixture_copy, fixture_root, tree_fixtures
+from tests.fixture_archives import KEEP, cache_key, pack
+
+# numatune's own extraction (`--root NAME.tar.gz`) costs ~150 us a member (10 s for all 69k): the archives under
+# 25 kB (under 1,000 members: hwloc, ghw, KFD, procfs-only, hand-made and VM-captured trees) go through it on
+# every run; `python -m tests.fixture_archives pack` checks a new archive this way against its tree.
+ARCHIVE_PATH = [n for n in tree_fixtures() if fixture_archive(n).stat().st_size < 25_000]
+
+
+def test_the_checkout_holds_no_fixture_trees():
+    """One file per machine (plus its notes): a tree of small files under fixtures/ is what #16 removed."""
+    tracked = subprocess.run(["git", "ls-files", "fixtures"], cwd=PROJECT, capture_output=True, text=True)
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout")
+    extra = [p for p in tracked.stdout.splitlines()
+             if not p.endswith((".tar.gz", ".md")) and not p.startswith("fixtures/LICENSES/")]
+    assert not extra, extra[:10]
 
 
 @pytest.mark.parametrize("name", tree_fixtures())
 def test_fixture_is_documented(name):
     readme = (FIXTURES / "README.md").read_text()
-    assert name in readme or (FIXTURES / name / "PROVENANCE.md").is_file(), f"{name}: no provenance"
+    assert f"| {name} |" in readme or (FIXTURES / f"{name}.md").is_file(), f"{name}: no provenance"
 
 
 @pytest.mark.parametrize("name", tree_fixtures())
-def test_no_empty_directories_and_no_escaping_links(name):
-    """git drops empty directories (an IRQ's action dir, net/<ifname>), so each holds a `.keep`."""
-    root = FIXTURES / name
-    for dirpath, dirnames, filenames in os.walk(root):
-        assert dirnames or filenames, f"{dirpath} is empty: add a .keep file"
-        for entry in dirnames + filenames:
-            path = os.path.join(dirpath, entry)
-            if os.path.islink(path):
-                target = os.readlink(path)
-                assert not target.startswith("/"), path
-                resolved = os.path.normpath(os.path.join(dirpath, target))
-                assert resolved.startswith(str(root)), f"{path} -> {target} leaves the tree"
+def test_archive_is_safe_and_canonical(name):
+    """What `pack` writes: one top directory NAME/, data members only, no link leaving the tree, sorted
+    (directories, files, links), mtime 0, owner 0, no `.keep`, and a gzip header without time.
+
+    Reading 69k tar headers takes seconds, so a pass is remembered beside the extracted copy, which is
+    keyed by the archive's content hash: only a new or changed archive is read again.
+    """
+    passed = cache_key(name).with_name(cache_key(name).name + ".canonical")
+    if passed.is_file():
+        return
+    _check_canonical(name, fixture_archive(name))
+    passed.parent.mkdir(parents=True, exist_ok=True)
+    passed.touch()
+
+
+def _check_canonical(name, path):
+    with open(path, "rb") as fh:
+        header = fh.read(10)
+    assert header[:3] == b"\x1f\x8b\x08" and header[4:8] == b"\0\0\0\0", "gzip header carries a time"
+    with tarfile.open(path) as tar:
+        members = tar.getmembers()
+    assert members[0].name == name and members[0].isdir()
+    kinds = {"dir": [], "file": [], "link": []}
+    for m in members:
+        assert m.name == name or m.name.startswith(f"{name}/"), m.name
+        assert (m.mtime, m.uid, m.gid, m.uname, m.gname) == (0, 0, 0, "", ""), m.name
+        assert m.isdir() or m.isfile() or m.issym(), m.name
+        assert os.path.basename(m.name) != KEEP, m.name
+        if m.issym():
+            assert not m.linkname.startswith("/"), m.name
+            resolved = os.path.normpath(os.path.join(os.path.dirname(m.name), m.linkname))
+            assert resolved == name or resolved.startswith(f"{name}/"), f"{m.name} -> {m.linkname} leaves the tree"
+        kinds["dir" if m.isdir() else "link" if m.issym() else "file"].append(m.name)
+    order = [n for k in ("dir", "file", "link") for n in kinds[k]]
+    assert [m.name for m in members] == order, "members out of order: re-pack with tests.fixture_archives"
+    for k in ("file", "link"):
+        assert kinds[k] == sorted(kinds[k]), f"{k}s not sorted"
+
+
+@pytest.mark.parametrize("name", ARCHIVE_PATH)
+def test_the_archive_reads_like_its_tree(cli, name):
+    """numatune's own (safe) extraction of the archive gives the report of the extracted tree, byte for byte."""
+    archive, tree = fixture_root(name, archive=True), fixture_root(name)
+    a = cli("--root", str(archive), "inspect", "--json")
+    b = cli("--root", str(tree), "inspect", "--json")
+    assert a.exit_code == b.exit_code == 0
+    assert a.stdout.replace(str(archive), "ROOT") == b.stdout.replace(str(tree), "ROOT")
+
+
+def test_a_repacked_fixture_is_byte_identical(tmp_path):
+    name = "vm-offlineCPUs"
+    again = pack(fixture_root(name), tmp_path / f"{name}.tar.gz")
+    assert again.read_bytes() == fixture_archive(name).read_bytes()
+
+
+def test_writable_copies_are_private(tmp_path):
+    copy = tmp_path / "c"
+    root = fixture_copy("dev-1node-x86", copy)
+    assert root.parent == copy and (root / "proc/irq").is_dir()
+    (root / "proc/irq/38/smp_affinity_list").write_text("0\n")
+    assert (fixture_root("dev-1node-x86") / "proc/irq/38/smp_affinity_list").read_text() == "0-1\n"

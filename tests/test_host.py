@@ -3,7 +3,7 @@ import tarfile
 
 import pytest
 
-from numatune.errors import InputError, NotASysfsTree, ParseError
+from numatune.errors import InputError, NotASysfsTree, ParseError, describe_failure
 from numatune.host import Host, natural_key
 
 
@@ -36,8 +36,9 @@ def test_reads_strip_nul_and_parse(tmp_path):
 
 def test_path_cannot_escape_root(tmp_path):
     host = Host.open(make_tree(tmp_path))
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError, match="escapes the root") as exc:
         host.path("/sys/../../etc/passwd")
+    assert describe_failure(exc.value)[2] == 3
     assert host.resolve("/sys/devices/system/dangling") is None
 
 

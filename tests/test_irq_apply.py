@@ -27,7 +27,7 @@ from numatune.readers.irqs import read_irq_report
 from numatune.readers.topology import read_topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tests.conftest import fixture_root  # noqa: E402
+from tests.conftest import fixture_copy, fixture_root  # noqa: E402
 from tests.irq_roots import build_root, tree_digest  # noqa: E402
 
 
@@ -210,8 +210,7 @@ def test_live_node_needs_root(monkeypatch):
 
 def test_on_a_copy_of_a_captured_tree(tmp_path):
     """A real kernel's /proc/irq (dev-1node-x86, captured by `numatune snapshot`), copied."""
-    root = tmp_path / "tree"
-    shutil.copytree(fixture_root("dev-1node-x86"), root, symlinks=True)
+    root = fixture_copy("dev-1node-x86", tmp_path / "tree")
     before = tree_digest(root)
     host = Host.open(root)
     changes = planned(host)
@@ -223,11 +222,10 @@ def test_on_a_copy_of_a_captured_tree(tmp_path):
     assert tree_digest(root) == before
 
 
-@pytest.mark.skipif(not (fixture_root("vm-two-socket") / "proc/irq").is_dir(),
-                    reason="fixtures/vm-two-socket (real 6.12 guest, VM harness) not captured yet")
 def test_on_a_copy_of_the_vm_two_socket_tree(tmp_path):
-    root = tmp_path / "tree"
-    shutil.copytree(fixture_root("vm-two-socket"), root, symlinks=True)
+    """A real 6.12 guest's /proc/irq (fixtures/vm-two-socket, captured by the VM harness)."""
+    root = fixture_copy("vm-two-socket", tmp_path / "tree")
+    assert (root / "proc/irq").is_dir()
     before = tree_digest(root)
     host = Host.open(root)
     changes = planned(host)

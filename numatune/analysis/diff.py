@@ -14,8 +14,9 @@ from typing import Any
 
 from numatune.cpulist import format_cpulist
 from numatune.errors import InputError
+from numatune.render.envelope import SCHEMAS
 
-INSPECT_SCHEMA = "numatune.inspect/2"
+INSPECT_SCHEMA = SCHEMAS["inspect"]
 READABLE_SCHEMAS = ("numatune.inspect/1", INSPECT_SCHEMA)  # /2 added cpu_kinds; /1 reports still compare
 PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")
 MEMORY_TOLERANCE = 0.02  # node memory within 2% is "the same" (firmware and kernels reserve a little)

@@ -91,6 +91,7 @@ def main(ctx: click.Context, root: str, no_color: bool, debug: bool) -> None:
     """numatune: NUMA, GPU, NIC, CXL and IRQ placement for AI training servers.
 
     Exit codes: 0 ok; 1 findings (check) or differences (diff); 2 usage; 3 bad input;
-    4 permission denied; 5 partially applied; 6 no such process; 7 unsupported; 70 internal error.
+    4 permission denied; 5 partially applied; 6 no such process; 7 unsupported; 70 internal error;
+    126/127 launch: the command cannot be executed / is not found.
     """
     ctx.obj = App(root=root, color=not no_color, debug=debug)

@@ -41,9 +41,9 @@ class App:
         )
 
     def echo_json(self, document: Any) -> None:
-        import json
+        from numatune.render.envelope import dumps
 
-        click.echo(json.dumps(document, indent=2, sort_keys=False))
+        click.echo(dumps(document))
 
     def note(self, message: str) -> None:
         click.echo(f"numatune: {message}", err=True)

@@ -6,7 +6,7 @@ import click
 
 from numatune.audit_run import AuditRun, prefetch_numa_maps
 from numatune.cli._app import App
-from numatune.cli._options import format_option, resolve_format
+from numatune.cli._options import format_option
 
 
 def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -51,7 +51,7 @@ class _SampleBar:
 @click.option("--name", "names", multiple=True, metavar="PATTERN",
               help="Processes whose command name matches (shell glob; a plain word matches as a substring). "
                    "Repeatable.")
-@format_option("table", "json", "prometheus")
+@format_option("text", "json", "prometheus")
 @click.option("--watch", is_flag=True, help="Live view, refreshed every --interval seconds (Ctrl-C to stop).")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, metavar="SECONDS",
               help="Refresh period of --watch.")
@@ -72,7 +72,6 @@ def audit_cmd(
     children: bool,
     names: tuple[str, ...],
     fmt: str,
-    as_json: bool,
     watch: bool,
     interval: float,
     count: int,
@@ -88,7 +87,6 @@ def audit_cmd(
 
     With --children on a launcher (torchrun, srun, mpirun), one row per local rank.
     """
-    fmt = resolve_format(fmt, as_json)
     prefetch = prefetch_numa_maps(app.host, pids) if pids and not children and not watch and not sample else None
     from numatune.analysis.locality import Thresholds
 
@@ -96,7 +94,7 @@ def audit_cmd(
         raise click.UsageError("give at least one PID or --name PATTERN")
     if children and not pids:
         raise click.UsageError("--children needs the launcher's PID")
-    if watch and fmt != "table":
+    if watch and fmt != "text":
         raise click.UsageError("--watch is a live table; it cannot be combined with --json/--format")
     try:
         thresholds = Thresholds(remote_warn, remote_misplaced, slow_tier_warn)
@@ -110,7 +108,7 @@ def audit_cmd(
     if prefetch is not None:
         prefetch[0].join()
         prefetched = prefetch[1]
-    bar = _SampleBar(app) if fmt == "table" else None
+    bar = _SampleBar(app) if fmt == "text" else None
     try:
         audits, job, notes, helpers = run.run(sample, progress=bar, prefetched=prefetched)
     finally:

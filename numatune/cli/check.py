@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from numatune.cli._app import App
+from numatune.cli._options import format_option
 
 FAIL_ON = ("info", "warning", "error")
 
@@ -19,9 +20,7 @@ FAIL_ON = ("info", "warning", "error")
                    "warning].")
 @click.option("--pid", "pids", type=int, multiple=True,
               help="Also run audit's locality rules on this process (repeatable).")
-@click.option("--format", "-f", "fmt", type=click.Choice(["text", "json", "junit"]), default="text",
-              show_default=True, help="Output format (junit: JUnit XML for CI test reports).")
-@click.option("--json", "as_json", is_flag=True, help="Shorthand for --format json (versioned schema).")
+@format_option("text", "json", "junit")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report to this file instead of stdout (the exit status is unchanged).")
 @click.option("--verbose", "-v", is_flag=True, help="Text: list the checks that passed too.")
@@ -32,7 +31,6 @@ def check_cmd(
     fail_on: str | None,
     pids: tuple[int, ...],
     fmt: str,
-    as_json: bool,
     output: Path | None,
     verbose: bool,
 ) -> None:
@@ -47,7 +45,6 @@ def check_cmd(
     from numatune.errors import ExitCode, InputError
     from numatune.model.findings import Severity
 
-    fmt = "json" if as_json else fmt
     policy = load_policy(policy_path) if policy_path is not None else None
     if fail_on is not None:
         level = Severity(fail_on)
@@ -65,11 +62,10 @@ def check_cmd(
     policy_name = str(policy_path) if policy_path is not None else None
 
     if fmt == "json":
-        import json
-
         from numatune.render.check_json import check_document
+        from numatune.render.envelope import dumps
 
-        text = json.dumps(check_document(source, policy_name, level, results, skipped), indent=2) + "\n"
+        text = dumps(check_document(source, policy_name, level, results, skipped)) + "\n"
     elif fmt == "junit":
         from numatune.render.junit import check_junit
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from numatune.cli._app import App
+from numatune.cli._options import format_option
 
 
 @click.command("diff")
@@ -13,11 +14,9 @@ from numatune.cli._app import App
 @click.option("--ignore", "-i", multiple=True, metavar="WHAT",
               help="Leave out a category (cpu, numa, memory, distances, tiers, devices, kernel) or keys starting "
                    "with this text, e.g. 'kernel release' (repeatable).")
-@click.option("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Output format.")
-@click.option("--json", "as_json", is_flag=True, help="Shorthand for --format json (versioned schema).")
+@format_option("text", "json")
 @click.pass_obj
-def diff_cmd(app: App, a: str, b: str, ignore: tuple[str, ...], fmt: str, as_json: bool) -> None:
+def diff_cmd(app: App, a: str, b: str, ignore: tuple[str, ...], fmt: str) -> None:
     """Compare two nodes: A and B are each a root directory, a snapshot archive or an inspect JSON report.
 
     Compares the node count, CPU lists, memory per node, distances, memory tiers, device placement
@@ -32,7 +31,7 @@ def diff_cmd(app: App, a: str, b: str, ignore: tuple[str, ...], fmt: str, as_jso
     doc_a, kind_a = load_inspect(a)
     doc_b, kind_b = load_inspect(b)
     diffs = diff_views(view(doc_a), view(doc_b), tuple(ignore))
-    if fmt == "json" or as_json:
+    if fmt == "json":
         app.echo_json(diff_document((a, kind_a), (b, kind_b), diffs, ignore))
     else:
         click.echo(render_diff_text(a, b, diffs), nl=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option, resolve_format
+from numatune.cli._options import format_option
 
 
 def build_inspect(app: App):  # noqa: ANN201 - returns (topology, matrix, findings)
@@ -16,15 +16,14 @@ def build_inspect(app: App):  # noqa: ANN201 - returns (topology, matrix, findin
 
 
 @click.command("inspect")
-@format_option("table", "json", "prometheus")
+@format_option("text", "json", "prometheus")
 @click.pass_obj
-def inspect_cmd(app: App, fmt: str, as_json: bool) -> None:
+def inspect_cmd(app: App, fmt: str) -> None:
     """Show sockets, NUMA nodes, memory tiers and HMAT, GPUs, NICs, NVMe and CXL, and findings.
 
     Works the same on the live node and on a saved tree (--root DIR or a snapshot archive).
     Set NUMATUNE_PCI_IDS to a pci.ids file for device names ("" disables names).
     """
-    fmt = resolve_format(fmt, as_json)
     if fmt == "json":
         from numatune.readers.pci import pci_ids_from_env
         from numatune.reports import inspect_json

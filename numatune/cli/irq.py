@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option, resolve_format
+from numatune.cli._options import format_option
 
 
 def _cpulist(ctx: click.Context, param: click.Parameter, value: str | None) -> frozenset[int]:
@@ -52,10 +52,10 @@ def _reserved(topo, report, exclude: frozenset[int], ranks: int | None, reserve:
 
 
 @click.group("irq", invoke_without_command=True)
-@format_option("table", "json", "prometheus")
+@format_option("text", "json", "prometheus")
 @cpu_options
 @click.pass_context
-def irq_group(ctx: click.Context, fmt: str, as_json: bool, exclude_cpus: frozenset[int],
+def irq_group(ctx: click.Context, fmt: str, exclude_cpus: frozenset[int],
               ranks_per_node: int | None, reserve_cores: int) -> None:
     """Show the interrupts of NICs, GPUs, NVMe and CXL devices: where they may fire, where they do.
 
@@ -67,18 +67,18 @@ def irq_group(ctx: click.Context, fmt: str, as_json: bool, exclude_cpus: frozens
     if ctx.invoked_subcommand is not None:
         return
     app: App = ctx.obj
-    fmt = resolve_format(fmt, as_json)
     from numatune.analysis.irq import irq_findings
 
     topo, report = build_report(app)
     reserved = _reserved(topo, report, exclude_cpus, ranks_per_node, reserve_cores)
     findings = irq_findings(topo, report, reserved)
     if fmt in ("json", "prometheus"):
-        from numatune.render.irq_json import dumps, irq_document
+        from numatune.render.envelope import dumps
+        from numatune.render.irq_json import ROW_KEYS, irq_document
 
         doc = irq_document(topo, report, findings)
         if fmt == "json":
-            click.echo(dumps(doc))
+            click.echo(dumps(doc, ROW_KEYS))
             return
         try:
             from numatune.render.prometheus import irq_metrics
@@ -113,13 +113,13 @@ def irq_cpu_kind_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @irq_group.command("plan")
-@format_option("table", "json")
+@format_option("text", "json")
 @cpu_options
 @irq_cpu_kind_option
 @click.option("--emit", "emit", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
               help="Also write the plan as a shell script (for review or a configuration tool).")
 @click.pass_obj
-def plan_cmd(app: App, fmt: str, as_json: bool, exclude_cpus: frozenset[int], ranks_per_node: int | None,
+def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: int | None,
              reserve_cores: int, irq_cpu_kind: str, emit: str | None) -> None:
     """Spread each device's queue IRQs over free cores of its own node (physical cores first).
 
@@ -129,7 +129,6 @@ def plan_cmd(app: App, fmt: str, as_json: bool, exclude_cpus: frozenset[int], ra
     """
     from numatune.plan.irq import irqbalance_lines, shell_script, tuned_snippet
 
-    fmt = resolve_format(fmt, as_json)
     _, report, plan = _make_plan(app, exclude_cpus, ranks_per_node, reserve_cores, irq_cpu_kind)
     balance, tuned = irqbalance_lines(plan), tuned_snippet(plan)
     if emit:
@@ -145,9 +144,10 @@ def plan_cmd(app: App, fmt: str, as_json: bool, exclude_cpus: frozenset[int], ra
             raise InputError(f"cannot write {emit}: {exc.strerror or exc}") from exc
         app.note(f"wrote {emit} ({len(plan.changes)} moves)")
     if fmt == "json":
-        from numatune.render.irq_json import dumps, plan_document
+        from numatune.render.envelope import dumps
+        from numatune.render.irq_json import ROW_KEYS, plan_document
 
-        click.echo(dumps(plan_document(plan, report, balance, tuned)))
+        click.echo(dumps(plan_document(plan, report, balance, tuned), ROW_KEYS))
         return
     from numatune.render.irq_text import render_plan
 
@@ -174,15 +174,15 @@ def _load_plan(path: str):  # noqa: ANN202 - list of PlannedIrq-like entries
 
     from numatune.cpulist import parse_cpulist
     from numatune.errors import InputError
-    from numatune.render.irq_json import PLAN_SCHEMA
+    from numatune.render.envelope import SCHEMAS, is_document
 
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read plan file {path}: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("schema") != PLAN_SCHEMA or not isinstance(doc.get("entries"), list):
-        raise InputError(f"{path} is not a plan written by `numatune irq plan --json` (schema {PLAN_SCHEMA})")
+    if not is_document(doc, "irq-plan") or not isinstance(doc.get("entries"), list):
+        raise InputError(f"{path} is not a plan written by `numatune irq plan --json` (schema {SCHEMAS['irq-plan']})")
     out = []
     for e in doc["entries"]:
         try:
@@ -195,7 +195,7 @@ def _load_plan(path: str):  # noqa: ANN202 - list of PlannedIrq-like entries
 
 
 @irq_group.command("apply")
-@format_option("table", "json")
+@format_option("text", "json")
 @cpu_options
 @irq_cpu_kind_option
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
@@ -205,7 +205,7 @@ def _load_plan(path: str):  # noqa: ANN202 - list of PlannedIrq-like entries
                    "under the root with --root].")
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing, save nothing.")
 @click.pass_obj
-def apply_cmd(app: App, fmt: str, as_json: bool, exclude_cpus: frozenset[int], ranks_per_node: int | None,
+def apply_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: int | None,
               reserve_cores: int, irq_cpu_kind: str, plan_file: str | None, save: str | None, dry_run: bool) -> None:
     """Write the plan: save the current affinity first, verify each write, roll back on any failure.
 
@@ -215,8 +215,6 @@ def apply_cmd(app: App, fmt: str, as_json: bool, exclude_cpus: frozenset[int], r
     from pathlib import Path
 
     from numatune.irq_apply import default_state_path, plan_changes, run_changes
-
-    fmt = resolve_format(fmt, as_json)
     if not dry_run:
         _writable(app)
     if plan_file:
@@ -234,15 +232,13 @@ def apply_cmd(app: App, fmt: str, as_json: bool, exclude_cpus: frozenset[int], r
 
 
 @irq_group.command("restore")
-@format_option("table", "json")
+@format_option("text", "json")
 @click.argument("state_file", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
 @click.pass_obj
-def restore_cmd(app: App, fmt: str, as_json: bool, state_file: str, dry_run: bool) -> None:
+def restore_cmd(app: App, fmt: str, state_file: str, dry_run: bool) -> None:
     """Put back exactly the affinity saved in STATE_FILE by `irq apply` (all or nothing)."""
     from numatune.irq_apply import read_state, restore_changes, run_changes
-
-    fmt = resolve_format(fmt, as_json)
     saved = read_state(state_file)
     if not dry_run:
         _writable(app)

@@ -12,6 +12,7 @@ import sys
 import click
 
 from numatune.cli._app import App
+from numatune.cli._options import format_option
 from numatune.model.launch import CPU_KIND_CHOICES, MEM_POLICIES, METHODS
 
 _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
@@ -40,7 +41,7 @@ _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
               help="numactl, taskset or direct syscalls (auto: numactl when it can express the policy).")
 @click.option("--best-effort", is_flag=True, help="When a binding cannot be honoured, warn and run unbound.")
 @click.option("--dry-run", is_flag=True, help="Print the exact command and the reasoning; run nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (numatune.launch/1); run nothing.")
+@format_option("text", "json", default=None)  # asking for a format prints the plan (text: as --dry-run)
 @click.option("--emit", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Write a POSIX sh wrapper that runs numatune launch per rank; run nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No stderr line saying what was bound (warnings still shown).")
@@ -54,16 +55,16 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     is replaced by numactl, taskset or the command itself. Exit status and signals pass through.
     """
     from numatune.cpulist import parse_cpulist
-    from numatune.errors import InputError
+    from numatune.errors import UsageError
     from numatune.model.launch import LaunchOptions
     from numatune.plan.launch import normalize_bdf, parse_cpu_bind, parse_weights
 
     try:
         mem_nodes = tuple(sorted(parse_cpulist(kw["mem_nodes"]))) if kw["mem_nodes"] else None
     except ValueError as exc:
-        raise InputError(f"--mem-nodes {kw['mem_nodes']!r}: expected a node list like 0,2 or 0-3") from exc
+        raise UsageError(f"--mem-nodes {kw['mem_nodes']!r}: expected a node list like 0,2 or 0-3") from exc
     if mem_nodes == ():
-        raise InputError("--mem-nodes is empty")
+        raise UsageError("--mem-nodes is empty")
     opts = LaunchOptions(
         rank=kw["rank"],
         local_size=kw["local_size"],
@@ -86,10 +87,10 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
         return
     if not command:
         raise click.UsageError("no command given: numatune launch [OPTIONS] -- CMD [ARGS...]")
-    plan_only = kw["dry_run"] or kw["as_json"]
+    plan_only = kw["dry_run"] or kw["fmt"] is not None
     host = app.host
     if not host.is_live and not plan_only:
-        raise InputError(f"launch can only run a command on the live node, not on --root {app.root}",
+        raise UsageError(f"launch can only run a command on the live node, not on --root {app.root}",
                          hint="add --dry-run or --json to see the plan for that root")
 
     from numatune.bind import gather_facts, read_launch_devices, read_launch_topology
@@ -105,12 +106,12 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     plan = plan_launch(topo, devices, facts, opts, command)
     if host.notes:  # files that exist but could not be read, links leaving a saved root
         plan = plan._replace(warnings=plan.warnings + tuple(f"cannot read {p}: {r}" for p, r in host.notes))
-    if kw["as_json"]:
+    if kw["fmt"] == "json":
         from numatune.render.launch_json import launch_document
 
         app.echo_json(launch_document(plan, host.label))
         return
-    if kw["dry_run"]:
+    if plan_only:
         from numatune.render.launch_text import render_dry_run
 
         click.echo(render_dry_run(plan), nl=False)
@@ -136,7 +137,7 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
 
 
 def _emit(path: str, kw: dict, command: tuple[str, ...]) -> None:
-    """Write the wrapper with the options as given (canonical form), minus --emit/--dry-run/--json."""
+    """Write the wrapper with the options as given (canonical form), minus --emit/--dry-run/--format/--json."""
     import numatune
     from numatune.render.launch_sh import render_wrapper
 

@@ -27,5 +27,7 @@ def snapshot_cmd(app: App, output: Path, pids: tuple[int, ...]) -> None:
 
     cap = snapshot(app.host, output, pids)
     app.note(f"wrote {output}: {len(cap.files)} files, {len(cap.links)} links")
+    for error in cap.errors:
+        app.warn(f"this snapshot may be incomplete: {error} (a bug: please report it)")
     if cap.unreadable:
         app.warn(f"{len(cap.unreadable)} files could not be read (run as root): listed in SNAPSHOT.txt")

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from numatune.errors import Unsupported
-
 CPU_BIND_MODES = ("node", "socket", "exclusive", "cores:N", "none")
 CPU_KIND_CHOICES = ("performance", "efficiency", "any")  # --cpu-kind: which CPU kinds a rank gets first
 MEM_POLICIES = ("bind", "preferred", "preferred-many", "interleave", "weighted", "cxl-spill", "none")
@@ -36,13 +34,6 @@ POLICY_SUPPORT: dict[str, tuple[int, tuple[int, int], str, str]] = {
     "preferred-many": (MPOL_PREFERRED_MANY, (5, 15), "--preferred-many", "2.0.15"),
     "weighted": (MPOL_WEIGHTED_INTERLEAVE, (6, 9), "--weighted-interleave", "2.0.19"),
 }
-
-
-class BindingError(Unsupported):
-    """A binding that cannot be honoured (no GPU, no usable CPU, unsupported policy): exit 7.
-
-    `--best-effort` turns it into a warning and an unbound run.
-    """
 
 
 class CpuBind(NamedTuple):

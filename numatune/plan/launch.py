@@ -11,10 +11,9 @@ import re
 from collections.abc import Mapping, Sequence
 
 from numatune.cpulist import format_cpulist
-from numatune.errors import InputError
+from numatune.errors import BindingError, InputError, UsageError
 from numatune.model.launch import (
     POLICY_SUPPORT,
-    BindingError,
     CpuBind,
     GpuChoice,
     KindShare,
@@ -66,7 +65,7 @@ def parse_cpu_bind(text: str) -> CpuBind:
     m = re.fullmatch(r"cores:(\d+)", text)
     if m and int(m.group(1)) > 0:
         return CpuBind("cores", int(m.group(1)))
-    raise InputError(f"--cpu-bind {text!r}: expected node, socket, exclusive, cores:N (N >= 1) or none")
+    raise UsageError(f"--cpu-bind {text!r}: expected node, socket, exclusive, cores:N (N >= 1) or none")
 
 
 def parse_weights(text: str) -> dict[int, int]:
@@ -75,9 +74,9 @@ def parse_weights(text: str) -> dict[int, int]:
     for part in text.split(","):
         node, sep, weight = part.strip().partition(":")
         if not sep or not node.isdigit() or not weight.isdigit():
-            raise InputError(f"--weights {text!r}: expected NODE:WEIGHT[,NODE:WEIGHT...], e.g. 0:4,2:1")
+            raise UsageError(f"--weights {text!r}: expected NODE:WEIGHT[,NODE:WEIGHT...], e.g. 0:4,2:1")
         if not 1 <= int(weight) <= 255:
-            raise InputError(f"--weights: weight {weight} for node {node} is outside 1-255")
+            raise UsageError(f"--weights: weight {weight} for node {node} is outside 1-255")
         out[int(node)] = int(weight)
     return out
 

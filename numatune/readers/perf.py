@@ -19,6 +19,7 @@ import platform
 import struct
 from collections.abc import Callable
 
+from numatune.errors import PmuUnavailable
 from numatune.host import Host
 from numatune.model._record import record
 
@@ -86,10 +87,6 @@ def pack_attr(event: Event) -> bytes:
         0,  # bp_type
     )
     return head + bytes(PERF_ATTR_SIZE_VER5 - len(head))
-
-
-class PmuUnavailable(Exception):
-    """Counters cannot be opened; the message is the note shown to the user."""
 
 
 def _libc_syscall() -> Callable[[bytes, int], int]:

@@ -14,7 +14,7 @@ from collections import Counter
 from operator import itemgetter
 
 from numatune.cpulist import parse_cpulist
-from numatune.errors import NumatuneError, PermissionDenied, ProcessGone, ReadError
+from numatune.errors import NumatuneError, ParseError, PermissionDenied, ProcessGone, ReadError
 from numatune.host import Host
 from numatune.model.process import GpuUse, NumaMemory, PolicyUse, ProcessInfo, ThreadInfo
 from numatune.model.topology import Topology
@@ -276,6 +276,17 @@ def pid_exists(host: Host, pid: int) -> bool:
     return host.is_dir(f"/proc/{pid}")
 
 
+def _parsed(r: _Reader, name: str, parse):  # noqa: ANN001, ANN202
+    """A /proc/PID file parsed; malformed is bad input (exit 3) unless the process exited meanwhile (exit 6)."""
+    text = r.read(name)
+    try:
+        return parse(text)
+    except ValueError as exc:
+        if r.gone():
+            raise ProcessGone(f"process {r.pid} exited while being read") from exc
+        raise ParseError(f"/proc/{r.pid}/{name}", str(exc)) from exc
+
+
 def read_process(
     host: Host, pid: int, topo: Topology | None = None, *, threads: bool = True, numa_maps: str | None = None
 ) -> ProcessInfo:
@@ -287,11 +298,8 @@ def read_process(
     if r.gone():
         raise ProcessGone(f"no process with PID {pid}", hint="check the PID with `ps -p PID`")
     notes: list[str] = []
-    try:
-        stat = parse_stat(r.read("stat"))
-        status = parse_status(r.read("status"))
-    except ValueError as exc:
-        raise ProcessGone(f"process {pid}: unreadable stat ({exc})") from exc
+    stat = _parsed(r, "stat", parse_stat)
+    status = _parsed(r, "status", parse_status)
     kernel_thread = bool(int(stat["flags"]) & PF_KTHREAD)  # type: ignore[arg-type]
     cmdline_raw = r.optional("cmdline") or ""
     cmdline = tuple(a for a in cmdline_raw.split("\x00") if a) if cmdline_raw else ()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from numatune import __version__
 from numatune.model.process import GpuUse, ProcessAudit
+from numatune.render.envelope import envelope
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
 if TYPE_CHECKING:
     from typing import Any
 
-SCHEMA = "numatune.audit/1"
 
 
 def _nodes(d: dict[int, int]) -> dict[str, int]:
@@ -91,13 +90,12 @@ def audit_document(
     job: dict[str, Any] | None = None,
     notes: list[str] | None = None,
 ) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA,
-        "numatune_version": __version__,
-        "source": source,
-        "live": live,
-        "thresholds": thresholds,
-        "processes": [process_json(a) for a in audits],
-        "job": job,
-        "notes": notes or [],
-    }
+    return envelope(
+        "audit",
+        source=source,
+        live=live,
+        thresholds=thresholds,
+        processes=[process_json(a) for a in audits],
+        job=job,
+        notes=notes or [],
+    )

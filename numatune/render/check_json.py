@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from numatune import __version__
 from numatune.analysis.check import all_findings, fails
 from numatune.model.check import CheckResult
 from numatune.model.findings import Severity, Skipped
+from numatune.render.envelope import envelope
 from numatune.render.jsonable import to_jsonable
-
-SCHEMA = "numatune.check/1"
 
 
 def status(result: CheckResult, fail_on: Severity) -> str:
@@ -31,15 +29,14 @@ def check_document(
 ) -> dict[str, Any]:
     findings = all_findings(results)
     counts = {s.value: sum(1 for f in findings if f.severity == s) for s in Severity}
-    return {
-        "schema": SCHEMA,
-        "numatune_version": __version__,
-        "source": source,
-        "policy": policy,
-        "fail_on": fail_on.value,
-        "result": "fail" if fails(results, fail_on) else "pass",
-        "counts": counts,
-        "checks": [
+    return envelope(
+        "check",
+        source=source,
+        policy=policy,
+        fail_on=fail_on.value,
+        result="fail" if fails(results, fail_on) else "pass",
+        counts=counts,
+        checks=[
             {
                 "name": r.name,
                 "group": r.group,
@@ -50,6 +47,6 @@ def check_document(
             }
             for r in results
         ],
-        "findings": to_jsonable(findings),
-        "skipped": to_jsonable(skipped),
-    }
+        findings=to_jsonable(findings),
+        skipped=to_jsonable(skipped),
+    )

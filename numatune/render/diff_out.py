@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from numatune import __version__
 from numatune.analysis.diff import CATEGORIES, Difference
-
-SCHEMA = "numatune.diff/1"
+from numatune.render.envelope import envelope
 
 
 def _v(value: str | None) -> str:
@@ -34,12 +32,11 @@ def render_diff_text(a: str, b: str, diffs: list[Difference]) -> str:
 def diff_document(
     a: tuple[str, str], b: tuple[str, str], diffs: list[Difference], ignore: tuple[str, ...] = ()
 ) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA,
-        "numatune_version": __version__,
-        "a": {"source": a[0], "kind": a[1]},
-        "b": {"source": b[0], "kind": b[1]},
-        "ignored": list(ignore),
-        "equal": not diffs,
-        "differences": [{"key": d.key, "category": d.category, "a": d.a, "b": d.b} for d in diffs],
-    }
+    return envelope(
+        "diff",
+        a={"source": a[0], "kind": a[1]},
+        b={"source": b[0], "kind": b[1]},
+        ignored=list(ignore),
+        equal=not diffs,
+        differences=[{"key": d.key, "category": d.category, "a": d.a, "b": d.b} for d in diffs],
+    )

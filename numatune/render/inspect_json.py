@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from numatune import __version__
 from numatune.analysis.paths import LEGEND, PathMatrix
 from numatune.model.findings import Finding
 from numatune.model.topology import PciDevice, Topology
+from numatune.render.envelope import envelope
 from numatune.render.jsonable import to_jsonable
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
 if TYPE_CHECKING:
     from typing import Any
 
-SCHEMA = "numatune.inspect/2"
 
 
 def device_json(d: PciDevice) -> dict[str, Any]:
@@ -41,15 +40,14 @@ def device_json(d: PciDevice) -> dict[str, Any]:
 
 
 def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA,
-        "numatune_version": __version__,
-        "source": topo.source,
-        "live": topo.live,
-        "cpu": to_jsonable(topo.cpu),
-        "cpu_kinds": to_jsonable(topo.cpu_kinds),
-        "numa_kernel": topo.numa_kernel,
-        "nodes": [
+    return envelope(
+        "inspect",
+        source=topo.source,
+        live=topo.live,
+        cpu=to_jsonable(topo.cpu),
+        cpu_kinds=to_jsonable(topo.cpu_kinds),
+        numa_kernel=topo.numa_kernel,
+        nodes=[
             {
                 "id": n.id,
                 "cpus": list(n.cpus),
@@ -68,17 +66,17 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
             }
             for n in topo.nodes
         ],
-        "memory_tiers": {str(k): list(v) for k, v in sorted(topo.memory_tiers.items())},
-        "devices": [device_json(d) for d in topo.devices],
-        "path_matrix": {
+        memory_tiers={str(k): list(v) for k, v in sorted(topo.memory_tiers.items())},
+        devices=[device_json(d) for d in topo.devices],
+        path_matrix={
             "legend": LEGEND,
             "devices": list(matrix.devices),
             "labels": list(matrix.labels),
             "cells": [list(row) for row in matrix.cells],
             "numa_nodes": list(matrix.nodes),
         },
-        "cxl": to_jsonable(topo.cxl),
-        "settings": to_jsonable(topo.settings),
-        "findings": to_jsonable(findings),
-        "skipped": to_jsonable(topo.skipped),
-    }
+        cxl=to_jsonable(topo.cxl),
+        settings=to_jsonable(topo.settings),
+        findings=to_jsonable(findings),
+        skipped=to_jsonable(topo.skipped),
+    )

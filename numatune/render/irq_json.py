@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from numatune import __version__
 from numatune.analysis.irq import locality, node_map, remote_counts
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Finding
 from numatune.model.irq import DeviceIrqs, Irq, IrqReport
 from numatune.model.topology import Topology
+from numatune.render.envelope import envelope
 from numatune.render.jsonable import to_jsonable
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
 if TYPE_CHECKING:
     from typing import Any
 
-SCHEMA = "numatune.irq/1"
-PLAN_SCHEMA = "numatune.irq-plan/1"
-APPLY_SCHEMA = "numatune.irq-apply/1"
+ROW_KEYS = ("irqs", "entries")  # written one IRQ per line (see numatune.render.envelope.dumps)
 
 
 def _list(cpus: tuple[int, ...] | None) -> str | None:
@@ -54,20 +52,19 @@ def irq_json(irq: Irq, dev: DeviceIrqs, node_of: dict[int, int]) -> dict[str, An
 
 def irq_document(topo: Topology, report: IrqReport, findings: list[Finding]) -> dict[str, Any]:
     node_of = node_map(topo)
-    return {
-        "schema": SCHEMA,
-        "numatune_version": __version__,
-        "source": report.source,
-        "live": report.live,
-        "has_interrupts": report.has_interrupts,
-        "has_proc_irq": report.has_proc_irq,
-        "interrupts_cpus": len(report.interrupts_cpus),
-        "isolated_cpus": format_cpulist(report.isolated_cpus),
-        "irqbalance": {
+    return envelope(
+        "irq",
+        source=report.source,
+        live=report.live,
+        has_interrupts=report.has_interrupts,
+        has_proc_irq=report.has_proc_irq,
+        interrupts_cpus=len(report.interrupts_cpus),
+        isolated_cpus=format_cpulist(report.isolated_cpus),
+        irqbalance={
             "running": report.irqbalance_running,
             "banned_cpus": _list(report.irqbalance_banned),
         },
-        "devices": [
+        devices=[
             {
                 "key": d.key,
                 "bdf": d.bdf,
@@ -84,17 +81,16 @@ def irq_document(topo: Topology, report: IrqReport, findings: list[Finding]) -> 
             }
             for d in report.devices
         ],
-        "findings": to_jsonable(findings),
-        "skipped": to_jsonable(report.skipped),
-    }
+        findings=to_jsonable(findings),
+        skipped=to_jsonable(report.skipped),
+    )
 
 
 def plan_document(plan, report: IrqReport, irqbalance: list[str], tuned: str) -> dict[str, Any]:  # noqa: ANN001
-    return {
-        "schema": PLAN_SCHEMA,
-        "numatune_version": __version__,
-        "source": report.source,
-        "entries": [
+    return envelope(
+        "irq-plan",
+        source=report.source,
+        entries=[
             {
                 "irq": e.irq,
                 "device": e.device,
@@ -110,58 +106,26 @@ def plan_document(plan, report: IrqReport, irqbalance: list[str], tuned: str) ->
             }
             for e in plan.entries
         ],
-        "reserved_cpus": format_cpulist(plan.reserved),
-        "isolated_cpus": format_cpulist(plan.isolated),
-        "free_cpus_by_node": {str(k): format_cpulist(v) for k, v in plan.free_by_node.items()},
-        "rank_cpus": {str(k): format_cpulist(v) for k, v in plan.rank_cpus.items()},
-        "notes": list(plan.notes),
-        "persistent": {"irqbalance": irqbalance, "tuned": tuned},
-    }
+        reserved_cpus=format_cpulist(plan.reserved),
+        isolated_cpus=format_cpulist(plan.isolated),
+        free_cpus_by_node={str(k): format_cpulist(v) for k, v in plan.free_by_node.items()},
+        rank_cpus={str(k): format_cpulist(v) for k, v in plan.rank_cpus.items()},
+        notes=list(plan.notes),
+        persistent={"irqbalance": irqbalance, "tuned": tuned},
+    )
 
 
 def apply_document(result, *, dry_run: bool, restore: bool = False) -> dict[str, Any]:  # noqa: ANN001
-    return {
-        "schema": APPLY_SCHEMA,
-        "numatune_version": __version__,
-        "operation": "restore" if restore else "apply",
-        "dry_run": dry_run,
-        "state_file": result.state_file,
-        "applied": result.applied,
-        "unchanged": result.unchanged,
-        "skipped": [{"irq": irq, "reason": why} for irq, why in result.skipped],
-        "would_write": [
+    return envelope(
+        "irq-apply",
+        operation="restore" if restore else "apply",
+        dry_run=dry_run,
+        state_file=result.state_file,
+        applied=result.applied,
+        unchanged=result.unchanged,
+        skipped=[{"irq": irq, "reason": why} for irq, why in result.skipped],
+        would_write=[
             {"irq": c.irq, "file": f"/proc/irq/{c.irq}/{c.file}", "value": c.text.strip(), "label": c.label}
             for c in result.planned
         ],
-    }
-
-
-def dumps(doc: dict[str, Any], row_keys: tuple[str, ...] = ("irqs", "entries")) -> str:
-    """Indented JSON with one line per IRQ: the rows go through the C encoder (json's indent mode is pure
-    Python and costs more than parsing a 13 MB /proc/interrupts), the rest stays indented as usual."""
-    import json
-
-    rows: list[str] = []
-
-    def mark(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: ([_slot(rows, json.dumps(x)) for x in v] if k in row_keys and isinstance(v, list)
-                        else mark(v)) for k, v in value.items()}
-        if isinstance(value, list):
-            return [mark(v) for v in value]
-        return value
-
-    text = json.dumps(mark(doc), indent=2)
-    if not rows:
-        return text
-    parts = text.split('"\\u0000row:')
-    out = [parts[0]]
-    for part in parts[1:]:
-        index, _, rest = part.partition('"')
-        out.append(rows[int(index)] + rest)
-    return "".join(out)
-
-
-def _slot(rows: list[str], encoded: str) -> str:
-    rows.append(encoded)
-    return f"\x00row:{len(rows) - 1}"
+    )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,7 +11,7 @@ import textwrap
 import pytest
 
 import numatune.host as host_module
-from tests.conftest import fixture_root
+from tests.conftest import fixture_copy
 
 ALLOC = textwrap.dedent("""\
     import mmap, sys
@@ -178,8 +177,7 @@ def test_sample_reports_its_source(cli, child):
 
 # -- a saved procfs tree (hand-made per-PID files on the real two-socket ghw sys tree) -----------------
 def _saved_tree(tmp_path):
-    root = tmp_path / "root"
-    shutil.copytree(fixture_root("intel-xeon-L5640-2node"), root, symlinks=True)
+    root = fixture_copy("intel-xeon-L5640-2node", tmp_path / "root")
     pid = root / "proc" / "4242"
     (pid / "task" / "4242").mkdir(parents=True)
     stat = "4242 (python) S 1 " + " ".join(["0"] * 33) + " 0 " + " ".join(["0"] * 10)

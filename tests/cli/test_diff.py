@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tarfile
 
 import pytest
 
-from tests.conftest import fixture_root
+from tests.conftest import fixture_copy, fixture_root
 
 SMALL = "vm-offlineCPUs"
 TWO_NODE = "intel-xeon-L5640-2node"
@@ -38,11 +36,8 @@ def test_a_root_equals_its_own_report(cli, report):
     assert result.stdout.splitlines()[-1] == "no differences"
 
 
-def test_a_snapshot_archive_equals_its_tree(cli, tmp_path):
-    archive = tmp_path / "node.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        tar.add(fixture_root(SMALL), arcname=SMALL)
-    result = cli("diff", "--json", str(archive), str(fixture_root(SMALL)))
+def test_a_snapshot_archive_equals_its_tree(cli):
+    result = cli("diff", "--json", str(fixture_root(SMALL, archive=True)), str(fixture_root(SMALL)))
     doc = json.loads(result.stdout)
     assert result.exit_code == 0 and doc["equal"] is True
     assert doc["a"]["kind"] == "snapshot" and doc["b"]["kind"] == "root"
@@ -104,8 +99,7 @@ def test_small_memory_drift_is_not_a_difference(cli, report):
 
 
 def test_edited_tree(cli, tmp_path):
-    root = tmp_path / "root"
-    shutil.copytree(fixture_root(SMALL), root, symlinks=True)
+    root = fixture_copy(SMALL, tmp_path / "root")
     (root / "sys/devices/system/cpu/cpu1/online").write_text("0\n")
     (root / "sys/devices/system/cpu/online").write_text("0\n")
     (root / "sys/devices/system/cpu/offline").write_text("1-3\n")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import tarfile
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.conftest import fixture_root, tree_fixtures  # noqa: E402
+from tests.conftest import fixture_copy, fixture_root, tree_fixtures  # noqa: E402
 from tests.irq_roots import NIC, build_root, tree_digest  # noqa: E402
 
 
@@ -160,8 +159,7 @@ def test_archive_root_cannot_be_written(cli, root, tmp_path):
 
 
 def test_copy_of_captured_tree_roundtrip(cli, tmp_path):
-    tree = tmp_path / "tree"
-    shutil.copytree(fixture_root("dev-1node-x86"), tree, symlinks=True)
+    tree = fixture_copy("dev-1node-x86", tmp_path / "tree")
     before = tree_digest(tree)
     state = tmp_path / "s.json"
     assert cli("--root", str(tree), "irq", "apply", "--save", str(state)).exit_code == 0

@@ -99,13 +99,17 @@ def test_binding_errors_exit_7_and_best_effort_runs_unbound(cli):
 
 
 def test_usage_and_input_errors(cli):
+    """Bad options exit 2 as anywhere else (irq --exclude-cpus, audit); bad input (the environment) 3."""
     assert cli("--root", HM, "launch", "--dry-run", env=CLEAN).exit_code == 2  # no command
     res = cli("--root", HM, "launch", "--", "true", env=CLEAN)
-    assert res.exit_code == 3 and "live node" in res.stderr
+    assert res.exit_code == 2 and "live node" in res.stderr
     res = cli("--root", HM, "launch", "--dry-run", "--cpu-bind", "cores:0", "--", "true", env=CLEAN)
-    assert res.exit_code == 3 and "cores:N" in res.stderr
+    assert res.exit_code == 2 and res.stderr.startswith("numatune: error: --cpu-bind 'cores:0'")
     res = cli("--root", HM, "launch", "--dry-run", "--weights", "0=4", "--", "true", env=CLEAN)
-    assert res.exit_code == 3 and "NODE:WEIGHT" in res.stderr
+    assert res.exit_code == 2 and "NODE:WEIGHT" in res.stderr
+    res = cli("--root", HM, "launch", "--dry-run", "--mem-nodes", "x", "--", "true", env=CLEAN)
+    assert res.exit_code == 2 and "--mem-nodes 'x'" in res.stderr
+    assert cli("--root", HM, "irq", "--exclude-cpus", "x").exit_code == 2
     res = cli("--root", HM, "launch", "--dry-run", "--", "true", env={**CLEAN, "LOCAL_RANK": "abc"})
     assert res.exit_code == 3 and "LOCAL_RANK='abc'" in res.stderr
 
@@ -160,11 +164,15 @@ def test_direct_weighted_interleave_when_the_kernel_has_it():
     assert json.loads(res.stdout)["policy"] == "weighted interleave:0"
 
 
-def test_exit_status_and_signals_pass_through():
+def test_exit_status_and_signals_pass_through(tmp_path):
     assert _numatune("launch", "-q", "--node", "0", "--", "sh", "-c", "exit 42").returncode == 42
     assert _numatune("launch", "-q", "--node", "0", "--", "sh", "-c", "kill -TERM $$").returncode == -15
     res = _numatune("launch", "-q", "--node", "0", "--", "no-such-command-xyz")
     assert res.returncode == 127 and "command not found" in res.stderr
+    script = tmp_path / "not-executable"
+    script.write_text("#!/bin/sh\nexit 0\n")  # mode 0644: exists, cannot be executed
+    res = _numatune("launch", "-q", "--node", "0", "--", str(script))
+    assert res.returncode == 126 and "Permission denied" in res.stderr, res.stderr
 
 
 # -- the wrapper -----------------------------------------------------------------------------------------------------

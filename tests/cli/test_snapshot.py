@@ -6,6 +6,8 @@ import json
 import os
 import tarfile
 
+import pytest
+
 from tests.cli.test_audit import ALLOC, start, stop
 
 
@@ -57,3 +59,83 @@ def test_unknown_pid(cli, tmp_path):
     result = cli("snapshot", "-o", str(tmp_path / "x.tar.gz"), "--pid", "999999999")
     assert result.exit_code == 6 and "no process 999999999" in result.stderr
     assert not (tmp_path / "x.tar.gz").exists()
+
+
+# -- a snapshot of a saved root replays it exactly (the readers' whole surface, on real kernels' trees) --
+REPLAYED = {
+    "topo-mi210-xgmi-pcie": "AMD GPUs: /sys/class/drm/renderD* and the KFD topology",
+    "256ppc-8n8s4t": "POWER: /proc/device-tree/cpus",
+    "vm-two-socket": "a 6.12 kernel's /proc/irq, /proc/interrupts and node files",
+    "vm-cxl": "CXL, DAX and memory tiers",
+    "nvidiagpunumanodes": "NVIDIA GPU memory nodes (numa_status)",
+    "handmade-launch-2s4gpu-cxl": "launch's GPU and CXL paths",
+}
+SAVED_COMMANDS = (("inspect", "--json"), ("irq", "--json"), ("irq", "plan", "--json"), ("check", "--json"),
+                  ("launch", "--dry-run", "--json", "--node", "0", "--", "true"))
+
+
+@pytest.mark.parametrize("name", list(REPLAYED))
+def test_snapshot_of_a_saved_root_replays_it(cli, tmp_path, name):
+    from tests.conftest import fixture_root
+    from tests.parity import comparable
+
+    root = str(fixture_root(name))
+    out = tmp_path / "copy.tar.gz"
+    assert cli("--root", root, "snapshot", "-o", str(out)).exit_code == 0
+    for line in SAVED_COMMANDS:
+        a, b = cli("--root", root, *line), cli("--root", str(out), *line)
+        assert a.exit_code == b.exit_code, (line, a.stderr, b.stderr)
+        if a.stdout:
+            assert comparable(json.loads(b.stdout)) == comparable(json.loads(a.stdout)), line
+
+
+def test_unreadable_files_are_listed_and_replayed_as_unreadable(cli, tmp_path, monkeypatch):
+    """Taken without root, a file the commands read is listed in SNAPSHOT.txt and noted on replay as live."""
+    import numatune.capture as capture
+    from numatune.host import DENIED
+
+    real = capture._read_bounded
+
+    def denying(path):  # noqa: ANN001, ANN202 - root reads everything: EACCES is simulated
+        if path.endswith("/proc/sys/kernel/numa_balancing"):
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(capture, "_read_bounded", denying)
+    out = tmp_path / "snap"
+    result = cli("snapshot", "-o", str(out))
+    assert result.exit_code == 0 and "could not be read (run as root)" in result.stderr
+    assert "unreadable: /proc/sys/kernel/numa_balancing\n" in (out / "SNAPSHOT.txt").read_text()
+    doc = json.loads(cli("--root", str(out), "inspect", "--json").stdout)
+    assert {"subject": "/proc/sys/kernel/numa_balancing", "reason": DENIED} in doc["skipped"]
+
+
+def test_only_device_fds_and_named_environment_keys_are_kept(cli, tmp_path):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="1", API_TOKEN="s3cret-value")
+    child = start(ALLOC, env=env)
+    try:
+        out = tmp_path / "snap"
+        assert cli("snapshot", "-o", str(out), "--pid", str(child.pid)).exit_code == 0
+    finally:
+        stop(child)
+    proc = out / "proc" / str(child.pid)
+    assert (proc / "environ").read_bytes() == b"CUDA_VISIBLE_DEVICES=1\0"
+    fds = [os.readlink(proc / "fd" / n) for n in os.listdir(proc / "fd")] if (proc / "fd").is_dir() else []
+    assert all(t.startswith("/dev/") for t in fds)
+    other = [p for p in os.listdir(out / "proc") if p.isdigit() and int(p) not in (child.pid,)]
+    assert len(other) <= 1  # only the snapshotting process itself (/proc/self), never the process table
+    assert not any(b"s3cret-value" in p.read_bytes() for p in out.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_a_dry_run_command_that_hits_a_bug_is_named(cli, tmp_path, monkeypatch):
+    import numatune.reports
+
+    def broken(*_args):  # noqa: ANN002, ANN202
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(numatune.reports, "inspect_json", broken)
+    out = tmp_path / "snap"
+    result = cli("snapshot", "-o", str(out))
+    assert result.exit_code == 0 and "may be incomplete: inspect --json: RuntimeError: boom" in result.stderr
+    assert "dry-run error: inspect --json: RuntimeError: boom\n" in (out / "SNAPSHOT.txt").read_text()
+    assert (out / "proc/interrupts").is_file()  # the other commands still read what they read

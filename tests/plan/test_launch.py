@@ -6,9 +6,9 @@ import pytest
 
 from numatune.bind import read_launch_devices, read_launch_topology
 from numatune.cpulist import format_cpulist
-from numatune.errors import InputError
+from numatune.errors import BindingError, InputError, UsageError
 from numatune.host import Host
-from numatune.model.launch import BindingError, CpuBind, LaunchFacts, LaunchOptions, Numactl
+from numatune.model.launch import CpuBind, LaunchFacts, LaunchOptions, Numactl
 from numatune.plan.launch import (
     RANK_VARS,
     detect_rank,
@@ -272,11 +272,11 @@ def test_other_policies_and_methods():
 def test_option_parsers():
     assert parse_cpu_bind("cores:4") == CpuBind("cores", 4)
     for bad in ("cores:0", "cores", "numa"):
-        with pytest.raises(InputError):
+        with pytest.raises(UsageError):
             parse_cpu_bind(bad)
     assert parse_weights("0:4,2:1") == {0: 4, 2: 1}
     for bad in ("0=4", "0:0", "0:256", "a:1"):
-        with pytest.raises(InputError):
+        with pytest.raises(UsageError):
             parse_weights(bad)
     assert normalize_bdf("AF:00.0") == "0000:af:00.0" and normalize_bdf("10000:01:00.1") == "10000:01:00.1"
     assert normalize_bdf("gpu0") is None

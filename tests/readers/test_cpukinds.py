@@ -18,7 +18,7 @@ from numatune.host import Host
 from numatune.model.topology import Cpu
 from numatune.readers.cpukinds import arm_part_name, group_cpu_kinds, parse_cpuinfo_midr
 from numatune.readers.topology import read_topology
-from tests.conftest import fixture_root
+from tests.conftest import fixture_copy, fixture_root
 from tests.readers.test_hwloc_reference import hwloc_bitmap
 
 _KIND = re.compile(r"^CPU kind #\d+ efficiency (\d+) cpuset (\S+)$")
@@ -130,8 +130,8 @@ def test_cpuinfo_midr_equals_the_midr_registers():
 
 def test_midr_from_cpuinfo_when_regs_are_absent(tmp_path):
     """Kernels before 4.11 have no regs/identification: the kinds come from /proc/cpuinfo, the same."""
-    tree = tmp_path / "gb10"
-    shutil.copytree(fixture_root("nvidia-dgx-gb10"), tree, symlinks=True)
+
+    tree = fixture_copy("nvidia-dgx-gb10", tmp_path)
     for regs in tree.glob("sys/devices/system/cpu/cpu*/regs"):
         shutil.rmtree(regs)
     assert read_topology(Host.open(tree), devices=False).cpu_kinds == kinds_of("nvidia-dgx-gb10")
@@ -139,8 +139,8 @@ def test_midr_from_cpuinfo_when_regs_are_absent(tmp_path):
 
 def test_malformed_capacity_is_a_parse_error(tmp_path):
     """Hand-made from the GB10 tree: a cpu_capacity that is not a number names the file."""
-    tree = tmp_path / "gb10"
-    shutil.copytree(fixture_root("nvidia-dgx-gb10"), tree, symlinks=True)
+
+    tree = fixture_copy("nvidia-dgx-gb10", tmp_path)
     (tree / "sys/devices/system/cpu/cpu3/cpu_capacity").write_text("big\n")
     with pytest.raises(ParseError, match="cpu3/cpu_capacity"):
         read_topology(Host.open(tree), devices=False)

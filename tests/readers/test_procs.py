@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 import numatune.host as host_module
-from numatune.errors import PermissionDenied, ProcessGone
+from numatune.errors import ParseError, PermissionDenied, PmuUnavailable, ProcessGone, describe_failure
 from numatune.host import Host
 from numatune.readers import perf
 from numatune.readers.procs import (
@@ -291,6 +291,18 @@ def test_process_exiting_mid_read_is_process_gone():
         read_process(KillingHost(), child.pid)
 
 
+def test_malformed_stat_is_bad_input_not_a_vanished_process(tmp_path):
+    """A saved tree whose /proc/PID/stat is truncated (hand-made, labelled): exit 3, naming the file."""
+    proc = tmp_path / "proc" / "4242"
+    proc.mkdir(parents=True)
+    (tmp_path / "sys" / "devices" / "system" / "cpu").mkdir(parents=True)
+    (proc / "stat").write_text("4242 (python) S 1\n")
+    (proc / "status").write_text("Name:\tpython\n")
+    with pytest.raises(ParseError, match="/proc/4242/stat: too few fields") as exc:
+        read_process(Host.open(str(tmp_path)), 4242)
+    assert describe_failure(exc.value)[2] == 3
+
+
 def test_permission_denied_is_reported(monkeypatch):
     child = spawn(4, "anon")
     real_open = open
@@ -356,13 +368,13 @@ def test_open_pmu_explains_failures(err, root, hyper, expect, tmp_path):
             return True
 
     live = LiveTree(tmp_path, "test")
-    with pytest.raises(perf.PmuUnavailable, match=expect):
+    with pytest.raises(PmuUnavailable, match=expect):
         perf.open_pmu(live, {1: [1]}, syscall=lambda attr, tid: -err, euid=0 if root else 1000)
 
 
 def test_open_pmu_refuses_saved_trees(tmp_path):
     (tmp_path / "proc").mkdir()
-    with pytest.raises(perf.PmuUnavailable, match="live node"):
+    with pytest.raises(PmuUnavailable, match="live node"):
         perf.open_pmu(Host.open(tmp_path), {1: [1]})
 
 
@@ -370,7 +382,7 @@ def test_open_pmu_live_gives_counts_or_a_note():
     """On a machine with a PMU this counts the test's own loads; in a VM without one it says so."""
     try:
         session = perf.open_pmu(Host.open("/"), {os.getpid(): [os.getpid()]})
-    except perf.PmuUnavailable as exc:
+    except PmuUnavailable as exc:
         assert str(exc)
         return
     session.start()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vm_checks import Context, check
-from vm_guest import CheckFailed, numactl_hardware, numatune, parse_cpulist, read
+from vm_guest import CheckFailed, numactl_hardware, numatune, parse_cpulist, read, spawn_toucher, stop
 
 # --------------------------------------------------------------------------------------------
 # Helpers
@@ -250,5 +250,46 @@ def snapshot(ctx: Context) -> dict[str, Any]:
     if ctx.cxl_chain and not any("/sys/bus/cxl" in "/" + n or "bus/cxl" in n for n in names):
         raise CheckFailed("cxl topology but the snapshot has no sys/bus/cxl entries")
     return {"members": len(names), "bytes": target.stat().st_size, "command": " ".join(res.argv)}
+
+
+#: Every command the replay must equal, as run live in the guest; "{pid}" is a toucher's pid. The
+#: host replays them on the guest's snapshot (tests/vm/test_vm_parity.py) and compares the JSON
+#: without the fields tests/parity.py lists.
+PARITY_LINES = (
+    ("inspect", "--json"),
+    ("audit", "{pid}", "--json"),
+    ("irq", "--json"),
+    ("irq", "plan", "--json"),
+    ("check", "--json"),
+    ("check", "--pid", "{pid}", "--json"),
+    ("launch", "--dry-run", "--json", "--node", "0", "--", "true"),
+)
+PARITY_ENV = {"NUMATUNE_PCI_IDS": "/usr/share/misc/pci.ids"}  # host root is shared: the same file on both
+
+
+@check()
+def snapshot_parity(ctx: Context) -> dict[str, Any]:
+    """`snapshot --pid P` of the guest, and every command's live JSON, for the host to replay and compare."""
+    import os
+
+    out = ctx.out / "parity"
+    out.mkdir(exist_ok=True)
+    proc = spawn_toucher([], 32, ctx.out / "parity-toucher.json")
+    env = dict(os.environ, **PARITY_ENV)
+    try:
+        pid = str(proc.pid)
+        res = numatune("snapshot", "-o", str(out / "guest.tar.gz"), "--pid", pid, timeout=300, env=env)
+        if res.returncode != 0:
+            raise CheckFailed(f"snapshot --pid failed:\n{res.summary()}")
+        codes = []
+        for i, line in enumerate(PARITY_LINES):
+            live = numatune(*(a.format(pid=pid) for a in line), timeout=300, env=env)
+            (out / f"{i}.json").write_text(live.stdout)
+            codes.append(live.returncode)
+    finally:
+        stop(proc)
+    if any(c not in (0, 1) for c in codes):
+        raise CheckFailed(f"a live command failed in the guest: exit codes {codes} for {PARITY_LINES}")
+    return {"pid": int(pid), "codes": codes}
 
 
