@@ -82,3 +82,12 @@ def test_diff_and_fleet_tell_hybrid_from_symmetric(cli, tmp_path):
     (tmp_path / "old.json").write_text(json.dumps(old))
     r = cli("diff", str(tmp_path / "old.json"), str(b))
     assert r.exit_code == 0, r.stderr  # a report of the previous schema still compares
+
+
+def test_snapshot_of_gb10_keeps_the_kinds(cli, tmp_path):
+    """snapshot records what the kinds reader reads (capacity, cpufreq, MIDR): the replay has the same kinds."""
+    out = tmp_path / "gb10.tar.gz"
+    assert cli("--root", str(fixture_root("nvidia-dgx-gb10", archive=True)), "snapshot", "-o", str(out)).exit_code == 0
+    a = json.loads(cli("--root", GB10, "inspect", "--json").stdout)["cpu_kinds"]
+    b = json.loads(cli("--root", str(out), "inspect", "--json").stdout)["cpu_kinds"]
+    assert a == b and len(a["kinds"]) == 2 and a["kinds"][0]["max_mhz"] == [3900]
