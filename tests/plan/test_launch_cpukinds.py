@@ -82,3 +82,12 @@ def test_symmetric_tree_is_unchanged():
                  cpu_kind=kind)
         assert p.cpus == tuple(range(40, 48)) and p.cpu_kinds == ()
         assert not any("cpu kind" in r for r in p.reasons)
+
+
+def test_summary_line_names_the_kind():
+    from numatune.render.launch_text import summary_line
+
+    p = plan(GB10, node=0, cpu_bind=CpuBind("exclusive"))
+    assert "cpus 5-9,15-19 (exclusive, 10 Cortex-X925 performance)" in summary_line(p)
+    p = plan("128arm-2pa2n8cluster4co", node=0, cpu_bind=CpuBind("exclusive"))
+    assert "cpus 0-31 (exclusive)," in summary_line(p)
