@@ -31,7 +31,8 @@ _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 @click.option("--cpu-kind", "cpu_kind", type=click.Choice(CPU_KIND_CHOICES), default="performance", show_default=True,
               help="On hybrid CPUs (P/E, big.LITTLE): which kind exclusive, cores:N and socket take first.")
 @click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Leave the first N physical cores of each node to data loaders and IRQs.")
+              help="Leave N physical cores of each node to data loaders and IRQs (the first; on hybrid CPUs "
+                   "the least performant).")
 @click.option("--allow-isolated", is_flag=True, help="Also use isolcpus CPUs (excluded by default).")
 @click.option("--mem-policy", type=click.Choice(MEM_POLICIES), default="bind", show_default=True,
               help="Memory policy for the command.")

@@ -104,12 +104,13 @@ def exclusive_split(
 ) -> tuple[dict[int, tuple[int, ...]], list[str]]:
     """rank -> CPUs as `launch --cpu-bind exclusive` gives them; plus notes about ranks left without cores.
 
-    Per node: physical cores (isolated ones left out), the first `reserve_cores` kept for housekeeping,
+    Per node: physical cores (isolated ones left out), `reserve_cores` kept for housekeeping (the first,
+    on hybrid CPUs the least performant: plan.launch.without_reserved),
     the rest split evenly among the node's ranks (the remainder stays free too). On CPUs with several
     kinds the split is over the performance cores when they are enough, as launch's default
     `--cpu-kind performance` does (plan.launch.kind_tiers), so IRQs never land on the cores ranks get.
     """
-    from numatune.plan.launch import kind_tiers
+    from numatune.plan.launch import kind_tiers, without_reserved
 
     iso = set(isolated)
     placement = rank_nodes(topo, ranks)
@@ -120,7 +121,7 @@ def exclusive_split(
         members = [r for r, n in enumerate(placement) if n == nid]
         cores = [c for c in physical_cores(topo, node.cpus if node else ()) if not set(c) & iso]
         usable: list[tuple[int, ...]] = []
-        for tier in kind_tiers(topo, cores[reserve_cores:], "performance"):
+        for tier in kind_tiers(topo, without_reserved(topo, cores, reserve_cores), "performance"):
             if len(usable) >= len(members):
                 break
             usable += tier

@@ -343,6 +343,18 @@ def kind_tiers(topo: Topology, cores: list[tuple[int, ...]], preference: str) ->
     return [by_rank[r] for r in order]
 
 
+def without_reserved(topo: Topology, cores: list[tuple[int, ...]], n: int) -> list[tuple[int, ...]]:
+    """The cores left after `--reserve-cores n`: the first n in CPU order, on hybrid CPUs the least performant.
+
+    Housekeeping (data loaders, IRQs) belongs on efficiency cores; CPU 0 is a P-core on Intel hybrids.
+    """
+    if not n:
+        return list(cores)
+    order = [core for tier in kind_tiers(topo, cores, "efficiency") for core in tier]
+    kept = set(order[n:])
+    return [core for core in cores if core in kept]
+
+
 def _tier_name(topo: Topology, tier: list[tuple[int, ...]]) -> str:
     kinds = [topo.cpu_kinds.kind_of(core[0]) for core in tier]
     names = sorted({k.name or "?" for k in kinds if k}, key=str)
@@ -432,7 +444,7 @@ def choose_cpus(
                 raise BindingError(
                     f"--reserve-cores {opts.reserve_cores} leaves no core on node {nid} ({len(cores)} online cores)"
                 )
-            cores = cores[opts.reserve_cores :]
+            cores = without_reserved(topo, cores, opts.reserve_cores)
         kept = [tuple(c for c in core if c in usable) for core in cores]
         return [core for core in kept if core]
 
@@ -445,7 +457,10 @@ def choose_cpus(
     if not cores:
         why = "; ".join(excluded) or "none online"
         raise BindingError(f"no usable CPU on node {node_id} (node CPUs {format_cpulist(node.cpus)}; {why})")
-    reserve = f" after reserving its first {opts.reserve_cores} core(s)" if opts.reserve_cores else ""
+    reserve = ""
+    if opts.reserve_cores:
+        which = "least performant" if topo.cpu_kinds.heterogeneous else "first"
+        reserve = f" after reserving its {which} {opts.reserve_cores} core(s)"
     if mode == "node":
         cpus = _flat(cores)
         reasons.append(f"cpus: all usable CPUs of node {node_id}{reserve} (--cpu-bind node)")

@@ -73,3 +73,13 @@ def test_symmetric_tree_efficiency_changes_nothing():
     a, b = plan_irqs(topo, rep, ranks_per_node=2), plan_irqs(topo, rep, ranks_per_node=2, cpu_kind="efficiency")
     assert a.entries == b.entries and a.rank_cpus == b.rank_cpus
     assert irq_findings(topo, rep) == []
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_rank_cores_with_reserve_match_launch(ranks):
+    topo = read_topology(Host.open(fixture_root("20em64t-hybrid-1p6c2t+2ca4co1t")))
+    split, _ = exclusive_split(topo, ranks, reserve_cores=2)
+    for r in range(ranks):
+        p = plan("20em64t-hybrid-1p6c2t+2ca4co1t", node=0, rank=r, local_size=ranks, cpu_bind=CpuBind("exclusive"),
+                 reserve_cores=2)
+        assert split[r] == p.cpus

@@ -91,3 +91,12 @@ def test_summary_line_names_the_kind():
     assert "cpus 5-9,15-19 (exclusive, 10 Cortex-X925 performance)" in summary_line(p)
     p = plan("128arm-2pa2n8cluster4co", node=0, cpu_bind=CpuBind("exclusive"))
     assert "cpus 0-31 (exclusive)," in summary_line(p)
+
+
+def test_reserve_cores_takes_efficiency_cores_on_hybrid_cpus():
+    """i7-1370P: CPU 0 is a P-core; --reserve-cores 2 leaves E-cores 12-13 to housekeeping, not P-cores."""
+    p = plan("20em64t-hybrid-1p6c2t+2ca4co1t", node=0, cpu_bind=CpuBind("node"), reserve_cores=2)
+    assert p.cpus == (*range(12), *range(14, 20))
+    assert any("after reserving its least performant 2 core(s)" in r for r in p.reasons)
+    p = plan("128arm-2pa2n8cluster4co", node=0, cpu_bind=CpuBind("node"), reserve_cores=2)
+    assert p.cpus == tuple(range(2, 32))  # one kind: the first cores, as before
