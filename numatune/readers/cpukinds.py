@@ -1,7 +1,8 @@
 """CPU kinds (P/E cores, big.LITTLE) from what the kernel states, grouped and ranked as hwloc does.
 
 Evidence, in order: the x86 hybrid PMU devices (`/sys/devices/cpu_core|cpu_atom|cpu_lowpower/cpus`),
-per-CPU `cpu_capacity` (Arm, RISC-V), `cpufreq/cpuinfo_max_freq` and `base_frequency`, and the Arm
+per-CPU `cpu_capacity` (Arm, RISC-V), `cpufreq/cpuinfo_max_freq` and `base_frequency` (else, as hwloc,
+`acpi_cppc/nominal_freq`), and the Arm
 MIDR (`regs/identification/midr_el1`, else the per-processor fields of /proc/cpuinfo).
 
 Grouping follows hwloc (topology-linux.c, look_sysfscpukinds): on Arm, when the MIDRs differ they
@@ -81,6 +82,9 @@ def read_kind_facts(host: Host, cpus: tuple[Cpu, ...], architecture: str | None)
         "capacity": host.exists(f"{first}/cpu_capacity"),
         "max_khz": host.exists(f"{first}/cpufreq/cpuinfo_max_freq"),
         "base_khz": host.exists(f"{first}/cpufreq/base_frequency"),
+        # hwloc's fallback for the base frequency: ACPI CPPC's nominal frequency (MHz; 0 on some Intel)
+        "nominal_mhz": not host.exists(f"{first}/cpufreq/base_frequency")
+        and host.exists(f"{first}/acpi_cppc/nominal_freq"),
         "midr": host.exists(f"{first}/regs/identification/midr_el1"),
     }
     cpuinfo_midr = {}
@@ -95,11 +99,16 @@ def read_kind_facts(host: Host, cpus: tuple[Cpu, ...], architecture: str | None)
         out.append(c._replace(
             capacity=host.read_int(f"{base}/cpu_capacity") if want["capacity"] else None,
             max_khz=host.read_int(f"{base}/cpufreq/cpuinfo_max_freq") if want["max_khz"] else None,
-            base_khz=host.read_int(f"{base}/cpufreq/base_frequency") if want["base_khz"] else None,
+            base_khz=host.read_int(f"{base}/cpufreq/base_frequency") if want["base_khz"]
+            else _khz(host.read_int(f"{base}/acpi_cppc/nominal_freq")) if want["nominal_mhz"] else None,
             midr=(host.read_int(f"{base}/regs/identification/midr_el1", 16) if want["midr"]
                   else cpuinfo_midr.get(c.id)),
         ))
     return tuple(out)
+
+
+def _khz(mhz: int | None) -> int | None:
+    return mhz * 1000 if mhz else None  # nominal_freq 0 means unknown
 
 
 def parse_cpuinfo_midr(text: str) -> dict[int, int]:

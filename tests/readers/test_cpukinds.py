@@ -164,3 +164,12 @@ def test_part_names():
     assert arm_part_name(0x410FD850) == "Cortex-X925"
     assert arm_part_name(0x4E0F0040) == "NVIDIA Carmel"
     assert arm_part_name(0x420F1000) == "ARM implementer 0x42 part 0x100"
+
+
+def test_gb10_without_midr_groups_as_hwloc_without_midr():
+    """MIDR left out (hwloc 2.9, or HWLOC_CPUKINDS=midr=0): capacity and CPPC frequencies make hwloc's five kinds."""
+    topo = read_topology(Host.open(fixture_root("nvidia-dgx-gb10")), devices=False)
+    kinds = group_cpu_kinds(tuple(c._replace(midr=None) for c in topo.cpus))
+    assert [frozenset(k.cpus) for k in kinds.kinds] == lstopo_cpukinds("nvidia-dgx-gb10")
+    assert kinds.ranked_by == ("cpu_capacity",)
+    assert [k.base_mhz for k in kinds.kinds] == [(3900,)] * 3 + [(2808,)] * 2  # acpi_cppc/nominal_freq, as hwloc
