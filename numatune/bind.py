@@ -15,13 +15,12 @@ from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from numatune.cpulist import format_cpulist
-from numatune.errors import CommandNotExecutable, CommandNotRunnable, NumatuneError, PermissionDenied
+from numatune.errors import CommandNotExecutable, CommandNotRunnable, NumatuneError
 from numatune.host import Host
 from numatune.model.launch import LaunchFacts, LaunchPlan, Numactl
 from numatune.model.topology import PciDevice, Topology
 
 ISOLATED = "/sys/devices/system/cpu/isolated"
-WEIGHT_DIR = "/sys/kernel/mm/mempolicy/weighted_interleave"
 
 # set_mempolicy(2) syscall numbers; glibc has no wrapper (libnuma does), so it is called by number.
 SYS_SET_MEMPOLICY = {
@@ -65,35 +64,46 @@ def probe_numactl(path: str) -> Numactl:
     return Numactl(path, version, many, weighted)
 
 
+def installed_numactl_version(path: str) -> str | None:
+    """numactl's version: `numactl --version` (2.0.19+), else the package manager's (dpkg, rpm)."""
+    import subprocess
+
+    version = probe_numactl(path).version
+    if version is not None:
+        return version
+    for cmd in (["dpkg-query", "-W", "-f=${Version}", "numactl"], ["rpm", "-q", "--qf", "%{VERSION}", "numactl"]):
+        if which(cmd[0]) is None:
+            continue
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        text = done.stdout.strip()
+        if done.returncode == 0 and text:
+            return text.split()[-1]
+    return None
+
+
 def cgroup_cpuset(host: Host) -> tuple[frozenset[int] | None, str | None]:
-    """cpuset.cpus.effective of this process's cgroup (v2, or v1 cpuset), walking up to the first that has it."""
-    text = host.read_optional("/proc/self/cgroup") or ""
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[0] == "0" and parts[1] == "":
-            base, name = "/sys/fs/cgroup", "cpuset.cpus.effective"
-        elif "cpuset" in parts[1].split(","):
-            base, name = "/sys/fs/cgroup/cpuset", "cpuset.effective_cpus"
-        else:
-            continue
-        path = parts[2].rstrip("/")
-        while True:
-            logical = f"{base}{path}/{name}"
-            cpus = host.read_cpulist(logical)
-            if cpus:
-                return cpus, logical
-            if not path:
-                break
-            path = path.rsplit("/", 1)[0]
+    """cpuset.cpus.effective of this process's cgroup (v2, or v1 cpuset), walking up to the first that has it.
+
+    The path is parsed by the resolver audit uses; one that leaves the hierarchy (a cgroup namespace's
+    "/.." path) gives no cpuset rather than an error.
+    """
+    from numatune.resolve import cgroup_cpuset_dirs
+
+    for base, cpus_file, _ in cgroup_cpuset_dirs(host.read_optional("/proc/self/cgroup") or ""):
+        logical = f"{base}/{cpus_file}"
+        cpus = host.read_cpulist(logical)
+        if cpus:
+            return cpus, logical
     return None, None
 
 
 def gather_facts(host: Host, environ: Mapping[str, str], *, probe: bool) -> LaunchFacts:
     """Everything the plan needs beyond the topology. `probe` runs numactl to learn its options."""
-    from numatune.plan.launch import ENV_KEYS
     from numatune.readers.nodes import read_interleave_weights
+    from numatune.resolve import ENV_KEYS
 
     env = {k: environ[k] for k in ENV_KEYS if k in environ}
     allowed = mems = None
@@ -202,20 +212,6 @@ def set_mempolicy(mode: int, nodes: Sequence[int]) -> None:
             f"set_mempolicy(mode {mode}, nodes {format_cpulist(nodes)}) failed: {os.strerror(err)}",
             hint="the kernel may not support this policy, or the nodes are outside the cgroup's cpuset.mems",
         )
-
-
-def write_weights(host: Host, weights: Mapping[int, int]) -> None:
-    for node, weight in sorted(weights.items()):
-        logical = f"{WEIGHT_DIR}/node{node}"
-        try:
-            host.write_text(logical, f"{weight}\n")
-        except PermissionError as exc:
-            raise PermissionDenied(
-                f"cannot set the weighted-interleave weight of node {node} ({logical}): permission denied",
-                hint="weights are system-wide: run as root, or leave --weights out to use the kernel's",
-            ) from exc
-        except OSError as exc:
-            raise NumatuneError(f"cannot write {logical}: {exc.strerror or exc}") from exc
 
 
 def apply_plan(plan: LaunchPlan, environ: Mapping[str, str]) -> NoReturn:

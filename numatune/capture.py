@@ -42,6 +42,9 @@ DRY_RUN: tuple[tuple[str, ...], ...] = (
     ("launch", "--dry-run", "--json", "--", "true"),
     ("launch", "--dry-run", "--json", "--node", "0", "--", "true"),
     ("launch", "--dry-run", "--json", "--node", "0", "--mem-policy", "weighted", "--", "true"),
+    ("emit", "slurm", "--json"),
+    ("emit", "kubelet", "--json"),
+    ("emit", "nfd", "--json"),
 )
 PID_DRY_RUN: tuple[tuple[str, ...], ...] = (
     ("audit", "{pid}", "--json"),
@@ -68,9 +71,9 @@ class RecordingHost(Host):
         self.touched[logical] = None
         return super().path(logical)
 
-    def listdir(self, logical: str) -> list[str]:
+    def entries(self, logical: str) -> list[str]:  # listdir goes through entries
         self.listed[logical] = None
-        return super().listdir(logical)
+        return super().entries(logical)
 
     def _open(self, logical: str, mode: str):  # noqa: ANN202 - a saved root's reads skip path()
         self.touched[logical] = None
@@ -299,7 +302,21 @@ def capture(src: Host, pids: Iterable[int] = ()) -> Capture:
         cap.touch(logical)
     for logical in rec.listed:
         cap.list(logical)
+    if _has_nvidia_gpu(src) or src.exists("/numatune/nvml.json"):
+        from numatune.readers.nvml import SAVED, snapshot_bytes
+
+        record = snapshot_bytes(src)  # NVLink, fabric, UUIDs: not files, so the recording Host cannot see them
+        if record is not None:
+            cap.files[SAVED] = record
     return cap
+
+
+def _has_nvidia_gpu(src: Host) -> bool:
+    return bool(src.listdir("/proc/driver/nvidia/gpus")) or any(
+        src.read_optional(f"/sys/bus/pci/devices/{bdf}/vendor") == "0x10de"
+        and (src.read_optional(f"/sys/bus/pci/devices/{bdf}/class") or "").startswith("0x03")
+        for bdf in src.listdir("/sys/bus/pci/devices")
+    )
 
 
 def snapshot(src: Host, dest: Path, pids: Iterable[int] = ()) -> Capture:

@@ -7,8 +7,13 @@ importing click, which is most of numatune's start-up:
     numatune [--root R] [--no-color] [--debug] inspect --json
     numatune [--root R] [--no-color] [--debug] irq --json
     numatune [--root R] [--no-color] [--debug] audit PID [PID...] --json
+    numatune [--root R] [--no-color] [--debug] inspect
+    numatune [--root R] [--no-color] [--debug] check [--json]
+    numatune [--no-color] [--debug] diff A B [--json]
 
-(`--format json`, `-f json` and `--format=json` too). Any other command line goes to the click CLI,
+(`--format json`, `-f json` and `--format=json` too; `check` and `diff` also in their default text
+format, which is plain text built without click or rich; `inspect`'s tables need rich only on a
+terminal or when a cell must wrap). Any other command line goes to the click CLI,
 which parses, validates and explains as usual. Both paths build the report with the same library
 calls (`numatune.reports`) and report errors through the same `describe_failure`; a test checks
 that they print the same bytes and exit with the same codes.
@@ -16,27 +21,34 @@ that they print the same bytes and exit with the same codes.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
-from collections.abc import Mapping, Sequence
 
 from numatune.model._record import record
+
+TYPE_CHECKING = False  # annotations only: collections.abc imports collections (~5% of a start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 JSON_FLAGS = (("--json",), ("--format", "json"), ("-f", "json"), ("--format=json",))
 
 
 @record
 class FastCall:
-    command: str  # inspect | irq | audit
+    command: str  # inspect | irq | audit | check | diff
     root: str
     debug: bool
     pids: tuple[int, ...] = ()
+    args: tuple[str, ...] = ()  # diff: A and B
+    fmt: str = "json"  # json | text
+    color: bool = True  # --no-color
 
 
 def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall | None:
     """The fast call this command line asks for, or None to let click handle it."""
     root = environ.get("NUMATUNE_ROOT") or "/"
-    debug = False
+    debug, color = False, True
     i = 0
     while i < len(args):
         arg = args[i]
@@ -45,14 +57,21 @@ def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall
         elif arg.startswith("--root="):
             root, i = arg[len("--root="):], i + 1
         elif arg in ("--no-color", "--debug"):
-            debug, i = debug or arg == "--debug", i + 1
+            debug, color, i = debug or arg == "--debug", color and arg != "--no-color", i + 1
         else:
             break
     if i >= len(args):
         return None
     command, rest = args[i], tuple(args[i + 1:])
+    if command == "inspect" and rest == ():
+        return FastCall(command, root, debug, fmt="text", color=color)
     if command in ("inspect", "irq"):
-        return FastCall(command, root, debug) if rest in JSON_FLAGS else None
+        return FastCall(command, root, debug, color=color) if rest in JSON_FLAGS else None
+    if command == "check" and (rest == () or rest in JSON_FLAGS):
+        return FastCall(command, root, debug, fmt="json" if rest else "text", color=color)
+    if command == "diff" and len(rest) >= 2 and not any(a.startswith("-") for a in rest[:2]) and (
+            len(rest) == 2 or rest[2:] in JSON_FLAGS):
+        return FastCall(command, root, debug, args=rest[:2], fmt="json" if rest[2:] else "text", color=color)
     if command == "audit":
         for flag in JSON_FLAGS:
             n = len(flag)
@@ -60,7 +79,7 @@ def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall
                 if rest[at:at + n] == flag:
                     pids = rest[:at] + rest[at + n:]
                     if pids and all(p.isdigit() and int(p) >= 1 for p in pids):
-                        return FastCall(command, root, debug, tuple(int(p) for p in pids))
+                        return FastCall(command, root, debug, tuple(int(p) for p in pids), color=color)
                     return None
     return None
 
@@ -68,6 +87,11 @@ def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall
 def run(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     call = match_fast_path(args, os.environ)
+    if call is not None and argv is None:
+        # The process is one fast report over a bounded tree: its thousands of records are acyclic
+        # tuples, so the cyclic collector's passes (~3% of `check`) find nothing; reference counts free
+        # memory. Only for the process's own command line: a caller passing argv keeps its collector.
+        gc.disable()
     if call is None:
         from numatune.cli import main
 
@@ -77,13 +101,37 @@ def run(argv: Sequence[str] | None = None) -> None:
 
 
 def _run_fast(call: FastCall) -> int:
-    from numatune.errors import NumatuneError, describe_failure
+    from numatune.errors import ExitCode, NumatuneError, describe_failure
 
     try:
+        if call.command == "diff":
+            from numatune.diff_run import diff_report
+
+            text, differ = diff_report(*call.args, fmt=call.fmt)
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return int(ExitCode.FINDINGS) if differ else 0
         from numatune import reports
         from numatune.host import Host
 
         host = Host.open(call.root)
+        if call.command == "check":
+            from numatune.check_run import check_report
+
+            text, failed, skipped = check_report(host, call.root, fmt=call.fmt)
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            if call.fmt == "text":
+                sys.stderr.write("".join(f"numatune: skipped {what}: {why}\n" for what, why in skipped))
+            return int(ExitCode.FINDINGS) if failed else 0
+        if call.command == "inspect" and call.fmt == "text":
+            from numatune.readers.pci import pci_ids_from_env
+            from numatune.render.inspect_text import print_inspect
+
+            topo, matrix, findings = reports.inspect_report(host, pci_ids_from_env())
+            print_inspect(topo, matrix, findings, call.color)
+            sys.stderr.write("".join(f"numatune: skipped {s.subject}: {s.reason}\n" for s in topo.skipped))
+            return 0
         if call.command == "inspect":
             from numatune.readers.pci import pci_ids_from_env
 

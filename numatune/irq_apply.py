@@ -15,19 +15,19 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from numatune.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
 from numatune.errors import ApplyError, InputError, PermissionDenied, ReadError
 from numatune.host import Host
+from numatune.model._record import record
 from numatune.render.envelope import SCHEMAS, dumps, envelope, is_document
 
 STATE_DIR = "/var/lib/numatune"
 Writer = Callable[[str, str], None]
 
 
-@dataclass(frozen=True)
+@record
 class Change:
     """Write `text` to /proc/irq/<irq>/<file>; reading back must give the CPUs in `expect`."""
 
@@ -38,7 +38,7 @@ class Change:
     label: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Saved:
     """One IRQ's affinity files exactly as read (None: file absent)."""
 
@@ -48,13 +48,17 @@ class Saved:
     label: str = ""
 
 
-@dataclass
 class ApplyResult:
-    applied: list[int] = field(default_factory=list)
-    unchanged: list[int] = field(default_factory=list)
-    skipped: list[tuple[int, str]] = field(default_factory=list)
-    planned: list[Change] = field(default_factory=list)  # dry run: what would be written
-    state_file: str | None = None
+    """What an apply or restore did; filled in as it goes (an accumulator, hence not a record)."""
+
+    __slots__ = ("applied", "unchanged", "skipped", "planned", "state_file")
+
+    def __init__(self) -> None:
+        self.applied: list[int] = []
+        self.unchanged: list[int] = []
+        self.skipped: list[tuple[int, str]] = []
+        self.planned: list[Change] = []  # dry run: what would be written
+        self.state_file: str | None = None
 
 
 def irq_path(irq: int, name: str) -> str:
@@ -141,22 +145,27 @@ def write_state(path: Path, saved: list[Saved], source: str, targets: dict[int, 
 
 def read_state(path: str | os.PathLike[str]) -> list[Saved]:
     """Load a state file written by `irq apply`; one clear error for anything else."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InputError(f"state file {path} does not exist") from exc
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read state file {path}: {exc}") from exc
-    if not is_document(doc, "irq-state") or not isinstance(doc.get("irqs"), list):
-        raise InputError(f"{path} is not a numatune IRQ state file (schema {SCHEMAS['irq-state']})")
     out = []
-    for entry in doc["irqs"]:
+    for entry in _rows(path, "irq-state", "irqs", "state file", "a numatune IRQ state file"):
         try:
             out.append(Saved(int(entry["irq"]), entry.get("smp_affinity_list"), entry.get("smp_affinity"),
                              str(entry.get("label", ""))))
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{path}: malformed IRQ entry {entry!r}") from exc
     return out
+
+
+def _rows(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> list:
+    """The list `key` of a numatune JSON document of this kind, read from a file; one clear error otherwise."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InputError(f"{what} {path} does not exist") from exc
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {what} {path}: {exc}") from exc
+    if not is_document(doc, kind) or not isinstance(doc.get(key), list):
+        raise InputError(f"{path} is not {written_by} (schema {SCHEMAS[kind]})")
+    return doc[key]
 
 
 def _cpus_of(text: str, file: str) -> frozenset[int]:
@@ -279,6 +288,21 @@ def _put_back(host: Host, changed: list[Change], by_irq: dict[int, Saved], write
         if mismatch and not quiet:
             problems.append(f"IRQ {change.irq}: reads {back!r} after restoring {saved!r}")
     return problems
+
+
+def read_plan(path: str | os.PathLike[str]) -> list[Change]:
+    """The writes of a plan file written by `irq plan --json`; one clear error for anything else."""
+    out = []
+    for e in _rows(path, "irq-plan", "entries", "plan file", "a plan written by `numatune irq plan --json`"):
+        try:
+            irq, action = int(e["irq"]), str(e["action"])
+            if action == "set" and e.get("target"):
+                target = parse_cpulist(e["target"])
+                out.append(Change(irq, format_cpulist(target) + "\n", target, "smp_affinity_list",
+                                  str(e.get("label", ""))))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{path}: malformed plan entry {e!r}") from exc
+    return out
 
 
 def restore_changes(saved: list[Saved]) -> list[Change]:

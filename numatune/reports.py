@@ -6,19 +6,17 @@ is built one way whichever path runs it. No click, no rich.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from numatune.host import Host
 from numatune.render.envelope import dumps
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 
-def inspect_report(host: Host, pci_ids: str | None):  # noqa: ANN201 - (topology, path matrix, findings)
-    from numatune.analysis.paths import path_matrix
-    from numatune.analysis.topology_findings import topology_findings
+def read_inspect_topology(host: Host, pci_ids: str | None):  # noqa: ANN201 - Topology
+    """The topology inspect and check report: everything read, plus what only the live node tells."""
     from numatune.readers.topology import read_topology
 
     topo = read_topology(host, pci_ids=pci_ids)
@@ -26,6 +24,14 @@ def inspect_report(host: Host, pci_ids: str | None):  # noqa: ANN201 - (topology
         from numatune.live import enrich_topology
 
         topo = enrich_topology(topo)
+    return topo
+
+
+def inspect_report(host: Host, pci_ids: str | None):  # noqa: ANN201 - (topology, path matrix, findings)
+    from numatune.analysis.paths import path_matrix
+    from numatune.analysis.topology_findings import topology_findings
+
+    topo = read_inspect_topology(host, pci_ids)
     return topo, path_matrix(topo), topology_findings(topo)
 
 

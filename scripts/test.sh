@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Install everything the tests need on a fresh Debian machine and run the whole suite.
+# Install everything the tests need on a fresh Debian machine and run the whole suite, VM stage included
+# (the README's test command; .ci/run runs exactly this). The quick loop: .venv/bin/python -m pytest -m "not vm"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 if command -v apt-get >/dev/null 2>&1; then
   need=""
-  for pkg in numactl hwloc pciutils; do
+  for pkg in numactl hwloc pciutils librsvg2-bin; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
   done
   if [ -n "$need" ]; then

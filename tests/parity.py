@@ -26,7 +26,10 @@ IGNORED = ORIGIN + LIVE_ONLY + VOLATILE
 
 
 def comparable(doc: Any, ignored: tuple[str, ...] = IGNORED, at: str = "") -> Any:
-    """`doc` without the fields matching `ignored` (as dotted paths)."""
+    """`doc` without the fields matching `ignored` (as dotted paths); a rendered `text` (emit's
+    configuration files) names the source in its header, which is replaced by `<source>`."""
+    if not at and isinstance(doc, dict) and isinstance(doc.get("text"), str) and isinstance(doc.get("source"), str):
+        doc = {**doc, "text": doc["text"].replace(f" for {doc['source']}\n", " for <source>\n")}
     if isinstance(doc, dict):
         out = {}
         for key, value in doc.items():

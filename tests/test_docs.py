@@ -52,3 +52,14 @@ def test_every_json_schema_is_documented():
     page = (PROJECT / "docs" / "json-schemas.md").read_text()
     headings = set(re.findall(r"^## `?(numatune\.[\w-]+/\d+)`?", page, re.M))
     assert headings == set(SCHEMAS.values())
+
+
+def test_readme_names_the_whole_suite_and_the_quick_loop():
+    """The README's test command runs everything (VM stage too); `pytest -m "not vm"` is the quick loop."""
+    assert "bash scripts/test.sh" in README and 'pytest -m "not vm"' in README
+    script = (PROJECT / "scripts" / "test.sh").read_text()
+    assert 'exec .venv/bin/python -m pytest "$@"' in script  # no marker filter: the VM stage runs
+    assert "bash scripts/test.sh" in (PROJECT / ".ci" / "run").read_text()
+    # every VM test module is marked, so the quick loop really leaves the VM stage out
+    for path in (PROJECT / "tests" / "vm").glob("test_*.py"):
+        assert "pytestmark = pytest.mark.vm" in path.read_text(), path

@@ -19,10 +19,20 @@ from tests.conftest import PROJECT, fixture_root
         (["inspect", "--json"], FastCall("inspect", "/", False)),
         (["--root", "T", "inspect", "-f", "json"], FastCall("inspect", "T", False)),
         (["--root=T", "--debug", "irq", "--format=json"], FastCall("irq", "T", True)),
-        (["--no-color", "irq", "--format", "json"], FastCall("irq", "/", False)),
+        (["--no-color", "irq", "--format", "json"], FastCall("irq", "/", False, color=False)),
         (["audit", "12", "34", "--json"], FastCall("audit", "/", False, (12, 34))),
         (["audit", "--json", "12"], FastCall("audit", "/", False, (12,))),
-        (["inspect"], None),
+        (["check"], FastCall("check", "/", False, fmt="text")),
+        (["--root", "T", "check", "--json"], FastCall("check", "T", False)),
+        (["diff", "A", "B"], FastCall("diff", "/", False, args=("A", "B"), fmt="text")),
+        (["diff", "A", "B", "-f", "json"], FastCall("diff", "/", False, args=("A", "B"))),
+        (["check", "--policy", "p.toml"], None),
+        (["check", "-v"], None),
+        (["diff", "A", "B", "--ignore", "kernel"], None),
+        (["diff", "A", "--json", "B"], None),
+        (["diff", "A"], None),
+        (["--no-color", "inspect"], FastCall("inspect", "/", False, fmt="text", color=False)),
+        (["inspect", "--format", "table"], None),
         (["inspect", "--json", "--format", "table"], None),
         (["irq", "plan", "--json"], None),
         (["audit", "--json"], None),
@@ -93,3 +103,54 @@ def test_console_script_and_module_take_the_same_entry():
     done = subprocess.run([sys.executable, "-m", "numatune", "--version"], capture_output=True, text=True,
                           cwd=PROJECT)
     assert done.returncode == 0 and done.stdout.startswith("numatune ")
+
+
+@pytest.mark.parametrize("name", ["32em64t-2n8c+dax+nvme+mic+dimms", "vm-cxl", "20s390-2g6s4c", "procfs-4cpu-kvm",
+                                  "8em64t-2s2ca2c-buggynuma"])
+@pytest.mark.parametrize("flags", [(), ("--json",)])
+def test_fast_check_prints_what_click_prints(cli, capsys, name, flags):
+    argv = ["--root", str(fixture_root(name)), "check", *flags]
+    code, out, err = fast(argv, capsys)
+    slow = cli(*argv)
+    assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)
+
+
+@pytest.mark.parametrize(("a", "b"), [("memorysidecaches", "32em64t-2n8c+dax+nvme+mic+dimms"),
+                                      ("vm-two-socket", "vm-two-socket"), ("vm-cxl", "missing")])
+@pytest.mark.parametrize("flags", [(), ("--json",)])
+def test_fast_diff_prints_what_click_prints(cli, capsys, tmp_path, a, b, flags):
+    argv = ["diff", str(fixture_root(a)), str(tmp_path / "missing" if b == "missing" else fixture_root(b)), *flags]
+    code, out, err = fast(argv, capsys)
+    slow = cli(*argv)
+    assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)
+    assert code == (3 if b == "missing" else int(a != b))
+
+
+@pytest.mark.parametrize("name", ["256ppc-8n8s4t", "32em64t-2n8c+dax+nvme+mic+dimms", "vm-cxl", "procfs-4cpu-kvm"])
+def test_fast_inspect_table_prints_what_click_prints(cli, capsys, name):
+    argv = ["--root", str(fixture_root(name)), "inspect"]
+    code, out, err = fast(argv, capsys)
+    slow = cli(*argv)
+    assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)
+    assert out.startswith(f"{fixture_root(name)} (saved tree)\n")
+
+
+NVML_PROBE = (
+    "import sys, io, contextlib\n"
+    "sys.argv = ['numatune', '--root', sys.argv[1], 'inspect', '--json']\n"
+    "from numatune.entry import run\n"
+    "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+    "    run()\n"
+    "print(sorted(m for m in ('pynvml', 'numatune.readers.nvml') if m in sys.modules))\n"
+)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("topo-mi210-xgmi-pcie", "[]"),  # AMD GPUs: NVML is never touched
+    ("vm-two-socket", "[]"),  # no GPU at all
+    ("h100-vm-1gpu", "['numatune.readers.nvml']"),  # NVIDIA: the saved record is read, pynvml is not (not live)
+])
+def test_nvml_is_imported_only_for_nvidia_gpus(name, expected):
+    done = subprocess.run([sys.executable, "-c", NVML_PROBE, str(fixture_root(name))], capture_output=True,
+                          text=True, timeout=120, cwd=PROJECT)
+    assert done.stdout.strip().splitlines()[-1] == expected, done.stderr

@@ -51,3 +51,61 @@ def test_the_json_paths_do_not_import_typing_dataclasses_or_click():
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@record
+class Wide:
+    """More fields than the precompiled constructors cover."""
+
+    f0: int
+    f1: int
+    f2: int
+    f3: int
+    f4: int
+    f5: int
+    f6: int
+    f7: int
+    f8: int
+    f9: int
+    f10: int
+    f11: int
+    f12: int
+    f13: int
+    f14: int
+    f15: int
+    f16: int
+    f17: int = 17
+    f18: str = "x"
+
+
+def test_record_construction_pickling_and_namedtuple_api():
+    import pickle
+
+    p = Point(x=2, tags=("a",))
+    assert pickle.loads(pickle.dumps(p)) == p and type(pickle.loads(pickle.dumps(p))) is Point
+    assert Point._field_defaults == {"y": 0, "tags": ()} and Point.__match_args__ == ("x", "y", "tags")
+    assert Point._make([1, 2, ()]) == Point(1, 2) and isinstance(p, tuple) and tuple(p) == (2, 0, ("a",))
+    with pytest.raises(TypeError, match="x"):
+        Point()
+    with pytest.raises(TypeError):
+        Point(1, 2, (), 4)
+    with pytest.raises(TypeError, match="Expected 3 arguments"):
+        Point._make([1])
+    with pytest.raises(ValueError, match="unexpected field names"):
+        p._replace(z=1)
+    w = Wide(*range(17), f18="y")
+    assert (w.f0, w.f16, w.f17, w.f18) == (0, 16, 17, "y") and Wide._fields[-1] == "f18"
+    assert w._replace(f3=30).f3 == 30 and pickle.loads(pickle.dumps(w)) == w
+
+
+def test_record_rejects_fields_a_namedtuple_would_reject():
+    with pytest.raises(ValueError, match="_hidden"):
+        @record
+        class Bad:
+            _hidden: int
+
+    with pytest.raises(TypeError, match="without a default"):
+        @record
+        class Order:
+            a: int = 0
+            b: int

@@ -12,6 +12,7 @@ RULE_MODULES = (
     "numatune.analysis.irq",  # irq (NT2xx)
     "numatune.analysis.policy",  # check --policy (NT3xx)
     "numatune.analysis.locality",  # audit, check --pid (NT4xx)
+    "numatune.analysis.scheduler",  # check --slurm-conf/--gres-conf/--kubelet-config (NT520-NT534)
 )
 
 GROUPS = {
@@ -19,6 +20,7 @@ GROUPS = {
     "irq": "numatune irq (and check, when the root has /proc/interrupts)",
     "policy": "numatune check --policy",
     "audit": "numatune check --pid (audit's verdict)",
+    "scheduler": "numatune check --slurm-conf, --gres-conf, --kubelet-config (what numatune emit writes)",
 }
 
 

@@ -1,6 +1,6 @@
 """Compare two nodes' topologies: what a BIOS update, a new kernel or a swapped card changed.
 
-Both sides are `numatune.inspect/1` or `/2` documents (a root or snapshot is turned into one first), so a
+Both sides are `numatune.inspect/2` (or /1) documents (a root or snapshot is turned into one first), so a
 live node, a saved tree and a report gathered last month compare the same way. A document is
 flattened into a *view*: ordered keys ("node 1 cpus", "device 0000:18:00.0") with short string
 values; the difference of two views is the list of keys whose values differ. Fields that change
@@ -9,20 +9,22 @@ from minute to minute (free memory, the source path, the numatune version) are l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from numatune.cpulist import format_cpulist
 from numatune.errors import InputError
+from numatune.model._record import record
 from numatune.render.envelope import SCHEMAS
 
+TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import; diff starts without them
+if TYPE_CHECKING:
+    from typing import Any
+
 INSPECT_SCHEMA = SCHEMAS["inspect"]
-READABLE_SCHEMAS = ("numatune.inspect/1", INSPECT_SCHEMA)  # /2 added cpu_kinds; /1 reports still compare
+READABLE_SCHEMAS = ("numatune.inspect/1", INSPECT_SCHEMA)  # /2 added fabric links and cpu_kinds (absent from /1)
 PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")
 MEMORY_TOLERANCE = 0.02  # node memory within 2% is "the same" (firmware and kernels reserve a little)
 
 
-@dataclass(frozen=True)
+@record
 class Difference:
     key: str  # "node 1 cpus"
     category: str  # cpu | numa | distances | memory | tiers | devices | kernel

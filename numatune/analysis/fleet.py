@@ -7,6 +7,10 @@ far each GPU's nearest NIC is. It leaves out what legitimately differs between i
 (hostnames, serials, free memory, PCI bus numbers) and the kernel, which is reported per group
 instead. The largest group is the reference; every node outside it is an outlier, listed with
 what differs.
+
+Fleets are large (10,000 reports of ~12 KB each), so grouping is streaming: `FleetTally.add` folds one
+report into its group and keeps nothing of the document. What is kept grows with the number of
+groups and finding codes; per node only its name and, per finding code it has, 4 bytes.
 """
 
 from __future__ import annotations
@@ -14,17 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections import Counter
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from numatune.analysis.diff import _best_nic_path, cpu_kinds_summary
+from numatune.analysis.diff import _PATH_RANK, cpu_kinds_summary
 
 
 @dataclass(frozen=True)
 class NodeReport:
     name: str  # hostname, file name or pdsh/clush prefix
-    doc: dict[str, Any]  # numatune.inspect/1 or /2
+    doc: dict[str, Any]  # numatune.inspect/2 (or /1)
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class Group:
     kernels: dict[str, int]
     findings: tuple[FindingSummary, ...]
     differs: tuple[tuple[str, str | None, str | None], ...] = ()  # (key, reference value, this group's value)
+    # The group's first report, kept whole (one per topology, not per node) for `fleet --format html`'s picture.
+    example: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,24 @@ def round_gib(kib: int | None) -> str:
     return f"{int(value)} GiB" if value >= 10 else f"{value:g} GiB"
 
 
+def _placement(devices: list[dict[str, Any]]) -> tuple[str, str]:
+    """("node 0: 2, node 1: 2" or "none") for GPUs and for NICs."""
+    gpus: dict[str, int] = {}
+    nics: dict[str, int] = {}
+    for d in devices:
+        kind = d.get("kind")
+        if kind == "gpu":
+            per_node = gpus
+        elif kind == "nic":
+            per_node = nics
+        else:
+            continue
+        node = d.get("numa_node")
+        key = "?" if node is None else str(node)
+        per_node[key] = per_node.get(key, 0) + 1
+    return tuple(", ".join(f"node {k}: {v}" for k, v in sorted(c.items())) or "none" for c in (gpus, nics))
+
+
 def shape(doc: dict[str, Any]) -> dict[str, str]:
     """The fingerprinted properties of one node, as readable key -> value strings."""
     cpu = doc.get("cpu") or {}
@@ -81,27 +105,28 @@ def shape(doc: dict[str, Any]) -> dict[str, str]:
         tier = f", tier {n['tier']}" if n.get("tier") is not None else ""
         out[f"node {n['id']}"] = (f"{len(n.get('cpus') or [])} cpus, {round_gib(n.get('memory_total_kib'))}, "
                                   f"{n.get('kind')}{tier}")
-    ids = [n["id"] for n in nodes]
+    ids = [str(n["id"]) for n in nodes]
     rows = []
     for n in nodes:
         dist = n.get("distances") or {}
-        rows.append(" ".join(str(dist.get(str(j), "-")) for j in ids))
+        rows.append(" ".join(str(dist.get(j, "-")) for j in ids))
     out["distances"] = " / ".join(rows) if any(r.strip("- ") for r in rows) else "none"
-    for kind in ("gpu", "nic"):
-        per_node = Counter(
-            "?" if d.get("numa_node") is None else str(d["numa_node"])
-            for d in doc.get("devices") or []
-            if d.get("kind") == kind
-        )
-        out[f"{kind}s"] = ", ".join(f"node {k}: {v}" for k, v in sorted(per_node.items())) or "none"
+    out["gpus"], out["nics"] = _placement(doc.get("devices") or [])
     pm = doc.get("path_matrix") or {}
     labels, cells = pm.get("labels") or [], pm.get("cells") or []
-    paths = Counter(
-        p for i, lab in enumerate(labels) if lab.startswith("GPU")
-        for p in [_best_nic_path(labels, cells[i] if i < len(cells) else [])] if p
-    )
-    if paths:
-        out["gpu nearest nic"] = ", ".join(f"{p} x{c}" for p, c in sorted(paths.items()))
+    nic_columns = [j for j, lab in enumerate(labels) if lab.startswith("NIC")]
+    if nic_columns:
+        paths: dict[str, int] = {}
+        for i, lab in enumerate(labels):
+            if not lab.startswith("GPU"):
+                continue
+            row = cells[i] if i < len(cells) else []
+            found = [row[j] for j in nic_columns if j < len(row)]
+            if found:
+                best = min(found, key=lambda p: _PATH_RANK.get(p, 9))
+                paths[best] = paths.get(best, 0) + 1
+        if paths:
+            out["gpu nearest nic"] = ", ".join(f"{p} x{c}" for p, c in sorted(paths.items()))
     return out
 
 
@@ -110,17 +135,100 @@ def fingerprint(parts: dict[str, str]) -> str:
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
-def _findings(reports: list[NodeReport]) -> tuple[FindingSummary, ...]:
-    seen: dict[str, tuple[str, str, list[str]]] = {}
-    for r in reports:
-        for f in r.doc.get("findings") or []:
+class _GroupTally:
+    """One topology group while reports stream in: node indexes, kernels, findings (code -> nodes)."""
+
+    __slots__ = ("shape", "members", "kernels", "findings", "example")
+
+    def __init__(self, parts: dict[str, str], example: dict[str, Any]) -> None:
+        self.shape = parts
+        self.example = example
+        self.members = array("I")
+        self.kernels: dict[str, int] = {}
+        self.findings: dict[str, tuple[str, str, array]] = {}  # code -> (severity, first message, node indexes)
+
+
+class FleetTally:
+    """Groups reports one at a time, keeping per group only what the fleet report shows."""
+
+    __slots__ = ("names", "_groups", "_shape_cache")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []  # node index -> name (made unique in `result`)
+        self._groups: dict[str, _GroupTally] = {}  # fingerprint -> tally
+        self._shape_cache: dict[str, tuple[str, dict[str, str]]] = {}  # canonical shape JSON -> (fp, shape)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def add(self, name: str, doc: dict[str, Any]) -> int:
+        """Fold one numatune.inspect document in; returns the node's index (for `rename`)."""
+        parts = shape(doc)
+        blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+        known = self._shape_cache.get(blob)
+        if known is None:  # one sha256 and one shape dict per distinct topology, not per node
+            known = (hashlib.sha256(blob.encode()).hexdigest()[:12], parts)
+            self._shape_cache[blob] = known
+        fp = known[0]
+        group = self._groups.get(fp)
+        if group is None:
+            group = self._groups[fp] = _GroupTally(known[1], doc)
+        index = len(self.names)
+        self.names.append(name)
+        group.members.append(index)
+        release = (doc.get("settings") or {}).get("release") or "unknown"
+        group.kernels[release] = group.kernels.get(release, 0) + 1
+        seen = set()
+        for f in doc.get("findings") or []:
             code = f.get("code", "?")
-            entry = seen.setdefault(code, (f.get("severity", ""), f.get("message", ""), []))
-            if r.name not in entry[2]:
-                entry[2].append(r.name)
-    rank = {"error": 0, "warning": 1, "info": 2}
-    out = [FindingSummary(code, sev, msg, tuple(names)) for code, (sev, msg, names) in seen.items()]
-    return tuple(sorted(out, key=lambda s: (rank.get(s.severity, 3), s.code)))
+            if code in seen:
+                continue
+            seen.add(code)
+            entry = group.findings.get(code)
+            if entry is None:
+                entry = group.findings[code] = (f.get("severity", ""), f.get("message", ""), array("I"))
+            entry[2].append(index)
+        return index
+
+    def rename(self, index: int, name: str) -> None:
+        self.names[index] = name
+
+    def result(self) -> Fleet:
+        """Groups largest first; the first group is the reference for outliers. Repeated names get #2, #3."""
+        names = _unique(self.names)
+        ordered = sorted(self._groups.items(), key=lambda kv: (-len(kv[1].members), names[kv[1].members[0]]))
+        ref_shape = ordered[0][1].shape if ordered else {}
+        rank = {"error": 0, "warning": 1, "info": 2}
+        groups = []
+        for i, (fp, g) in enumerate(ordered):
+            findings = sorted(
+                (FindingSummary(code, sev, msg, tuple(names[k] for k in idx))
+                 for code, (sev, msg, idx) in g.findings.items()),
+                key=lambda s: (rank.get(s.severity, 3), s.code))
+            groups.append(Group(
+                id=_group_id(i),
+                fingerprint=fp,
+                shape=g.shape,
+                nodes=tuple(names[k] for k in g.members),
+                kernels=dict(sorted(g.kernels.items(), key=lambda kv: (-kv[1], kv[0]))),
+                findings=tuple(findings),
+                differs=_differs(ref_shape, g.shape) if i else (),
+                example=g.example,
+            ))
+        majority = len(ordered) < 2 or len(ordered[0][1].members) > len(ordered[1][1].members)
+        outliers = tuple(n for g in groups[1:] for n in g.nodes)
+        notes = () if majority else ("the largest groups are the same size: group A is the reference only because "
+                                     "it comes first",)
+        return Fleet(tuple(groups), majority, outliers, len(names), notes)
+
+
+def _unique(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        count = seen[n] = seen.get(n, 0) + 1
+        out.append(n if count == 1 else f"{n}#{count}")
+    return out
 
 
 def _differs(ref: dict[str, str], other: dict[str, str]) -> tuple[tuple[str, str | None, str | None], ...]:
@@ -130,32 +238,10 @@ def _differs(ref: dict[str, str], other: dict[str, str]) -> tuple[tuple[str, str
 
 def group_fleet(reports: list[NodeReport]) -> Fleet:
     """Groups by fingerprint, largest first; the first group is the reference for outliers."""
-    by_fp: dict[str, list[NodeReport]] = {}
-    shapes: dict[str, dict[str, str]] = {}
+    tally = FleetTally()
     for r in reports:
-        parts = shape(r.doc)
-        fp = fingerprint(parts)
-        by_fp.setdefault(fp, []).append(r)
-        shapes.setdefault(fp, parts)
-    ordered = sorted(by_fp.items(), key=lambda kv: (-len(kv[1]), kv[1][0].name))
-    groups = []
-    ref_shape = shapes[ordered[0][0]] if ordered else {}
-    for i, (fp, members) in enumerate(ordered):
-        kernels = Counter((m.doc.get("settings") or {}).get("release") or "unknown" for m in members)
-        groups.append(Group(
-            id=_group_id(i),
-            fingerprint=fp,
-            shape=shapes[fp],
-            nodes=tuple(m.name for m in members),
-            kernels=dict(sorted(kernels.items(), key=lambda kv: (-kv[1], kv[0]))),
-            findings=_findings(members),
-            differs=_differs(ref_shape, shapes[fp]) if i else (),
-        ))
-    majority = len(ordered) < 2 or len(ordered[0][1]) > len(ordered[1][1])
-    outliers = tuple(n for g in groups[1:] for n in g.nodes)
-    notes = () if majority else ("the largest groups are the same size: group A is the reference only because "
-                                 "it comes first",)
-    return Fleet(tuple(groups), majority, outliers, len(reports), notes)
+        tally.add(r.name, r.doc)
+    return tally.result()
 
 
 def _group_id(i: int) -> str:

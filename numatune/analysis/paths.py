@@ -1,15 +1,17 @@
-"""The GPU/NIC connection matrix in the style of `nvidia-smi topo -m`, from the PCI hierarchy alone.
+"""The GPU/NIC connection matrix in the style of `nvidia-smi topo -m`: PCIe hierarchy plus GPU fabric.
 
-Works for any vendor and offline, because it needs only each device's sysfs path:
+The PCIe part works for any vendor and offline, because it needs only each device's sysfs path:
 X same device; PIX at most one PCIe bridge between them; PXB several bridges, same host bridge
 subtree; PHB through the PCIe host bridge; NODE across host bridges within one NUMA node;
-SYS across the inter-socket link (or a node that is unknown).
+SYS across the inter-socket link (or a node that is unknown). A GPU pair joined by a fabric link
+shows it instead, as the vendors' tools do: NV# (# bonded NVLinks, direct or through NVSwitch, from
+NVML) and XGMI / XGMI# (AMD Infinity Fabric, # links when more than one, from the KFD io_links).
 """
 
 from __future__ import annotations
 
 from numatune.model._record import record
-from numatune.model.topology import PciDevice, Topology
+from numatune.model.topology import FabricLink, PciDevice, Topology
 
 LEGEND = {
     "X": "self",
@@ -18,6 +20,8 @@ LEGEND = {
     "PHB": "a PCIe host bridge (typically the CPU)",
     "NODE": "PCIe and the interconnect between host bridges within a NUMA node",
     "SYS": "PCIe and the SMP interconnect between NUMA nodes (e.g. UPI, xGMI)",
+    "NV#": "a bonded set of # NVLinks (direct, or through NVSwitch)",
+    "XGMI#": "AMD Infinity Fabric (XGMI) GPU-to-GPU link; # links when more than one",
 }
 
 
@@ -28,6 +32,9 @@ class PathMatrix:
     cells: tuple[tuple[str, ...], ...]
     nodes: tuple[int | None, ...]
     local_cpus: tuple[tuple[int, ...], ...]
+    links: tuple[FabricLink, ...] = ()  # the fabric links among these devices
+    nvlink: str = "n/a"  # "nvml" | "saved" | "not visible" | "n/a" (no NVIDIA GPU)
+    nvlink_note: str = ""
 
 
 def connection(a: PciDevice, b: PciDevice) -> str:
@@ -48,7 +55,24 @@ def connection(a: PciDevice, b: PciDevice) -> str:
     node_a, node_b = a.node, b.node
     if node_a is not None and node_a == node_b:
         return "NODE"
+    if node_a is None and node_b is None and a.kfd_cpu_agent is not None and a.kfd_cpu_agent == b.kfd_cpu_agent:
+        return "NODE"  # no NUMA information in the tree, but the KFD puts both under one CPU
     return "SYS"
+
+
+def fabric_label(link: FabricLink) -> str:
+    """The cell for a fabric link, as nvidia-smi (NV18) and rocm-smi (XGMI) name them."""
+    if link.kind in ("nvlink", "nvswitch"):
+        return f"NV{link.count or ''}" if link.count else "NV?"
+    return "XGMI" if not link.count or link.count == 1 else f"XGMI{link.count}"
+
+
+def cell(topo: Topology, a: PciDevice, b: PciDevice) -> str:
+    if a.bdf != b.bdf and a.kind == "gpu" and b.kind == "gpu":
+        link = topo.fabric.link(a.bdf.lower(), b.bdf.lower())
+        if link is not None:
+            return fabric_label(link)
+    return connection(a, b)
 
 
 def path_matrix(topo: Topology) -> PathMatrix:
@@ -56,23 +80,29 @@ def path_matrix(topo: Topology) -> PathMatrix:
     nics = [d for d in topo.devices if d.kind == "nic"]
     devs = gpus + nics
     labels = [f"GPU{i}" for i in range(len(gpus))] + [f"NIC{i}" for i in range(len(nics))]
-    cells = tuple(tuple(connection(a, b) for b in devs) for a in devs)
+    cells = tuple(tuple(cell(topo, a, b) for b in devs) for a in devs)
+    bdfs = {d.bdf.lower() for d in gpus}
     return PathMatrix(
         devices=tuple(d.bdf for d in devs),
         labels=tuple(labels),
         cells=cells,
         nodes=tuple(d.node for d in devs),
         local_cpus=tuple(d.local_cpus for d in devs),
+        links=tuple(x for x in topo.fabric.links if x.a in bdfs and x.b in bdfs),
+        nvlink=topo.fabric.nvlink,
+        nvlink_note=topo.fabric.nvlink_note,
     )
 
 
 RANK = {"X": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 
 
-def nearest_nic(topo: Topology, gpu: PciDevice) -> tuple[PciDevice, str] | None:
-    """The NIC a GPU should use for GPUDirect RDMA: the one with the shortest path."""
+def nearest_nic(
+    topo: Topology, gpu: PciDevice, nics: tuple[PciDevice, ...] | None = None
+) -> tuple[PciDevice, str] | None:
+    """The NIC a GPU should use for GPUDirect RDMA: the one with the shortest path (of `nics`, default all)."""
     best = None
-    for nic in topo.nics:
+    for nic in topo.nics if nics is None else nics:
         kind = connection(gpu, nic)
         if best is None or RANK[kind] < RANK[best[1]]:
             best = (nic, kind)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
 from numatune.analysis.paths import nearest_nic
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Code, Finding, Severity, register
 from numatune.model.topology import Topology
+
+TYPE_CHECKING = False  # annotations only: collections.abc imports collections (~5% of a start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 UNBALANCED_MEMORY_RATIO = 0.25  # sockets whose DRAM differs by more than this are flagged
 
@@ -45,6 +47,30 @@ NT012 = register("NT012", Severity.INFO, "topology", "irqbalance is running", ""
     affinity.""")
 NT013 = register("NT013", Severity.INFO, "topology", "transparent hugepages are disabled", """
     Transparent hugepages are disabled: large training buffers use 4 KiB pages (more TLB misses).""")
+NT014 = register("NT014", Severity.INFO, "topology", "the KFD's CPU agents do not match the tree's nodes", """
+    The AMD KFD topology puts each GPU under a CPU agent (one per NUMA node with CPUs), but the tree
+    has a different number of NUMA nodes with CPUs (typically a capture without
+    /sys/devices/system/cpu or node): the GPUs' NUMA nodes are unknown rather than guessed. The path
+    matrix still tells GPUs under the same CPU agent (NODE) from GPUs under different ones (SYS).""")
+NT015 = register("NT015", Severity.INFO, "topology", "NVLink is not visible", """
+    The root has NVIDIA GPUs but NVLink cannot be seen: NVLink is not in sysfs, and neither NVML
+    (the nvidia-ml-py package with the driver loaded) nor an NVML record saved by `numatune snapshot`
+    is available. GPU pairs then show their PCIe path only, which is not how they talk.""")
+NT016 = register("NT016", Severity.WARNING, "topology", "no GPUDirect RDMA peer-memory module", """
+    NVIDIA GPUs and RDMA NICs share the node but neither nvidia_peermem nor nv_peer_mem is loaded:
+    unless the stack uses DMA-BUF (open kernel modules, NCCL 2.12+ and a 5.12+ kernel), NCCL's
+    network traffic is staged through host memory instead of going NIC to GPU.""")
+NT017 = register("NT017", Severity.WARNING, "topology", "ACS redirects P2P between a GPU and its NIC", """
+    A PCIe bridge between a GPU and its nearest RDMA NIC has ACS P2P request/completion redirect on:
+    GPUDirect RDMA traffic that could turn in the switch goes up to the root complex (and through
+    the IOMMU). Read from config space, so only where the tree has it (root's snapshot, live as root).""")
+NT018 = register("NT018", Severity.WARNING, "topology", "a GPU's nearest NIC is reached through the CPU", """
+    The RDMA NIC nearest a GPU is reached through the CPU's PCIe root complex (PHB) or across host bridges
+    (NODE), not under a shared PCIe switch: NCCL disables GPUDirect RDMA beyond PXB by default
+    (NCCL_NET_GDR_LEVEL) and traffic bounces through host memory. Across sockets is NT002.""")
+NT019 = register("NT019", Severity.ERROR, "topology", "the NVSwitch fabric is not ready", """
+    NVML reports a GPU's NVSwitch fabric registration as not started, in progress or failed: CUDA
+    will not run on it (or runs without NVLink) until nvidia-fabricmanager has trained the fabric.""")
 NT020 = register("NT020", Severity.INFO, "topology", "CPU capacity and frequency disagree", """
     Some CPUs differ in cpu_capacity but not in cpufreq's maximum frequency, or the other way round.
     The scheduler (energy-aware and asymmetric packing) places tasks by capacity, cpufreq by frequency:
@@ -145,6 +171,8 @@ def check_offline_cpus(topo: Topology) -> Iterator[Finding]:
 
 
 def check_device_on_cpuless_node(topo: Topology) -> Iterator[Finding]:
+    if not any(n.cpus for n in topo.nodes):
+        return  # no CPU topology in this tree: no node is known to lack CPUs
     cpuless = {n.id for n in topo.nodes if not n.cpus}
     for d in topo.devices:
         if d.node in cpuless and d.kind in ("gpu", "nic", "nvme", "accelerator"):
@@ -271,6 +299,96 @@ def check_gpu_on_efficiency_cores(topo: Topology) -> Iterator[Finding]:
         )
 
 
+def check_kfd_agents_unmatched(topo: Topology) -> Iterator[Finding]:
+    amd = [d for d in topo.gpus if d.kfd_cpu_agent is not None and d.node is None]
+    if not amd:
+        return
+    agents = sorted({d.kfd_cpu_agent for d in amd if d.kfd_cpu_agent is not None})
+    with_cpus = len([n for n in topo.nodes if n.cpus])
+    yield NT014(
+        f"{len(amd)} AMD GPU(s) hang off KFD CPU agent(s) {format_cpulist(agents)}, but this tree has "
+        f"{with_cpus} NUMA node(s) with CPUs{'' if topo.numa_kernel else ' (no NUMA information: one implicit node)'}: "
+        "their NUMA nodes are unknown, not guessed; GPUs under the same CPU agent show NODE, others SYS",
+        "capture /sys/devices/system/cpu and /sys/devices/system/node too (numatune snapshot does)",
+        "kfd",
+    )
+
+
+def check_nvlink_visible(topo: Topology) -> Iterator[Finding]:
+    if topo.fabric.nvlink == "not visible" and len([g for g in topo.gpus if g.vendor_id == 0x10DE]) > 1:
+        yield NT015(
+            f"NVLink is not visible ({topo.fabric.nvlink_note}): GPU pairs show their PCIe path only",
+            "install nvidia-ml-py (pip install 'numatune[nvidia]') on the node, or snapshot it with NVML",
+            "nvlink",
+        )
+
+
+def check_peer_memory(topo: Topology) -> Iterator[Finding]:
+    nvidia = [g for g in topo.gpus if g.vendor_id == 0x10DE]
+    rdma = [n for n in topo.nics if n.rdma]
+    if nvidia and rdma and topo.fabric.peer_memory == "":
+        yield NT016(
+            f"{len(nvidia)} NVIDIA GPU(s) and {len(rdma)} RDMA NIC(s) but neither nvidia_peermem nor nv_peer_mem "
+            "is loaded: GPUDirect RDMA needs it (or DMA-BUF)",
+            "modprobe nvidia_peermem (and list it in /etc/modules-load.d/)",
+            "nvidia_peermem",
+        )
+
+
+def _gpu_nic_pairs(topo: Topology) -> Iterator[tuple]:
+    """Each GPU with its nearest RDMA NIC (GPUDirect RDMA needs one) and the path kind between them."""
+    rdma = tuple(n for n in topo.nics if n.rdma)
+    if not rdma:
+        return
+    for g in topo.gpus:
+        best = nearest_nic(topo, g, rdma)
+        if best is not None:
+            yield g, best[0], best[1], ", ".join(best[0].netdevs + best[0].rdma) or best[0].kind
+
+
+def check_gpudirect_through_cpu(topo: Topology) -> Iterator[Finding]:
+    for g, nic, kind, names in _gpu_nic_pairs(topo):
+        if kind in ("PHB", "NODE"):
+            yield NT018(
+                f"GPU {g.bdf}'s nearest NIC {nic.bdf} ({names}) is {kind}: reached through the CPU, "
+                "so GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB)",
+                "put GPU and NIC under one PCIe switch; or, knowing the cost, NCCL_NET_GDR_LEVEL=PHB",
+                g.bdf,
+            )
+
+
+def check_gpudirect_acs(topo: Topology) -> Iterator[Finding]:
+    if not topo.fabric.acs:
+        return
+    for g, nic, kind, names in _gpu_nic_pairs(topo):
+        if kind not in ("PIX", "PXB"):
+            continue
+        # The bridges where the traffic turns: below the deepest common ancestor on each side, and it.
+        common = [b for b in g.ancestors if b in nic.ancestors]
+        turn = set(g.ancestors[len(common) - 1:]) | set(nic.ancestors[len(common) - 1:])
+        redirect = sorted(b for b in turn if topo.fabric.acs.get(b) == "redirect")
+        if redirect:
+            yield NT017(
+                f"ACS redirects peer-to-peer traffic on bridge(s) {', '.join(redirect)} between GPU {g.bdf} "
+                f"and NIC {nic.bdf} ({names}): GPUDirect RDMA goes up to the root complex",
+                "disable ACS P2P redirect on those switch ports (setpci, or the BIOS) where IOMMU isolation "
+                "is not needed",
+                g.bdf,
+            )
+
+
+def check_nvswitch_fabric(topo: Topology) -> Iterator[Finding]:
+    for g in topo.fabric.nvml_gpus:
+        state, status = g.fabric_state, g.fabric_status
+        if state in ("not-started", "in-progress") or (state == "completed" and status not in (None, "success")):
+            yield NT019(
+                f"GPU {g.bdf} ({g.uuid or g.name or 'NVIDIA'}): NVSwitch fabric registration {state}"
+                f"{'' if status in (None, 'success') else f', {status}'}",
+                "systemctl start nvidia-fabricmanager (same version as the driver) and check its log",
+                g.bdf,
+            )
+
+
 # Each rule with the one code it reports, in report order.
 CHECKS: tuple[tuple[Code, Callable[[Topology], Iterator[Finding]]], ...] = (
     (NT001, check_unknown_device_node),
@@ -286,6 +404,12 @@ CHECKS: tuple[tuple[Code, Callable[[Topology], Iterator[Finding]]], ...] = (
     (NT011, check_single_node),
     (NT012, check_irqbalance),
     (NT013, check_thp),
+    (NT014, check_kfd_agents_unmatched),
+    (NT015, check_nvlink_visible),
+    (NT016, check_peer_memory),
+    (NT017, check_gpudirect_acs),
+    (NT018, check_gpudirect_through_cpu),
+    (NT019, check_nvswitch_fabric),
     (NT020, check_capacity_frequency),
     (NT021, check_gpu_on_efficiency_cores),
 )

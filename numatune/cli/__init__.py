@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("numatune.cli.diff:diff_cmd", "Compare two roots, snapshots or JSON reports."),
     "fleet": ("numatune.cli.fleet:fleet_cmd", "Group many nodes' reports by topology and list the outliers."),
     "snapshot": ("numatune.cli.snapshot:snapshot_cmd", "Save what numatune reads into an archive that --root reads."),
+    "emit": ("numatune.cli.emit:emit_group", "Write Slurm, kubelet and node-feature-discovery configuration."),
 }
 
 

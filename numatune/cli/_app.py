@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 import click
@@ -28,17 +26,9 @@ class App:
         return self._host
 
     def console(self, *, stderr: bool = False):  # noqa: ANN201 - rich is imported lazily
-        from rich.console import Console
+        from numatune.render.console import make_console
 
-        no_color = not self.color or "NO_COLOR" in os.environ
-        return Console(
-            file=sys.stderr if stderr else sys.stdout,
-            no_color=no_color,
-            highlight=False,
-            emoji=False,
-            markup=False,  # device names and sysfs values contain brackets ("[ConnectX-3]", "[root]")
-            soft_wrap=False,
-        )
+        return make_console(self.color, stderr=stderr)
 
     def echo_json(self, document: Any) -> None:
         from numatune.render.envelope import dumps

@@ -2,8 +2,10 @@
 
 The names mean the same everywhere: `text` (for people: tables, lists), `json` (the versioned
 document, numatune.render.envelope), `prometheus` (node_exporter textfile), `junit` (CI test
-report). Each command offers the subset it can write. `table`, the old name of `text` for inspect,
-audit and irq, is still accepted.
+report), `svg` (a picture of the node, numatune.render.picture) and `html` (one self-contained page).
+Each command offers the subset it can write. `table`, the old name of `text` for inspect, audit and
+irq, is still accepted. Commands that write to `--output/-o FILE` take the format from the file's
+suffix (SUFFIXES) unless --format says otherwise.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from typing import Any
 
 import click
 
-FORMATS = ("text", "json", "prometheus", "junit")
+FORMATS = ("text", "json", "prometheus", "junit", "svg", "html")
 ALIASES = {"table": "text"}
+SUFFIXES = {".svg": "svg", ".html": "html", ".htm": "html", ".json": "json", ".prom": "prometheus",
+            ".xml": "junit", ".txt": "text"}
 
 
 class FormatChoice(click.Choice):
@@ -25,10 +29,13 @@ class FormatChoice(click.Choice):
         return super().convert(ALIASES.get(value, value), param, ctx)
 
 
-def format_option(*choices: str, default: str | None = "text") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def format_option(*choices: str, default: str | None = "text",
+                  output: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Add `--format CHOICE` and `--json` (same as `--format json`); the command gets `fmt` only.
 
     default=None: `fmt` is None unless asked for (launch, where asking for a format means "print the plan").
+    output=True: also `--output/-o FILE` (the command gets `output`, a Path or None); without --format or
+    --json the format is guessed from FILE's suffix (`-o node.svg` writes SVG).
     """
     unknown = set(choices) - set(FORMATS)
     if unknown:
@@ -37,14 +44,43 @@ def format_option(*choices: str, default: str | None = "text") -> Callable[[Call
     def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
         def command(*args: Any, fmt: str | None, as_json: bool, **kwargs: Any) -> Any:
-            return func(*args, fmt="json" if as_json else fmt, **kwargs)
+            if as_json:
+                fmt = "json"
+            elif output and kwargs.get("output") is not None:
+                ctx = click.get_current_context()
+                if ctx.get_parameter_source("fmt") in (None, click.core.ParameterSource.DEFAULT):
+                    fmt = guess_format(kwargs["output"], choices, fmt)
+            return func(*args, fmt=fmt, **kwargs)
 
+        if output:
+            from pathlib import Path
+
+            names = ", ".join(f"{s}" for s, f in SUFFIXES.items() if f in choices)
+            command = click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                                   help=f"Write the report to FILE; the format follows its suffix ({names}) "
+                                        "unless --format is given.")(command)
         command = click.option("--json", "as_json", is_flag=True,
                                help="Shorthand for --format json (versioned schema).")(command)
         return click.option("--format", "-f", "fmt", type=FormatChoice(choices), default=default,
                             show_default=default is not None, help="Output format.")(command)
 
     return decorator
+
+
+def guess_format(path: Any, choices: tuple[str, ...], fallback: str | None) -> str | None:
+    """The format a file name asks for (".svg" -> "svg"), if the command offers it, else `fallback`."""
+    fmt = SUFFIXES.get(path.suffix.lower())
+    return fmt if fmt in choices else fallback
+
+
+def write_output(path: Any, text: str) -> None:
+    """Write a report to the -o file; an unwritable path is a one-line input error."""
+    from numatune.errors import InputError
+
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def format_choices(command: click.Command) -> tuple[str, ...]:

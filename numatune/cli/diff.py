@@ -23,17 +23,10 @@ def diff_cmd(app: App, a: str, b: str, ignore: tuple[str, ...], fmt: str) -> Non
     (GPU, NIC, NVMe, CXL, accelerators and each GPU's nearest NIC) and the kernel version and
     settings. Use `/` for the live node. Exit status 0 when they match, 1 when they differ.
     """
-    from numatune.analysis.diff import diff_views, view
-    from numatune.cli._reports import load_inspect
+    from numatune.diff_run import diff_report
     from numatune.errors import ExitCode
-    from numatune.render.diff_out import diff_document, render_diff_text
 
-    doc_a, kind_a = load_inspect(a)
-    doc_b, kind_b = load_inspect(b)
-    diffs = diff_views(view(doc_a), view(doc_b), tuple(ignore))
-    if fmt == "json":
-        app.echo_json(diff_document((a, kind_a), (b, kind_b), diffs, ignore))
-    else:
-        click.echo(render_diff_text(a, b, diffs), nl=False)
-    if diffs:
+    text, differ = diff_report(a, b, tuple(ignore), fmt)
+    click.echo(text, nl=False)
+    if differ:
         raise click.exceptions.Exit(int(ExitCode.FINDINGS))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option
+from numatune.cli._options import format_option, write_output
 
 
 def build_inspect(app: App):  # noqa: ANN201 - returns (topology, matrix, findings)
@@ -16,29 +18,71 @@ def build_inspect(app: App):  # noqa: ANN201 - returns (topology, matrix, findin
 
 
 @click.command("inspect")
-@format_option("text", "json", "prometheus")
+@format_option("text", "json", "prometheus", "svg", "html", output=True)
 @click.pass_obj
-def inspect_cmd(app: App, fmt: str) -> None:
+def inspect_cmd(app: App, fmt: str, output: Path | None) -> None:
     """Show sockets, NUMA nodes, memory tiers and HMAT, GPUs, NICs, NVMe and CXL, and findings.
 
     Works the same on the live node and on a saved tree (--root DIR or a snapshot archive).
     Set NUMATUNE_PCI_IDS to a pci.ids file for device names ("" disables names).
+    `--format svg` draws the node (`-o node.svg` does the same); `--format html` writes one
+    self-contained page with the picture, the tables and the findings.
     """
-    if fmt == "json":
+    if fmt == "json" and output is None:
         from numatune.readers.pci import pci_ids_from_env
         from numatune.reports import inspect_json
 
         click.echo(inspect_json(app.host, pci_ids_from_env()))
         return
     topo, matrix, findings = build_inspect(app)
+    if fmt == "text" and output is None:
+        from numatune.render.inspect_text import print_inspect
+
+        print_inspect(topo, matrix, findings, app.color)
+    elif output is not None:
+        write_output(output, _report_text(fmt, topo, matrix, findings))
+    else:
+        click.echo(_report_text(fmt, topo, matrix, findings), nl=False)
+    if fmt in ("text", "svg", "html"):
+        for s in topo.skipped:
+            app.note(f"skipped {s.subject}: {s.reason}")
+
+
+def _report_text(fmt: str, topo, matrix, findings) -> str:  # noqa: ANN001
+    """The report as the text of a file (ending in a newline); `text` without colour, 100 columns."""
+    if fmt == "text":
+        from numatune.render.inspect_text import plain_inspect
+
+        text = plain_inspect(topo, matrix, findings, 100)
+        if text is None:
+            import io
+
+            from rich.console import Console
+
+            from numatune.render.inspect_text import render_inspect
+
+            buf = io.StringIO()
+            Console(file=buf, width=100, no_color=True, highlight=False, emoji=False, markup=False,
+                    soft_wrap=False).print(render_inspect(topo, matrix, findings))
+            text = buf.getvalue()
+        return text
     if fmt == "prometheus":
         from numatune.render.prometheus import inspect_metrics
 
-        click.echo(inspect_metrics(topo, findings), nl=False)
-        return
-    from numatune.render.inspect_text import render_inspect
+        return inspect_metrics(topo, findings)
+    from numatune.render.inspect_json import inspect_document
 
-    console = app.console()
-    console.print(render_inspect(topo, matrix, findings))
-    for s in topo.skipped:
-        app.note(f"skipped {s.subject}: {s.reason}")
+    doc = inspect_document(topo, matrix, findings)
+    if fmt == "json":
+        from numatune.render.envelope import dumps
+
+        return dumps(doc) + "\n"
+    from numatune.render.picture import sockets_of
+
+    if fmt == "svg":
+        from numatune.render.picture import render_svg
+
+        return render_svg(doc, sockets_of(topo))
+    from numatune.render.html_out import inspect_html
+
+    return inspect_html(doc, sockets_of(topo))

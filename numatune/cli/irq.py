@@ -168,32 +168,6 @@ def _writable(app: App) -> None:
     require_write_access(app.host)
 
 
-def _load_plan(path: str):  # noqa: ANN202 - list of PlannedIrq-like entries
-    import json
-    from types import SimpleNamespace
-
-    from numatune.cpulist import parse_cpulist
-    from numatune.errors import InputError
-    from numatune.render.envelope import SCHEMAS, is_document
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read plan file {path}: {exc}") from exc
-    if not is_document(doc, "irq-plan") or not isinstance(doc.get("entries"), list):
-        raise InputError(f"{path} is not a plan written by `numatune irq plan --json` (schema {SCHEMAS['irq-plan']})")
-    out = []
-    for e in doc["entries"]:
-        try:
-            target = tuple(sorted(parse_cpulist(e["target"]))) if e.get("target") else None
-            out.append(SimpleNamespace(irq=int(e["irq"]), action=str(e["action"]), target=target,
-                                       label=str(e.get("label", ""))))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{path}: malformed plan entry {e!r}") from exc
-    return out
-
-
 @irq_group.command("apply")
 @format_option("text", "json")
 @cpu_options
@@ -214,17 +188,16 @@ def apply_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: 
     """
     from pathlib import Path
 
-    from numatune.irq_apply import default_state_path, plan_changes, run_changes
+    from numatune.irq_apply import default_state_path, plan_changes, read_plan, run_changes
     if not dry_run:
         _writable(app)
     if plan_file:
-        entries = _load_plan(plan_file)
+        changes = read_plan(plan_file)
         skipped_in_plan: list[tuple[int, str]] = []
     else:
         _, _, plan = _make_plan(app, exclude_cpus, ranks_per_node, reserve_cores, irq_cpu_kind)
-        entries = list(plan.entries)
+        changes = plan_changes(plan.entries)
         skipped_in_plan = [(e.irq, e.reason) for e in plan.entries if e.action == "skip"]
-    changes = plan_changes(entries)
     state = None if dry_run else (Path(save) if save else default_state_path(app.host))
     result = run_changes(app.host, changes, state_path=state if changes else None, dry_run=dry_run)
     result.skipped = skipped_in_plan + result.skipped

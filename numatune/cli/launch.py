@@ -37,7 +37,8 @@ _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 @click.option("--mem-policy", type=click.Choice(MEM_POLICIES), default="bind", show_default=True,
               help="Memory policy for the command.")
 @click.option("--mem-nodes", metavar="LIST", help="Memory nodes for the policy instead of the derived ones (0,2).")
-@click.option("--weights", metavar="NODE:W,...", help="Weighted-interleave weights (system-wide; root to change).")
+@click.option("--weights", metavar="NODE:W,...",
+              help="Weighted-interleave weights the kernel must have (system-wide: launch does not change them).")
 @click.option("--via", type=click.Choice(METHODS), default="auto", show_default=True,
               help="numactl, taskset or direct syscalls (auto: numactl when it can express the policy).")
 @click.option("--best-effort", is_flag=True, help="When a binding cannot be honoured, warn and run unbound.")
@@ -117,44 +118,42 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
 
         click.echo(render_dry_run(plan), nl=False)
         return
-    from numatune.bind import apply_plan, write_weights
-    from numatune.errors import NumatuneError
+    from numatune.bind import apply_plan
     from numatune.render.launch_text import summary_line
 
     for w in plan.warnings:
         app.warn(w)
-    if plan.write_weights:
-        try:
-            write_weights(host, plan.write_weights)
-            app.note("set weighted-interleave weights " + ",".join(f"{n}:{w}" for n, w in plan.write_weights.items())
-                     + " (system-wide)")
-        except NumatuneError as exc:
-            if not opts.best_effort:
-                raise
-            app.warn(f"{exc.message}; the kernel's current weights are used (--best-effort)")
     if not kw["quiet"]:
         app.note(summary_line(plan))
     apply_plan(plan, os.environ)
 
 
+# Options that choose what this invocation prints or writes instead of running: not passed on to the wrapper.
+NOT_FORWARDED = frozenset({"emit", "dry_run", "fmt", "as_json"})
+
+
+def forwarded_args(kw: dict) -> list[str]:
+    """Every launch option as given, in canonical form, read off the click options themselves (so a new
+    option reaches emitted wrappers without a list to keep in step)."""
+    args = []
+    for param in launch_cmd.params:
+        if not isinstance(param, click.Option) or param.name in NOT_FORWARDED:
+            continue
+        value = kw[param.name]
+        flag = max(param.opts, key=len)
+        if param.is_flag:
+            args += [flag] if value else []
+        elif value is not None:
+            args += [flag, str(value)]
+    return args
+
+
 def _emit(path: str, kw: dict, command: tuple[str, ...]) -> None:
-    """Write the wrapper with the options as given (canonical form), minus --emit/--dry-run/--format/--json."""
+    """Write the wrapper with the options as given, minus the ones that pick what is printed (NOT_FORWARDED)."""
     import numatune
     from numatune.render.launch_sh import render_wrapper
 
-    args = ["launch"]
-    for name, flag in (("rank", "--rank"), ("local_size", "--local-size"), ("gpu", "--gpu"), ("node", "--node"),
-                       ("mem_nodes", "--mem-nodes"), ("weights", "--weights")):
-        if kw[name] is not None:
-            args += [flag, str(kw[name])]
-    args += ["--cpu-bind", kw["cpu_bind"], "--mem-policy", kw["mem_policy"], "--via", kw["via"]]
-    if kw["cpu_kind"] != "performance":
-        args += ["--cpu-kind", kw["cpu_kind"]]
-    if kw["reserve_cores"]:
-        args += ["--reserve-cores", str(kw["reserve_cores"])]
-    for name in ("allow_isolated", "best_effort", "quiet"):
-        if kw[name]:
-            args.append("--" + name.replace("_", "-"))
+    args = ["launch", *forwarded_args(kw)]
     parent = os.path.dirname(os.path.dirname(os.path.abspath(numatune.__file__)))
     text = render_wrapper(sys.executable, parent, args, command)
     from numatune.errors import InputError

@@ -2,8 +2,8 @@
 
 Kept apart from the topology model because only `irq` (and `check`) need it. `None` means unknown:
 a saved tree without /proc/irq has no affinity, one without /proc/interrupts has no counts.
-NamedTuples rather than frozen dataclasses: immutable all the same (`_replace` to derive), and much
-cheaper to define at import, which matters on `irq --json`'s start-up path.
+`@record`s (numatune.model._record) rather than frozen dataclasses: immutable all the same (`_replace`
+to derive), and much cheaper to define at import, which matters on `irq --json`'s start-up path.
 """
 
 from __future__ import annotations

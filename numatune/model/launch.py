@@ -1,15 +1,15 @@
 """What `numatune launch` decides: which rank, which GPU, which node, which CPUs, which memory policy.
 
 Immutable records built by `plan/launch.py` from a Topology and the live facts gathered by `bind.py`,
-consumed by the renderers and `bind.apply_plan`. They are NamedTuples rather than frozen dataclasses
-on purpose: launch runs in front of every rank, and on Python 3.11 creating a frozen dataclass costs
-about 20 times more than a NamedTuple (one exec per generated method); see README, Performance.
+consumed by the renderers and `bind.apply_plan`. They are `@record`s (numatune.model._record), not
+frozen dataclasses or typing.NamedTuple, on purpose: launch runs in front of every rank, and a frozen
+dataclass costs one exec per generated method, typing an import; see README, Performance.
 Never mutate the shared empty-dict defaults.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from numatune.model._record import record
 
 CPU_BIND_MODES = ("node", "socket", "exclusive", "cores:N", "none")
 CPU_KIND_CHOICES = ("performance", "efficiency", "any")  # --cpu-kind: which CPU kinds a rank gets first
@@ -36,12 +36,14 @@ POLICY_SUPPORT: dict[str, tuple[int, tuple[int, int], str, str]] = {
 }
 
 
-class CpuBind(NamedTuple):
+@record
+class CpuBind:
     mode: str  # node | socket | exclusive | cores | none
     cores: int | None = None  # for cores:N
 
 
-class LaunchOptions(NamedTuple):
+@record
+class LaunchOptions:
     """The user's choices, already parsed and validated for syntax."""
 
     rank: int | None = None
@@ -59,14 +61,16 @@ class LaunchOptions(NamedTuple):
     cpu_kind: str = "performance"  # performance | efficiency | any (see plan.launch.order_by_kind)
 
 
-class Numactl(NamedTuple):
+@record
+class Numactl:
     path: str
     version: str | None  # "2.0.19" when `numactl --version` answers; else None
     preferred_many: bool  # --preferred-many in its usage text (numactl >= 2.0.15)
     weighted: bool  # --weighted-interleave in its usage text (numactl >= 2.0.19)
 
 
-class LaunchFacts(NamedTuple):
+@record
+class LaunchFacts:
     """What the plan needs to know about the process and node it runs on (gathered by bind.py)."""
 
     env: dict[str, str] = {}  # only the launcher keys in plan.ENV_KEYS
@@ -81,14 +85,16 @@ class LaunchFacts(NamedTuple):
     current_weights: dict[int, int] = {}
 
 
-class RankInfo(NamedTuple):
+@record
+class RankInfo:
     rank: int
     rank_source: str  # "LOCAL_RANK=3" | "--rank" | "default (no launcher variable)"
     local_size: int | None
     size_source: str | None
 
 
-class GpuChoice(NamedTuple):
+@record
+class GpuChoice:
     bdf: str
     kind: str
     pci_index: int | None  # position among the node's GPUs in PCI bus order
@@ -100,7 +106,8 @@ class GpuChoice(NamedTuple):
     inferred_from: str | None = None
 
 
-class MemPolicy(NamedTuple):
+@record
+class MemPolicy:
     policy: str  # one of MEM_POLICIES
     mode: int | None  # MPOL_* (None for "none")
     nodes: tuple[int, ...] = ()
@@ -108,7 +115,8 @@ class MemPolicy(NamedTuple):
     weights_source: str | None = None  # "--weights" | "HMAT read bandwidth" | "kernel"
 
 
-class KindShare(NamedTuple):
+@record
+class KindShare:
     """The rank's CPUs of one CPU kind (launch says which kind each rank got)."""
 
     rank: int  # the kind's rank, 0 = most performant
@@ -117,7 +125,8 @@ class KindShare(NamedTuple):
     cpus: tuple[int, ...]
 
 
-class LaunchPlan(NamedTuple):
+@record
+class LaunchPlan:
     rank: RankInfo
     gpu: GpuChoice | None
     node: int | None
@@ -131,7 +140,6 @@ class LaunchPlan(NamedTuple):
     env: dict[str, str]  # variables set for the command (OMP_NUM_THREADS)
     reasons: tuple[str, ...]
     warnings: tuple[str, ...] = ()
-    write_weights: dict[int, int] = {}  # sysfs weights to set before exec
     unbound: bool = False  # --best-effort fell back to an unbound run
     cpu_kinds: tuple[KindShare, ...] = ()  # the CPU kinds the rank's CPUs belong to (hybrid CPUs only)
 

@@ -1,6 +1,6 @@
 """A running process as `audit` sees it: threads, memory per node, GPU, access counters, locality.
 
-Immutable records (NamedTuples: cheap to define at import) filled by `numatune.readers.procs` /
+Immutable `@record`s (cheap to define at import) filled by `numatune.readers.procs` /
 `numatune.readers.perf` and judged by `numatune.analysis.locality`; nothing here reads the system.
 """
 
@@ -14,7 +14,7 @@ from numatune.model._record import record
 # Mapping kinds of the memory split, in display order.
 MAPPING_KINDS = ("anon", "file", "heap", "stack", "shm", "hugetlb")
 
-# Shared, read-only default for mapping fields (NamedTuple defaults are shared between instances).
+# Shared, read-only default for mapping fields (record defaults are shared between instances).
 EMPTY_MAP: Mapping = MappingProxyType({})
 
 

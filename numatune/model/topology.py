@@ -6,13 +6,16 @@ Node ids and CPU ids are kept as the kernel numbers them (holes included); nothi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import MappingProxyType
 
 from numatune.model._record import record
 from numatune.model.findings import Skipped
 
-# Shared, read-only default for mapping fields (NamedTuple defaults are shared between instances).
+TYPE_CHECKING = False  # annotations only: collections.abc imports collections (~5% of a start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+# Shared, read-only default for mapping fields (record defaults are shared between instances).
 EMPTY_MAP: Mapping = MappingProxyType({})
 
 
@@ -168,6 +171,7 @@ class PciDevice:
     nvme: tuple[str, ...] = ()
     nvidia: NvidiaGpuInfo | None = None
     amd_kfd_node: int | None = None
+    kfd_cpu_agent: int | None = None  # the KFD CPU node this GPU's PCIe link goes to (its socket, per the KFD)
 
     @property
     def node(self) -> int | None:
@@ -246,6 +250,50 @@ class CxlTopology:
 
 
 @record
+class FabricLink:
+    """A GPU-to-GPU link beside PCIe: AMD XGMI (KFD io_links) or NVIDIA NVLink/NVSwitch (NVML)."""
+
+    a: str  # BDF, the first in PCI order
+    b: str
+    kind: str  # "xgmi" | "nvlink" (direct GPU-GPU) | "nvswitch" (both ends on one NVSwitch fabric)
+    count: int | None = None  # links bonded (the # of NV#/XGMI#); None when the source does not say
+    weight: int | None = None  # KFD io_link weight (15 per XGMI hop)
+    min_bandwidth_mbps: int | None = None  # KFD: one link
+    max_bandwidth_mbps: int | None = None  # KFD: every link of the pair
+    source: str = ""  # "kfd io_links" | "nvml" | "nvml record <path>"
+
+
+@record
+class NvmlGpu:
+    """What NVML says about one NVIDIA GPU (not in sysfs)."""
+
+    index: int  # NVML's index
+    bdf: str
+    uuid: str | None = None
+    name: str | None = None
+    nvlinks_active: int = 0
+    fabric_state: str | None = None  # NVSwitch registration: not-supported|not-started|in-progress|completed
+    fabric_status: str | None = None  # NVML return code of the registration ("success" or the error)
+    processes: tuple[int, ...] = ()  # PIDs of the compute processes on this GPU
+
+
+@record
+class GpuFabric:
+    """GPU interconnect beside PCIe, and whether NVLink could be seen at all."""
+
+    links: tuple[FabricLink, ...] = ()
+    nvlink: str = "n/a"  # "nvml" (live) | "saved" (NVML record in the root) | "not visible" | "n/a" (no NVIDIA GPU)
+    nvlink_note: str = ""  # why not visible, or where the record came from
+    nvml_gpus: tuple[NvmlGpu, ...] = ()
+    driver_version: str | None = None
+    peer_memory: str | None = None  # GPUDirect module: nvidia_peermem | nv_peer_mem | "" none | None unknown
+    acs: Mapping[str, str] = EMPTY_MAP  # bridge BDF -> "redirect" | "no redirect" (ACS P2P), where readable
+
+    def link(self, a: str, b: str) -> FabricLink | None:
+        return next((x for x in self.links if {x.a, x.b} == {a, b}), None)
+
+
+@record
 class KernelSettings:
     release: str | None = None
     numa_balancing: int | None = None  # bitmask: 0 off, 1 normal, 2 memory tiering
@@ -271,6 +319,7 @@ class Topology:
     settings: KernelSettings = KernelSettings()
     skipped: tuple[Skipped, ...] = ()
     cpu_kinds: CpuKinds = CpuKinds()
+    fabric: GpuFabric = GpuFabric()
 
     def node(self, node_id: int) -> NumaNode | None:
         return next((n for n in self.nodes if n.id == node_id), None)

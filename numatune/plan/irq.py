@@ -14,14 +14,14 @@ IRQs (async, admin, misc) get the whole free set of the node.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from numatune.cpulist import format_cpulist
+from numatune.model._record import record
 from numatune.model.irq import IrqReport
 from numatune.model.topology import Topology
 
 
-@dataclass(frozen=True)
+@record
 class PlannedIrq:
     irq: int
     device: str  # key (BDF or name)
@@ -36,13 +36,13 @@ class PlannedIrq:
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class IrqPlan:
     entries: tuple[PlannedIrq, ...]
     reserved: tuple[int, ...]  # CPUs kept free of IRQs: rank cores, --exclude-cpus
     isolated: tuple[int, ...]
-    free_by_node: dict[int, tuple[int, ...]] = field(default_factory=dict)  # CPUs the plan may use
-    rank_cpus: dict[int, tuple[int, ...]] = field(default_factory=dict)  # rank -> CPUs (with --ranks-per-node)
+    free_by_node: dict[int, tuple[int, ...]] = {}  # CPUs the plan may use (shared default: never mutate)
+    rank_cpus: dict[int, tuple[int, ...]] = {}  # rank -> CPUs (with --ranks-per-node)
     notes: tuple[str, ...] = ()
 
     @property
@@ -112,16 +112,14 @@ def exclusive_split(
     """
     from numatune.plan.launch import kind_tiers, without_reserved
 
-    iso = set(isolated)
     placement = rank_nodes(topo, ranks)
     out: dict[int, tuple[int, ...]] = {}
     notes: list[str] = []
     for nid in sorted(set(placement)):
-        node = topo.node(nid)
         members = [r for r, n in enumerate(placement) if n == nid]
-        cores = [c for c in physical_cores(topo, node.cpus if node else ()) if not set(c) & iso]
         usable: list[tuple[int, ...]] = []
-        for tier in kind_tiers(topo, without_reserved(topo, cores, reserve_cores), "performance"):
+        for tier in kind_tiers(topo, without_reserved(topo, _node_cores(topo, nid, isolated), reserve_cores),
+                               "performance"):
             if len(usable) >= len(members):
                 break
             usable += tier
@@ -131,6 +129,29 @@ def exclusive_split(
         for j, rank in enumerate(members):
             out[rank] = tuple(sorted(c for core in usable[j * per : (j + 1) * per] for c in core))
     return out, notes
+
+
+def _node_cores(topo: Topology, node_id: int, isolated: Iterable[int] = ()) -> list[tuple[int, ...]]:
+    """A node's physical cores in CPU-id order, isolated ones left out: what the rank split and the reserve cut."""
+    iso = set(isolated)
+    node = topo.node(node_id)
+    return [c for c in physical_cores(topo, node.cpus if node else ()) if not set(c) & iso]
+
+
+def housekeeping_cores(topo: Topology, reserve_cores: int,
+                       isolated: Iterable[int] = ()) -> dict[int, list[tuple[int, ...]]]:
+    """node -> the `reserve_cores` cores of every node with CPUs that `exclusive_split` keeps out of the rank
+    split (the first; on hybrid CPUs the least performant: plan.launch.without_reserved), where IRQs (irq plan)
+    and system daemons (emit's CpuSpecList, reservedSystemCPUs) go."""
+    from numatune.plan.launch import without_reserved
+
+    out: dict[int, list[tuple[int, ...]]] = {}
+    for n in topo.nodes:
+        if n.cpus and reserve_cores:
+            cores = _node_cores(topo, n.id, isolated)
+            kept = set(without_reserved(topo, cores, reserve_cores))
+            out[n.id] = [c for c in cores if c not in kept]
+    return out
 
 
 def plan_irqs(

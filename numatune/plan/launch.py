@@ -24,37 +24,19 @@ from numatune.model.launch import (
     RankInfo,
 )
 from numatune.model.topology import NumaNode, PciDevice, Topology
-
-RANK_VARS: tuple[tuple[str, str], ...] = (
-    ("LOCAL_RANK", "torchrun"),
-    ("SLURM_LOCALID", "Slurm"),
-    ("OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI"),
-    ("MPI_LOCALRANKID", "MPICH/Intel MPI"),
-    ("PMI_LOCAL_RANK", "PMI"),
-    ("PMIX_LOCAL_RANK", "PMIx"),
+from numatune.readers.nodes import WEIGHT_DIR
+from numatune.resolve import (  # noqa: F401 - re-exported: the CLI, irq plan and tests use them from here
+    ENV_KEYS,
+    GPU_VARS,
+    RANK_VARS,
+    SIZE_VARS,
+    UUID,
+    gpus_in_pci_order,
+    match_uuid,
+    normalize_bdf,
+    pci_sort_key,
+    rank_gpu,
 )
-SIZE_VARS: tuple[tuple[str, str], ...] = (
-    ("LOCAL_WORLD_SIZE", "torchrun"),
-    ("SLURM_NTASKS_PER_NODE", "Slurm"),
-    ("SLURM_TASKS_PER_NODE", "Slurm"),
-    ("OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI"),
-    ("MPI_LOCALNRANKS", "MPICH/Intel MPI"),
-    ("PMI_LOCAL_SIZE", "PMI"),
-    ("PMIX_LOCAL_SIZE", "PMIx"),
-)
-GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
-# The only environment keys numatune reads (and ever shows): never the rest of the environment.
-ENV_KEYS: tuple[str, ...] = (
-    *(k for k, _ in RANK_VARS),
-    *(k for k, _ in SIZE_VARS),
-    *GPU_VARS,
-    "CUDA_DEVICE_ORDER",
-    "SLURM_NODEID",
-    "OMP_NUM_THREADS",
-)
-
-_BDF = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
-_UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$", re.IGNORECASE)
 
 
 # -- option parsing (pure, used by the CLI) ---------------------------------------------------------
@@ -79,23 +61,6 @@ def parse_weights(text: str) -> dict[int, int]:
             raise UsageError(f"--weights: weight {weight} for node {node} is outside 1-255")
         out[int(node)] = int(weight)
     return out
-
-
-def normalize_bdf(text: str) -> str | None:
-    """"18:00.0" → "0000:18:00.0"; None when the text is not a BDF."""
-    m = _BDF.match(text.strip())
-    if not m:
-        return None
-    domain = m.group(1) or "0000"
-    return f"{domain.lower()}:{m.group(2).lower()}:{m.group(3).lower()}.{m.group(4)}"
-
-
-def pci_sort_key(bdf: str) -> tuple[int, ...]:
-    """PCI bus order: domain, bus, device, function as numbers (domains may be 5+ hex digits)."""
-    m = _BDF.match(bdf)
-    if not m:
-        return (1 << 40,)
-    return (int(m.group(1) or "0", 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4)))
 
 
 def kernel_version(release: str | None) -> tuple[int, int] | None:
@@ -152,70 +117,6 @@ def detect_rank(env: Mapping[str, str], opts: LaunchOptions) -> RankInfo:
 
 
 # -- GPU ----------------------------------------------------------------------------------------------
-def gpus_in_pci_order(devices: Sequence[PciDevice]) -> tuple[list[PciDevice], str]:
-    """GPUs in PCI bus order; when there are none, accelerators (e.g. NEC Vector Engines)."""
-    for kind in ("gpu", "accelerator"):
-        found = sorted((d for d in devices if d.kind == kind), key=lambda d: pci_sort_key(d.bdf))
-        if found:
-            return found, kind
-    return [], "gpu"
-
-
-def _ordering_note(env: Mapping[str, str], gpus: Sequence[PciDevice], var: str | None) -> str:
-    if var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
-        return "ROCm enumerates GPUs in KFD node order, assumed to be PCI bus order"
-    order = env.get("CUDA_DEVICE_ORDER")
-    if order == "PCI_BUS_ID":
-        return "CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA indices follow PCI bus order"
-    models = {(d.vendor_id, d.device_id) for d in gpus}
-    if any(d.device_id is None for d in gpus):
-        same = "; GPU models unknown, CUDA's default FASTEST_FIRST order may differ: set CUDA_DEVICE_ORDER=PCI_BUS_ID"
-    elif len(models) == 1:
-        same = f"; all {len(gpus)} are the same model, so CUDA's default FASTEST_FIRST order agrees"
-    else:
-        same = ("; the GPUs differ in model, so CUDA's default FASTEST_FIRST order may differ: "
-                "set CUDA_DEVICE_ORDER=PCI_BUS_ID")
-
-    shown = f"CUDA_DEVICE_ORDER={order}" if order else "CUDA_DEVICE_ORDER unset"
-    return f"PCI bus order assumed ({shown}){same}"
-
-
-def _resolve_entry(entry: str, gpus: Sequence[PciDevice], var: str) -> PciDevice:
-    entry = entry.strip()
-    if entry.isdigit():
-        index = int(entry)
-        if index >= len(gpus):
-            raise BindingError(f"{var} names GPU {index} but this root has {len(gpus)} GPU(s)")
-        return gpus[index]
-    if _UUID.match(entry):
-        if entry.upper().startswith("MIG-"):
-            raise BindingError(f"{var} entry {entry}: MIG instances cannot be mapped to a PCI device; pass --gpu BDF")
-        known = [d for d in gpus if d.nvidia and d.nvidia.uuid]
-        if not known:
-            raise BindingError(
-                f"{var} entry {entry} is a UUID but no GPU UUIDs are known "
-                "(/proc/driver/nvidia/gpus/*/information missing): pass --gpu BDF or use indices"
-            )
-        hits = [d for d in known if d.nvidia.uuid.lower().startswith(entry.lower())]  # CUDA accepts unique prefixes
-        if len(hits) != 1:
-            raise BindingError(f"{var} entry {entry} matches {len(hits)} GPUs")
-        return hits[0]
-    raise BindingError(f"{var} entry {entry!r} is neither an index nor a GPU UUID")
-
-
-def _visible(env: Mapping[str, str], gpus: list[PciDevice]) -> tuple[str | None, list[PciDevice] | None, bool]:
-    """(variable, the GPUs it makes visible in order, whether any entry was a UUID)."""
-    for var in GPU_VARS:
-        value = env.get(var)
-        if value is None:
-            continue
-        entries = [e for e in value.split(",") if e.strip()]
-        if not entries or entries[0].strip() in ("-1", "NoDevFiles"):
-            raise BindingError(f"{var}={value!r} hides every GPU")
-        return var, [_resolve_entry(e, gpus, var) for e in entries], any(_UUID.match(e.strip()) for e in entries)
-    return None, None, False
-
-
 def choose_gpu(
     env: Mapping[str, str], opts: LaunchOptions, rank: RankInfo, devices: Sequence[PciDevice]
 ) -> tuple[PciDevice, GpuChoice, list[PciDevice]]:
@@ -227,27 +128,9 @@ def choose_gpu(
     else:
         if not gpus:
             raise BindingError("no GPU found in this root and neither --gpu nor --node was given")
-        var, visible, uuids = _visible(env, gpus)
-        if visible is not None:
-            if len(visible) == 1:
-                dev, pos = visible[0], 0
-                in_use = gpus[: rank.local_size] if rank.local_size else gpus
-                note = "; one visible GPU per rank: the other ranks' GPUs are assumed to be the first in PCI order"
-            elif rank.rank < len(visible):
-                dev, pos = visible[rank.rank], rank.rank
-                in_use = visible[: rank.local_size] if rank.local_size else visible
-                note = ""
-            else:
-                raise BindingError(f"local rank {rank.rank} but {var} lists {len(visible)} GPU(s)")
-            source = f"{var} entry {pos} ({env[var].split(',')[pos].strip()}){note}"
-            ordering = "UUIDs name GPUs directly: no ordering assumed" if uuids else _ordering_note(env, gpus, var)
-        else:
-            if rank.rank >= len(gpus):
-                raise BindingError(f"local rank {rank.rank} but this root has {len(gpus)} {kind}(s) and no --gpu")
-            dev = gpus[rank.rank]
-            in_use = gpus[: rank.local_size] if rank.local_size else gpus
-            source = f"local rank {rank.rank} → {kind} {rank.rank} in PCI bus order"
-            ordering = _ordering_note(env, gpus, None)
+        found = rank_gpu(env, rank.rank, devices, rank.local_size)
+        assert found is not None  # a rank is always known here (default 0)
+        dev, source, ordering, in_use = found
     choice = GpuChoice(
         bdf=dev.bdf,
         kind=dev.kind,
@@ -273,8 +156,8 @@ def _gpu_option(value: str, gpus: list[PciDevice], devices: Sequence[PciDevice])
         if int(value) >= len(gpus):
             raise BindingError(f"--gpu {value}: this root has {len(gpus)} GPU(s)")
         return gpus[int(value)], f"--gpu {value} (index in PCI bus order)", "--gpu indices are PCI bus order"
-    if _UUID.match(value):
-        return _resolve_entry(value, gpus, "--gpu"), f"--gpu {value} (UUID)", None
+    if UUID.match(value):
+        return match_uuid(value, gpus, "--gpu"), f"--gpu {value} (UUID)", None
     raise BindingError(f"--gpu {value!r}: expected an index, a PCI address (0000:18:00.0) or a GPU UUID")
 
 
@@ -295,7 +178,11 @@ def choose_node(
     else:
         cpu_nodes = [n.id for n in topo.nodes if n.cpus]
         if len(cpu_nodes) != 1:
-            raise BindingError(f"{dev.bdf} has numa_node -1 and its node cannot be inferred: pass --node")
+            why = ""
+            if dev.kfd_cpu_agent is not None:
+                why = (f" (the KFD puts it under KFD CPU agent {dev.kfd_cpu_agent}, but this tree's "
+                       f"{len(cpu_nodes)} node(s) with CPUs cannot be matched to the KFD's CPU agents)")
+            raise BindingError(f"{dev.bdf} has numa_node -1 and its node cannot be inferred{why}: pass --node")
         node, source = cpu_nodes[0], f"the only node with CPUs ({dev.bdf} has numa_node -1)"
         warnings.append(f"{dev.bdf} has numa_node -1; using node {node}, the only node with CPUs")
     if topo.node(node) is None:
@@ -558,18 +445,16 @@ def _check_kernel(policy: str, facts: LaunchFacts, warnings: list[str]) -> None:
 
 def choose_memory(
     topo: Topology, opts: LaunchOptions, facts: LaunchFacts, node: int, reasons: list[str], warnings: list[str]
-) -> tuple[MemPolicy, dict[int, int]]:
-    """(policy, weights to write to sysfs before exec)."""
+) -> MemPolicy:
     policy = opts.mem_policy
     if policy == "none":
         reasons.append("memory: no policy (--mem-policy none): the kernel's default, local allocation")
-        return MemPolicy("none", None), {}
+        return MemPolicy("none", None)
     mode = POLICY_SUPPORT[policy][0]
     _check_kernel(policy, facts, warnings)
     explicit = opts.mem_nodes
     weights: dict[int, int] = {}
     weights_source = None
-    write: dict[int, int] = {}
     if policy in ("bind", "preferred"):
         nodes = explicit or (node,)
         if policy == "preferred" and len(nodes) != 1:
@@ -594,7 +479,7 @@ def choose_memory(
                 f"--mem-policy weighted: no CXL or other CPU-less memory node is nearest to node {node}; "
                 "weighted interleave over one node is just bind (pass --mem-nodes to choose)"
             )
-        weights, weights_source, write = _weights(topo, opts, facts, nodes, warnings)
+        weights, weights_source = _weights(topo, opts, facts, nodes, warnings)
         shown = ", ".join(f"node {n}: {w}" for n, w in weights.items())
         reasons.append(f"memory: weighted interleave over nodes {format_cpulist(nodes)} with weights {shown} "
                        f"({weights_source}); weights are system-wide in /sys/kernel/mm/mempolicy/weighted_interleave")
@@ -620,34 +505,49 @@ def choose_memory(
                 f"memory node {nid} is outside this process's allowed nodes {format_cpulist(facts.allowed_mems)} "
                 "(cgroup cpuset.mems)"
             )
-    return MemPolicy(policy, mode, tuple(nodes), weights, weights_source), write
+    return MemPolicy(policy, mode, tuple(nodes), weights, weights_source)
 
 
 def _weights(
     topo: Topology, opts: LaunchOptions, facts: LaunchFacts, nodes: Sequence[int], warnings: list[str]
-) -> tuple[dict[int, int], str, dict[int, int]]:
+) -> tuple[dict[int, int], str]:
+    """(weights, where they come from). The weights are system-wide (sysfs), so launch never changes them:
+    a per-rank launcher could not save and restore them safely. --weights states what they must be."""
     current = {n: facts.current_weights.get(n, 1) for n in nodes}
     if opts.weights is not None:
         missing = [n for n in nodes if n not in opts.weights]
         if missing:
             raise BindingError(f"--weights gives no weight for node(s) {format_cpulist(missing)}")
         wanted = {n: opts.weights[n] for n in nodes}
-        write = {n: w for n, w in wanted.items() if facts.current_weights.get(n) != w}
-        return wanted, "--weights", write
+        differ = {n: w for n, w in wanted.items() if current[n] != w}
+        if not differ:
+            return wanted, "--weights (the kernel's match)"
+        have = ",".join(f"{n}:{w}" for n, w in current.items())
+        fix = "; ".join(f"echo {w} > {WEIGHT_DIR}/node{n}" for n, w in differ.items())
+        if not opts.best_effort:
+            raise BindingError(f"--weights {_shown(wanted)}: the kernel's weights are {have}; numatune does not "
+                               "change system-wide settings", hint=f"set them once per node, as root: {fix}")
+        warnings.append(f"--weights {_shown(wanted)} differ from the kernel's {have}; the kernel's are used "
+                        f"(--best-effort; to set them, as root: {fix})")
+        return current, "kernel's current weights (--weights differ)"
     suggested = hmat_weights(topo, nodes)
     if suggested is None:
-        warnings.append("no HMAT bandwidth for these nodes: the kernel's current weights are used (--weights to set)")
-        return current, "kernel's current weights", {}
+        warnings.append("no HMAT bandwidth for these nodes: the kernel's current weights are used")
+        return current, "kernel's current weights"
     if suggested != current:
         shown = ",".join(f"{n}:{w}" for n, w in suggested.items())
         auto = " (the kernel's auto mode is on)" if topo.settings.weighted_interleave_auto else ""
         warnings.append(
             f"HMAT read bandwidth suggests weights {shown} but the kernel's are "
             f"{','.join(f'{n}:{w}' for n, w in current.items())}{auto}; the kernel's are used "
-            f"(pass --weights {shown} to set them, root)"
+            f"(set them as root: {'; '.join(f'echo {w} > {WEIGHT_DIR}/node{n}' for n, w in suggested.items())})"
         )
-        return current, "kernel's current weights", {}
-    return current, "HMAT read bandwidth (matches the kernel's weights)", {}
+        return current, "kernel's current weights"
+    return current, "HMAT read bandwidth (matches the kernel's weights)"
+
+
+def _shown(weights: dict[int, int]) -> str:
+    return ",".join(f"{n}:{w}" for n, w in weights.items())
 
 
 # -- how to apply ----------------------------------------------------------------------------------------------
@@ -728,7 +628,7 @@ def plan_launch(
         reasons.append(f"node: {node} ({node_source})")
         share = _share(opts, rank, dev, in_use, node, reasons)
         cpus = choose_cpus(topo, opts, facts, node, share, reasons, warnings)
-        mem, write = choose_memory(topo, opts, facts, node, reasons, warnings)
+        mem = choose_memory(topo, opts, facts, node, reasons, warnings)
         method, argv = choose_method(opts, facts, cpus, mem, command, reasons)
     except BindingError as exc:
         if not opts.best_effort:
@@ -736,7 +636,7 @@ def plan_launch(
         warnings.append(f"{exc.message}; running unbound (--best-effort)")
         reasons.append("apply: unbound (--best-effort)")
         return LaunchPlan(rank, gpu, node, node_source, opts.cpu_bind.mode, (), MemPolicy("none", None), "exec",
-                          tuple(command), tuple(command), {}, tuple(reasons), tuple(warnings), {}, True)
+                          tuple(command), tuple(command), {}, tuple(reasons), tuple(warnings), True)
     set_env = {}
     if cpus:
         if "OMP_NUM_THREADS" in env:
@@ -750,7 +650,7 @@ def plan_launch(
         reasons.append("cpu kind: " + "; ".join(
             f"{len(s.cpus)} {s.name or '?'} ({s.role}) CPU(s) {format_cpulist(s.cpus)}" for s in shares))
     return LaunchPlan(rank, gpu, node, node_source, mode, cpus, mem, method, argv, tuple(command), set_env,
-                      tuple(reasons), tuple(warnings), write, cpu_kinds=shares)
+                      tuple(reasons), tuple(warnings), cpu_kinds=shares)
 
 
 def _share(

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
-from numatune.host import Host
+from numatune.host import Host, numbered
 from numatune.model.topology import Cpu, CpuSummary
 from numatune.readers.cpukinds import hybrid_core_types
 
 CPU_DIR = "/sys/devices/system/cpu"
-_CPU_NAME = re.compile(r"cpu(\d+)$")
 
 
 def parse_cpuinfo_model(text: str) -> tuple[str | None, str | None]:
@@ -42,7 +39,7 @@ def parse_cpuinfo_model(text: str) -> tuple[str | None, str | None]:
 
 def read_cpus(host: Host) -> tuple[Cpu, ...]:
     """Every CPU the kernel knows, online or not; topology ids only for online CPUs."""
-    ids = sorted(int(m.group(1)) for name in host.listdir(CPU_DIR) if (m := _CPU_NAME.match(name)))
+    ids = sorted(n for name in host.listdir(CPU_DIR) if (n := numbered(name, "cpu")) is not None)
     online_list = host.read_cpulist(f"{CPU_DIR}/online")
     core_types = hybrid_core_types(host)
     seen_siblings: dict[int, tuple[int, ...]] = {}
@@ -97,7 +94,7 @@ def _with_core(cpu: Cpu, core: int | None) -> Cpu:
 def _is_online(host: Host, base: str, cpu: int, online_list: frozenset[int] | None) -> bool:
     if online_list is not None:
         return cpu in online_list
-    entries = host.listdir(base)  # one directory read instead of two failed opens per CPU
+    entries = host.entries(base)  # one directory read instead of two failed opens per CPU
     if "online" in entries:
         return host.read_optional(f"{base}/online") == "1"
     # Old kernels: no online files at all, and cpu0 never has one. An offline CPU has no topology/.

@@ -7,16 +7,14 @@ node of its host PCI device, not where its memory lands.
 
 from __future__ import annotations
 
-import re
-
 from numatune.host import Host
 from numatune.model.topology import CxlDecoder, CxlMemdev, CxlPort, CxlRegion, CxlTopology, DaxDevice
 
 CXL_DEVICES = "/sys/bus/cxl/devices"
 DAX_DEVICES = "/sys/bus/dax/devices"
 ND_DEVICES = "/sys/bus/nd/devices"
-_BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-_PORT = re.compile(r"^(root|port|endpoint)(\d+)$")
+_BDF = r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"  # patterns: `re` is imported only with CXL/DAX
+_PORT = r"^(root|port|endpoint)(\d+)$"
 
 
 def _int_auto(host: Host, path: str) -> int | None:
@@ -31,13 +29,17 @@ def _int_auto(host: Host, path: str) -> int | None:
 
 def read_cxl(host: Host) -> CxlTopology:
     names = host.listdir(CXL_DEVICES)
+    if not names and not host.is_dir(DAX_DEVICES):  # most nodes: nothing to match (and `re` stays unloaded)
+        return CxlTopology()
+    import re
+
     memdevs, ports, decoders, regions = [], [], [], []
     endpoint_memdev: dict[str, str] = {}
     for name in names:
         base = f"{CXL_DEVICES}/{name}"
         if re.match(r"^mem\d+$", name):
             memdevs.append(_read_memdev(host, name, base))
-        elif m := _PORT.match(name):
+        elif m := re.match(_PORT, name):
             kind = m.group(1)
             uport_target = host.resolve(f"{base}/uport")
             uport = uport_target.rsplit("/", 1)[-1] if uport_target else host.link_name(f"{base}/uport")
@@ -51,7 +53,7 @@ def read_cxl(host: Host) -> CxlTopology:
                     kind=kind,
                     uport=uport,
                     dports=tuple(e for e in host.listdir(base) if e.startswith("dport")),
-                    parent=parent if parent and _PORT.match(parent) else None,
+                    parent=parent if parent and re.match(_PORT, parent) else None,
                 )
             )
     for name in names:
@@ -109,9 +111,11 @@ def read_cxl(host: Host) -> CxlTopology:
 
 
 def _read_memdev(host: Host, name: str, base: str) -> CxlMemdev:
+    import re
+
     real = host.resolve(base) or base
     parts = real.split("/")
-    bdf = next((p for p in reversed(parts[:-1]) if _BDF.match(p)), None)
+    bdf = next((p for p in reversed(parts[:-1]) if re.match(_BDF, p)), None)
     bridge = next((p for p in parts if p.startswith("pci") and ":" in p), None)
     numa = host.read_int(f"{base}/numa_node")
     return CxlMemdev(
@@ -127,6 +131,8 @@ def _read_memdev(host: Host, name: str, base: str) -> CxlMemdev:
 
 
 def read_dax(host: Host) -> list[DaxDevice]:
+    import re
+
     out = []
     for name in host.listdir(DAX_DEVICES):
         base = f"{DAX_DEVICES}/{name}"
@@ -166,6 +172,8 @@ def _attach_pmem_dax_to_regions(host: Host, dax: list[DaxDevice], regions: list[
     bus sits under the CXL root (`rootN/nvdimm-bridgeM/ndbusK`), and among that root's pmem regions
     the one of the same size is it (the only one, on most machines).
     """
+    import re
+
     by_root: dict[str, list[CxlRegion]] = {}
     for r in regions:
         real = host.resolve(f"{CXL_DEVICES}/{r.name}") or ""

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
-from numatune.host import Host
+from numatune.host import Host, natural_key, numbered
 from numatune.model.findings import Skipped
 from numatune.model.topology import HmatEntry, HugePages, MemorySideCache, NumaNode
 
 NODE_DIR = "/sys/devices/system/node"
 TIER_DIR = "/sys/devices/virtual/memory_tiering"
 WEIGHT_DIR = "/sys/kernel/mm/mempolicy/weighted_interleave"
-_NODE_NAME = re.compile(r"node(\d+)$")
-_TIER_NAME = re.compile(r"memory_tier(\d+)$")
 
 
 def parse_node_meminfo(text: str) -> dict[str, int]:
@@ -38,7 +34,7 @@ def parse_meminfo(text: str) -> dict[str, int]:
 
 
 def node_ids(host: Host) -> list[int]:
-    return sorted(int(m.group(1)) for name in host.listdir(NODE_DIR) if (m := _NODE_NAME.match(name)))
+    return sorted(n for name in host.listdir(NODE_DIR) if (n := numbered(name, "node")) is not None)
 
 
 def read_nodes(
@@ -70,7 +66,9 @@ def read_nodes(
     nodes = []
     for nid in ids:
         base = f"{NODE_DIR}/node{nid}"
-        cpus = host.read_cpulist(f"{base}/cpulist")
+        # One listing instead of failed opens of what this kernel lacks (unlistable: try all, as before).
+        names = set(host.entries(base))
+        cpus = host.read_cpulist(f"{base}/cpulist") if "cpulist" in names or not names else None
         if cpus is None:
             cpus = host.read_cpumask(f"{base}/cpumap") or frozenset()
         if known_cpus and not cpus <= known_cpus:
@@ -87,11 +85,12 @@ def read_nodes(
                 cpus=tuple(sorted(cpus)),
                 memory_total_kib=meminfo.get("MemTotal"),
                 memory_free_kib=meminfo.get("MemFree"),
-                hugepages=_read_hugepages(host, base),
+                hugepages=_read_hugepages(host, base) if "hugepages" in names or not names else (),
                 distances=distances,
                 tier=tier_of.get(nid),
-                hmat=_read_hmat(host, base),
-                memory_side_caches=_read_side_caches(host, base),
+                hmat=_read_hmat(host, base, names),
+                memory_side_caches=(_read_side_caches(host, base) if "memory_side_cache" in names or not names
+                                    else ()),
                 interleave_weight=weights.get(nid),
                 has_normal_memory=(nid in normal) if normal is not None else None,
                 generic_initiator=nid in generic,
@@ -125,13 +124,13 @@ def _read_distances(host: Host, base: str, order: list[int]) -> tuple[dict[int, 
 def _read_hugepages(host: Host, base: str) -> tuple[HugePages, ...]:
     out = []
     for name in host.listdir(f"{base}/hugepages"):
-        m = re.match(r"hugepages-(\d+)kB$", name)
-        if not m:
+        size = numbered(name, "hugepages-", "kB")
+        if size is None:
             continue
         d = f"{base}/hugepages/{name}"
         out.append(
             HugePages(
-                size_kib=int(m.group(1)),
+                size_kib=size,
                 total=host.read_int(f"{d}/nr_hugepages") or 0,
                 free=host.read_int(f"{d}/free_hugepages") or 0,
                 surplus=host.read_int(f"{d}/surplus_hugepages") or 0,
@@ -140,19 +139,20 @@ def _read_hugepages(host: Host, base: str) -> tuple[HugePages, ...]:
     return tuple(out)
 
 
-def _read_hmat(host: Host, base: str) -> tuple[HmatEntry, ...]:
+def _read_hmat(host: Host, base: str, names: set[str]) -> tuple[HmatEntry, ...]:
+    """accessN/initiators of the node directory BASE, whose entries are NAMES (listed by the caller)."""
     out = []
-    for name in host.listdir(base):
-        m = re.match(r"access(\d+)$", name)
-        if not m:
+    for name in sorted((n for n in names if n.startswith("access")), key=natural_key):
+        access = numbered(name, "access")
+        if access is None:
             continue
         d = f"{base}/{name}/initiators"
         inits = tuple(
-            int(mm.group(1)) for entry in host.listdir(d) if (mm := _NODE_NAME.match(entry))
+            n for entry in host.listdir(d) if (n := numbered(entry, "node")) is not None
         )
         out.append(
             HmatEntry(
-                access_class=int(m.group(1)),
+                access_class=access,
                 initiators=inits,
                 read_latency_ns=host.read_int(f"{d}/read_latency"),
                 write_latency_ns=host.read_int(f"{d}/write_latency"),
@@ -166,13 +166,13 @@ def _read_hmat(host: Host, base: str) -> tuple[HmatEntry, ...]:
 def _read_side_caches(host: Host, base: str) -> tuple[MemorySideCache, ...]:
     out = []
     for name in host.listdir(f"{base}/memory_side_cache"):
-        m = re.match(r"index(\d+)$", name)
-        if not m:
+        level = numbered(name, "index")
+        if level is None:
             continue
         d = f"{base}/memory_side_cache/{name}"
         out.append(
             MemorySideCache(
-                level=int(m.group(1)),
+                level=level,
                 size_bytes=host.read_int(f"{d}/size"),
                 line_size=host.read_int(f"{d}/line_size"),
                 indexing=host.read_int(f"{d}/indexing"),
@@ -186,24 +186,24 @@ def read_memory_tiers(host: Host) -> dict[int, tuple[int, ...]]:
     """memory_tierN/nodelist (the ABI document says `nodes`; kernels write `nodelist`)."""
     tiers: dict[int, tuple[int, ...]] = {}
     for name in host.listdir(TIER_DIR):
-        m = _TIER_NAME.match(name)
-        if not m:
+        tier = numbered(name, "memory_tier")
+        if tier is None:
             continue
         nodes = host.read_cpulist(f"{TIER_DIR}/{name}/nodelist")
         if nodes is None:
             nodes = host.read_cpulist(f"{TIER_DIR}/{name}/nodes")
-        tiers[int(m.group(1))] = tuple(sorted(nodes or ()))
+        tiers[tier] = tuple(sorted(nodes or ()))
     return tiers
 
 
 def read_interleave_weights(host: Host) -> dict[int, int]:
     weights = {}
     for name in host.listdir(WEIGHT_DIR):
-        m = _NODE_NAME.match(name)
-        if m:
+        node = numbered(name, "node")
+        if node is not None:
             value = host.read_int(f"{WEIGHT_DIR}/{name}")
             if value is not None:
-                weights[int(m.group(1))] = value
+                weights[node] = value
     return weights
 
 

@@ -8,20 +8,34 @@ AMD KFD topology. A device whose numa_node is -1 gets an *inferred* node, marked
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Mapping
 
 from numatune.errors import ParseError
 from numatune.host import Host
 from numatune.model.findings import Skipped
 from numatune.model.topology import NumaNode, NvidiaGpuInfo, PciDevice, PciLink
+from numatune.readers.kfd import Kfd, read_kfd
 from numatune.readers.topology import NVIDIA_GPUS
 
+TYPE_CHECKING = False  # annotations only: collections.abc imports collections (~5% of a start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 PCI_DEVICES = "/sys/bus/pci/devices"
-KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
-_BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-_HOST_BRIDGE = re.compile(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$")
+_HEX = frozenset("0123456789abcdefABCDEF")
 GPU_VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel"}
+
+
+def is_bdf(name: str) -> bool:
+    """A PCI address, "0000:18:00.0" (domains of 4-8 hex digits), without `re`:
+    ^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$."""
+    return (4 <= len(name) - 8 <= 8 and name[-8] == ":" and name[-5] == ":" and name[-2] == "."
+            and name[-1] in "01234567" and _HEX.issuperset(name[:-8] + name[-7:-5] + name[-4:-2]))
+
+
+def _is_host_bridge(name: str) -> bool:
+    """"pci0000:00": ^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$."""
+    return (name.startswith("pci") and 4 <= len(name) - 6 <= 8 and name[-3] == ":"
+            and _HEX.issuperset(name[3:-3] + name[-2:]))
 
 
 def device_kind(class_code: int, vendor_id: int | None) -> str:
@@ -61,7 +75,7 @@ def parse_nvidia_information(text: str) -> NvidiaGpuInfo:
 
 
 def read_pci_devices(
-    host: Host, nodes: tuple[NumaNode, ...], pci_ids: str | None = None
+    host: Host, nodes: tuple[NumaNode, ...], pci_ids: str | None = None, kfd: Kfd | None = None
 ) -> tuple[tuple[PciDevice, ...], list[Skipped]]:
     skipped: list[Skipped] = []
     class_links = _class_device_names(host)
@@ -69,7 +83,7 @@ def read_pci_devices(
     devices: list[PciDevice] = []
     node_by_path: dict[str, int | None] = {}
     for bdf in host.listdir(PCI_DEVICES):
-        if not _BDF.match(bdf):
+        if not is_bdf(bdf):
             continue
         entry = f"{PCI_DEVICES}/{bdf}"
         path = host.resolve(entry) or entry
@@ -86,8 +100,8 @@ def read_pci_devices(
         if kind not in REPORTED_KINDS:
             continue
         parts = path.split("/")
-        bridge = next((p for p in parts if _HOST_BRIDGE.match(p)), None)
-        ancestors = tuple(p for p in parts[:-1] if _BDF.match(p))
+        bridge = next((p for p in parts if _is_host_bridge(p)), None)
+        ancestors = tuple(p for p in parts[:-1] if is_bdf(p))
         local = host.read_cpulist(f"{path}/local_cpulist")
         if local is None:
             local = host.read_cpumask(f"{path}/local_cpus")
@@ -113,7 +127,7 @@ def read_pci_devices(
             )
         )
     devices = [_infer_node(host, d, nodes, node_by_path) for d in devices]
-    devices = _merge_kfd(host, devices, nodes)
+    devices = _merge_kfd(host, devices, nodes, read_kfd(host) if kfd is None else kfd)
     if pci_ids is not None and devices:
         devices = _name_devices(devices, pci_ids)
     return tuple(devices), skipped
@@ -143,7 +157,7 @@ def _class_device_names(host: Host) -> dict[str, dict[str, list[str]]]:
             if not target or f"/{cls}/" not in target:
                 continue
             dev = target.rsplit(f"/{cls}/", 1)[0]
-            while dev and not _BDF.match(dev.rsplit("/", 1)[-1]):
+            while dev and not is_bdf(dev.rsplit("/", 1)[-1]):
                 dev = dev.rsplit("/", 1)[0]  # virtio: .../0000:00:03.0/virtio0/net/eth0
             if not dev:
                 continue
@@ -171,11 +185,15 @@ def _infer_node(
         candidates = [n.id for n in nodes if n.cpus and local <= set(n.cpus)]
         if len(candidates) == 1:
             return dev._replace(inferred_node=candidates[0], inferred_from="local_cpulist")
+    with_cpus = [n for n in nodes if n.cpus]
+    if len(with_cpus) == 1 and local and local <= set(with_cpus[0].cpus):
+        # One node with CPUs and the device's CPUs are on it: nowhere else it could be (as nvidia-smi reads it).
+        return dev._replace(inferred_node=with_cpus[0].id, inferred_from="the only node with CPUs")
     # Walk up the hierarchy: a bridge above may carry the _PXM the function lacks.
     parts = dev.path.split("/")
     for i in range(len(parts) - 1, 0, -1):
         parent = "/".join(parts[:i])
-        if not _BDF.match(parts[i - 1]):
+        if not is_bdf(parts[i - 1]):
             break
         node = node_by_path.get(parent)
         if parent not in node_by_path:
@@ -186,49 +204,38 @@ def _infer_node(
     return dev
 
 
-def parse_kfd_properties(text: str) -> dict[str, int]:
-    out = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            try:
-                out[parts[0]] = int(parts[1])
-            except ValueError:
-                continue
-    return out
+def _merge_kfd(host: Host, devices: list[PciDevice], nodes: tuple[NumaNode, ...], kfd: Kfd) -> list[PciDevice]:
+    """AMD GPUs from the KFD (HSA) topology, with the CPU agent each hangs off.
 
-
-def _merge_kfd(host: Host, devices: list[PciDevice], nodes: tuple[NumaNode, ...]) -> list[PciDevice]:
-    """AMD GPUs from the KFD (HSA) topology: CPU nodes come first, one per NUMA node with CPUs."""
-    kfd_ids = host.listdir(KFD_NODES)
-    if not kfd_ids:
+    CPU agents come first, one per NUMA node with CPUs: the n-th CPU agent is the n-th such node.
+    When the tree has fewer nodes with CPUs than the KFD has CPU agents (no CPU or NUMA
+    information was captured), the agent is kept (`kfd_cpu_agent`) but no node is inferred from it:
+    a node the tree does not have is never shown.
+    """
+    if not kfd.agents:
         return devices
-    props = {int(i): parse_kfd_properties(host.read_optional(f"{KFD_NODES}/{i}/properties") or "")
-             for i in kfd_ids if i.isdigit()}
-    cpu_kfd = sorted(i for i, p in props.items() if p.get("cpu_cores_count", 0) > 0 and p.get("simd_count", 0) == 0)
+    cpu_kfd = sorted(a.id for a in kfd.agents if a.cpu)
     cpu_numa = [n.id for n in nodes if n.cpus]
-    kfd_to_numa = {k: (cpu_numa[idx] if idx < len(cpu_numa) else idx) for idx, k in enumerate(cpu_kfd)}
+    kfd_to_numa = {k: cpu_numa[idx] for idx, k in enumerate(cpu_kfd) if idx < len(cpu_numa)}
+    if len(cpu_numa) != len(cpu_kfd):
+        kfd_to_numa = {}  # the agents cannot be matched to this tree's nodes one to one
     by_bdf = {d.bdf.lower(): i for i, d in enumerate(devices)}
     seen: set[str] = set()
-    for kid, p in sorted(props.items()):
-        if p.get("simd_count", 0) == 0 or "location_id" not in p:
-            continue
-        loc = p["location_id"]
-        bdf = f"{p.get('domain', 0):04x}:{(loc >> 8) & 0xFF:02x}:{(loc >> 3) & 0x1F:02x}.{loc & 0x7:x}"
-        if bdf in seen:  # partitions (CPX) of one GPU share its PCI function
+    for agent in sorted(kfd.agents, key=lambda a: a.id):
+        bdf = agent.bdf
+        if bdf is None or bdf in seen:  # partitions (CPX) of one GPU share its PCI function
             continue
         seen.add(bdf)
-        home = None
-        for link in host.listdir(f"{KFD_NODES}/{kid}/io_links"):
-            lp = parse_kfd_properties(host.read_optional(f"{KFD_NODES}/{kid}/io_links/{link}/properties") or "")
-            if lp.get("node_to") in kfd_to_numa:
-                home = kfd_to_numa[lp["node_to"]]
-                break
+        cpu_agent = kfd.cpu_agent_of(agent.id)
+        home = kfd_to_numa.get(cpu_agent) if cpu_agent is not None else None
         if bdf in by_bdf:
             dev = devices[by_bdf[bdf]]
-            devices[by_bdf[bdf]] = dev._replace(amd_kfd_node=kid,
-                inferred_node=dev.inferred_node if dev.numa_node is not None or home is None else home,
-                inferred_from=dev.inferred_from if dev.numa_node is not None or home is None else "kfd io_link",
+            infer = dev.numa_node is None and dev.inferred_node is None and home is not None
+            devices[by_bdf[bdf]] = dev._replace(
+                amd_kfd_node=agent.id,
+                kfd_cpu_agent=cpu_agent,
+                inferred_node=home if infer else dev.inferred_node,
+                inferred_from="kfd io_link" if infer else dev.inferred_from,
             )
             continue
         devices.append(
@@ -236,13 +243,14 @@ def _merge_kfd(host: Host, devices: list[PciDevice], nodes: tuple[NumaNode, ...]
                 bdf=bdf,
                 path="",
                 class_code=0x038000,
-                vendor_id=p.get("vendor_id"),
-                device_id=p.get("device_id"),
+                vendor_id=agent.props.get("vendor_id"),
+                device_id=agent.props.get("device_id"),
                 kind="gpu",
                 numa_node=None,
                 inferred_node=home,
                 inferred_from="kfd io_link" if home is not None else None,
-                amd_kfd_node=kid,
+                amd_kfd_node=agent.id,
+                kfd_cpu_agent=cpu_agent,
             )
         )
     return devices
@@ -273,6 +281,8 @@ def lookup_pci_ids(db: bytes, vendor: int | None, device: int | None) -> tuple[s
     vendor_name = db[start + len(key) : line_end].decode("utf-8", "replace").strip()
     if device is None:
         return vendor_name, None
+    import re  # only with a pci.ids database; the report paths run without the regex engine
+
     next_vendor = re.compile(rb"\n[0-9a-f]{4}  ").search(db, line_end)
     block_end = next_vendor.start() if next_vendor else len(db)
     dkey = b"\n\t%04x  " % device

@@ -1,13 +1,13 @@
 """Local/remote DRAM load counters through perf_event_open(2), called with ctypes (no perf binary).
 
-Which events (prior-art §4(1)):
+Which events (as `perf list` and numatop name them):
 - Intel and others: the generic cache events node-loads (local DRAM) and node-load-misses (remote);
 - AMD Zen (family 17h+), where the generic ones read `<not supported>`: the raw events numatop uses,
   Zen1/2 `LsDmndFillsFromSys.DRAM_IO_Near/Far` (0x0843/0x4043) and Zen3+ `LsAnyFillsFromSys.MemIoLocal/
   Remote` (0x0844/0x4044).
 One counter pair per thread (pid=TID, cpu=-1), user space only, scaled for multiplexing. Whenever
-counters cannot be opened the reason is returned as a note: not the live node, a VM without a PMU,
-perf_event_paranoid, an unsupported CPU. Nothing here raises for those.
+counters cannot be opened, `open_pmu` raises PmuUnavailable (numatune.errors) whose message is the
+note audit shows: not the live node, a VM without a PMU, perf_event_paranoid, an unsupported CPU.
 """
 
 from __future__ import annotations

@@ -14,30 +14,25 @@ from collections import Counter
 from operator import itemgetter
 
 from numatune.cpulist import parse_cpulist
-from numatune.errors import NumatuneError, ParseError, PermissionDenied, ProcessGone, ReadError
+from numatune.errors import BindingError, NumatuneError, ParseError, PermissionDenied, ProcessGone, ReadError
 from numatune.host import Host
 from numatune.model.process import GpuUse, NumaMemory, PolicyUse, ProcessInfo, ThreadInfo
 from numatune.model.topology import Topology
+from numatune.resolve import (
+    ENV_KEYS,
+    GPU_VARS,
+    RANK_VARS,
+    cgroup_cpuset_dirs,
+    gpus_in_pci_order,
+    parse_cgroup,
+    rank_gpu,
+)
+from numatune.resolve import local_rank as resolve_local_rank
 
-# Local-rank variables in the order launchers are tried (torchrun, Slurm, Open MPI, MPICH/Intel MPI, PMIx).
-RANK_KEYS: tuple[str, ...] = (
-    "LOCAL_RANK",
-    "SLURM_LOCALID",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "MPI_LOCALRANKID",
-    "PMI_LOCAL_RANK",
-    "PMIX_LOCAL_RANK",
-    "MV2_COMM_WORLD_LOCAL_RANK",
-)
-GPU_ENV_KEYS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
-ENVIRON_KEYS: tuple[str, ...] = RANK_KEYS + GPU_ENV_KEYS + (
-    "CUDA_DEVICE_ORDER",
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "SLURM_PROCID",
-    "OMPI_COMM_WORLD_RANK",
-)
+# The environment keys, local-rank order, GPU ordering and cgroup parsing are the resolver's (shared with launch).
+RANK_KEYS: tuple[str, ...] = tuple(k for k, _ in RANK_VARS)
+GPU_ENV_KEYS: tuple[str, ...] = GPU_VARS
+ENVIRON_KEYS: tuple[str, ...] = ENV_KEYS
 
 PF_KTHREAD = 0x00200000
 _POLICY_STARTS = ("default", "local", "bind", "prefer", "weighted")
@@ -230,11 +225,12 @@ def parse_environ(data: str, keys: tuple[str, ...] = ENVIRON_KEYS) -> dict[str, 
 
 
 def local_rank(environ: dict[str, str]) -> tuple[int | None, str | None]:
-    for key in RANK_KEYS:
-        value = environ.get(key, "").strip()
-        if value.isdigit():
-            return int(value), key
-    return None, None
+    """(rank, variable) as launch finds it; a malformed value means no rank here (audit reports, never fails)."""
+    try:
+        rank, key, _ = resolve_local_rank(environ)
+    except BindingError:
+        return None, None
+    return rank, key
 
 
 # -- reading one process -------------------------------------------------------------------------
@@ -325,7 +321,7 @@ def read_process(
     cgroup, cpuset_cpus, cpuset_mems = _read_cpuset(host, r.optional("cgroup"))
     faults = _read_numa_faults(r, [t.tid for t in thread_infos] or [pid])
     gpus_open = read_open_gpus(host, pid, topo) if topo is not None and not kernel_thread else ()
-    gpu, gpu_note = choose_gpu(gpus_open, environ, rank, topo) if topo is not None else (None, None)
+    gpu, gpu_note = choose_gpu(gpus_open, environ, rank, topo, pid) if topo is not None else (None, None)
     if gpu_note:
         notes.append(gpu_note)
     if r.gone():
@@ -396,20 +392,6 @@ def _read_numa_faults(r: _Reader, tids: list[int]) -> dict[int, int]:
     return total
 
 
-def parse_cgroup(text: str) -> str | None:
-    """The v2 path ("0::/x"), else the v1 cpuset controller's path."""
-    v1 = None
-    for line in text.split("\n"):
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[0] == "0" and parts[1] == "":
-            return parts[2]
-        if "cpuset" in parts[1].split(","):
-            v1 = parts[2]
-    return v1
-
-
 def _read_cpuset(
     host: Host, cgroup_text: str | None
 ) -> tuple[str | None, tuple[int, ...] | None, tuple[int, ...] | None]:
@@ -418,14 +400,7 @@ def _read_cpuset(
     path = parse_cgroup(cgroup_text)
     if path is None:
         return None, None, None
-    rel = path.strip("/")
-    if ".." in rel.split("/"):
-        return path, None, None
-    candidates = [
-        (f"/sys/fs/cgroup/{rel}".rstrip("/"), "cpuset.cpus.effective", "cpuset.mems.effective"),
-        (f"/sys/fs/cgroup/cpuset/{rel}".rstrip("/"), "cpuset.effective_cpus", "cpuset.effective_mems"),
-    ]
-    for base, cpus_file, mems_file in candidates:
+    for base, cpus_file, mems_file in cgroup_cpuset_dirs(cgroup_text):
         cpus = host.read_cpulist(f"{base}/{cpus_file}")
         if cpus is not None:
             mems = host.read_cpulist(f"{base}/{mems_file}")
@@ -463,64 +438,56 @@ def read_open_gpus(host: Host, pid: int, topo: Topology) -> tuple[GpuUse, ...]:
     return tuple(seen.values())
 
 
-def _gpus_in_bus_order(topo: Topology, vendor: int | None = None) -> list:
-    gpus = [d for d in topo.devices if d.kind == "gpu" and (vendor is None or d.vendor_id == vendor)]
-    return sorted(gpus, key=lambda d: d.bdf)
-
-
 def choose_gpu(
-    opened: tuple[GpuUse, ...], environ: dict[str, str], rank: int | None, topo: Topology
+    opened: tuple[GpuUse, ...], environ: dict[str, str], rank: int | None, topo: Topology, pid: int | None = None
 ) -> tuple[GpuUse | None, str | None]:
-    """The one GPU a process uses: a single open device node, else the visible-devices list and the rank.
+    """The one GPU a process uses: NVML's compute processes, else a single open device node, else the
+    visible-devices list and the rank (the resolver launch uses).
 
     Returns (gpu, note); the note says what was assumed or why no GPU could be told.
     """
+    on = [g for g in topo.fabric.nvml_gpus if pid is not None and pid in g.processes]
+    if len(on) == 1:
+        d = topo.device(on[0].bdf) or next((x for x in topo.devices if x.bdf.lower() == on[0].bdf), None)
+        return GpuUse(on[0].bdf, d.node if d else None, f"NVML: a compute process on GPU {on[0].index}",
+                      on[0].index), None
     concrete = [g for g in opened if g.bdf is not None]
     if len(concrete) == 1:
         return concrete[0], None
-    from_env = _gpu_from_env(environ, rank, topo)
+    from_env, env_note = _gpu_from_env(environ, rank, topo)
     if from_env is not None:
         if concrete and from_env.bdf not in {g.bdf for g in concrete}:
             return from_env, f"the GPU named by the environment ({from_env.bdf}) is not among its open GPUs"
         return from_env, None
+    if len(on) > 1:
+        return None, f"NVML shows it on {len(on)} GPUs and no local rank tells which one it mainly uses"
     if len(concrete) > 1:
         return None, f"it holds {len(concrete)} GPUs open and no local rank tells which one it uses"
+    if env_note:
+        return None, env_note
     if any(g.source.startswith("fd /dev/kfd") for g in opened):
         return None, "it uses an AMD GPU (/dev/kfd) but neither ROCR/HIP_VISIBLE_DEVICES nor a rank says which"
     return None, None
 
 
-def _gpu_from_env(environ: dict[str, str], rank: int | None, topo: Topology) -> GpuUse | None:
-    for key in GPU_ENV_KEYS:
-        if key in environ:
-            vendor = 0x10DE if key == "CUDA_VISIBLE_DEVICES" else 0x1002
-            items = [x.strip() for x in environ[key].split(",") if x.strip()]
-            if not items:
-                return None
-            pick = items[rank] if rank is not None and rank < len(items) else (items[0] if len(items) == 1 else None)
-            if pick is None:
-                return None
-            what = f"{key}={environ[key]}" + (f" + local rank {rank}" if rank is not None and len(items) > 1 else "")
-            if pick.upper().startswith(("GPU-", "MIG-")):
-                for d in topo.devices:
-                    if d.nvidia is not None and d.nvidia.uuid and d.nvidia.uuid.lower() == pick.lower():
-                        return GpuUse(d.bdf, d.node, f"{what} (UUID)", d.nvidia.minor)
-                return None
-            if not pick.isdigit():
-                return None
-            gpus = _gpus_in_bus_order(topo, vendor) or _gpus_in_bus_order(topo)
-            index = int(pick)
-            if index >= len(gpus):
-                return GpuUse(None, None, f"{what}: index {index} but {len(gpus)} GPU(s) found", index)
-            d = gpus[index]
-            order = "PCI bus order" if environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" else "PCI bus order assumed"
-            return GpuUse(d.bdf, d.node, f"{what} ({order})", index)
-    if rank is not None:
-        gpus = _gpus_in_bus_order(topo)
-        if rank < len(gpus):
-            d = gpus[rank]
-            return GpuUse(d.bdf, d.node, f"local rank {rank} -> GPU {rank} in PCI bus order (assumed)", rank)
-    return None
+def _gpu_from_env(environ: dict[str, str], rank: int | None, topo: Topology) -> tuple[GpuUse | None, str | None]:
+    try:
+        found = rank_gpu(environ, rank, topo.devices)
+    except BindingError as exc:
+        return None, f"its environment names no usable GPU: {exc}"
+    if found is None:
+        return None, None
+    dev, source, ordering, _ = found
+    index = None
+    gpus, _ = gpus_in_pci_order(topo.devices)
+    if dev in gpus:
+        index = gpus.index(dev)
+    if ordering and "assumed" in ordering and "UUID" not in source:
+        source += " (PCI bus order assumed)"
+    elif ordering and "PCI_BUS_ID" in ordering:
+        source += " (PCI bus order)"
+    minor = dev.nvidia.minor if dev.nvidia else index
+    return GpuUse(dev.bdf, dev.node, source, minor), None
 
 
 # -- finding processes ---------------------------------------------------------------------------

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from numatune.host import Host
 from numatune.model.topology import KernelSettings
 from numatune.readers.nodes import read_weighted_interleave_auto
@@ -13,16 +11,23 @@ def bracketed_choice(text: str | None) -> str | None:
     """"always [madvise] never" -> "madvise"."""
     if not text:
         return None
-    m = re.search(r"\[([^\]]+)\]", text)
-    return m.group(1) if m else text.strip()
+    start = text.find("[")
+    while start >= 0:  # the first "[...]" with something inside, as re.search(r"\[([^\]]+)\]") finds it
+        end = text.find("]", start + 1)
+        if end < 0:
+            break
+        if end > start + 1:
+            return text[start + 1:end]
+        start = text.find("[", start + 1)
+    return text.strip()
 
 
 def read_settings(host: Host) -> KernelSettings:
     release = host.read_optional("/proc/sys/kernel/osrelease")
     if release is None:
         version = host.read_optional("/proc/version") or ""
-        m = re.match(r"Linux version (\S+)", version)
-        release = m.group(1) if m else None
+        rest = version[len("Linux version "):] if version.startswith("Linux version ") else ""
+        release = rest.split(None, 1)[0] if rest[:1] and not rest[:1].isspace() else None  # "6.12.0-amd64 (..."
     demotion = host.read_optional("/sys/kernel/mm/numa/demotion_enabled")
     return KernelSettings(
         release=release,

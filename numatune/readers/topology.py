@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from numatune.host import Host
 from numatune.model.findings import Skipped
-from numatune.model.topology import CxlTopology, KernelSettings, NumaNode, PciDevice, Topology
+from numatune.model.topology import CxlTopology, GpuFabric, KernelSettings, NumaNode, PciDevice, Topology
 from numatune.readers import host_skipped
 from numatune.readers.cpukinds import group_cpu_kinds, read_kind_facts
 from numatune.readers.cpus import read_cpus, summarize_cpus
@@ -40,11 +40,17 @@ def read_topology(
     cpus = tuple(c._replace(node=node_of.get(c.id)) for c in cpus)
     pci: tuple[PciDevice, ...] = ()
     memory = CxlTopology()
+    fabric = GpuFabric()
     if devices:
+        from numatune.readers.fabric import read_fabric, with_nvml_uuids
+        from numatune.readers.kfd import read_kfd
         from numatune.readers.pci import read_pci_devices
 
-        pci, pci_skipped = read_pci_devices(host, nodes, pci_ids)
+        kfd = read_kfd(host)
+        pci, pci_skipped = read_pci_devices(host, nodes, pci_ids, kfd)
         skipped += pci_skipped
+        fabric = read_fabric(host, pci, kfd)
+        pci = with_nvml_uuids(pci, fabric)
     if devices if cxl is None else cxl:
         from numatune.readers.cxl import read_cxl
 
@@ -68,6 +74,7 @@ def read_topology(
         settings=kernel,
         skipped=host_skipped(host, tuple(skipped)),
         cpu_kinds=group_cpu_kinds(cpus, summary.model),
+        fabric=fabric,
     )
 
 

@@ -1,8 +1,9 @@
 """The JSON envelope every report shares, and the one writer of JSON text.
 
 Every document starts with `schema` (its name and version, from SCHEMAS: the one list of them,
-each documented in docs/json-schemas.md) and `numatune_version`. No json import until text is
-written, and json's pure-Python indent mode only where it is cheap (see `dumps`).
+each documented in docs/json-schemas.md) and `numatune_version`. Indented documents are written
+without importing json (`_indented`, byte-identical to json.dumps(indent=2)); only documents with
+row lists (irq) import it, for its C encoder (see `dumps`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ SCHEMAS = {
     "check": "numatune.check/1",
     "diff": "numatune.diff/1",
     "fleet": "numatune.fleet/1",
+    "emit": "numatune.emit/1",
 }
 
 
@@ -41,6 +43,8 @@ def dumps(doc: dict[str, Any], row_keys: tuple[str, ...] = ()) -> str:
     """Indented JSON (no trailing newline). Lists under `row_keys` are written one element per line through
     the C encoder: json's indent mode is pure Python and, for the thousands of IRQ rows of a big node,
     costs more than parsing /proc/interrupts."""
+    if not row_keys:  # inspect, check, diff, audit: no `json` import (it loads `re`, `enum`, `collections`)
+        return _indented(doc)
     import json
 
     rows: list[str] = []
@@ -67,3 +71,64 @@ def dumps(doc: dict[str, Any], row_keys: tuple[str, ...] = ()) -> str:
 def _slot(rows: list[str], encoded: str) -> str:
     rows.append(encoded)
     return f"\x00row:{len(rows) - 1}"
+
+
+def _indented(doc: Any) -> str:
+    """`json.dumps(doc, indent=2)`, byte for byte (tested), without importing json: its pure-Python indent
+    mode written out, on the C string escaper json itself uses."""
+    try:
+        from _json import encode_basestring_ascii as quote
+    except ImportError:  # an interpreter without the C accelerator
+        from json.encoder import encode_basestring_ascii as quote
+    out: list[str] = []
+    put = out.append
+
+    def scalar(value: Any) -> str:
+        if value is None:
+            return "null"
+        if value is True:
+            return "true"
+        if value is False:
+            return "false"
+        if isinstance(value, int):
+            return int.__repr__(value)
+        if isinstance(value, float):
+            if value != value:
+                return "NaN"
+            if value in (float("inf"), float("-inf")):
+                return "Infinity" if value > 0 else "-Infinity"
+            return float.__repr__(value)
+        raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+    def write(value: Any, level: int) -> None:
+        if isinstance(value, str):
+            put(quote(value))
+        elif isinstance(value, dict):
+            if not value:
+                put("{}")
+                return
+            inner = "\n" + "  " * (level + 1)
+            first = True
+            for key, item in value.items():
+                put(("{" if first else ",") + inner)
+                first = False
+                put(quote(key if isinstance(key, str) else scalar(key)))
+                put(": ")
+                write(item, level + 1)
+            put("\n" + "  " * level + "}")
+        elif isinstance(value, (list, tuple)):
+            if not value:
+                put("[]")
+                return
+            inner = "\n" + "  " * (level + 1)
+            first = True
+            for item in value:
+                put(("[" if first else ",") + inner)
+                first = False
+                write(item, level + 1)
+            put("\n" + "  " * level + "]")
+        else:
+            put(scalar(value))
+
+    write(doc, 0)
+    return "".join(out)

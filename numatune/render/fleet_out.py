@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from numatune import __version__
 from numatune.analysis.fleet import Fleet, Group
-
-SCHEMA = "numatune.fleet/1"
+from numatune.render.envelope import envelope
 
 
 def _names(names: tuple[str, ...], limit: int = 8) -> str:
@@ -53,12 +51,11 @@ def render_fleet_text(fleet: Fleet, unreadable: list[tuple[str, str]]) -> str:
 
 
 def fleet_document(fleet: Fleet, unreadable: list[tuple[str, str]]) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA,
-        "numatune_version": __version__,
-        "nodes": fleet.total,
-        "reference_is_majority": fleet.reference_is_majority,
-        "groups": [
+    return envelope(
+        "fleet",
+        nodes=fleet.total,
+        reference_is_majority=fleet.reference_is_majority,
+        groups=[
             {
                 "id": g.id,
                 "fingerprint": g.fingerprint,
@@ -75,7 +72,7 @@ def fleet_document(fleet: Fleet, unreadable: list[tuple[str, str]]) -> dict[str,
             }
             for g in fleet.groups
         ],
-        "outliers": list(fleet.outliers),
-        "unreadable": [{"source": w, "reason": r} for w, r in unreadable],
-        "notes": list(fleet.notes),
-    }
+        outliers=list(fleet.outliers),
+        unreadable=[{"source": w, "reason": r} for w, r in unreadable],
+        notes=list(fleet.notes),
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numatune.analysis.paths import LEGEND, PathMatrix
+from numatune.analysis.paths import LEGEND, PathMatrix, fabric_label
 from numatune.model.findings import Finding
 from numatune.model.topology import PciDevice, Topology
 from numatune.render.envelope import envelope
@@ -35,6 +35,7 @@ def device_json(d: PciDevice) -> dict[str, Any]:
         "nvme": list(d.nvme),
         "nvidia": to_jsonable(d.nvidia),
         "amd_kfd_node": d.amd_kfd_node,
+        "kfd_cpu_agent": d.kfd_cpu_agent,
         "sysfs_path": d.path or None,
     }
 
@@ -74,6 +75,14 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
             "labels": list(matrix.labels),
             "cells": [list(row) for row in matrix.cells],
             "numa_nodes": list(matrix.nodes),
+            "links": [dict(to_jsonable(x), label=fabric_label(x)) for x in matrix.links],
+            "nvlink": {"state": matrix.nvlink, "note": matrix.nvlink_note},
+        },
+        gpu_fabric={
+            "driver_version": topo.fabric.driver_version,
+            "peer_memory": topo.fabric.peer_memory,
+            "acs": dict(topo.fabric.acs),
+            "nvml_gpus": to_jsonable(topo.fabric.nvml_gpus),
         },
         cxl=to_jsonable(topo.cxl),
         settings=to_jsonable(topo.settings),

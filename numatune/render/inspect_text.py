@@ -1,13 +1,15 @@
-"""Rich rendering of `inspect` for people: a summary, tables per subject, then findings."""
+"""`inspect` for people: a summary, tables per subject, then findings.
+
+The tables are built once as plain specs (`_Table`) and drawn by rich, or, when the output is not a
+terminal and every part fits the width unwrapped, by `plain_inspect`, which draws rich's heavy-head
+box itself and prints the same bytes (tests compare the two on every fixture). Importing and
+laying out rich costs more than reading a 256-CPU tree; it is paid only where it buys something:
+colour on a terminal, wrapped cells, the CXL tree.
+"""
 
 from __future__ import annotations
 
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
-from rich.tree import Tree
-
-from numatune.analysis.paths import LEGEND, PathMatrix
+from numatune.analysis.paths import LEGEND, PathMatrix, fabric_label
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Finding, Severity
 from numatune.model.topology import CpuKind, Topology
@@ -38,7 +40,27 @@ def node_label(node: int | None, inferred: int | None = None) -> str:
     return "-"
 
 
-def render_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> Group:
+class _Table:
+    """What a table shows, for either renderer: columns (header, justify, no_wrap), rows, title, caption."""
+
+    __slots__ = ("title", "caption", "columns", "rows", "styles", "overflow")
+
+    def __init__(self, title: str, columns: list[tuple[str, str, bool]], caption: str | None = None,
+                 overflow: str = "ellipsis") -> None:
+        self.title, self.caption, self.columns, self.overflow = title, caption, columns, overflow
+        self.rows: list[list[str]] = []
+        self.styles: dict[tuple[int, int], str] = {}  # (row, column) -> rich style
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(list(cells))
+
+
+def _cols(*names: str, justify: str = "left", no_wrap: tuple[str, ...] = ()) -> list[tuple[str, str, bool]]:
+    return [(n, justify, n in no_wrap) for n in names]
+
+
+def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> list:
+    """The sections in order: text as [(chunk, style)], `_Table`s, and the CXL topology as ("tree", topo)."""
     parts = [_summary(topo), _nodes_table(topo)]
     if len(topo.nodes) > 1 and any(n.distances for n in topo.nodes):
         parts.append(_distance_table(topo))
@@ -48,50 +70,222 @@ def render_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding]) 
         parts.append(_devices_table(topo))
     if len(matrix.devices) > 1:
         parts.append(_matrix_table(matrix))
+    if matrix.links:
+        parts.append(_links_table(matrix))
+    if matrix.nvlink == "not visible":
+        parts.append([(f"NVLink: not visible ({matrix.nvlink_note}); NVIDIA GPU pairs show their PCIe path only",
+                       "yellow")])
     if topo.cxl.present:
-        parts.append(_cxl_tree(topo))
-    parts.append(_settings(topo))
-    parts.append(findings_table(findings))
-    return Group(*parts)
+        parts.append(("tree", topo))
+    parts.append([("Kernel: " + _settings(topo), "")])
+    parts.append(_findings_spec(findings) if findings else [("No findings.", "green")])
+    return parts
 
 
-def _summary(topo: Topology) -> Text:
+def render_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding]):  # noqa: ANN201 - rich Group
+    from rich.console import Group
+
+    return Group(*(_rich(part) for part in _parts(topo, matrix, findings)))
+
+
+def print_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding], color: bool = True) -> None:
+    """Print the report to stdout: drawn here when rich would print the same bytes, else by rich."""
+    import os
+    import sys
+
+    width = plain_width(sys.stdout, os.environ)
+    text = plain_inspect(topo, matrix, findings, width) if width else None
+    if text is not None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        from numatune.render.console import make_console
+
+        make_console(color).print(render_inspect(topo, matrix, findings))
+
+
+def plain_width(stream, environ) -> int | None:  # noqa: ANN001 - a text file, os.environ
+    """The width rich would lay out for on STREAM, or None when rich must draw (a terminal: colour).
+
+    Mirrors rich.Console's sizing for a file that is not a terminal: the first of stdin, stdout and
+    stderr that is a terminal gives the width, COLUMNS overrides it, else 80.
+    """
+    import os
+
+    if "FORCE_COLOR" in environ or "TTY_COMPATIBLE" in environ:
+        return None
+    try:
+        if stream.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    width = None
+    for fd in (0, 1, 2):
+        try:
+            width = os.get_terminal_size(fd).columns
+        except (AttributeError, ValueError, OSError):
+            continue
+        break
+    columns = environ.get("COLUMNS")
+    if columns is not None and columns.isdigit():
+        width = int(columns)
+    return width or 80
+
+
+def plain_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding], width: int) -> str | None:
+    """What rich prints for `render_inspect` on a WIDTH-column non-terminal, or None when only rich can
+    lay it out (a cell, title or caption wider than the table, non-ASCII text, the CXL tree). Text lines
+    are wrapped as rich wraps them."""
+    out: list[str] = []
+    for part in _parts(topo, matrix, findings):
+        if isinstance(part, tuple):
+            return None
+        if isinstance(part, list):
+            text = "".join(chunk for chunk, _style in part)
+            if not text.isascii() or "\t" in text:
+                return None
+            for line in text.split("\n"):
+                out += _wrap(line, width)
+            continue
+        drawn = _plain_table(part, width)
+        if drawn is None:
+            return None
+        out += drawn
+    return "\n".join(out) + "\n"
+
+
+def _wrap(line: str, width: int) -> list[str]:
+    """An ASCII line as rich wraps it (rich._wrap.divide_line, then Text.wrap with overflow "fold"):
+    greedy on words with their trailing blanks, a word longer than the width folded, trailing blanks
+    kept up to the width."""
+    breaks, offset = [], 0
+    for start, word in _words(line):
+        length = len(word.rstrip())
+        if width - offset >= length:
+            offset += len(word)
+        elif length > width:
+            pieces = [word[i:i + width] for i in range(0, len(word), width)]
+            for i, piece in enumerate(pieces):
+                if start:
+                    breaks.append(start)
+                if i == len(pieces) - 1:
+                    offset = len(piece)
+                else:
+                    start += len(piece)
+        elif offset and start:
+            breaks.append(start)
+            offset = len(word)
+    out = []
+    for a, b in zip([0, *breaks], [*breaks, len(line)], strict=True):
+        piece = line[a:b]
+        if len(piece) > width:
+            piece = piece[:len(piece) - min(len(piece) - len(piece.rstrip()), len(piece) - width)][:width]
+        out.append(piece)
+    return out
+
+
+def _words(line: str) -> list[tuple[int, str]]:
+    r"""(start, text) of each match of r"\s*\S+\s*" in LINE: a word with its blanks (str methods, not `re`)."""
+    words = line.split()
+    starts, pos = [], 0
+    for w in words:
+        pos = line.find(w, pos)
+        starts.append(pos)
+        pos += len(w)
+    if starts:
+        starts[0] = 0  # the first match takes the line's leading blanks too
+    ends = [*starts[1:], len(line)]
+    return [(start, line[start:end]) for start, end in zip(starts, ends[:len(starts)], strict=True)]
+
+
+def _plain_table(t: _Table, width: int) -> list[str] | None:
+    cells = [[h for h, _j, _w in t.columns], *t.rows]
+    if not all(c.isascii() and "\n" not in c for row in cells for c in row):
+        return None
+    widths = [max(len(row[i]) for row in cells) for i in range(len(t.columns))]
+    total = sum(widths) + 3 * len(widths) + 1
+    if total > width or len(t.title) > total or (t.caption is not None and len(t.caption) > total):
+        return None
+
+    def line(left: str, fill: str, mid: str, right: str) -> str:
+        return left + mid.join(fill * (w + 2) for w in widths) + right
+
+    def row(values: list[str], bar: str) -> str:
+        padded = (v.rjust(w) if j == "right" else v.ljust(w) for v, w, (_h, j, _n) in zip(values, widths, t.columns,
+                                                                                         strict=True))
+        return bar + " " + f" {bar} ".join(padded) + " " + bar
+
+    lines = [t.title.ljust(total), line("┏", "━", "┳", "┓"), row(cells[0], "┃"), line("┡", "━", "╇", "┩")]
+    lines += [row(r, "│") for r in t.rows]
+    lines.append(line("└", "─", "┴", "┘"))
+    if t.caption is not None:
+        lines.append(t.caption.ljust(total))
+    return lines
+
+
+def _rich(part):  # noqa: ANN001, ANN202 - a section -> a rich renderable
+    from rich.text import Text
+
+    if isinstance(part, tuple):
+        return _cxl_tree(part[1])
+    if isinstance(part, list):
+        text = Text()
+        for chunk, style in part:
+            text.append(chunk, style=style or None)
+        return text
+    return _rich_table(part)
+
+
+def _rich_table(spec: _Table):  # noqa: ANN202 - rich Table
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title=spec.title, title_justify="left", caption=spec.caption,
+              caption_justify="left" if spec.caption is not None else "center")
+    for header, justify, no_wrap in spec.columns:
+        t.add_column(header, justify=justify, no_wrap=no_wrap, overflow=spec.overflow)
+    for r, cells in enumerate(spec.rows):
+        t.add_row(*(Text(c, style=spec.styles[(r, i)]) if (r, i) in spec.styles else c for i, c in enumerate(cells)))
+    return t
+
+
+def _summary(topo: Topology) -> list[tuple[str, str]]:
     c = topo.cpu
-    lines = Text()
-    lines.append(f"{topo.source}", style="bold")
-    lines.append(" (live)\n" if topo.live else " (saved tree)\n")
+    lines = [(f"{topo.source}", "bold"), (" (live)\n" if topo.live else " (saved tree)\n", "")]
     kinds = topo.cpu_kinds
     if kinds.heterogeneous and len({k.name for k in kinds.kinds}) == len(kinds.kinds):
-        lines.append("CPU: " + " + ".join(f"{len(k.cpus)}x {k.name or '?'}" for k in kinds.kinds))
+        tail = "CPU: " + " + ".join(f"{len(k.cpus)}x {k.name or '?'}" for k in kinds.kinds)
     elif kinds.heterogeneous:
-        lines.append(f"CPU: {c.model or 'unknown model'}: "
-                     + " + ".join(f"{len(k.cpus)} {k.role}" for k in kinds.kinds) + " CPU(s)")
+        tail = (f"CPU: {c.model or 'unknown model'}: "
+                + " + ".join(f"{len(k.cpus)} {k.role}" for k in kinds.kinds) + " CPU(s)")
     else:
-        lines.append(f"CPU: {c.model or 'unknown model'}")
+        tail = f"CPU: {c.model or 'unknown model'}"
     if c.architecture:
-        lines.append(f" [{c.architecture}]")
+        tail += f" [{c.architecture}]"
     if kinds.heterogeneous:
-        lines.append(f"\nCPU kinds, most performant first (grouped by {', '.join(kinds.grouped_by)}; "
-                     + (f"ranked by {', then '.join(kinds.ranked_by)})" if kinds.ranked_by else "not ranked: "
-                        "the kernel states no capacity or frequency for every kind)"))
+        tail += (f"\nCPU kinds, most performant first (grouped by {', '.join(kinds.grouped_by)}; "
+                 + (f"ranked by {', then '.join(kinds.ranked_by)})" if kinds.ranked_by else "not ranked: "
+                    "the kernel states no capacity or frequency for every kind)"))
+        lines.append((tail, ""))
         for k in kinds.kinds:
-            lines.append(f"\n  {cpu_kind_line(k)}", style="yellow" if k.role == "efficiency" else None)
-    lines.append(
-        f"\n{len(c.sockets)} socket(s), {c.cores} core(s), {c.threads_per_core} thread(s)/core, "
-        f"{len(c.online)} CPU(s) online"
-    )
+            lines.append((f"\n  {cpu_kind_line(k)}", "yellow" if k.role == "efficiency" else ""))
+        tail = ""
+    tail += (f"\n{len(c.sockets)} socket(s), {c.cores} core(s), {c.threads_per_core} thread(s)/core, "
+             f"{len(c.online)} CPU(s) online")
+    lines.append((tail, ""))
     if c.offline:
-        lines.append(f", offline: {format_cpulist(c.offline)}", style="yellow")
-    lines.append(f"\n{len(topo.nodes)} NUMA node(s)")
+        lines.append((f", offline: {format_cpulist(c.offline)}", "yellow"))
+    tail = f"\n{len(topo.nodes)} NUMA node(s)"
     if not topo.numa_kernel:
-        lines.append(" (kernel without NUMA: one implicit node)")
+        tail += " (kernel without NUMA: one implicit node)"
     if topo.settings.release:
-        lines.append(f"; kernel {topo.settings.release}")
+        tail += f"; kernel {topo.settings.release}"
+    lines.append((tail, ""))
     return lines
 
 
 def cpu_kind_line(k: CpuKind) -> str:
-    """One CPU kind on one line: rank, role, count, CPU list, part, capacity, max MHz."""
+    """One CPU kind on one line: rank, role, count, CPU list, part, capacity, max and base MHz."""
     facts = [f"{len(k.cpus)} CPU(s) {format_cpulist(k.cpus)}"]
     if k.part:
         facts.append(f"part {k.part}")
@@ -108,10 +302,8 @@ def _span(values: tuple[int, ...]) -> str:
     return str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
 
 
-def _nodes_table(topo: Topology) -> Table:
-    t = Table(title="NUMA nodes", title_justify="left")
-    for col in ("node", "kind", "CPUs", "memory", "free", "tier", "huge pages", "weight"):
-        t.add_column(col)
+def _nodes_table(topo: Topology) -> _Table:
+    t = _Table("NUMA nodes", _cols("node", "kind", "CPUs", "memory", "free", "tier", "huge pages", "weight"))
     for n in topo.nodes:
         huge = ", ".join(f"{h.total}x{human_kib(h.size_kib)}" for h in n.hugepages if h.total) or "-"
         t.add_row(
@@ -127,21 +319,17 @@ def _nodes_table(topo: Topology) -> Table:
     return t
 
 
-def _distance_table(topo: Topology) -> Table:
+def _distance_table(topo: Topology) -> _Table:
     ids = [n.id for n in topo.nodes]
-    t = Table(title="Distances", title_justify="left", caption="SLIT; 10 = local", caption_justify="left")
-    t.add_column("node")
-    for i in ids:
-        t.add_column(str(i), justify="right")
+    t = _Table("Distances", _cols("node") + _cols(*(str(i) for i in ids), justify="right"), "SLIT; 10 = local")
     for n in topo.nodes:
         t.add_row(str(n.id), *[str(n.distances.get(i, "-")) for i in ids])
     return t
 
 
-def _hmat_table(topo: Topology) -> Table:
-    t = Table(title="HMAT (best figures from the initiators)", title_justify="left")
-    for col in ("target", "access", "initiators", "read ns", "write ns", "read MB/s", "write MB/s"):
-        t.add_column(col)
+def _hmat_table(topo: Topology) -> _Table:
+    t = _Table("HMAT (best figures from the initiators)",
+               _cols("target", "access", "initiators", "read ns", "write ns", "read MB/s", "write MB/s"))
     for n in topo.nodes:
         for e in n.hmat:
             t.add_row(
@@ -154,10 +342,10 @@ def _hmat_table(topo: Topology) -> Table:
     return t
 
 
-def _devices_table(topo: Topology) -> Table:
-    t = Table(title="Devices (node? = inferred, - = unknown)", title_justify="left")
-    for col in ("BDF", "kind", "node", "name", "interfaces", "link", "local CPUs"):
-        t.add_column(col, no_wrap=col in ("BDF", "kind", "node"))
+def _devices_table(topo: Topology) -> _Table:
+    t = _Table("Devices (node? = inferred, - = unknown)",
+               _cols("BDF", "kind", "node", "name", "interfaces", "link", "local CPUs",
+                     no_wrap=("BDF", "kind", "node")))
     for d in topo.devices:
         name = " ".join(x for x in (d.vendor_name, d.device_name) if x) or (
             f"{d.vendor_id or 0:04x}:{d.device_id or 0:04x}"
@@ -179,20 +367,36 @@ def _devices_table(topo: Topology) -> Table:
     return t
 
 
-def _matrix_table(m: PathMatrix) -> Table:
-    t = Table(title="GPU/NIC paths", title_justify="left",
-              caption="; ".join(f"{k}: {v}" for k, v in LEGEND.items() if k != "X"), caption_justify="left")
-    t.add_column("")
-    for label in m.labels:
-        t.add_column(label)
-    t.add_column("CPU affinity")
-    t.add_column("NUMA affinity")
+def _matrix_table(m: PathMatrix) -> _Table:
+    t = _Table("GPU/NIC paths", _cols("", *m.labels, "CPU affinity", "NUMA affinity"),
+               "; ".join(f"{k}: {v}" for k, v in LEGEND.items() if k != "X"))
     for i, label in enumerate(m.labels):
         t.add_row(label, *m.cells[i], format_cpulist(m.local_cpus[i]) or "-", node_label(m.nodes[i]))
     return t
 
 
-def _cxl_tree(topo: Topology) -> Tree:
+def _links_table(m: PathMatrix) -> _Table:
+    """GPU-to-GPU fabric links with what the matrix cell cannot hold: link count, KFD weight, bandwidth."""
+    label = {bdf.lower(): name for bdf, name in zip(m.devices, m.labels, strict=True)}
+    t = _Table("GPU fabric links", _cols("pair", "link", "links", "weight", "bandwidth MB/s (one / all)", "source"))
+    for x in m.links:
+        bw = "-"
+        if x.min_bandwidth_mbps or x.max_bandwidth_mbps:
+            bw = f"{x.min_bandwidth_mbps or '?'} / {x.max_bandwidth_mbps or '?'}"
+        t.add_row(
+            f"{label.get(x.a, x.a)}-{label.get(x.b, x.b)}",
+            fabric_label(x),
+            "?" if x.count is None else str(x.count),
+            "-" if x.weight is None else str(x.weight),
+            bw,
+            x.source,
+        )
+    return t
+
+
+def _cxl_tree(topo: Topology):  # noqa: ANN202 - rich Tree
+    from rich.tree import Tree
+
     cxl = topo.cxl
     title = "CXL memory: memdev -> region -> DAX -> NUMA node" if cxl.memdevs or cxl.regions else (
         "DAX devices -> NUMA node")
@@ -225,7 +429,7 @@ def _cxl_tree(topo: Topology) -> Tree:
     return root
 
 
-def _settings(topo: Topology) -> Text:
+def _settings(topo: Topology) -> str:
     s = topo.settings
     items = [
         ("numa_balancing", s.numa_balancing),
@@ -235,16 +439,20 @@ def _settings(topo: Topology) -> Text:
         ("weighted_interleave auto", s.weighted_interleave_auto),
         ("irqbalance running", s.irqbalance_running),
     ]
-    shown = ", ".join(f"{k}={v}" for k, v in items if v is not None)
-    return Text("Kernel: " + (shown or "no settings in this tree"))
+    return ", ".join(f"{k}={v}" for k, v in items if v is not None) or "no settings in this tree"
 
 
-def findings_table(findings: list[Finding]) -> Table | Text:
-    if not findings:
-        return Text("No findings.", style="green")
-    t = Table(title="Findings", title_justify="left")
-    for col in ("code", "severity", "finding", "fix"):
-        t.add_column(col, overflow="fold")
-    for f in findings:
-        t.add_row(f.code, Text(f.severity.value, style=SEVERITY_STYLE[f.severity]), f.message, f.fix or "-")
+def _findings_spec(findings: list[Finding]) -> _Table:
+    t = _Table("Findings", _cols("code", "severity", "finding", "fix"), overflow="fold")
+    for r, f in enumerate(findings):
+        t.add_row(f.code, f.severity.value, f.message, f.fix or "-")
+        t.styles[(r, 1)] = SEVERITY_STYLE[f.severity]
     return t
+
+
+def findings_table(findings: list[Finding]):  # noqa: ANN201 - rich Table or Text
+    if not findings:
+        from rich.text import Text
+
+        return Text("No findings.", style="green")
+    return _rich_table(_findings_spec(findings))

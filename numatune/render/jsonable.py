@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from enum import Enum
+from _collections_abc import Mapping  # collections.abc itself: its import loads `collections` (~5% of a check)
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
 if TYPE_CHECKING:
@@ -18,8 +17,8 @@ def to_jsonable(value: Any) -> Any:
 
         fields = dataclasses.fields(value)
         return {f.name: to_jsonable(getattr(value, f.name)) for f in fields if not f.name.startswith("_")}
-    if isinstance(value, Enum):
-        return value.value
+    if isinstance(value, str):  # Severity and other str subclasses: the plain value
+        return str.__str__(value)
     if isinstance(value, Mapping):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

@@ -44,7 +44,6 @@ def launch_document(plan: LaunchPlan, source: str) -> dict[str, Any]:
             "nodes": list(mem.nodes),
             "weights": {str(n): w for n, w in mem.weights.items()} or None,
             "weights_source": mem.weights_source,
-            "write_weights": {str(n): w for n, w in plan.write_weights.items()} or None,
         },
         method=plan.method,
         argv=list(plan.argv),

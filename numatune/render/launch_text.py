@@ -10,9 +10,6 @@ from numatune.render.launch_sh import sh_word
 def render_dry_run(plan: LaunchPlan) -> str:
     lines = [f"  {r}" for r in plan.reasons]
     lines += [f"  warning: {w}" for w in plan.warnings]
-    if plan.write_weights:
-        shown = ",".join(f"{n}:{w}" for n, w in sorted(plan.write_weights.items()))
-        lines.append(f"  before exec: write weights {shown} to /sys/kernel/mm/mempolicy/weighted_interleave/node*")
     env = " ".join(f"{k}={sh_word(v)}" for k, v in plan.env.items())
     cmd = " ".join(sh_word(a) for a in plan.argv)
     lines.append(f"command ({plan.method}):")

@@ -89,3 +89,36 @@ def test_cpu_kinds_split_the_fingerprint_only_on_hybrid_nodes():
     assert [len(g.nodes) for g in fleet.groups] == [2, 1] and fleet.outliers == ("n2",)
     assert fleet.groups[1].differs == (("cpu kinds", "4 Cortex-X925 (4-7) > 4 Cortex-A725 (0-3)",
                                         "2 Cortex-X925 (0-1) > 6 Cortex-A725 (2-7)"),)
+
+
+def test_tally_memory_grows_per_node_by_a_name_not_a_report():
+    """Streaming: 4,000 reports of two topologies leave ~a name and a few indexes per node, no documents."""
+    import json
+    import tracemalloc
+
+    from numatune.analysis.fleet import FleetTally
+
+    other = copy.deepcopy(DOC)
+    other["cpu"]["threads_per_core"] = 1
+    text = {0: json.dumps(DOC | {"findings": [{"code": "NT005", "severity": "info", "message": "m"}]}),
+            1: json.dumps(other)}
+    report_bytes = len(text[0])
+    tally = FleetTally()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for i in range(4000):
+            tally.add(f"n{i:05d}", json.loads(text[i % 3 == 0]))  # each report a fresh document, as when read
+        kept = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert kept / 4000 < 120 < report_bytes  # a name (~55 bytes), its list slot and a few 4-byte indexes
+    fleet = tally.result()
+    assert fleet.total == 4000 and [len(g.nodes) for g in fleet.groups] == [2666, 1334]
+    assert fleet.groups[0].findings[0].nodes[:2] == ("n00001", "n00002")
+    assert tally.names[0] == "n00000" and fleet.groups[1].nodes[0] == "n00000"
+
+
+def test_repeated_names_are_numbered():
+    fleet = group_fleet([NodeReport("a", DOC), NodeReport("a", DOC), NodeReport("b", DOC)])
+    assert fleet.groups[0].nodes == ("a", "a#2", "b")

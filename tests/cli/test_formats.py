@@ -50,6 +50,9 @@ CALLS = {
     "fleet": ("fleet", ["{report}"], {0}),
     "launch": ("launch", ["--node", "0", "--mem-policy", "none", "--", "true"], {0}),
     "audit": ("audit", ["1"], {0}),
+    "emit slurm": ("emit", [], {0}),
+    "emit kubelet": ("emit", [], {0}),
+    "emit nfd": ("emit", [], {0}),
 }
 ERROR_CODES = {int(c) for c in ExitCode} - {0}
 
@@ -86,6 +89,10 @@ def _check_output(kind: str, fmt: str, out: str) -> None:
         assert "# TYPE numatune_" in out
     elif fmt == "junit":
         assert ET.fromstring(out).tag == "testsuites"
+    elif fmt == "svg":
+        assert ET.fromstring(out).tag == "{http://www.w3.org/2000/svg}svg"
+    elif fmt == "html":
+        assert out.startswith("<!DOCTYPE html>") and "<svg" in out and out.rstrip().endswith("</html>")
     else:
         assert out.strip() and not out.lstrip().startswith("{")
 

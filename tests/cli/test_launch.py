@@ -201,3 +201,21 @@ def test_wrapper_as_torchrun_no_python_would_call_it(tmp_path):
                           timeout=60, cwd="/")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["argv"] == ["x"] and "exclusive" in done.stderr
+
+
+def test_emitted_wrapper_forwards_every_option():
+    """The wrapper's options are read off launch's click options: set each to a non-default value and
+    they all come back, so a new option cannot silently drop out of emitted wrappers."""
+    import click
+
+    from numatune.cli.launch import NOT_FORWARDED, forwarded_args, launch_cmd
+
+    given = ["--rank", "1", "--local-size", "2", "--gpu", "0", "--node", "1", "--cpu-bind", "cores:2",
+             "--reserve-cores", "1", "--allow-isolated", "--mem-policy", "interleave", "--mem-nodes", "0,1",
+             "--weights", "0:1", "--via", "taskset", "--best-effort", "--quiet", "--cpu-kind", "efficiency",
+             "--", "true"]
+    kw = launch_cmd.make_context("launch", list(given)).params
+    options = [p for p in launch_cmd.params if isinstance(p, click.Option) and p.name not in NOT_FORWARDED]
+    assert all(kw[p.name] != p.default for p in options), "give every option a non-default value here"
+    again = launch_cmd.make_context("launch", [*forwarded_args(kw), "--", "true"]).params
+    assert {p.name: again[p.name] for p in options} == {p.name: kw[p.name] for p in options}

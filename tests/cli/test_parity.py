@@ -22,6 +22,9 @@ COMMAND_LINES = (
     ("check", "--json"),
     ("check", "--pid", "{pid}", "--json"),
     ("launch", "--dry-run", "--json", "--node", "0", "--", "true"),
+    ("emit", "slurm", "--json"),
+    ("emit", "kubelet", "--json"),
+    ("emit", "nfd", "--json"),
 )
 
 

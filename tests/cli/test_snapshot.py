@@ -33,15 +33,13 @@ def test_no_binary_or_oversized_files_and_relative_links_only(cli, tmp_path):
 
 def test_pid_is_replayed_by_audit_and_keeps_no_secrets(cli, tmp_path):
     env = dict(os.environ, LOCAL_RANK="3", MY_SECRET_TOKEN="hunter2-do-not-keep")
-    child = start(ALLOC, env=env)
+    child = start("held = open('/dev/null')\n" + ALLOC, env=env)  # the captured process holds a device file
     try:
-        fd_holder = open("/dev/null")  # noqa: SIM115 - an open device file of this test process
         archive = tmp_path / "job.tar.gz"
         assert cli("snapshot", "-o", str(archive), "--pid", str(child.pid)).exit_code == 0
         live = json.loads(cli("audit", str(child.pid), "--json").stdout)["processes"][0]
     finally:
         stop(child)
-        fd_holder.close()
     saved = json.loads(cli("--root", str(archive), "audit", str(child.pid), "--json").stdout)["processes"][0]
     assert saved["pid"] == live["pid"] and saved["command"] == live["command"]
     assert saved["memory_by_node"].keys() == live["memory_by_node"].keys()
@@ -52,6 +50,10 @@ def test_pid_is_replayed_by_audit_and_keeps_no_secrets(cli, tmp_path):
         blob = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isfile())
         environ = [m for m in tar.getmembers() if m.name.endswith(f"/proc/{child.pid}/environ")]
         assert environ and tar.extractfile(environ[0]).read() == b"LOCAL_RANK=3\0"
+        fds = [m for m in tar.getmembers() if f"/proc/{child.pid}/fd/" in m.name]
+        # device files are kept as links (they tell which GPU a process holds); its pipes are not
+        assert fds and all(m.issym() and m.linkname.startswith("/dev/") for m in fds)
+        assert "/dev/null" in {m.linkname for m in fds}
     assert b"hunter2-do-not-keep" not in blob
 
 

@@ -1,17 +1,20 @@
-"""Turn a guest's `numatune snapshot` tarball into fixtures/vm-<topology>/ plus PROVENANCE.md.
+"""Turn a guest's `numatune snapshot` tarball into fixtures/vm-<topology>.tar.gz plus its provenance.
 
 Fixture trees committed to the repo must come from `numatune snapshot` run inside the guest
 (never from a hand-made copy), so the fast unit tests parse exactly what a real 6.12 kernel
 writes. Updating is opt-in (NUMATUNE_VM_UPDATE_FIXTURES=1 or run_vm.py --update-fixtures):
-a normal test run must not rewrite tracked files.
+a normal test run must not rewrite tracked files. The snapshot is unwrapped in a temporary
+directory, PROVENANCE.md is added, and the tree is packed like every fixture
+(tests/fixture_archives.py: reproducible, the whole tree); the same note is written beside it as
+fixtures/vm-<topology>.md.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
@@ -20,7 +23,9 @@ from typing import Any
 import vm_runner
 import vm_topology
 
-FIXTURES = vm_runner.REPO / "fixtures"
+if str(vm_runner.REPO) not in sys.path:  # run_vm.py runs outside pytest
+    sys.path.insert(0, str(vm_runner.REPO))
+from tests.fixture_archives import FIXTURES, SUFFIX, pack  # noqa: E402
 
 
 def qemu_version(qemu: str | None) -> str:
@@ -49,12 +54,12 @@ def _safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
 
 def update(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_runner.Environment,
            results: dict[str, Any]) -> Path:
-    """Replace fixtures/vm-<name>/ with the extracted snapshot and a provenance note."""
+    """Replace fixtures/vm-<name>.tar.gz (and vm-<name>.md) with the guest's snapshot; returns the archive."""
     tarball = boot.run_dir / "snapshot.tar.gz"
     if not tarball.exists():
         raise FileNotFoundError(f"{tarball}: the guest's snapshot check produced no tarball")
-    dest = FIXTURES / f"vm-{topo.name}"
-    with tempfile.TemporaryDirectory(dir=FIXTURES) as tmp:
+    name = f"vm-{topo.name}"
+    with tempfile.TemporaryDirectory(prefix="numatune-vm-fixture-") as tmp:
         staging = Path(tmp) / "tree"
         staging.mkdir()
         with tarfile.open(tarball) as tar:
@@ -63,29 +68,11 @@ def update(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_runne
         entries = list(staging.iterdir())
         root = entries[0] if len(entries) == 1 and entries[0].is_dir() and entries[0].name not in ("sys", "proc") \
             else staging
-        keep_empty_dirs(root)
-        (root / "PROVENANCE.md").write_text(provenance(topo, boot, env, results))
-        if dest.exists():
-            shutil.rmtree(dest)
-        shutil.move(str(root), dest)
+        note = provenance(topo, boot, env, results)
+        (root / "PROVENANCE.md").write_text(note)
+        dest = pack(root, FIXTURES / f"{name}{SUFFIX}", name=name)
+    (FIXTURES / f"{name}.md").write_text(note)
     return dest
-
-
-KEEP = ".keep"
-
-
-def keep_empty_dirs(root: Path) -> int:
-    """Put an empty ``.keep`` into every empty directory, or git drops it from the fixture.
-
-    Empty directories carry meaning in these trees: /proc/irq/N/<action>/ names an IRQ's
-    handler, .../net/<ifname>/ and .../nvme/<ctrl>/ name a device's interfaces.
-    """
-    count = 0
-    for d in sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()):
-        if not any(d.iterdir()):
-            (d / KEEP).touch()
-            count += 1
-    return count
 
 
 def provenance(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_runner.Environment,
@@ -94,7 +81,7 @@ def provenance(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_r
     chain = results.get("setup", {}).get("cxl_chain")
     rel_topo = topo.path.relative_to(vm_runner.REPO)
     lines = [
-        f"# fixtures/vm-{topo.name}",
+        f"# fixtures/vm-{topo.name}{SUFFIX}",
         "",
         "Captured by `numatune snapshot` inside a QEMU guest booted by the VM harness (tests/vm).",
         "Do not edit by hand: re-capture with",
@@ -114,7 +101,8 @@ def provenance(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_r
                      "--mode=system-ram)")
     lines += [
         "- NICs were brought up (`ip link set DEV up`) so their MSI vectors exist in /proc/irq.",
-        f"- Empty directories hold an empty `{KEEP}` file so that git keeps them.",
+        "- Packed whole (tests/fixture_archives.py); this note is also fixtures/"
+        f"vm-{topo.name}.md and PROVENANCE.md inside the archive.",
         "",
         "QEMU options:",
         "",

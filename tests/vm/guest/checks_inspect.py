@@ -264,7 +264,10 @@ PARITY_LINES = (
     ("check", "--pid", "{pid}", "--json"),
     ("launch", "--dry-run", "--json", "--node", "0", "--", "true"),
 )
-PARITY_ENV = {"NUMATUNE_PCI_IDS": "/usr/share/misc/pci.ids"}  # host root is shared: the same file on both
+# The host root is shared, so these are the same files on both; PATH too, because launch's plan names
+# the numactl it finds on PATH (a fact of the machine running numatune, not of the node: /bin first in
+# the guest, /usr/bin on the host).
+PARITY_ENV = {"NUMATUNE_PCI_IDS": "/usr/share/misc/pci.ids", "PATH": "/usr/bin:/bin"}
 
 
 @check()

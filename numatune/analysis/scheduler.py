@@ -1,0 +1,238 @@
+"""Scheduler configuration against the topology (`check --slurm-conf/--gres-conf/--kubelet-config`).
+Codes NT520-NT534 are stable. Pure: parsed files and what `emit` derives in, findings out; the
+expected values are the ones `numatune emit` writes, so each fix names the right line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from numatune.cpulist import format_cpulist, parse_cpulist
+from numatune.model.findings import Finding, Severity, register
+from numatune.model.topology import Topology
+from numatune.plan.slurm import GresLine, NodeLine, SlurmLayout
+
+NT520 = register(
+    "NT520", Severity.ERROR, "scheduler", "slurm.conf's socket/core/thread counts disagree with the node", """
+    The node's NodeName line in slurm.conf gives Sockets, CoresPerSocket, ThreadsPerCore or CPUs that differ from
+    what slurmd finds (hwloc: online CPUs, packages with cores). Fewer than there are: Slurm schedules and binds
+    with the wrong layout; more: the node registers with less than configured and is drained.""")
+NT521 = register("NT521", Severity.ERROR, "scheduler", "slurm.conf's RealMemory is above the node's memory", """
+    RealMemory is larger than the memory the kernel reports (MemTotal, what slurmd registers): slurmctld drains
+    the node ("Low RealMemory").""")
+NT522 = register("NT522", Severity.WARNING, "scheduler", "a gres.conf GPU's Cores= is on the other socket", """
+    A GPU's Cores= names cores of a socket its NUMA node is not on: with --gres-flags=enforce-binding jobs get
+    the GPU with the far socket's cores, otherwise Slurm merely prefers them; either way host-to-GPU copies and
+    the rank's memory cross the socket link.""")
+NT523 = register("NT523", Severity.ERROR, "scheduler", "a gres.conf Cores= does not cover whole sockets", """
+    Cores= must name every core of one socket (or all cores): Slurm checks it against socket boundaries
+    (_check_core_range_matches_sock) and rejects the GRES, or logs an error and ignores the binding in older
+    releases. Often a Linux CPU list pasted where Slurm's abstract core indices belong.""")
+NT524 = register("NT524", Severity.WARNING, "scheduler", "gres.conf and slurm.conf disagree with the GPUs present", """
+    The GPU count in slurm.conf's Gres=gpu:N, or the gres.conf GPU lines, differs from the GPUs on the node,
+    or a File= names a device that is not one of them: the node registers fewer GPUs than configured and
+    is drained, or jobs are given a device file that belongs to another GPU.""")
+NT525 = register("NT525", Severity.ERROR, "scheduler", "CpuSpecList names CPUs the node does not have", """
+    CpuSpecList lists abstract CPU ids at or above the node's CPU count; slurmd rejects the specialization.
+    The ids are Slurm's abstract ones (see numatune-emit(1)), not Linux CPU ids.""")
+NT530 = register(
+    "NT530", Severity.ERROR, "scheduler", "kubelet's reservedSystemCPUs leave a NUMA node without CPUs", """
+    reservedSystemCPUs takes every CPU of a NUMA node: the static CPU manager cannot give a guaranteed pod any
+    CPU there, so with the topology manager GPUs on that node can never be aligned with CPUs.""")
+NT531 = register("NT531", Severity.ERROR, "scheduler", "kubelet's reservedMemory does not sum to its reservations", """
+    With memoryManagerPolicy Static, kubelet refuses to start unless the memory of reservedMemory over all NUMA
+    nodes equals kubeReserved + systemReserved + evictionHard memory.available (its default 100Mi when unset).""")
+NT532 = register("NT532", Severity.WARNING, "scheduler", "kubelet ignores NUMA on a multi-node machine", """
+    cpuManagerPolicy is not static or topologyManagerPolicy is none/unset on a node with several NUMA nodes
+    with CPUs: guaranteed pods get CPUs, memory and GPUs from any node.""")
+NT533 = register(
+    "NT533", Severity.ERROR, "scheduler", "kubelet's config names CPUs or NUMA nodes that do not exist", """
+    reservedSystemCPUs lists CPUs that are not online, or reservedMemory names a NUMA node the machine does not
+    have: kubelet refuses the configuration.""")
+NT534 = register("NT534", Severity.ERROR, "scheduler", "kubelet's static CPU manager has no CPU reservation", """
+    cpuManagerPolicy is static but neither reservedSystemCPUs nor a cpu quantity in kubeReserved/systemReserved
+    is given: kubelet refuses to start ("the static policy requires systemreserved.cpu + kubereserved.cpu to be
+    greater than zero").""")
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def check_slurm_node(line_no: int, node: Mapping[str, str], expected: NodeLine, layout: SlurmLayout,
+                     memory_mib: int | None, where: str) -> Iterator[Finding]:
+    subject = f"{where}:{line_no}"
+    fix_line = f"use `{expected.text()}` (numatune emit slurm)"
+    if not layout.problem:
+        got = {k: _int(node.get(k.lower())) for k in ("Sockets", "CoresPerSocket", "ThreadsPerCore", "CPUs")}
+        if got["Sockets"] is None and _int(node.get("socketsperboard")) is not None:
+            got["Sockets"] = _int(node["socketsperboard"]) * (_int(node.get("boards")) or 1)  # type: ignore[operator]
+        want = {"Sockets": expected.sockets, "CoresPerSocket": expected.cores_per_socket,
+                "ThreadsPerCore": expected.threads_per_core, "CPUs": expected.cpus}
+        wrong = [f"{k}={v} (node has {want[k]})" for k, v in got.items() if v is not None and v != want[k]]
+        if wrong:
+            yield NT520(f"NodeName {node.get('nodename')}: {', '.join(wrong)}", fix_line, subject)
+    real = _int(node.get("realmemory"))
+    if real is not None and memory_mib is not None and real > memory_mib:
+        yield NT521(f"NodeName {node.get('nodename')}: RealMemory={real} MiB but the node has {memory_mib} MiB",
+                    f"set RealMemory at or below {memory_mib} (slurmd -C reports it; leave headroom for firmware and "
+                    "kernel changes)", subject)
+    gres_gpus = _gres_count(node.get("gres", ""), "gpu")
+    if gres_gpus is not None and gres_gpus != expected.gpus:
+        yield NT524(f"NodeName {node.get('nodename')}: Gres=gpu:{gres_gpus} but the node has {expected.gpus} GPU(s)",
+                    fix_line, subject)
+    spec = node.get("cpuspeclist")
+    if spec:
+        try:
+            ids = parse_cpulist(spec)
+        except ValueError:
+            ids = frozenset()
+        beyond = sorted(i for i in ids if i >= expected.cpus)
+        if beyond:
+            yield NT525(f"CpuSpecList={spec}: abstract CPU ids {format_cpulist(beyond)} >= CPUs={expected.cpus}",
+                        "list Slurm abstract CPU ids (numatune emit slurm --reserve-cores N writes them)", subject)
+
+
+def _gres_count(gres: str, name: str) -> int | None:
+    total = None
+    for item in filter(None, gres.split(",")):
+        parts = item.split(":")
+        if parts[0] != name:
+            continue
+        count = _int(parts[-1].split("(")[0]) if len(parts) > 1 else 1
+        total = (total or 0) + (count or 0)
+    return total
+
+
+def check_gres(lines: Sequence[tuple[int, Mapping[str, str]]], expected: Sequence[GresLine], layout: SlurmLayout,
+               node_name: str, where: str) -> Iterator[Finding]:
+    """gres.conf GPU lines of this node against the GPUs and their sockets."""
+    by_file = {g.file: g for g in expected if g.file}
+    mine = [(n, p) for n, p in lines if p.get("name") == "gpu" and _for_node(p.get("nodename"), node_name)]
+    autodetect = any(p.get("autodetect", "off").lower() not in ("off", "") for _, p in lines if "name" not in p)
+    files = [f for _, p in mine for f in _files(p.get("file", ""))]
+    if (mine or not autodetect) and expected and len(files) != len(expected) and files:
+        yield NT524(f"gres.conf names {len(files)} GPU file(s) for {node_name}, the node has {len(expected)} GPU(s)",
+                    "one line per GPU: " + "; ".join(g.text(node_name) for g in expected), where)
+    socket_cores = [set(layout.socket_cores(s)) for s in range(len(layout.sockets))]
+    all_cores = {c.index for c in layout.cores}
+    for number, p in mine:
+        subject = f"{where}:{number}"
+        for file in _files(p.get("file", "")):
+            gpu = by_file.get(file)
+            if gpu is None:
+                if by_file:
+                    yield NT524(f"File={file} is not a GPU of this node (its GPUs: {', '.join(by_file)})",
+                                "use the device files numatune emit slurm lists", subject)
+                continue
+            if "cores" not in p or layout.problem:
+                continue
+            try:
+                cores = set(parse_cpulist(p["cores"]))
+            except ValueError:
+                yield NT523(f"Cores={p['cores']} is not a core list", f"use `{gpu.text(node_name)}`", subject)
+                continue
+            whole = cores == all_cores or any(cores == s for s in socket_cores)
+            if not whole:
+                yield NT523(f"{file} ({gpu.bdf}): Cores={p['cores']} is not one whole socket's abstract cores "
+                            f"(sockets: {'; '.join(format_cpulist(sorted(s)) for s in socket_cores)})",
+                            f"use `{gpu.text(node_name)}`", subject)
+            if gpu.cores and not cores & set(gpu.cores):
+                yield NT522(f"{file} ({gpu.bdf}): Cores={p['cores']} is on another socket than the GPU "
+                            f"(its socket's cores: {format_cpulist(gpu.cores)})", f"use `{gpu.text(node_name)}`",
+                            subject)
+
+
+def _files(spec: str) -> list[str]:
+    from numatune.readers.schedconf import expand_hostlist
+
+    return expand_hostlist(spec) if spec else []
+
+
+def _for_node(expr: str | None, node_name: str) -> bool:
+    from numatune.readers.schedconf import expand_hostlist
+
+    return expr is None or node_name in expand_hostlist(expr)
+
+
+def check_kubelet(doc: Mapping[str, Any], topo: Topology, where: str) -> Iterator[Finding]:
+    from numatune.plan.kubelet import EVICTION_MIB
+
+    online = {c.id for c in topo.cpus if c.online}
+    cpu_nodes = [n for n in topo.nodes if n.cpus]
+    reserved_text = doc.get("reservedSystemCPUs")
+    reserved: frozenset[int] = frozenset()
+    if isinstance(reserved_text, (str, int)) and str(reserved_text).strip():
+        try:
+            reserved = parse_cpulist(str(reserved_text))
+        except ValueError:
+            yield NT533(f"reservedSystemCPUs={reserved_text!r} is not a CPU list", "write e.g. \"0-1,32-33\"", where)
+        missing = sorted(reserved - online)
+        if missing and online:
+            yield NT533(f"reservedSystemCPUs names CPUs {format_cpulist(missing)} that are not online",
+                        "list online CPUs only (numatune emit kubelet)", where)
+        for n in cpu_nodes:
+            usable = set(n.cpus) & online
+            if usable and usable <= reserved:
+                yield NT530(f"reservedSystemCPUs {format_cpulist(sorted(reserved))} takes every CPU of node {n.id} "
+                            f"({format_cpulist(sorted(usable))})",
+                            "reserve a few cores per node instead (numatune emit kubelet --reserve-cores 1)",
+                            f"node {n.id}")
+    if str(doc.get("cpuManagerPolicy") or "").lower() == "static" and not reserved:
+        cpu = [_get(doc, key, "cpu") for key in ("kubeReserved", "systemReserved")]
+        if not any(c not in (None, "", "0", 0) for c in cpu):
+            yield NT534("cpuManagerPolicy: static without reservedSystemCPUs or a kubeReserved/systemReserved cpu",
+                        "add reservedSystemCPUs (numatune emit kubelet picks a core per NUMA node)", where)
+    if doc.get("memoryManagerPolicy") == "Static":
+        want = sum(_mib(_get(doc, key, "memory")) for key in ("kubeReserved", "systemReserved"))
+        hard = _get(doc, "evictionHard", "memory.available")
+        want += _mib(hard) if hard is not None else EVICTION_MIB
+        got = 0.0
+        node_ids = {n.id for n in topo.nodes}
+        for entry in doc.get("reservedMemory") or []:
+            if not isinstance(entry, dict):
+                continue
+            got += _mib((entry.get("limits") or {}).get("memory"))
+            if node_ids and entry.get("numaNode") not in node_ids:
+                yield NT533(f"reservedMemory names NUMA node {entry.get('numaNode')}, the machine has nodes "
+                            f"{', '.join(map(str, sorted(node_ids)))}", "name existing nodes only", where)
+        if abs(got - want) > 0.5:
+            yield NT531(f"reservedMemory sums to {got:g}Mi, kubeReserved + systemReserved + evictionHard = {want:g}Mi",
+                        "make them equal (numatune emit kubelet writes a matching set)", where)
+    if len(cpu_nodes) > 1:
+        cpu_policy = str(doc.get("cpuManagerPolicy") or "none").lower()
+        topo_policy = str(doc.get("topologyManagerPolicy") or "none").lower()
+        if cpu_policy != "static" or topo_policy == "none":
+            yield NT532(f"cpuManagerPolicy={cpu_policy}, topologyManagerPolicy={topo_policy} on {len(cpu_nodes)} NUMA "
+                        "nodes with CPUs", "cpuManagerPolicy: static with topologyManagerPolicy: restricted (or "
+                        "single-numa-node) and topologyManagerScope: pod", where)
+
+
+def _get(doc: Mapping[str, Any], key: str, sub: str) -> Any:
+    value = doc.get(key)
+    return value.get(sub) if isinstance(value, dict) else None
+
+
+_UNITS = {"": 1 / 2**20, "k": 1e3 / 2**20, "M": 1e6 / 2**20, "G": 1e9 / 2**20, "T": 1e12 / 2**20,
+          "Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024**2}
+
+
+def _mib(quantity: Any) -> float:
+    """A Kubernetes memory quantity ("1Gi", "512Mi", "1G", "1048576") in MiB; 0 when absent or unreadable."""
+    if quantity is None:
+        return 0.0
+    text = str(quantity).strip()
+    for suffix in sorted(_UNITS, key=len, reverse=True):
+        if suffix and text.endswith(suffix):
+            number = text[: -len(suffix)]
+            break
+    else:
+        suffix, number = "", text
+    try:
+        return float(number) * _UNITS[suffix]
+    except ValueError:
+        return 0.0

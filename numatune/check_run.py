@@ -1,0 +1,187 @@
+"""`numatune check` as a library call: read the node through a Host, run every rule group that can
+run on it, then a policy's expectations. The CLI only parses options; `check_report` renders, for the
+click command and the click-free entry point (`numatune.entry`) alike. The policy module (TOML,
+dataclasses, typing) is imported only when there is a policy.
+"""
+
+from __future__ import annotations
+
+from numatune.host import Host
+from numatune.model._record import record
+from numatune.model.check import CheckResult, IrqPlacement
+from numatune.model.findings import Severity
+from numatune.model.topology import Topology
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numatune.analysis.policy import Policy
+    from numatune.model.irq import IrqReport
+
+
+def fail_level(option: str | None, policy: Policy | None) -> Severity:
+    """--fail-on, else the policy's check.fail_on, else warning."""
+    if option is not None:
+        return Severity(option)
+    if policy is not None and policy.fail_on is not None:
+        return policy.fail_on
+    return Severity.WARNING
+
+
+def run_checks(host: Host, policy: Policy | None, pids: Sequence[int] = (),
+               pci_ids: str | None = None, sched: SchedFiles | None = None) -> tuple[list[CheckResult], Topology]:
+    """(results with the policy's ignore/severity applied and superseded findings dropped, topology)."""
+    from numatune.analysis.check import supersede, topology_results
+    from numatune.reports import read_inspect_topology
+
+    topo = read_inspect_topology(host, pci_ids)
+    results = topology_results(topo)
+    reserved = (policy.get("irq.rank_cpus") if policy is not None else None) or frozenset()
+    irq_results, irq_report, irq_note = _irq_results(host, topo, reserved)
+    results += irq_results
+    if pids:
+        results += _audit_results(host, topo, pids)
+    if sched is not None and sched.any:
+        results += scheduler_results(host, topo, sched)
+    if policy is None:
+        return supersede(results), topo
+    from numatune.analysis.policy import PolicyFacts, apply_overrides, evaluate_policy
+
+    version, note = None, ""
+    if policy.get("tools.numactl_min_version") is not None:
+        version, note = numactl_version(host)
+    results += evaluate_policy(policy, topo, PolicyFacts(version, note, _placements(irq_report), irq_note))
+    return apply_overrides(supersede(results), policy), topo
+
+
+def check_report(host: Host, source: str, policy: Policy | None = None, policy_name: str | None = None,
+                 pids: Sequence[int] = (), fail_on: str | None = None, fmt: str = "text",
+                 verbose: bool = False, sched: SchedFiles | None = None) -> tuple[str, bool, list[tuple[str, str]]]:
+    """(report text, whether it fails, skipped (subject, reason) pairs): what `check` prints and exits on."""
+    from numatune.analysis.check import fails
+    from numatune.readers.pci import pci_ids_from_env
+
+    level = fail_level(fail_on, policy)
+    results, topo = run_checks(host, policy, pids, pci_ids_from_env(), sched)
+    from numatune.readers import host_skipped
+
+    skipped = host_skipped(host, topo.skipped)  # and what irq's and audit's readers could not read
+    if fmt == "json":
+        from numatune.render.check_json import check_document
+        from numatune.render.envelope import dumps
+
+        text = dumps(check_document(source, policy_name, level, results, skipped)) + "\n"
+    elif fmt == "junit":
+        from numatune.render.junit import check_junit
+
+        text = check_junit(source, level, results)
+    else:
+        from numatune.render.check_text import render_check_text
+
+        text = render_check_text(source, policy_name, level, results, verbose=verbose)
+    return text, fails(results, level), [(s.subject, s.reason) for s in skipped]
+
+
+def _irq_results(host: Host, topo: Topology, reserved: frozenset[int]):  # noqa: ANN202
+    """irq's rules when this root has /proc/interrupts; else one skipped result saying why.
+
+    `reserved`: the policy's rank cores, so irq's own rule about IRQs on rank cores runs too.
+    """
+    from numatune.analysis.check import grouped_results
+
+    if not host.exists("/proc/interrupts"):
+        note = "this root has no /proc/interrupts"
+        return [CheckResult("irq.all", "irq", "IRQ placement rules", skipped=note)], None, note
+    from numatune.analysis.irq import irq_findings
+    from numatune.readers.irqs import read_irq_report
+
+    report = read_irq_report(host, topo)
+    note = "" if report.has_proc_irq else "this root has no /proc/irq (IRQ affinity unknown)"
+    return grouped_results("irq", irq_findings(topo, report, reserved), "IRQ placement rules"), report, note
+
+
+@record
+class SchedFiles:
+    """Scheduler configuration files to check against the node (`check --slurm-conf/--gres-conf/--kubelet-config`)."""
+
+    slurm_conf: str | None = None
+    gres_conf: str | None = None
+    kubelet_config: str | None = None
+    node_name: str | None = None
+
+    @property
+    def any(self) -> bool:
+        return bool(self.slurm_conf or self.gres_conf or self.kubelet_config)
+
+
+def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[CheckResult]:
+    """NT520-NT534: each file against what `numatune emit` derives from this node (one result per file)."""
+    from numatune.analysis.scheduler import check_gres, check_kubelet, check_slurm_node
+    from numatune.errors import InputError
+    from numatune.readers import schedconf
+
+    out: list[CheckResult] = []
+    if files.slurm_conf or files.gres_conf:
+        from numatune.emit_run import node_name, slurm_emit
+
+        params = schedconf.slurmd_parameters(files.slurm_conf) if files.slurm_conf else set()
+        layout_opts = {"numa_as_socket": "numa_node_as_socket" in params, "allow_ecores": "allow_ecores" in params}
+        e = slurm_emit(host, topo, name=files.node_name, **layout_opts)
+        name = files.node_name or node_name(host)
+        if files.slurm_conf:
+            lines = schedconf.slurm_node_lines(files.slurm_conf)
+            mine = [(n, p) for n, p in lines if name in schedconf.expand_hostlist(p["nodename"])]
+            if not mine and len(lines) == 1:
+                mine = lines  # one node line: it is this node's, whatever the hostname in the root says
+            if not mine:
+                raise InputError(f"{files.slurm_conf} has no NodeName line for {name!r}",
+                                 hint="give the node's name with --node-name")
+            number, node = mine[-1]
+            name = files.node_name or (name if name in schedconf.expand_hostlist(node["nodename"])
+                                       else schedconf.expand_hostlist(node["nodename"])[0])
+            e = slurm_emit(host, topo, name=name, **layout_opts)
+            found = list(check_slurm_node(number, node, e.node, e.layout, e.memory_mib, files.slurm_conf))
+            out.append(CheckResult("scheduler.slurm_conf", "scheduler", f"slurm.conf node line of {name}",
+                                   tuple(found)))
+        if files.gres_conf:
+            found = list(check_gres(schedconf.gres_lines(files.gres_conf), e.gres, e.layout, name, files.gres_conf))
+            out.append(CheckResult("scheduler.gres_conf", "scheduler", f"gres.conf GPU lines of {name}",
+                                   tuple(found)))
+    if files.kubelet_config:
+        doc = schedconf.load_kubelet_config(files.kubelet_config)
+        found = list(check_kubelet(doc, topo, files.kubelet_config))
+        out.append(CheckResult("scheduler.kubelet_config", "scheduler", "kubelet CPU, memory and topology managers",
+                               tuple(found)))
+    return out
+
+
+def _placements(report: IrqReport | None) -> tuple[IrqPlacement, ...] | None:
+    if report is None or not report.has_proc_irq:
+        return None
+    return tuple(IrqPlacement(irq.irq, dev.bdf, dev.label, frozenset(irq.where))
+                 for dev in report.devices for irq in dev.irqs if irq.where is not None)
+
+
+def _audit_results(host: Host, topo: Topology, pids: Sequence[int]) -> list[CheckResult]:
+    from numatune.analysis.check import grouped_results
+    from numatune.analysis.locality import audit_findings
+    from numatune.readers.procs import read_process
+
+    findings = [f for pid in pids for f in audit_findings(topo, read_process(host, pid, topo))]
+    return grouped_results("audit", findings, "process locality rules")
+
+
+def numactl_version(host: Host) -> tuple[str | None, str]:
+    """numactl's installed version on the live node, and why not when it cannot be known."""
+    from numatune.bind import installed_numactl_version, which
+
+    if not host.is_live:
+        return None, "numactl's version is only known on the live node, not in a saved root"
+    path = which("numactl")
+    if path is None:
+        return None, "numactl is not installed (not on PATH)"
+    version = installed_numactl_version(path)
+    if version is None:
+        return None, "numactl is installed but its version could not be found (no --version, dpkg or rpm)"
+    return version, ""

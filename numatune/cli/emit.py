@@ -1,0 +1,124 @@
+"""numatune emit slurm|kubelet|nfd."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from numatune.cli._app import App
+from numatune.cli._options import format_option
+
+
+def _output_option(func):  # noqa: ANN001, ANN201 - click decorator
+    return click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help="Write to this file (atomically: a dot file renamed into place) instead of stdout.")(func)
+
+
+def _write(app: App, text: str, output: Path | None) -> None:
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    import os
+
+    from numatune.errors import InputError
+
+    tmp = output.with_name(f".{output.name}.numatune-tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, output)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    app.note(f"wrote {output}")
+
+
+def _render(app: App, fmt: str, doc_text: tuple[dict, str], output: Path | None) -> None:
+    doc, text = doc_text
+    if fmt == "json":
+        from numatune.render.envelope import dumps
+
+        text = dumps(doc) + "\n"
+    _write(app, text, output)
+
+
+@click.group("emit")
+def emit_group() -> None:
+    """Write scheduler configuration from the node's topology: Slurm, kubelet, node-feature-discovery.
+
+    Everything is printed (or written with -o), nothing is applied. Works on the live node and on
+    --root trees and snapshots alike.
+    """
+
+
+@emit_group.command("slurm")
+@click.option("--node-name", default=None, metavar="NAME",
+              help="NodeName to write [default: the root's short hostname, else NODE].")
+@click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Cores per NUMA node for the system: adds CpuSpecList (Slurm abstract CPU ids) and MemSpecLimit.")
+@click.option("--reserve-memory", type=click.IntRange(min=1), default=None, metavar="MIB",
+              help="MemSpecLimit in MiB [default with --reserve-cores: 2048].")
+@click.option("--numa-as-socket", is_flag=True,
+              help="Number sockets by NUMA node (for SlurmdParameters=numa_node_as_socket).")
+@click.option("--nic-gres", is_flag=True, help="Also write Name=nic lines for RDMA NICs (/dev/infiniband/uverbsN).")
+@click.option("--allow-ecores", is_flag=True,
+              help="Hybrid x86: count E-cores, for SlurmdParameters=allow_ecores (slurmd >= 23.02 drops them).")
+@format_option("text", "json")
+@_output_option
+@click.pass_obj
+def slurm_cmd(app: App, node_name: str | None, reserve_cores: int, reserve_memory: int | None,
+              numa_as_socket: bool, nic_gres: bool, allow_ecores: bool, fmt: str, output: Path | None) -> None:
+    """The slurm.conf NodeName line and gres.conf lines (one per GPU, Cores= in Slurm's abstract numbering)."""
+    from numatune.emit_run import read_emit_topology, slurm_emit
+    from numatune.render.emit_out import slurm_document, slurm_text
+
+    topo = read_emit_topology(app.host)
+    e = slurm_emit(app.host, topo, name=node_name, reserve_cores=reserve_cores, reserve_memory_mib=reserve_memory,
+                   numa_as_socket=numa_as_socket, nic_gres=nic_gres, allow_ecores=allow_ecores)
+    _render(app, fmt, (slurm_document(e), slurm_text(e)), output)
+
+
+@emit_group.command("kubelet")
+@click.option("--reserve-cores", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Cores per NUMA node for reservedSystemCPUs (where irq plan puts interrupts).")
+@click.option("--kube-reserved", type=click.IntRange(min=0), default=1024, show_default=True, metavar="MIB",
+              help="kubeReserved memory in MiB.")
+@click.option("--system-reserved", type=click.IntRange(min=0), default=1024, show_default=True, metavar="MIB",
+              help="systemReserved memory in MiB.")
+@click.option("--topology-policy", type=click.Choice(("best-effort", "restricted", "single-numa-node")),
+              default="restricted", show_default=True, help="topologyManagerPolicy.")
+@click.option("--scope", type=click.Choice(("container", "pod")), default="pod", show_default=True,
+              help="topologyManagerScope.")
+@format_option("text", "json")
+@_output_option
+@click.pass_obj
+def kubelet_cmd(app: App, reserve_cores: int, kube_reserved: int, system_reserved: int, topology_policy: str,
+                scope: str, fmt: str, output: Path | None) -> None:
+    """A KubeletConfiguration fragment: static CPU manager, topology manager, Static memory manager."""
+    from numatune.emit_run import read_emit_topology
+    from numatune.plan.kubelet import kubelet_plan
+    from numatune.readers.irqs import read_isolated
+    from numatune.render.emit_out import kubelet_document, kubelet_text
+
+    topo = read_emit_topology(app.host)
+    plan = kubelet_plan(topo, reserve_cores=reserve_cores, kube_reserved_mib=kube_reserved,
+                        system_reserved_mib=system_reserved, topology_policy=topology_policy, scope=scope,
+                        isolated=read_isolated(app.host))
+    _render(app, fmt, (kubelet_document(plan.config, plan.notes, topo.source),
+                       kubelet_text(plan.config, plan.notes, topo.source)), output)
+
+
+@emit_group.command("nfd")
+@format_option("text", "json")
+@_output_option
+@click.pass_obj
+def nfd_cmd(app: App, fmt: str, output: Path | None) -> None:
+    """A node-feature-discovery local feature file: NUMA nodes, GPUs per node, GPU-NIC path, CXL capacity and tier."""
+    from numatune.emit_run import read_emit_topology
+    from numatune.plan.nfd import features_file, nfd_labels
+    from numatune.render.emit_out import nfd_document
+
+    topo = read_emit_topology(app.host)
+    labels = nfd_labels(topo)
+    text = features_file(labels, topo.source)
+    _render(app, fmt, (nfd_document(labels, text, topo.source), text), output)

@@ -1,0 +1,153 @@
+"""`numatune emit` and the scheduler checks as library calls: read the node through a Host once, derive
+what Slurm, kubelet and node-feature-discovery should be told. The CLI only parses options and renders.
+"""
+
+from __future__ import annotations
+
+from numatune.host import Host
+from numatune.model._record import record
+from numatune.model.topology import Topology
+from numatune.plan.slurm import GresLine, NodeLine, SlurmLayout
+
+DEFAULT_NODE_NAME = "NODE"
+
+
+@record
+class SlurmEmit:
+    source: str
+    layout: SlurmLayout
+    node: NodeLine
+    gres: tuple[GresLine, ...]
+    nic_gres: tuple[GresLine, ...]
+    autodetect: str
+    notes: tuple[str, ...]
+    memory_mib: int | None
+
+
+def node_name(host: Host) -> str:
+    """The short hostname slurmd registers under (from the root's /proc/sys/kernel/hostname or /etc/hostname)."""
+    for path in ("/proc/sys/kernel/hostname", "/etc/hostname"):
+        text = (host.read_optional(path) or "").strip()
+        if text:
+            return text.split(".")[0]
+    return DEFAULT_NODE_NAME
+
+
+def read_emit_topology(host: Host) -> Topology:
+    from numatune.readers.pci import pci_ids_from_env
+    from numatune.reports import read_inspect_topology
+
+    return read_inspect_topology(host, pci_ids_from_env())
+
+
+def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_cores: int = 0,
+               reserve_memory_mib: int | None = None, numa_as_socket: bool = False,
+               nic_gres: bool = False, allow_ecores: bool = False) -> SlurmEmit:
+    from numatune.analysis.paths import connection
+    from numatune.plan.slurm import (
+        autodetect_note,
+        device_cores,
+        fabric_link_counts,
+        gpus_in_bus_order,
+        gres_lines,
+        housekeeping_cpus,
+        real_memory_mib,
+        slurm_layout,
+        slurmd_ecores,
+    )
+    from numatune.readers.sched import read_cpu_groups, read_meminfo_total_kib, read_render_nodes, read_uverbs
+
+    layout = slurm_layout(topo, read_cpu_groups(host, topo), numa_as_socket=numa_as_socket, allow_ecores=allow_ecores)
+    memory = real_memory_mib(topo, read_meminfo_total_kib(host))
+    notes = list(layout.notes)
+    if layout.problem:
+        notes.append(f"no Sockets/CoresPerSocket or Cores=: {layout.problem}")
+    spec: tuple[int, ...] = ()
+    mem_spec = None
+    if reserve_cores:
+        abs_of = layout.abstract_cpu()
+        from numatune.readers.irqs import read_isolated
+
+        cpus = housekeeping_cpus(topo, reserve_cores, read_isolated(host))
+        spec = tuple(sorted(abs_of[c] for c in cpus if c in abs_of))
+        mem_spec = reserve_memory_mib if reserve_memory_mib is not None else 2048
+        notes.append(f"CpuSpecList: Linux CPUs {_fmt(cpus)} ({reserve_cores} core(s) of each node with CPUs: the "
+                     "first, on hybrid CPUs the least performant) as Slurm abstract CPU ids; MemSpecLimit="
+                     f"{mem_spec} MiB for slurmd and system daemons (needs TaskPlugin=task/cgroup and "
+                     "ConstrainRAMSpace for the memory part)")
+        missing = {c for c in cpus if c not in abs_of}
+        if missing and not allow_ecores and missing <= slurmd_ecores(topo):
+            notes.append(f"reserved CPUs {_fmt(sorted(missing))} are E-cores slurmd leaves out: jobs never run "
+                         "there, so CpuSpecList does not name them")
+        elif missing:
+            notes.append("some reserved CPUs have no Slurm abstract id (see the notes above): CpuSpecList is partial")
+    elif reserve_memory_mib is not None:
+        mem_spec = reserve_memory_mib
+    gpus = gpus_in_bus_order(topo)
+    node = NodeLine(name or node_name(host), layout.cpus, 0 if layout.problem else len(layout.sockets),
+                    layout.cores_per_socket, layout.threads_per_core,
+                    memory, len(gpus), spec, mem_spec)
+    if layout.unit == "numa" and not layout.problem:
+        notes.append("sockets are NUMA nodes: needs SlurmdParameters=numa_node_as_socket in slurm.conf (hwloc 2)")
+    links, links_note = fabric_link_counts(topo)
+    lines = tuple(gres_lines(topo, layout, read_render_nodes(host, topo.devices), links))
+    same: dict[str, list[str]] = {}
+    for g in lines:
+        if g.note:
+            same.setdefault(g.note, []).append(f"{g.index} ({g.bdf})")
+    notes += [f"GPU{'s' if len(who) > 1 else ''} {', '.join(who)}: {note}" for note, who in same.items()]
+    if gpus and all(g.cores for g in lines):
+        split = [g for g in gpus if _node_narrower_than_socket(topo, layout, g.node)]
+        if split:
+            notes.append("GPUs " + ", ".join(g.bdf for g in split) + " sit on a NUMA node smaller than its socket "
+                         "(sub-NUMA clustering): Cores= must name the whole socket, or use --numa-as-socket with "
+                         "SlurmdParameters=numa_node_as_socket for node-level binding")
+    pairs = [(a, b, connection(a, b)) for i, a in enumerate(gpus) for b in gpus[i + 1:]]
+    close = [f"{lines[gpus.index(a)].index}-{lines[gpus.index(b)].index} {kind}" for a, b, kind in pairs
+             if kind in ("PIX", "PXB")]
+    if links_note:
+        notes.append(links_note)
+    elif len(gpus) > 1 and not any(g.links for g in lines):
+        notes.append("Links= omitted: no NVLink/XGMI link counts are known here (Slurm's Links= counts direct GPU "
+                     "links; AutoDetect gives 0 for PCIe-only pairs)"
+                     + (f"; GPUs under one PCIe switch: {', '.join(close)}" if close else ""))
+    nics: list[GresLine] = []
+    if nic_gres:
+        uverbs = read_uverbs(host, topo.nics)
+        for i, nic in enumerate(sorted((n for n in topo.nics if n.bdf in uverbs), key=lambda d: d.bdf)):
+            cores, why = device_cores(topo, layout, nic)
+            nics.append(GresLine(i, nic.bdf, "nic", f"/dev/infiniband/{uverbs[nic.bdf]}", cores,
+                                 note=f"no Cores=: {why}" if why else ""))
+        if nics:
+            notes.append("Name=nic lines: jobs ask --gres=nic:1 (with --gres-flags=enforce-binding) to get the RDMA "
+                         "NIC on their socket; the device cgroup then limits them to that uverbs file")
+        else:
+            notes.append("--nic-gres: no NIC with an InfiniBand verbs device (infiniband_verbs/uverbsN) in this root")
+    auto = autodetect_note(topo, lines, one_socket=len(layout.sockets) == 1)
+    if auto and gpus and any(_node_narrower_than_socket(topo, layout, g.node) for g in gpus):
+        auto = ("AutoDetect would report each GPU's NUMA-node CPUs, which are not whole sockets here (sub-NUMA "
+                "clustering): slurmd rejects that affinity unless SlurmdParameters=numa_node_as_socket; keep these "
+                "lines, or use --numa-as-socket with that parameter")
+    return SlurmEmit(topo.source, layout, node, lines, tuple(nics), auto, tuple(notes), memory)
+
+
+def _node_narrower_than_socket(topo: Topology, layout: SlurmLayout, node_id: int | None) -> bool:
+    from numatune.plan.slurm import cpu_node_of
+
+    if layout.unit != "package" or layout.problem:
+        return False
+    nid = cpu_node_of(topo, node_id)
+    node = topo.node(nid) if nid is not None else None
+    if node is None:
+        return False
+    online = {c.id for c in topo.cpus if c.online}
+    mine = set(node.cpus) & online
+    sockets = {layout.socket_of_cpu(c) for c in mine}
+    socket_cpus = {cpu for s in sockets if s is not None for core in layout.sockets[s] for cpu in core.cpus}
+    return bool(mine) and mine != socket_cpus
+
+
+def _fmt(cpus: tuple[int, ...]) -> str:
+    from numatune.cpulist import format_cpulist
+
+    return format_cpulist(cpus) or "none"

@@ -1,0 +1,210 @@
+"""Read a fleet's inspect reports as a stream and group them, without the command line.
+
+Inputs are files, directories of *.json files and stdin: JSON documents one after another (pretty or
+one per line), or pdsh/clush output whose lines start with "host: " (lines of different hosts
+interleaved). Each document is checked, folded into a `FleetTally` and dropped, so memory grows with
+the number of topology groups, not with the number of reports. A document that is not a
+numatune.inspect report, or bytes that are not JSON, become an "unreadable" line; the rest go on.
+A JSON array of reports is read whole (it is one document).
+`numatune fleet` is a thin layer over `run_fleet`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from numatune.analysis.diff import check_inspect_document
+from numatune.analysis.fleet import Fleet, FleetTally
+from numatune.errors import InputError
+
+_HOST = re.compile(r"^[A-Za-z0-9_.\-\[\]@]+$")  # pdsh/clush: "node01: text"
+_WS = re.compile(r"\s*")
+CHUNK = 1 << 20  # bytes read from a stream at a time
+WHOLE_FILE = 8 << 20  # files up to this size are read in one go (a report is ~12 KB)
+_decoder = json.JSONDecoder()
+
+
+class _Source:
+    """Names and labels the documents of one input: the first is NAME, later ones NAME#2, NAME#3 (and
+    the first is renamed NAME#1 once a second arrives)."""
+
+    __slots__ = ("tally", "unreadable", "where", "name", "count", "first")
+
+    def __init__(self, tally: FleetTally, unreadable: list[tuple[str, str]], where: str, name: str) -> None:
+        self.tally, self.unreadable, self.where, self.name = tally, unreadable, where, name
+        self.count = 0
+        self.first: int | None = None
+
+    def take(self, doc: object) -> None:
+        for d in doc if isinstance(doc, list) else (doc,):
+            self.count += 1
+            label = self.where if self.count == 1 else f"{self.where} #{self.count}"
+            if self.count == 2 and self.first is not None:
+                self.tally.rename(self.first, f"{self.name}#1")
+            try:
+                check_inspect_document(d, label)
+            except InputError as exc:
+                self.unreadable.append((label, exc.message.removeprefix(f"{label} ").removeprefix(f"{label}: ")))
+                continue
+            name = d.get("hostname") or (self.name if self.count == 1 else f"{self.name}#{self.count}")
+            index = self.tally.add(name, d)
+            if self.count == 1 and not d.get("hostname"):
+                self.first = index
+
+    def bad(self, why: str) -> None:
+        """The next document is not JSON (the rest of this input is not read)."""
+        self.unreadable.append((self.where if not self.count else f"{self.where} #{self.count + 1}", why))
+
+
+def _decode_all(text: str, src: _Source) -> None:
+    """Every JSON document in TEXT; stops at the first that is not valid JSON."""
+    pos = _WS.match(text).end()
+    while pos < len(text):
+        try:
+            doc, pos = _decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            src.bad(f"not valid JSON: {exc}")
+            return
+        src.take(doc)
+        pos = _WS.match(text, pos).end()
+
+
+def _decode_stream(chunks, src: _Source) -> None:  # noqa: ANN001 - iterator of str
+    """Documents from text arriving in pieces: decode what is complete, keep the unfinished tail."""
+    buf = ""
+    for chunk in chunks:
+        buf += chunk
+        pos = _WS.match(buf).end()
+        while pos < len(buf):
+            try:
+                doc, end = _decoder.raw_decode(buf, pos)
+            except json.JSONDecodeError as exc:
+                if exc.pos >= len(buf) - 4096 or exc.msg.startswith("Unterminated string"):
+                    break  # ran off the end (a cut string reports where it started): wait for more
+                src.bad(f"not valid JSON: {exc}")
+                return
+            if end == len(buf):  # a number or literal may go on in the next piece
+                break
+            src.take(doc)
+            pos = _WS.match(buf, end).end()
+        buf = buf[pos:]
+    if buf.strip():
+        _decode_all(buf, src)
+
+
+def _pdsh_lines(lines, where: str, tally: FleetTally, unreadable: list[tuple[str, str]]) -> None:  # noqa: ANN001
+    """pdsh/clush output: lines regrouped by host; a host's document is decoded as soon as it closes."""
+    hosts: dict[str, tuple[_Source, list[str]]] = {}
+    for line in lines:
+        if not line.strip():
+            continue
+        host, colon, rest = line.partition(":")
+        if host not in hosts:
+            if not colon or not _HOST.match(host):
+                unreadable.append((where, "neither JSON nor pdsh/clush 'host: ...' lines"))
+                return
+            hosts[host] = (_Source(tally, unreadable, f"{where} ({host})", host), [])
+        src, buf = hosts[host]
+        rest = rest[1:] if rest.startswith(" ") else rest
+        buf.append(rest)
+        end = rest.rstrip()
+        # A document ends on a "}" or "]" at the start of a line (pretty) or with a one-line document.
+        if end and end[-1] in "}]" and (end[0] in "}]" or rest[0] in "{["):
+            text = "\n".join(buf)
+            buf.clear()
+            try:
+                doc = json.loads(text)
+            except json.JSONDecodeError as exc:
+                src.bad(f"not valid JSON: {exc}")
+                continue
+            src.take(doc)
+    for src, buf in hosts.values():
+        if "".join(buf).strip():
+            _decode_all("\n".join(buf), src)
+
+
+def _read_stream(stream, where: str, name: str, tally: FleetTally,  # noqa: ANN001 - text file
+                 unreadable: list[tuple[str, str]]) -> None:
+    head = stream.read(CHUNK)
+    if not head.strip():
+        unreadable.append((where, "empty"))
+        return
+    if head.lstrip()[0] in "{[":
+        def chunks():  # noqa: ANN202
+            yield head
+            while piece := stream.read(CHUNK):
+                yield piece
+        _decode_stream(chunks(), _Source(tally, unreadable, where, name))
+        return
+    def lines():  # noqa: ANN202
+        rest = head
+        while True:
+            more = stream.read(CHUNK)
+            if not more:
+                yield from rest.splitlines()
+                return
+            rest += more
+            cut = rest.rfind("\n")
+            yield from rest[:cut].splitlines()
+            rest = rest[cut + 1:]
+    _pdsh_lines(lines(), where, tally, unreadable)
+
+
+def _read_file(path: Path, tally: FleetTally, unreadable: list[tuple[str, str]]) -> None:
+    where = str(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(WHOLE_FILE + 1)
+            if len(data) > WHOLE_FILE:  # a big JSON-lines or pdsh capture: stream it
+                import io
+
+                f.seek(0)
+                _read_stream(io.TextIOWrapper(f, encoding="utf-8"), where, path.stem, tally, unreadable)
+                return
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"cannot read {path}: it is a directory") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        unreadable.append((where, f"not UTF-8 text: {exc}"))
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        unreadable.append((where, f"not UTF-8 text: {exc}"))
+        return
+    stripped = text.lstrip()
+    if not stripped:
+        unreadable.append((where, "empty"))
+    elif stripped[0] in "{[":
+        _decode_all(text, _Source(tally, unreadable, where, path.stem))
+    else:
+        _pdsh_lines(text.splitlines(), where, tally, unreadable)
+
+
+def run_fleet(specs: tuple[str, ...], stdin=None) -> tuple[Fleet, list[tuple[str, str]]]:  # noqa: ANN001
+    """(grouped fleet, unreadable (source, reason) pairs) for files, directories and `-` (stdin)."""
+    tally = FleetTally()
+    unreadable: list[tuple[str, str]] = []
+    for spec in specs or ("-",):
+        if spec == "-":
+            _read_stream(stdin if stdin is not None else sys.stdin, "stdin", "stdin", tally, unreadable)
+            continue
+        path = Path(spec)
+        if path.is_dir():
+            files = sorted(path.glob("*.json"), key=lambda p: p.name)
+            if not files:
+                raise InputError(f"{spec} holds no *.json report")
+        else:
+            files = [path]
+        for f in files:
+            _read_file(f, tally, unreadable)
+    if not len(tally):
+        raise InputError("no numatune inspect report found in the input",
+                         hint="gather them with e.g. `srun --ntasks-per-node=1 numatune inspect --json`")
+    return tally.result(), unreadable

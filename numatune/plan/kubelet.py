@@ -1,0 +1,144 @@
+"""A KubeletConfiguration fragment (kubelet.config.k8s.io/v1beta1) that makes kubelet place pods by NUMA node.
+
+Pure. The rules kubelet enforces at start-up and that this module keeps:
+- the static CPU manager needs a CPU reservation; `reservedSystemCPUs` gives it as an explicit list
+  (here: the cores `--reserve-cores` keeps on every node with CPUs, the ones `irq plan` leaves to
+  interrupts), so every NUMA node keeps CPUs for pods and for the node's own work;
+- the Static memory manager refuses to start unless the `reservedMemory` of all NUMA nodes sums to
+  kubeReserved + systemReserved + evictionHard's memory.available (memory only);
+- the topology manager refuses more than 8 NUMA nodes unless `max-allowable-numa-nodes` is raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numatune.cpulist import format_cpulist
+from numatune.model._record import record
+from numatune.model.topology import Topology
+
+POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+SCOPES = ("container", "pod")
+EVICTION_MIB = 100  # kubelet's default evictionHard memory.available
+TOPOLOGY_MANAGER_MAX_NODES = 8  # kubelet's limit without max-allowable-numa-nodes
+
+
+@record
+class KubeletPlan:
+    config: dict[str, Any]
+    notes: tuple[str, ...]
+
+
+def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: int = 1024,
+                 system_reserved_mib: int = 1024, topology_policy: str = "restricted",
+                 scope: str = "pod", isolated: frozenset[int] = frozenset()) -> KubeletPlan:
+    from numatune.plan.slurm import housekeeping_cpus
+
+    notes: list[str] = []
+    cpu_nodes = [n for n in topo.nodes if n.cpus]
+    reserved = housekeeping_cpus(topo, reserve_cores, isolated) if reserve_cores else ()
+    config: dict[str, Any] = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "cpuManagerPolicy": "static",
+    }
+    if topo.cpu.threads_per_core > 1:
+        config["cpuManagerPolicyOptions"] = {"full-pcpus-only": "true"}
+        notes.append(f"SMT ({topo.cpu.threads_per_core} threads per core): full-pcpus-only gives guaranteed pods whole "
+                     "cores, never a sibling shared with another pod")
+    config["topologyManagerPolicy"] = topology_policy
+    config["topologyManagerScope"] = scope
+    all_nodes = topo.nodes if topo.numa_kernel else ()  # kubelet (cAdvisor) counts every node, CPU-less too
+    if len(all_nodes) > TOPOLOGY_MANAGER_MAX_NODES:
+        config["topologyManagerPolicyOptions"] = {"max-allowable-numa-nodes": str(len(all_nodes))}
+        notes.append(f"{len(all_nodes)} NUMA nodes: kubelet's topology manager refuses more than "
+                     f"{TOPOLOGY_MANAGER_MAX_NODES} unless max-allowable-numa-nodes is raised (Kubernetes >= 1.31)")
+    config["memoryManagerPolicy"] = "Static"
+    if reserved:
+        config["reservedSystemCPUs"] = format_cpulist(reserved)
+        notes.append(f"reservedSystemCPUs: {reserve_cores} core(s) of each of {len(cpu_nodes)} node(s) with CPUs "
+                     "(the first, on hybrid CPUs the least performant: where `numatune irq plan --reserve-cores` "
+                     "puts interrupts); kubeReserved/systemReserved cpu are then ignored by kubelet")
+    else:
+        notes.append("no --reserve-cores: the static CPU manager still needs a CPU reservation (kubeReserved or "
+                     "systemReserved cpu); add one")
+    config["kubeReserved"] = {"memory": f"{kube_reserved_mib}Mi"}
+    config["systemReserved"] = {"memory": f"{system_reserved_mib}Mi"}
+    config["evictionHard"] = {"memory.available": f"{EVICTION_MIB}Mi"}
+    total = kube_reserved_mib + system_reserved_mib + EVICTION_MIB
+    config["reservedMemory"] = [{"numaNode": nid, "limits": {"memory": f"{mib}Mi"}}
+                                for nid, mib in split_reserved_memory(topo, reserved, total)]
+    notes.append(f"reservedMemory sums to {total}Mi = kubeReserved {kube_reserved_mib}Mi + systemReserved "
+                 f"{system_reserved_mib}Mi + evictionHard {EVICTION_MIB}Mi, as the Static memory manager requires; "
+                 "evictionHard lists memory.available only: set mergeDefaultEvictionSettings or add nodefs/imagefs")
+    cxl = [n.id for n in topo.nodes if not n.cpus and n.kind in ("cxl", "pmem", "unknown") and n.memory_total_kib]
+    if cxl:
+        notes.append(f"CPU-less memory node(s) {', '.join(map(str, cxl))}: the memory manager does not pin pods there; "
+                     "kubelet sees them only as part of node memory")
+    return KubeletPlan(config, tuple(notes))
+
+
+def split_reserved_memory(topo: Topology, reserved_cpus: tuple[int, ...], total_mib: int) -> list[tuple[int, int]]:
+    """(node, MiB) summing to `total_mib`: spread evenly over the nodes whose CPUs are reserved (where system
+    daemons run), else over all nodes with CPUs; the remainder on the first. Every entry is > 0 (kubelet refuses
+    zero limits)."""
+    reserved = set(reserved_cpus)
+    nodes = [n.id for n in topo.nodes if n.cpus and (not reserved or reserved & set(n.cpus))]
+    if not nodes:
+        nodes = [topo.nodes[0].id] if topo.nodes else [0]
+    nodes = nodes[: max(1, min(len(nodes), total_mib))]
+    per, extra = divmod(total_mib, len(nodes))
+    return [(nid, per + (extra if i == 0 else 0)) for i, nid in enumerate(nodes)]
+
+
+# -- YAML ---------------------------------------------------------------------------------------
+def to_yaml(value: Any, indent: int = 0) -> str:
+    """Block-style YAML for the plain data kubelet's config uses (dicts, lists, str, int, bool). Strings are
+    quoted whenever YAML could read them as something else ("true", "8", "0-3,8")."""
+    lines: list[str] = []
+    _emit(value, indent, lines)
+    return "\n".join(lines) + "\n"
+
+
+def _emit(value: Any, indent: int, lines: list[str]) -> None:
+    pad = " " * indent
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, (dict, list)) and v:
+                lines.append(f"{pad}{_scalar(str(k))}:")
+                _emit(v, indent + 2, lines)
+            else:
+                lines.append(f"{pad}{_scalar(str(k))}: {_scalar(v)}")
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict) and item:
+                sub: list[str] = []
+                _emit(item, indent + 2, sub)
+                lines.append(f"{pad}- {sub[0].lstrip()}")
+                lines.extend(sub[1:])
+            else:
+                lines.append(f"{pad}- {_scalar(item)}")
+    else:
+        lines.append(f"{pad}{_scalar(value)}")
+
+
+_PLAIN_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./")
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~", ""}
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if v is None:
+        return "null"
+    if isinstance(v, dict):
+        return "{}"
+    if isinstance(v, list):
+        return "[]"
+    s = str(v)
+    looks_numeric = s[:1].isdigit() or s[:1] in "-+."
+    if s.lower() in _YAML_WORDS or looks_numeric or not set(s) <= _PLAIN_OK:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return s

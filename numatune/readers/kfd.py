@@ -1,0 +1,169 @@
+"""The AMD KFD (HSA) topology: CPU and GPU agents, and the links between them (io_links, p2p_links).
+
+/sys/class/kfd/kfd/topology/nodes/N/properties describes agent N (CPU agents have cpu_cores_count and
+no SIMDs); nodes/N/io_links/M/properties its direct links (type 2 PCIe, 11 XGMI, 1 the inter-socket
+link between CPU agents), nodes/N/p2p_links/M the indirect GPU-to-GPU paths the kernel worked out
+(their weight sums the segments). rocm-smi reads the same files (rocm_smi_lib, rocm_smi_kfd.cc).
+"""
+
+from __future__ import annotations
+
+from numatune.host import Host
+from numatune.model._record import record
+
+KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
+# CRAT io_link types (linux drivers/gpu/drm/amd/amdkfd/kfd_crat.h)
+IOLINK_TYPES = {1: "hypertransport", 2: "pcie", 11: "xgmi"}
+XGMI = 11
+
+
+@record
+class KfdLink:
+    node_from: int
+    node_to: int
+    type: int  # CRAT io_link type: 2 PCIe, 11 XGMI
+    weight: int | None
+    min_bandwidth_mbps: int | None  # XGMI: one link's bandwidth
+    max_bandwidth_mbps: int | None  # XGMI: every link of the pair (num_links x one link)
+    direct: bool  # io_links (a link), not p2p_links (a path over several)
+
+
+@record
+class KfdAgent:
+    id: int
+    cpu: bool  # a CPU agent (cpu_cores_count > 0, no SIMDs)
+    bdf: str | None  # GPU agents: the PCI function, from location_id and domain
+    hive_id: int | None
+    props: dict
+
+
+@record
+class Kfd:
+    agents: tuple[KfdAgent, ...] = ()
+    links: tuple[KfdLink, ...] = ()
+
+    def agent(self, node: int) -> KfdAgent | None:
+        return next((a for a in self.agents if a.id == node), None)
+
+    def cpu_agent_of(self, node: int) -> int | None:
+        """The CPU agent a GPU agent hangs off: its lowest-weight direct link to a CPU (as rocm-smi picks it)."""
+        cpus = {a.id for a in self.agents if a.cpu}
+        best = None
+        for link in self.links:
+            if link.direct and link.node_from == node and link.node_to in cpus and (
+                best is None or (link.weight or 0) < (best.weight or 0)
+            ):
+                best = link
+        return best.node_to if best else None
+
+    def link(self, a: int, b: int, *, direct: bool | None = None) -> KfdLink | None:
+        return next((x for x in self.links if x.node_from == a and x.node_to == b
+                     and (direct is None or x.direct == direct)), None)
+
+
+def parse_kfd_properties(text: str) -> dict[str, int]:
+    """`name value` lines; values are integers (a hive_id may exceed 64-bit signed)."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            try:
+                out[parts[0]] = int(parts[1])
+            except ValueError:
+                continue
+    return out
+
+
+def kfd_bdf(props: dict[str, int]) -> str:
+    loc = props.get("location_id", 0)
+    return f"{props.get('domain', 0):04x}:{(loc >> 8) & 0xFF:02x}:{(loc >> 3) & 0x1F:02x}.{loc & 0x7:x}"
+
+
+def read_kfd(host: Host) -> Kfd:
+    ids = [i for i in host.listdir(KFD_NODES) if i.isdigit()]
+    if not ids:
+        return Kfd()
+    agents, links = [], []
+    for i in ids:
+        node = int(i)
+        p = parse_kfd_properties(host.read_optional(f"{KFD_NODES}/{i}/properties") or "")
+        gpu = p.get("simd_count", 0) > 0
+        agents.append(KfdAgent(
+            id=node,
+            cpu=p.get("cpu_cores_count", 0) > 0 and not gpu,
+            bdf=kfd_bdf(p) if gpu and "location_id" in p else None,
+            hive_id=p.get("hive_id") or None,
+            props=p,
+        ))
+        for sub, direct in (("io_links", True), ("p2p_links", False)):
+            for name in host.listdir(f"{KFD_NODES}/{i}/{sub}"):
+                lp = parse_kfd_properties(host.read_optional(f"{KFD_NODES}/{i}/{sub}/{name}/properties") or "")
+                if "node_to" not in lp:
+                    continue
+                links.append(KfdLink(
+                    node_from=lp.get("node_from", node),
+                    node_to=lp["node_to"],
+                    type=lp.get("type", 0),
+                    weight=lp.get("weight"),
+                    min_bandwidth_mbps=lp.get("min_bandwidth") or None,
+                    max_bandwidth_mbps=lp.get("max_bandwidth") or None,
+                    direct=direct,
+                ))
+    return Kfd(tuple(agents), tuple(links))
+
+
+def xgmi_links(kfd: Kfd) -> list[tuple[str, str, KfdLink]]:
+    """Direct XGMI links between GPU agents, once per pair: (bdf a, bdf b, link) with a < b."""
+    bdf = {a.id: a.bdf for a in kfd.agents if a.bdf}
+    out: dict[tuple[str, str], KfdLink] = {}
+    for link in kfd.links:
+        if not link.direct or link.type != XGMI:
+            continue
+        a, b = bdf.get(link.node_from), bdf.get(link.node_to)
+        if a is None or b is None or a == b:
+            continue
+        out.setdefault((min(a, b), max(a, b)), link)
+    return [(a, b, link) for (a, b), link in sorted(out.items())]
+
+
+def xgmi_count(link: KfdLink) -> int | None:
+    """Links bonded between the pair: the kernel reports one link's bandwidth as the minimum and every
+    link's together as the maximum (amdgpu_amdkfd_get_xgmi_bandwidth_mbytes); None when it reports none."""
+    if link.min_bandwidth_mbps and link.max_bandwidth_mbps and link.max_bandwidth_mbps >= link.min_bandwidth_mbps:
+        return link.max_bandwidth_mbps // link.min_bandwidth_mbps
+    return None
+
+
+def rocm_smi_topology(kfd: Kfd) -> dict[tuple[str, str], tuple[str, int, int]]:
+    """rocm-smi's `--showtopo` reading of every GPU pair: (link type, hops, weight), keyed by BDFs.
+
+    The rules of rocm_smi_lib's rsmi_topo_get_link_type/rsmi_topo_get_link_weight: a direct XGMI
+    io_link is XGMI, 1 hop, its weight; otherwise the GPU's link type to its CPU agent, 2 hops on
+    the same CPU agent, 3 across a CPU-to-CPU io_link (4 without one), weight = both GPUs' weights to
+    their CPU agents + the CPU-to-CPU link's (10 when there is none). Used to check the matrix.
+    """
+    gpus = [a for a in kfd.agents if a.bdf]
+    out = {}
+    for src in gpus:
+        for dst in gpus:
+            if src.id == dst.id:
+                continue
+            direct = kfd.link(src.id, dst.id, direct=True)
+            if direct is not None and direct.type == XGMI:
+                out[(src.bdf, dst.bdf)] = ("XGMI", 1, direct.weight or 0)
+                continue
+            cs, cd = kfd.cpu_agent_of(src.id), kfd.cpu_agent_of(dst.id)
+            if cs is None or cd is None:
+                continue
+            up = kfd.link(src.id, cs, direct=True)
+            down = kfd.link(dst.id, cd, direct=True)
+            weight = (up.weight or 0) + (down.weight or 0)
+            if cs == cd:
+                hops = 2
+            else:
+                between = kfd.link(cs, cd, direct=True)
+                hops = 3 if between is not None else 4
+                weight += (between.weight or 0) if between is not None else 10
+            kind = {2: "PCIE", 11: "XGMI"}.get(up.type, "UNKNOWN")
+            out[(src.bdf, dst.bdf)] = (kind, hops, weight)
+    return out

@@ -1,0 +1,77 @@
+"""What `emit` reads beyond read_topology, all through Host (so `snapshot` captures it):
+the CPU groups hwloc orders cores by (L3 caches, clusters), DRM render nodes of GPUs, InfiniBand
+verbs devices of NICs and the kernel's total memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from numatune.host import Host
+from numatune.model.topology import PciDevice, Topology
+
+CPU_DIR = "/sys/devices/system/cpu"
+
+
+def read_cpu_groups(host: Host, topo: Topology) -> tuple[frozenset[int], ...]:
+    """Distinct L3-cache and cluster CPU sets of online CPUs: hwloc levels inside a package that order its
+    cores (Slurm numbers cores in that order). One read per group, not per CPU."""
+    seen: set[frozenset[int]] = set()
+    covered: dict[str, set[int]] = {"l3": set(), "cluster": set()}
+    for cpu in sorted(c.id for c in topo.cpus if c.online):
+        base = f"{CPU_DIR}/cpu{cpu}"
+        if cpu not in covered["cluster"]:
+            group = host.read_cpulist(f"{base}/topology/cluster_cpus_list")
+            if group:
+                seen.add(frozenset(group))
+                covered["cluster"].update(group)
+        if cpu not in covered["l3"]:
+            group = _l3_of(host, base)
+            if group:
+                seen.add(frozenset(group))
+                covered["l3"].update(group)
+    return tuple(sorted(seen, key=lambda g: (min(g), len(g))))
+
+
+def _l3_of(host: Host, base: str) -> frozenset[int] | None:
+    for index in host.listdir(f"{base}/cache"):
+        if not index.startswith("index"):
+            continue
+        if (host.read_optional(f"{base}/cache/{index}/level") or "").strip() == "3":
+            return host.read_cpulist(f"{base}/cache/{index}/shared_cpu_list")
+    return None
+
+
+def read_render_nodes(host: Host, devices: Iterable[PciDevice]) -> dict[str, str]:
+    """BDF -> DRM render node name (renderD128...) of each GPU that has one (AMD's gres.conf File=)."""
+    out = {}
+    for d in devices:
+        if d.kind != "gpu" or not d.path:
+            continue
+        names = sorted(n for n in host.listdir(f"{d.path}/drm") if n.startswith("renderD"))
+        if names:
+            out[d.bdf] = names[0]
+    return out
+
+
+def read_uverbs(host: Host, devices: Iterable[PciDevice]) -> dict[str, str]:
+    """BDF -> InfiniBand verbs device (uverbs0...) of each RDMA NIC: the file RDMA jobs open."""
+    out = {}
+    for d in devices:
+        if d.kind != "nic" or not d.path:
+            continue
+        names = sorted(n for n in host.listdir(f"{d.path}/infiniband_verbs") if n.startswith("uverbs"))
+        if names:
+            out[d.bdf] = names[0]
+    return out
+
+
+def read_meminfo_total_kib(host: Host) -> int | None:
+    """MemTotal from the root's /proc/meminfo: what slurmd's sysinfo() reports as RealMemory."""
+    text = host.read_optional("/proc/meminfo")
+    for line in (text or "").splitlines():
+        if line.startswith("MemTotal:"):
+            parts = line.split()
+            if len(parts) >= 2 and parts[1].isdigit():
+                return int(parts[1])
+    return None

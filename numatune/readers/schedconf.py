@@ -1,0 +1,136 @@
+"""Scheduler configuration files a user hands to `check`: slurm.conf, gres.conf, a kubelet config.
+
+These are the user's input files (like a policy file), read from the local filesystem, not the
+node's state, so they do not go through Host. Parsing follows Slurm's own rules where they matter:
+keys are case-insensitive, `#` starts a comment, a trailing backslash continues a line, node names
+may be hostlist expressions (`gpu[01-04,07]`), `NodeName=DEFAULT` sets defaults for later lines.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from numatune.errors import InputError
+
+
+def _read(path: str | Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) with comments stripped and backslash continuations joined."""
+    out: list[tuple[int, str]] = []
+    pending, start = "", 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].rstrip()
+        if not pending:
+            start = number
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = (pending + line).strip()
+        pending = ""
+        if line:
+            out.append((start, line))
+    if pending.strip():
+        out.append((start, pending.strip()))
+    return out
+
+
+def parse_pairs(line: str) -> dict[str, str]:
+    """`Key=Value Key2=Value2` -> {"key": "Value"} (keys lower-cased, as Slurm matches them)."""
+    out = {}
+    for token in line.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            out[key.lower()] = value
+    return out
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """Slurm hostlist: "a[01-03,7],b" -> a01 a02 a03 a7 b (zero padding kept; nested brackets are not Slurm's)."""
+    names: list[str] = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", expr):
+        m = re.match(r"^(.*?)\[([^\]]*)\](.*)$", part)
+        if not m:
+            names.append(part)
+            continue
+        head, ranges, tail = m.groups()
+        for r in ranges.split(","):
+            lo, _, hi = r.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                raise InputError(f"bad hostlist range {r!r} in {expr!r}")
+            width = len(lo)
+            for i in range(int(lo), int(hi or lo) + 1):
+                names += [n for n in expand_hostlist(f"{head}{i:0{width}d}{tail}")]
+    return names
+
+
+def slurm_node_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:
+    """Every NodeName= line of slurm.conf, with NodeName=DEFAULT values merged in as Slurm does."""
+    defaults: dict[str, str] = {}
+    out = []
+    for number, line in logical_lines(_read(path)):
+        pairs = parse_pairs(line)
+        if "nodename" not in pairs:
+            continue
+        if pairs["nodename"].upper() == "DEFAULT":
+            defaults.update({k: v for k, v in pairs.items() if k != "nodename"})
+            continue
+        out.append((number, {**defaults, **pairs}))
+    return out
+
+
+def slurmd_parameters(path: str | Path) -> set[str]:
+    """The SlurmdParameters flags of slurm.conf (numa_node_as_socket, l3cache_as_socket, allow_ecores, ...)."""
+    out: set[str] = set()
+    for _, line in logical_lines(_read(path)):
+        value = parse_pairs(line).get("slurmdparameters")
+        if value:
+            out.update(v.strip().lower() for v in value.split(",") if v.strip())
+    return out
+
+
+def gres_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:
+    """gres.conf lines with a Name= (AutoDetect= lines become {"autodetect": ...})."""
+    out = []
+    for number, line in logical_lines(_read(path)):
+        pairs = parse_pairs(line)
+        if "name" in pairs or "autodetect" in pairs:
+            out.append((number, pairs))
+    return out
+
+
+def load_kubelet_config(path: str | Path) -> dict[str, Any]:
+    """A kubelet config file: JSON always; YAML through PyYAML (the optional `numatune[k8s]` extra)."""
+    text = _read(path)
+    if text.lstrip().startswith("{"):
+        import json
+
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path} is not valid JSON: {exc}") from None
+    else:
+        try:
+            import yaml
+        except ImportError:
+            raise InputError(f"reading YAML ({path}) needs PyYAML", hint="pip install 'numatune[k8s]', or give the "
+                             "kubelet config as JSON") from None
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InputError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path} is not a KubeletConfiguration (expected a mapping at the top)")
+    kind = doc.get("kind")
+    if kind is not None and kind != "KubeletConfiguration":
+        raise InputError(f"{path} is a {kind}, not a KubeletConfiguration")
+    return doc

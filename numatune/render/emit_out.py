@@ -1,0 +1,81 @@
+"""`numatune emit` output: the configuration text itself (notes as comments, so it can be pasted or
+redirected as is) and the `numatune.emit/1` JSON document (docs/json-schemas.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numatune.emit_run import SlurmEmit
+from numatune.render.envelope import envelope
+
+
+def _comments(notes: tuple[str, ...] | list[str]) -> list[str]:
+    return [f"# note: {n}" for n in notes]
+
+
+def slurm_text(e: SlurmEmit) -> str:
+    out = [f"# slurm.conf node line written by numatune emit slurm for {e.source}",
+           "# (Slurm's abstract numbering: cores socket by socket, see numatune-emit(1))"]
+    if e.gres or e.nic_gres:
+        out.append("GresTypes=" + ",".join((["gpu"] if e.gres else []) + (["nic"] if e.nic_gres else [])))
+    if e.layout.unit == "numa" and not e.layout.problem:
+        out.append("SlurmdParameters=numa_node_as_socket")
+    line = e.node.text()
+    if e.nic_gres:
+        line = line.replace(f"Gres=gpu:{e.node.gpus}", f"Gres=gpu:{e.node.gpus},nic:{len(e.nic_gres)}") if e.node.gpus \
+            else f"{line} Gres=nic:{len(e.nic_gres)}"
+    out.append(line)
+    out += ["", "# gres.conf"]
+    if e.autodetect:
+        out.append(f"# {e.autodetect}")
+    # Slurm requires File= on gpu lines: one without it is written commented out, to be completed by hand
+    out += [g.text(e.node.name) if g.file else f"# {g.text(e.node.name)}  (File= unknown: complete before use)"
+            for g in e.gres + e.nic_gres]
+    if not e.gres:
+        out.append("# no GPU on this node")
+    out += _comments(e.notes)
+    return "\n".join(out) + "\n"
+
+
+def slurm_document(e: SlurmEmit) -> dict[str, Any]:
+    return envelope(
+        "emit",
+        source=e.source,
+        target="slurm",
+        text=slurm_text(e),
+        node={
+            "name": e.node.name, "cpus": e.node.cpus, "sockets": e.node.sockets or None,
+            "cores_per_socket": e.node.cores_per_socket if e.node.sockets else None,
+            "threads_per_core": e.node.threads_per_core, "real_memory_mib": e.node.real_memory_mib,
+            "gpus": e.node.gpus, "cpu_spec_list": list(e.node.cpu_spec), "mem_spec_limit_mib": e.node.mem_spec_mib,
+            "line": e.node.text(),
+        },
+        layout={
+            "socket_unit": e.layout.unit,
+            "problem": e.layout.problem or None,
+            "sockets": [[{"core": c.index, "cpus": list(c.cpus)} for c in s] for s in e.layout.sockets],
+        },
+        gres=[{"index": g.index, "bdf": g.bdf, "name": g.name, "file": g.file, "cores": list(g.cores),
+               "links": list(g.links) or None, "note": g.note or None, "line": g.text(e.node.name)}
+              for g in e.gres + e.nic_gres],
+        autodetect=e.autodetect or None,
+        notes=list(e.notes),
+    )
+
+
+def kubelet_text(config: dict[str, Any], notes: tuple[str, ...], source: str) -> str:
+    from numatune.plan.kubelet import to_yaml
+
+    head = [f"# KubeletConfiguration fragment written by numatune emit kubelet for {source}",
+            "# merge into the node's kubelet config (e.g. /var/lib/kubelet/config.yaml); changing the CPU or memory",
+            "# manager policy needs a drained node and removing cpu_manager_state/memory_manager_state first"]
+    return "\n".join(head + _comments(notes)) + "\n" + to_yaml(config)
+
+
+def kubelet_document(config: dict[str, Any], notes: tuple[str, ...], source: str) -> dict[str, Any]:
+    return envelope("emit", source=source, target="kubelet", text=kubelet_text(config, notes, source), config=config,
+                    notes=list(notes))
+
+
+def nfd_document(labels: dict[str, str], text: str, source: str) -> dict[str, Any]:
+    return envelope("emit", source=source, target="nfd", text=text, labels=labels, notes=[])

@@ -1,0 +1,260 @@
+"""One resolver for local rank → GPU → NUMA node, used by `launch` (before a rank starts) and `audit`
+(while it runs), so both read the same environment keys, order GPUs the same way and parse cgroups
+the same way.
+
+- Local rank: the first launcher variable set (torchrun, Slurm, Open MPI, MPICH/Intel MPI, PMI, PMIx,
+  MVAPICH).
+- GPU order: PCI bus order with every field compared as a number (domain, bus, device, function):
+  domains may be 5+ hex digits ("10000:00:04.0"), where a string sort goes wrong.
+- Visible-devices lists: CUDA_VISIBLE_DEVICES indexes NVIDIA GPUs only, ROCR/HIP_VISIBLE_DEVICES
+  AMD GPUs only (other vendors' GPUs are not in the runtime's enumeration); entries are indices or
+  UUIDs, and a UUID may be given by a unique prefix as CUDA accepts it.
+- cgroups: the v2 path, else the v1 cpuset controller's; a path that leaves the hierarchy (a cgroup
+  namespace shows "/.." paths) names no directory.
+
+Pure: the devices and the environment come in as arguments; nothing here reads the system.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from numatune.errors import BindingError
+from numatune.model.topology import PciDevice
+
+RANK_VARS: tuple[tuple[str, str], ...] = (
+    ("LOCAL_RANK", "torchrun"),
+    ("SLURM_LOCALID", "Slurm"),
+    ("OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI"),
+    ("MPI_LOCALRANKID", "MPICH/Intel MPI"),
+    ("PMI_LOCAL_RANK", "PMI"),
+    ("PMIX_LOCAL_RANK", "PMIx"),
+    ("MV2_COMM_WORLD_LOCAL_RANK", "MVAPICH"),
+)
+SIZE_VARS: tuple[tuple[str, str], ...] = (
+    ("LOCAL_WORLD_SIZE", "torchrun"),
+    ("SLURM_NTASKS_PER_NODE", "Slurm"),
+    ("SLURM_TASKS_PER_NODE", "Slurm"),
+    ("OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI"),
+    ("MPI_LOCALNRANKS", "MPICH/Intel MPI"),
+    ("PMI_LOCAL_SIZE", "PMI"),
+    ("PMIX_LOCAL_SIZE", "PMIx"),
+    ("MV2_COMM_WORLD_LOCAL_SIZE", "MVAPICH"),
+)
+GPU_VARS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+GPU_VAR_VENDOR = {"CUDA_VISIBLE_DEVICES": 0x10DE, "ROCR_VISIBLE_DEVICES": 0x1002, "HIP_VISIBLE_DEVICES": 0x1002}
+# Every environment key numatune ever reads (launch from its own environment, audit from
+# /proc/PID/environ, snapshot --pid keeps these and nothing else): never the rest of an environment.
+ENV_KEYS: tuple[str, ...] = (
+    *(k for k, _ in RANK_VARS),
+    *(k for k, _ in SIZE_VARS),
+    *GPU_VARS,
+    "CUDA_DEVICE_ORDER",
+    "SLURM_NODEID",
+    "OMP_NUM_THREADS",
+    "RANK",
+    "WORLD_SIZE",
+    "SLURM_PROCID",
+    "OMPI_COMM_WORLD_RANK",
+)
+
+_BDF = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$", re.IGNORECASE)
+
+
+# -- PCI addresses ---------------------------------------------------------------------------------------
+def normalize_bdf(text: str) -> str | None:
+    """"18:00.0" → "0000:18:00.0"; None when the text is not a BDF."""
+    m = _BDF.match(text.strip())
+    if not m:
+        return None
+    domain = m.group(1) or "0000"
+    return f"{domain.lower()}:{m.group(2).lower()}:{m.group(3).lower()}.{m.group(4)}"
+
+
+def pci_sort_key(bdf: str) -> tuple[int, ...]:
+    """PCI bus order: domain, bus, device, function as numbers (domains may be 5+ hex digits)."""
+    m = _BDF.match(bdf)
+    if not m:
+        return (1 << 40,)
+    return (int(m.group(1) or "0", 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4)))
+
+
+def gpus_in_pci_order(devices: Sequence[PciDevice]) -> tuple[list[PciDevice], str]:
+    """GPUs in PCI bus order; when there are none, accelerators (e.g. NEC Vector Engines)."""
+    for kind in ("gpu", "accelerator"):
+        found = sorted((d for d in devices if d.kind == kind), key=lambda d: pci_sort_key(d.bdf))
+        if found:
+            return found, kind
+    return [], "gpu"
+
+
+def enumerated_by(var: str, gpus: Sequence[PciDevice]) -> list[PciDevice]:
+    """The GPUs a runtime enumerates for its visible-devices variable: its vendor's only (all when no
+    GPU of that vendor is known, e.g. a partial tree without vendor ids)."""
+    vendor = GPU_VAR_VENDOR.get(var)
+    mine = [d for d in gpus if d.vendor_id == vendor]
+    return mine or list(gpus)
+
+
+# -- rank ------------------------------------------------------------------------------------------------
+def local_rank(env: Mapping[str, str]) -> tuple[int | None, str | None, str | None]:
+    """(rank, variable, launcher) from the first launcher variable set; a value that is not a
+    non-negative integer is an error (a launcher bug to report, not to guess around)."""
+    for key, who in RANK_VARS:
+        value = env.get(key)
+        if value is None or value.strip() == "":
+            continue
+        if not value.strip().isdigit():
+            raise BindingError(f"{key}={value!r} is not a non-negative integer")
+        return int(value), key, who
+    return None, None, None
+
+
+# -- GPU -------------------------------------------------------------------------------------------------
+def match_uuid(entry: str, gpus: Sequence[PciDevice], var: str) -> PciDevice:
+    """A GPU by UUID or unique UUID prefix (as CUDA accepts them); MIG instances have no PCI function."""
+    if entry.upper().startswith("MIG-"):
+        raise BindingError(f"{var} entry {entry}: MIG instances cannot be mapped to a PCI device; pass --gpu BDF")
+    known = [d for d in gpus if d.nvidia and d.nvidia.uuid]
+    if not known:
+        raise BindingError(
+            f"{var} entry {entry} is a UUID but no GPU UUIDs are known "
+            "(no /proc/driver/nvidia/gpus/*/information and no NVML): pass --gpu BDF or use indices"
+        )
+    hits = [d for d in known if d.nvidia.uuid.lower().startswith(entry.lower())]
+    if len(hits) != 1:
+        raise BindingError(f"{var} entry {entry} matches {len(hits)} GPUs")
+    return hits[0]
+
+
+def resolve_entry(entry: str, gpus: Sequence[PciDevice], var: str) -> PciDevice:
+    """One entry of a visible-devices list: an index into `gpus`, or a UUID."""
+    entry = entry.strip()
+    if entry.isdigit():
+        index = int(entry)
+        if index >= len(gpus):
+            raise BindingError(f"{var} names GPU {index} but this root has {len(gpus)} such GPU(s)")
+        return gpus[index]
+    if UUID.match(entry):
+        return match_uuid(entry, gpus, var)
+    raise BindingError(f"{var} entry {entry!r} is neither an index nor a GPU UUID")
+
+
+def visible_devices(
+    env: Mapping[str, str], gpus: Sequence[PciDevice]
+) -> tuple[str | None, list[PciDevice] | None, bool]:
+    """(variable, the GPUs it makes visible in order, whether any entry was a UUID); (None, None, False)
+    when no visible-devices variable is set."""
+    for var in GPU_VARS:
+        value = env.get(var)
+        if value is None:
+            continue
+        entries = [e for e in value.split(",") if e.strip()]
+        if not entries or entries[0].strip() in ("-1", "NoDevFiles"):
+            raise BindingError(f"{var}={value!r} hides every GPU")
+        pool = enumerated_by(var, gpus)
+        return var, [resolve_entry(e, pool, var) for e in entries], any(UUID.match(e.strip()) for e in entries)
+    return None, None, False
+
+
+def ordering_note(env: Mapping[str, str], gpus: Sequence[PciDevice], var: str | None) -> str:
+    """What the index → GPU mapping assumes about the runtime's enumeration order."""
+    if var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
+        return "ROCm enumerates GPUs in KFD node order, assumed to be PCI bus order"
+    order = env.get("CUDA_DEVICE_ORDER")
+    if order == "PCI_BUS_ID":
+        return "CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA indices follow PCI bus order"
+    models = {(d.vendor_id, d.device_id) for d in gpus}
+    if any(d.device_id is None for d in gpus):
+        same = "; GPU models unknown, CUDA's default FASTEST_FIRST order may differ: set CUDA_DEVICE_ORDER=PCI_BUS_ID"
+    elif len(models) == 1:
+        same = f"; all {len(gpus)} are the same model, so CUDA's default FASTEST_FIRST order agrees"
+    else:
+        same = ("; the GPUs differ in model, so CUDA's default FASTEST_FIRST order may differ: "
+                "set CUDA_DEVICE_ORDER=PCI_BUS_ID")
+    shown = f"CUDA_DEVICE_ORDER={order}" if order else "CUDA_DEVICE_ORDER unset"
+    return f"PCI bus order assumed ({shown}){same}"
+
+
+def rank_gpu(
+    env: Mapping[str, str], rank: int | None, devices: Sequence[PciDevice], local_size: int | None = None
+) -> tuple[PciDevice, str, str, list[PciDevice]] | None:
+    """The GPU of a local rank: (device, how it was found, ordering assumed, the GPUs of the node's ranks).
+
+    None when nothing names one (no visible-devices variable and no rank). Raises BindingError when the
+    environment names a GPU that cannot be (an index past the end, an unknown UUID, a rank past the list).
+    """
+    gpus, kind = gpus_in_pci_order(devices)
+    if not gpus:
+        return None
+    var, visible, uuids = visible_devices(env, gpus)
+    if visible is not None:
+        if len(visible) == 1:
+            dev, pos = visible[0], 0
+            in_use = gpus[:local_size] if local_size else gpus
+            note = "; one visible GPU per rank: the other ranks' GPUs are assumed to be the first in PCI order"
+        elif rank is not None and rank < len(visible):
+            dev, pos = visible[rank], rank
+            in_use = visible[:local_size] if local_size else visible
+            note = ""
+        elif rank is None:
+            raise BindingError(f"{var} lists {len(visible)} GPUs and no local rank says which one is used")
+        else:
+            raise BindingError(f"local rank {rank} but {var} lists {len(visible)} GPU(s)")
+        source = f"{var} entry {pos} ({env[var].split(',')[pos].strip()}){note}"
+        ordering = "UUIDs name GPUs directly: no ordering assumed" if uuids else ordering_note(env, gpus, var)
+        return dev, source, ordering, list(in_use)
+    if rank is None:
+        return None
+    if rank >= len(gpus):
+        raise BindingError(f"local rank {rank} but this root has {len(gpus)} {kind}(s) and no --gpu")
+    in_use = gpus[:local_size] if local_size else gpus
+    return gpus[rank], f"local rank {rank} → {kind} {rank} in PCI bus order", ordering_note(env, gpus, None), in_use
+
+
+# -- cgroups ---------------------------------------------------------------------------------------------
+def parse_cgroup(text: str) -> str | None:
+    """The v2 path ("0::/x"), else the v1 cpuset controller's path, from /proc/PID/cgroup."""
+    v1 = None
+    for line in text.split("\n"):
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            return parts[2]
+        if "cpuset" in parts[1].split(","):
+            v1 = parts[2]
+    return v1
+
+
+def cgroup_cpuset_dirs(text: str) -> list[tuple[str, str, str]]:
+    """Where a process's cpuset lives, innermost first: (directory, cpus file, mems file), for v2 and v1.
+
+    Empty when the path leaves the hierarchy: inside a cgroup namespace /proc/PID/cgroup shows the
+    outer process's cgroup as "/../x", which names no directory the reader may open.
+    """
+    v2 = v1 = None
+    for line in text.split("\n"):
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            v2 = parts[2]
+        elif "cpuset" in parts[1].split(","):
+            v1 = parts[2]
+    out = []
+    for path, base, cpus, mems in ((v2, "/sys/fs/cgroup", "cpuset.cpus.effective", "cpuset.mems.effective"),
+                                   (v1, "/sys/fs/cgroup/cpuset", "cpuset.effective_cpus", "cpuset.effective_mems")):
+        if path is None:
+            continue
+        rel = path.strip("/")
+        if ".." in rel.split("/"):
+            continue
+        while True:
+            out.append((f"{base}/{rel}".rstrip("/"), cpus, mems))
+            if not rel:
+                break
+            rel = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    return out

@@ -1,0 +1,121 @@
+"""The one rank → GPU → node resolver: launch and audit agree on every fixture, and the cases where
+they used to disagree (32-bit PCI domains, UUID prefixes, vendor filtering, MVAPICH, cgroup namespaces)."""
+
+from __future__ import annotations
+
+import pytest
+
+from numatune.bind import cgroup_cpuset, read_launch_devices, read_launch_topology
+from numatune.errors import BindingError
+from numatune.host import Host
+from numatune.model.launch import CpuBind, LaunchFacts, LaunchOptions, RankInfo
+from numatune.plan.launch import choose_gpu as launch_gpu
+from numatune.plan.launch import detect_rank
+from numatune.readers.procs import ENVIRON_KEYS, local_rank
+from numatune.readers.procs import choose_gpu as audit_gpu
+from numatune.readers.topology import read_topology
+from numatune.resolve import ENV_KEYS, cgroup_cpuset_dirs, gpus_in_pci_order, pci_sort_key, rank_gpu
+from tests.conftest import fixture_root, tree_fixtures
+
+
+def _envs(topo) -> list[dict[str, str]]:
+    gpus, _ = gpus_in_pci_order(topo.devices)
+    n = len(gpus)
+    envs: list[dict[str, str]] = [{"LOCAL_RANK": str(r)} for r in range(n + 1)]
+    envs.append({"MV2_COMM_WORLD_LOCAL_RANK": "0"})
+    if n >= 2:
+        backwards = ",".join(str(i) for i in reversed(range(n)))
+        envs += [{"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": backwards},
+                 {"SLURM_LOCALID": "0", "ROCR_VISIBLE_DEVICES": "1"},
+                 {"LOCAL_RANK": "0", "HIP_VISIBLE_DEVICES": "1,0"}]
+    uuids = [g.nvidia.uuid for g in gpus if g.nvidia and g.nvidia.uuid]
+    if uuids:
+        envs += [{"LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": uuids[-1]},
+                 {"LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": uuids[-1][:12]}]  # a unique prefix, as CUDA accepts
+    return envs
+
+
+@pytest.mark.parametrize("name", tree_fixtures())
+def test_launch_and_audit_resolve_the_same_gpu(name):
+    host = Host.open(fixture_root(name))
+    topo = read_topology(host, pci_ids=None, settings=False)
+    launch_topo = read_launch_topology(host, node_kinds=False)
+    devices = read_launch_devices(host, launch_topo)
+    for env in _envs(topo):
+        rank, _ = local_rank(env)
+        info = detect_rank(env, LaunchOptions(cpu_bind=CpuBind("none")))
+        assert info.rank == (rank if rank is not None else 0)
+        try:
+            dev, _, _ = launch_gpu(env, LaunchOptions(), RankInfo(info.rank, info.rank_source, None, None), devices)
+            launched = dev.bdf
+        except BindingError:
+            launched = None
+        audited, note = audit_gpu((), env, rank, topo)
+        assert (audited.bdf if audited else None) == launched, (name, env, note)
+        if launched is None and gpus_in_pci_order(devices)[0]:
+            assert note  # audit says why, as launch raised
+
+
+def test_gpu_order_is_numeric_on_wide_pci_domains():
+    # Domains wider than 16 bits (VMD, Hyper-V): "10000" sorts after "2000" as a number, not as text.
+    bdfs = ["10000:00:04.0", "2000:00:01.0", "0000:af:00.0", "0000:18:00.0"]
+    assert sorted(bdfs, key=pci_sort_key) == ["0000:18:00.0", "0000:af:00.0", "2000:00:01.0", "10000:00:04.0"]
+    assert sorted(bdfs) != sorted(bdfs, key=pci_sort_key)
+
+
+def test_real_32bit_domain_tree_orders_numerically():
+    host = Host.open(fixture_root("2pa-pcidomain32bits"))
+    names = host.listdir("/sys/bus/pci/devices")
+    ordered = sorted(names, key=pci_sort_key)
+    assert ordered[-2:] == ["10000:00:00.0", "10000:00:04.0"]
+    topo = read_topology(host, pci_ids=None, settings=False)
+    assert [d.bdf for d in topo.devices] and all(pci_sort_key(d.bdf)[0] in (0, 0x10000) for d in topo.devices)
+
+
+def test_cuda_visible_devices_counts_nvidia_gpus_only():
+    # Real records from two trees on one list: CUDA enumerates the NVIDIA GPUs, ROCm the AMD ones.
+    nv = read_topology(Host.open(fixture_root("handmade-launch-2s4gpu-cxl")), pci_ids=None, settings=False).gpus
+    amd = read_topology(Host.open(fixture_root("topo-mi210-xgmi-pcie")), pci_ids=None, settings=False).gpus
+    mixed = (*amd, *nv)
+    first_nvidia = sorted(nv, key=lambda d: pci_sort_key(d.bdf))[0]
+    first_amd = sorted(amd, key=lambda d: pci_sort_key(d.bdf))[0]
+    assert rank_gpu({"CUDA_VISIBLE_DEVICES": "0"}, 0, mixed)[0] == first_nvidia
+    assert rank_gpu({"ROCR_VISIBLE_DEVICES": "0"}, 0, mixed)[0] == first_amd
+
+
+def test_mvapich_local_rank_is_known_to_launch_and_audit():
+    env = {"MV2_COMM_WORLD_LOCAL_RANK": "3"}
+    assert local_rank(env) == (3, "MV2_COMM_WORLD_LOCAL_RANK")
+    assert detect_rank(env, LaunchOptions()).rank == 3
+    assert "MV2_COMM_WORLD_LOCAL_RANK" in ENV_KEYS and ENVIRON_KEYS == ENV_KEYS
+
+
+def test_cgroup_paths_from_a_namespace_name_no_directory():
+    assert cgroup_cpuset_dirs("0::/../../user.slice/x.scope\n") == []
+    dirs = cgroup_cpuset_dirs("0::/job/step_0\n")
+    assert [d for d, _, _ in dirs] == ["/sys/fs/cgroup/job/step_0", "/sys/fs/cgroup/job", "/sys/fs/cgroup"]
+    v1 = cgroup_cpuset_dirs("4:cpuset:/slurm/uid_1/job_2\n1:name=systemd:/x\n")
+    assert v1[0] == ("/sys/fs/cgroup/cpuset/slurm/uid_1/job_2", "cpuset.effective_cpus", "cpuset.effective_mems")
+
+
+def test_launch_in_a_cgroup_namespace_reads_no_cpuset_instead_of_failing(tmp_path):
+    # Hand-made tree: /proc/self/cgroup as a process inside a cgroup namespace sees its parent's path.
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "self" / "cgroup").write_text("0::/../../system.slice/docker-1.scope\n")
+    (tmp_path / "sys").mkdir()
+    assert cgroup_cpuset(Host.open(tmp_path)) == (None, None)
+
+
+def test_real_cgroup_of_a_fixture_is_read_by_both(host_of):
+    host = host_of("2pa-pcidomain32bits")
+    text = host.read_text("/proc/self/cgroup")
+    assert cgroup_cpuset_dirs(text)  # a real v1/v2 line names directories
+
+
+def test_audit_reports_a_list_without_a_rank():
+    topo = read_topology(Host.open(fixture_root("handmade-launch-2s4gpu-cxl")), pci_ids=None, settings=False)
+    gpu, note = audit_gpu((), {"CUDA_VISIBLE_DEVICES": "0,1"}, None, topo)
+    assert gpu is None and "no local rank" in note
+    with pytest.raises(BindingError):
+        rank_gpu({"CUDA_VISIBLE_DEVICES": "0,1"}, None, topo.devices)
+    assert LaunchFacts  # the launch facts type is what launch passes; imported to keep one name space

@@ -1,0 +1,141 @@
+"""The report paths start without `re`, `enum` and `collections` (about a quarter of `check`'s instructions on
+the 256-CPU tree): the str-method helpers that replace the regular expressions must match exactly as they did."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from numatune.host import _is_fd_link, natural_key, numbered
+from numatune.readers.pci import _is_host_bridge, is_bdf
+from numatune.readers.settings import bracketed_choice
+
+NAMES = ["cpu0", "cpu12", "cpu", "cpux", "xcpu1", "cpu1a", "cpu٣", "node10", "memory_tier4", "hugepages-2048kB",
+         "hugepages-kB", "hugepages-1x2kB", "access0", "index12", "thread_siblings_list", "online", "", "10", "_",
+         "a_1", "a1b22c", "0000:18:00.0", "10000:00:04.0", "000:18:00.0", "123456789:18:00.0", "0000:18:00.8",
+         "0000:1g:00.0", "0000:18:00:0", "00000000:ff:1f.7", ":0000:18:00.0", "pci0000:00", "pci10000:00",
+         "pci000:00", "pci0000:0g", "pci0000:00:", "proc/1/fd/2", "a/proc/1/fd/2", "aproc/1/fd/2", "proc/x/fd/2",
+         "proc/1/fd/", "root/proc/12/fd/3", "uevent", "ab٣", "x-y-12"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_helpers_match_the_regular_expressions_they_replace(name):
+    assert natural_key(name) == [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+    for prefix, suffix in (("cpu", ""), ("node", ""), ("memory_tier", ""), ("hugepages-", "kB"), ("index", "")):
+        m = re.match(rf"{prefix}(\d+){suffix}$", name)
+        assert numbered(name, prefix, suffix) == (int(m.group(1)) if m else None)
+    assert is_bdf(name) == bool(re.match(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$", name))
+    assert _is_host_bridge(name) == bool(re.match(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$", name))
+    assert _is_fd_link(name) == bool(re.search(r"(^|/)proc/\d+/fd/\d+$", name))
+
+
+@pytest.mark.parametrize("text", ["always [madvise] never", "[] [x]", "a [] b", "[always] madvise", "plain ",
+                                  "x [a[b] c", "x [unterminated", "][", "[]"])
+def test_bracketed_choice_is_the_first_non_empty_bracket(text):
+    m = re.search(r"\[([^\]]+)\]", text)
+    assert bracketed_choice(text) == (m.group(1) if m else text.strip())
+
+
+def test_check_and_inspect_text_and_json_start_without_re_enum_or_collections():
+    from tests.conftest import PROJECT, fixture_root
+
+    root = str(fixture_root("256ppc-8n8s4t"))
+    code = ("import sys\n"
+            "from numatune.entry import run\n"
+            "sys.stdout = open('/dev/null', 'w')\n"
+            "try: run()\n"
+            "except SystemExit: pass\n"
+            "sys.stderr.write(repr(sorted(m for m in ('re', 'enum', 'collections', 'functools') if m in sys.modules)))")
+    for args in (["check"], ["inspect"], ["check", "--json"], ["inspect", "--json"]):
+        out = subprocess.run([sys.executable, "-c", code, "--root", root, *args], capture_output=True, text=True,
+                             cwd=PROJECT, check=False)
+        assert out.stderr.strip().endswith("[]"), (args, out.stderr[-300:])
+
+
+@pytest.mark.parametrize("line", ["", "   ", "a", "  a  b ", "abc def  ghi", " x", "x\t y\x1cz ", "aa a aa"])
+def test_inspect_wrap_words_match_the_regular_expression(line):
+    from numatune.render.inspect_text import _words
+
+    assert _words(line) == [(m.start(), m.group()) for m in re.finditer(r"\s*\S+\s*", line)]
+
+
+def test_only_the_process_own_fast_command_line_turns_the_cyclic_collector_off():
+    import gc
+
+    from numatune.entry import run
+    from tests.conftest import PROJECT, fixture_root
+
+    root = str(fixture_root("256ppc-8n8s4t"))
+    with pytest.raises(SystemExit):
+        run(["--root", root, "check", "--json"])
+    assert gc.isenabled()  # a caller passing argv (tests, a library user) keeps its collector
+    code = ("import gc, sys\nfrom numatune.entry import run\nsys.stdout = open('/dev/null', 'w')\n"
+            "try: run()\nexcept SystemExit: pass\nsys.stderr.write(str(gc.isenabled()))")
+    out = subprocess.run([sys.executable, "-c", code, "--root", root, "check"], capture_output=True, text=True,
+                         cwd=PROJECT, check=False)
+    assert out.stderr.strip().endswith("False"), out.stderr[-300:]
+
+
+def test_host_entries_lists_without_sorting_and_tolerates_a_missing_directory(tmp_path):
+    from numatune.host import Host
+
+    (tmp_path / "sys" / "d").mkdir(parents=True)
+    for name in ("cpu10", "cpu9", "online"):
+        (tmp_path / "sys" / "d" / name).write_text("")
+    host = Host.open(str(tmp_path))
+    assert sorted(host.entries("/sys/d")) == ["cpu10", "cpu9", "online"]
+    assert host.listdir("/sys/d") == ["cpu9", "cpu10", "online"] and host.entries("/sys/missing") == []
+
+
+@pytest.mark.parametrize("doc", [
+    {}, [], {"a": []}, {"a": {}}, "x", 1, None,
+    {"schema": "s", "n": [1, 2.5, -0.0, 1e300, float("nan"), float("inf"), float("-inf")], "t": (True, False, None)},
+    {"é": "ünïcode \u2028 \x00 \"q\" \\\\", "nested": [{"a": [[], [{}]]}, "x"], 1: "int key", 2.5: "f", None: 0,
+     False: 1},
+])
+def test_json_writer_is_json_dumps_indent_2(doc):
+    import json
+
+    from numatune.model.findings import Severity
+    from numatune.render.envelope import dumps
+
+    assert dumps(doc) == json.dumps(doc, indent=2)
+    assert dumps({"severity": Severity.WARNING, "doc": doc}) == json.dumps({"severity": "warning", "doc": doc},
+                                                                              indent=2)
+
+
+def test_json_reports_on_every_fixture_are_what_json_dumps_writes():
+    import json
+
+    from numatune import reports
+    from numatune.check_run import check_report
+    from numatune.host import Host
+    from tests.conftest import fixture_root
+    from tests.fixture_archives import fixture_names
+
+    for name in fixture_names():
+        root = str(fixture_root(name))
+        for text in (reports.inspect_json(Host.open(root), None), check_report(Host.open(root), root, fmt="json")[0]):
+            assert text.rstrip("\n") == json.dumps(json.loads(text), indent=2), name
+
+
+def test_severity_and_exit_code_behave_as_the_enums_they_replace():
+    import copy
+    import pickle
+
+    from numatune.errors import ExitCode
+    from numatune.model.findings import Severity
+
+    assert [s.value for s in Severity] == ["info", "warning", "error"] and len(Severity) == 3
+    assert Severity("warning") is Severity.WARNING is Severity["WARNING"] and Severity.WARNING == "warning"
+    assert Severity.ERROR.name == "ERROR" and Severity.ERROR.rank == 2 and str(Severity.INFO) == "Severity.INFO"
+    assert pickle.loads(pickle.dumps(Severity.ERROR)) is Severity.ERROR is copy.deepcopy(Severity.ERROR)
+    with pytest.raises(ValueError, match="'fatal' is not a valid Severity"):
+        Severity("fatal")
+    with pytest.raises(KeyError):
+        Severity["rank"]
+    codes = list(ExitCode)
+    assert codes[:3] == [0, 1, 2] and ExitCode.INTERNAL == 70 and len(ExitCode) == len(codes) == len(set(codes))
