@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
+from numatune import memsys
 from numatune.cpulist import format_cpulist
 from numatune.errors import CommandNotExecutable, CommandNotRunnable, NumatuneError
 from numatune.host import Host
@@ -22,19 +23,6 @@ from numatune.model.topology import PciDevice, Topology
 
 ISOLATED = "/sys/devices/system/cpu/isolated"
 
-# set_mempolicy(2) syscall numbers; glibc has no wrapper (libnuma does), so it is called by number.
-SYS_SET_MEMPOLICY = {
-    "x86_64": 238,
-    "aarch64": 237,
-    "riscv64": 237,
-    "loongarch64": 237,
-    "ppc64le": 261,
-    "ppc64": 261,
-    "s390x": 270,
-    "i686": 276,
-    "i386": 276,
-    "armv7l": 321,
-}
 
 
 # -- facts --------------------------------------------------------------------------------------------
@@ -134,7 +122,7 @@ def gather_facts(host: Host, environ: Mapping[str, str], *, probe: bool) -> Laun
         kernel=host.read_optional("/proc/sys/kernel/osrelease"),
         numactl=numactl,
         taskset=which("taskset"),
-        direct_ok=os.uname().machine in SYS_SET_MEMPOLICY,
+        direct_ok=memsys.supported(),
         current_weights=read_interleave_weights(host),
     )
 
@@ -193,25 +181,8 @@ def read_pci_function(host: Host, bdf: str, topo: Topology) -> PciDevice | None:
 
 # -- applying -----------------------------------------------------------------------------------------------
 def set_mempolicy(mode: int, nodes: Sequence[int]) -> None:
-    """set_mempolicy(2) for the calling thread; inherited by the exec'd command."""
-    import ctypes
-
-    machine = os.uname().machine
-    nr = SYS_SET_MEMPOLICY.get(machine)
-    if nr is None:
-        raise NumatuneError(f"no set_mempolicy syscall number for {machine}")
-    words = (max(nodes, default=0) // 64) + 1
-    mask = (ctypes.c_ulong * words)()
-    for n in nodes:
-        mask[n // 64] |= 1 << (n % 64)
-    libc = ctypes.CDLL(None, use_errno=True)
-    rc = libc.syscall(ctypes.c_long(nr), ctypes.c_int(mode), mask, ctypes.c_ulong(words * 64 + 1))
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise NumatuneError(
-            f"set_mempolicy(mode {mode}, nodes {format_cpulist(nodes)}) failed: {os.strerror(err)}",
-            hint="the kernel may not support this policy, or the nodes are outside the cgroup's cpuset.mems",
-        )
+    """set_mempolicy(2) for the calling thread; inherited by the exec'd command (numatune.memsys does the call)."""
+    memsys.set_mempolicy(mode, nodes)
 
 
 def apply_plan(plan: LaunchPlan, environ: Mapping[str, str]) -> NoReturn:

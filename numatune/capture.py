@@ -45,6 +45,7 @@ DRY_RUN: tuple[tuple[str, ...], ...] = (
     ("emit", "slurm", "--json"),
     ("emit", "kubelet", "--json"),
     ("emit", "nfd", "--json"),
+    ("plan-memory", "--params", "1e6", "--json"),
 )
 PID_DRY_RUN: tuple[tuple[str, ...], ...] = (
     ("audit", "{pid}", "--json"),

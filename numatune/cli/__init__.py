@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fleet": ("numatune.cli.fleet:fleet_cmd", "Group many nodes' reports by topology and list the outliers."),
     "snapshot": ("numatune.cli.snapshot:snapshot_cmd", "Save what numatune reads into an archive that --root reads."),
     "emit": ("numatune.cli.emit:emit_group", "Write Slurm, kubelet and node-feature-discovery configuration."),
+    "plan-memory": ("numatune.cli.plan_memory:plan_memory_cmd",
+                    "Plan which training buffers go to local DRAM and which to CXL (latency-first)."),
 }
 
 

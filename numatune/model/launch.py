@@ -9,21 +9,20 @@ Never mutate the shared empty-dict defaults.
 
 from __future__ import annotations
 
+# Linux uapi/linux/mempolicy.h: defined once, in numatune.memsys (which imports no more than errors.py)
+from numatune.memsys import (
+    MPOL_BIND,
+    MPOL_INTERLEAVE,
+    MPOL_PREFERRED,
+    MPOL_PREFERRED_MANY,
+    MPOL_WEIGHTED_INTERLEAVE,
+)
 from numatune.model._record import record
 
 CPU_BIND_MODES = ("node", "socket", "exclusive", "cores:N", "none")
 CPU_KIND_CHOICES = ("performance", "efficiency", "any")  # --cpu-kind: which CPU kinds a rank gets first
 MEM_POLICIES = ("bind", "preferred", "preferred-many", "interleave", "weighted", "cxl-spill", "none")
 METHODS = ("auto", "numactl", "taskset", "direct")
-
-# Linux uapi/linux/mempolicy.h
-MPOL_DEFAULT = 0
-MPOL_PREFERRED = 1
-MPOL_BIND = 2
-MPOL_INTERLEAVE = 3
-MPOL_LOCAL = 4
-MPOL_PREFERRED_MANY = 5  # Linux 5.15
-MPOL_WEIGHTED_INTERLEAVE = 6  # Linux 6.9
 
 # policy name -> (MPOL_* mode, minimal kernel, numactl option, minimal numactl)
 POLICY_SUPPORT: dict[str, tuple[int, tuple[int, int], str, str]] = {

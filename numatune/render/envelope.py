@@ -27,6 +27,7 @@ SCHEMAS = {
     "diff": "numatune.diff/1",
     "fleet": "numatune.fleet/1",
     "emit": "numatune.emit/1",
+    "plan-memory": "numatune.plan-memory/1",
 }
 
 

@@ -53,6 +53,7 @@ CALLS = {
     "emit slurm": ("emit", [], {0}),
     "emit kubelet": ("emit", [], {0}),
     "emit nfd": ("emit", [], {0}),
+    "plan-memory": ("plan-memory", ["--params", "1e6", "--node", "0", "--reserve", "0"], {0}),
 }
 ERROR_CODES = {int(c) for c in ExitCode} - {0}
 
@@ -124,10 +125,11 @@ def test_every_command_and_format(fixture, cli, inputs, tmp_path):
             assert fixture not in COMPLETE or path == "audit", (where, r.stderr)
 
 
-# What may fail on a saved tree, and how: no process 1 in the tree (6); launch on a tree without node 0
-# (3) or without CPU topology (7).
+# What may fail on a saved tree, and how: no process 1 in the tree (6); launch and plan-memory on a tree without node 0
+# (3) or without CPU topology (7); plan-memory when node 0 has no memory or too little (7).
 EXPECTED_FAILURES = {("audit", int(ExitCode.NO_PROCESS)), ("launch", int(ExitCode.INPUT)),
-                     ("launch", int(ExitCode.UNSUPPORTED))}
+                     ("launch", int(ExitCode.UNSUPPORTED)), ("plan-memory", int(ExitCode.INPUT)),
+                     ("plan-memory", int(ExitCode.UNSUPPORTED))}
 # Trees on which everything but audit (no processes in a tree) must succeed, so no format passes vacuously.
 COMPLETE = ("vm-two-socket", "handmade-launch-2s4gpu-cxl", "32em64t-2n8c+dax+nvme+mic+dimms")
 

@@ -153,6 +153,8 @@ class BootResult:
 def guest_command(topo: vm_topology.Topology, run_dir: Path, extra: list[str] | None = None) -> str:
     """Shell command virtme-ng runs in the guest (the host venv's python, via the shared root)."""
     argv = [sys.executable, str(BATCH), "--topology", str(topo.path), "--out", str(run_dir), *(extra or [])]
+    if os.environ.get("NUMATUNE_VM_TORCH") == "1":  # opt-in PyTorch checks (guest/checks_placement.py)
+        argv = ["env", "NUMATUNE_VM_TORCH=1", *argv]
     return shlex.join(argv)
 
 

@@ -1,0 +1,61 @@
+"""Placement inside the process: put each tensor's pages on DRAM or CXL nodes, and prove where they are.
+
+    from numatune.placement import Arena, place, where, Stripe
+    dram = Arena(8 << 30, ("local", 0))         # the DRAM of GPU 0's node
+    cxl = Arena(24 << 30, Stripe("cxl"))         # every CXL node, shares by bandwidth
+    exp_avg = dram.zeros((n,), torch.float32)   # optimizer state in local DRAM
+    w16 = cxl.empty((n,), torch.bfloat16)       # bf16 weights streamed to the GPU from CXL
+    place(existing_tensor, "cxl")               # move pages; raises when some cannot move
+    where(w16)                                  # {3: 1024, 4: 512}: pages per node (move_pages)
+
+The latency-first plan (`latency_first`, `apply`) decides what goes where for CPU-offloaded
+fine-tuning; `numatune plan-memory` prints it. Importable without click or rich; torch and numpy are
+imported only when a tensor or array is made.
+"""
+
+from __future__ import annotations
+
+from numatune.placement.arena import Arena, ArenaReport
+from numatune.placement.move import PlaceReport, place
+from numatune.placement.pages import PageCounts, Span, span_of, where
+from numatune.placement.targets import Stripe, Target, live_context, resolve
+
+__all__ = [
+    "Arena",
+    "ArenaReport",
+    "Item",
+    "MemoryPlan",
+    "PlannedMemory",
+    "PageCounts",
+    "PlaceReport",
+    "Span",
+    "Stripe",
+    "Target",
+    "apply",
+    "latency_first",
+    "live_context",
+    "place",
+    "place_optimizer_state",
+    "plan_for",
+    "pin",
+    "resolve",
+    "span_of",
+    "training_items",
+    "where",
+]
+
+
+def __getattr__(name: str):  # noqa: ANN202 - lazy: the plan and the torch helpers load on first use
+    if name in ("latency_first", "training_items", "Item", "MemoryPlan"):
+        from numatune.plan import memory
+
+        return getattr(memory, name)
+    if name in ("apply", "place_optimizer_state", "plan_for", "PlannedMemory"):
+        from numatune.placement import pytorch
+
+        return getattr(pytorch, name)
+    if name == "pin":
+        from numatune.placement.pinning import pin
+
+        return pin
+    raise AttributeError(f"module 'numatune.placement' has no attribute {name!r}")

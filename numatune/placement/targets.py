@@ -1,0 +1,419 @@
+"""Where a buffer should go: a target spec resolved against the topology into nodes (or stripes).
+
+Specs (what `Arena(..., target)`, `place(obj, target)` and the plan accept):
+- "local": DRAM of the node the calling thread runs on (its only node when its CPUs are on one);
+- ("local", gpu): DRAM of a GPU's node, `gpu` as `launch --gpu` takes it (index, BDF, UUID) or a
+  torch.device; an index honours CUDA_VISIBLE_DEVICES like `launch` does (the same resolver);
+- "dram": every DRAM node (MPOL_BIND over a set allocates from the nearest of them first);
+- "cxl": every CXL node; "cxl:nearest": the CXL node nearest to the calling thread's node;
+- a node or a node list: 3, [2, 3], "2,3", "node:3";
+- a stripe: Stripe([2, 3]), Stripe("cxl"), "stripe:cxl", "stripe:2,3" (shares by bandwidth: HMAT,
+  or figures the caller passes, e.g. from `numatune probe`), "stripe:2=1,3=2" (shares given).
+
+A stripe gives each node a share of the range in chunks, each chunk bound to one node: it does not
+depend on the system-wide weighted-interleave weights (shared with every other job, Linux 6.9+), and
+`MPOL_MF_MOVE` then moves every misplaced page, because each chunk's mask is a single node.
+Pure except `live_context()`, which reads the live node through Host.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from numatune.cpulist import format_cpulist, parse_cpulist
+from numatune.errors import InputError, Unsupported
+from numatune.model.topology import NumaNode, PciDevice, Topology
+
+MIB = 1 << 20
+HUGE = 2 * MIB
+MAX_STRIPE_RUNS = 4096  # mappings one stripe may create (each chunk is its own VMA; vm.max_map_count is 65,530)
+
+
+class Stripe(NamedTuple):
+    """Stripe over `nodes` ("cxl" or ids); `weights` {node: share} overrides bandwidth; `chunk` in bytes."""
+
+    nodes: Any = "cxl"
+    weights: Mapping[int, float] | None = None
+    chunk: int | None = None
+
+
+class Target(NamedTuple):
+    """A resolved target: bind to `nodes`, or (when `shares` is set) stripe over them."""
+
+    spec: str  # normalised spec, for reports ("local", "gpu 0000:18:00.0", "cxl", "nodes 2,3", "stripe 2,3")
+    nodes: tuple[int, ...]
+    reason: str  # how the nodes were chosen
+    shares: tuple[tuple[int, float], ...] = ()  # stripe: (node, fraction), fractions sum to 1
+    share_source: str = ""  # "HMAT read bandwidth" | "given" | "caller's bandwidth figures" | "equal (...)"
+    chunk: int | None = None  # stripe chunk bytes (None: chosen from the size)
+
+    @property
+    def striped(self) -> bool:
+        return bool(self.shares)
+
+    def describe(self) -> str:
+        if self.striped:
+            parts = ", ".join(f"node {n} {s:.0%}" for n, s in self.shares)
+            return f"{self.spec}: stripe {parts} ({self.share_source})"
+        if self.spec.startswith("node"):
+            return self.spec
+        return f"{self.spec} (node{'s' if len(self.nodes) > 1 else ''} {format_cpulist(self.nodes)})"
+
+
+class LiveContext(NamedTuple):
+    """What resolving needs from the running process (or a test's stand-in)."""
+
+    topology: Topology
+    here: int | None  # node of the calling thread
+    here_reason: str
+    devices: tuple[PciDevice, ...] = ()
+    env: Mapping[str, str] = {}
+    mems_allowed: frozenset[int] | None = None
+    cgroup: str | None = None  # cgroup path whose cpuset.mems limits us (for messages)
+
+
+# -- resolution --------------------------------------------------------------------------------------------
+def resolve(spec: Any, ctx: LiveContext, *, bandwidths: Mapping[int, float] | None = None) -> Target:
+    """Resolve a target spec; raises InputError / Unsupported with the nodes this root has."""
+    if isinstance(spec, Target):
+        target = spec
+    elif isinstance(spec, Stripe):
+        target = _stripe(spec, ctx, bandwidths)
+    elif isinstance(spec, tuple) and len(spec) == 2 and spec[0] == "local":
+        target = _gpu_local(spec[1], ctx)
+    elif isinstance(spec, bool):
+        raise InputError(f"target {spec!r}: expected 'local', 'dram', 'cxl', a node list or a Stripe")
+    elif isinstance(spec, int):
+        target = Target(f"node {spec}", (spec,), "given")
+    elif isinstance(spec, (list, tuple, set, frozenset)) and spec and all(isinstance(n, int) for n in spec):
+        nodes = tuple(sorted(set(spec)))
+        target = Target(f"nodes {format_cpulist(nodes)}", nodes, "given")
+    elif isinstance(spec, str):
+        target = _from_string(spec.strip(), ctx, bandwidths)
+    else:
+        raise InputError(f"target {spec!r}: expected 'local', ('local', gpu), 'dram', 'cxl', 'cxl:nearest', "
+                         "a node list or a Stripe")
+    check_nodes(target, ctx.topology)
+    return target
+
+
+def _from_string(text: str, ctx: LiveContext, bandwidths: Mapping[int, float] | None) -> Target:
+    topo = ctx.topology
+    low = text.lower()
+    if low == "local":
+        node = _local_node(ctx)
+        return Target("local", (node,), ctx.here_reason if node == ctx.here else
+                      f"{ctx.here_reason}; node {ctx.here} has no memory, nearest node with memory is {node}")
+    if low == "dram":
+        nodes = tuple(n.id for n in topo.nodes if n.kind == "dram" and n.memory_total_kib != 0)
+        if not nodes:
+            raise Unsupported(f"no DRAM node with memory in this root (nodes {_kinds(topo)})")
+        return Target("dram", nodes, "every DRAM node (the kernel fills the nearest first)")
+    if low in ("cxl", "cxl:all"):
+        nodes = cxl_nodes(topo)
+        return Target("cxl", nodes, "every CXL node (the kernel fills the nearest first)")
+    if low == "cxl:nearest":
+        from numatune.plan.launch import nearest_cxl_node
+
+        cxl_nodes(topo)
+        here = _local_node(ctx)
+        node = nearest_cxl_node(topo, here)
+        if node is None:
+            raise Unsupported(f"no CXL node near node {here} (nodes {_kinds(topo)})")
+        return Target("cxl:nearest", (node,), f"the CXL node nearest to node {here} (SLIT distance)")
+    if low.startswith("stripe:"):
+        body = text.split(":", 1)[1].strip()
+        if body.lower() == "cxl":
+            return _stripe(Stripe("cxl"), ctx, bandwidths)
+        if "=" in body:
+            weights = {}
+            for part in body.split(","):
+                node, _, w = part.partition("=")
+                try:
+                    weights[int(node)] = float(w)
+                except ValueError:
+                    raise InputError(f"target {text!r}: expected stripe:NODE=SHARE,... (stripe:2=1,3=2)") from None
+            return _stripe(Stripe(tuple(weights), weights), ctx, bandwidths)
+        return _stripe(Stripe(_nodelist(body, text)), ctx, bandwidths)
+    if low.startswith("node:") or low.startswith("nodes:"):
+        low = low.split(":", 1)[1]
+    nodes = tuple(sorted(_nodelist(low, text)))
+    return Target(f"node{'s' if len(nodes) > 1 else ''} {format_cpulist(nodes)}", nodes, "given")
+
+
+def _nodelist(text: str, spec: str) -> frozenset[int]:
+    try:
+        nodes = parse_cpulist(text)
+    except ValueError:
+        nodes = frozenset()
+    if not nodes:
+        raise InputError(f"target {spec!r}: expected 'local', 'dram', 'cxl', 'cxl:nearest', a node list (2,3) "
+                         "or stripe:NODES")
+    return nodes
+
+
+def _kinds(topo: Topology) -> str:
+    return ", ".join(f"{n.id}:{n.kind}" for n in topo.nodes) or "none"
+
+
+def cxl_nodes(topo: Topology) -> tuple[int, ...]:
+    nodes = tuple(n.id for n in topo.nodes if n.kind == "cxl" and n.memory_total_kib != 0)
+    if not nodes:
+        raise Unsupported(f"no CXL memory node in this root (nodes {_kinds(topo)})",
+                          hint="CXL memory shows as a CPU-less node once its DAX device is onlined as system RAM "
+                               "(daxctl reconfigure-device --mode=system-ram)")
+    return nodes
+
+
+def _local_node(ctx: LiveContext) -> int:
+    """The caller's node, or the nearest node with memory when that node has none."""
+    if ctx.here is None:
+        raise InputError("cannot tell which node the calling thread runs on: pass a node or ('local', gpu)")
+    here = ctx.topology.node(ctx.here)
+    if here is None:
+        raise InputError(f"node {ctx.here} ({ctx.here_reason}) is not in this root")
+    if here.memory_total_kib != 0:
+        return here.id
+    with_mem = [n for n in ctx.topology.nodes if n.memory_total_kib != 0 and n.kind == "dram"]
+    if not with_mem:
+        raise Unsupported(f"node {here.id} has no memory and no DRAM node has any")
+    return min(with_mem, key=lambda n: (here.distances.get(n.id, 1 << 30), n.id)).id
+
+
+def _gpu_local(gpu: Any, ctx: LiveContext) -> Target:
+    """The DRAM node of a GPU, found exactly as `launch` finds it (plan.launch.choose_gpu/choose_node)."""
+    from numatune.model.launch import LaunchOptions, RankInfo
+    from numatune.plan.launch import choose_gpu, choose_node
+
+    if isinstance(gpu, (int, str)):
+        index: Any = gpu
+    else:  # torch.device("cuda", 1) -> 1
+        if getattr(gpu, "type", None) not in ("cuda", "hip"):
+            raise InputError(f"('local', {gpu!r}): not a GPU device")
+        index = gpu.index if gpu.index is not None else 0
+    if isinstance(index, str) and index.isdigit():
+        index = int(index)
+    from numatune.errors import BindingError
+
+    warnings: list[str] = []
+    try:
+        if isinstance(index, int):
+            # a CUDA index counts the visible devices, as a rank's index does in launch
+            rank = RankInfo(index, f"GPU index {index}", None, None)
+            dev, choice, _ = choose_gpu(ctx.env, LaunchOptions(), rank, ctx.devices)
+        else:
+            rank = RankInfo(0, "--gpu", None, None)
+            dev, choice, _ = choose_gpu(ctx.env, LaunchOptions(gpu=str(index)), rank, ctx.devices)
+    except BindingError as exc:
+        raise BindingError(f"target ('local', {gpu!r}): no such GPU ({exc.message})", hint=exc.hint) from None
+    node, source = choose_node(ctx.topology, LaunchOptions(), dev, warnings)
+    target_ctx = ctx._replace(here=node, here_reason=source)
+    mem = _local_node(target_ctx)
+    reason = f"GPU {choice.bdf} from {choice.source}; {source}" + (f"; {'; '.join(warnings)}" if warnings else "")
+    if mem != node:
+        reason += f"; node {node} has no memory, nearest node with memory is {mem}"
+    return Target(f"local of GPU {choice.bdf}", (mem,), reason)
+
+
+def _stripe(spec: Stripe, ctx: LiveContext, bandwidths: Mapping[int, float] | None) -> Target:
+    from numatune.plan.launch import hmat_bandwidth
+
+    topo = ctx.topology
+    if isinstance(spec.nodes, str):
+        if spec.nodes.lower() != "cxl":
+            return _stripe(spec._replace(nodes=_nodelist(spec.nodes, spec.nodes)), ctx, bandwidths)
+        nodes = cxl_nodes(topo)
+        label = "stripe cxl"
+    else:
+        nodes = tuple(sorted(set(spec.nodes)))
+        label = f"stripe {format_cpulist(nodes)}"
+    if not nodes:
+        raise InputError("a stripe needs at least one node")
+    if spec.weights is not None:
+        weights = {n: float(spec.weights.get(n, 0)) for n in nodes}
+        source = "given"
+    elif bandwidths is not None and all(bandwidths.get(n) for n in nodes):
+        weights = {n: float(bandwidths[n]) for n in nodes}
+        source = "caller's bandwidth figures"
+    else:
+        bws = {n: hmat_bandwidth(topo.node(n)) if topo.node(n) else None for n in nodes}
+        if all(bws.values()):
+            weights = {n: float(b) for n, b in bws.items()}  # type: ignore[arg-type]
+            source = "HMAT read bandwidth " + ", ".join(f"node {n} {b} MB/s" for n, b in bws.items())
+        else:
+            missing = [n for n, b in bws.items() if not b]
+            weights = dict.fromkeys(nodes, 1.0)
+            source = f"equal shares: no HMAT bandwidth for node(s) {format_cpulist(missing)}"
+    if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+        raise InputError(f"stripe weights {weights} must be >= 0 with a positive total")
+    total = sum(weights.values())
+    shares = tuple((n, weights[n] / total) for n in nodes if weights[n] > 0)
+    if spec.chunk is not None and (spec.chunk <= 0 or spec.chunk % os.sysconf("SC_PAGE_SIZE")):
+        raise InputError(f"stripe chunk {spec.chunk} must be a positive multiple of the page size")
+    return Target(label, tuple(n for n, _ in shares), "given" if not isinstance(spec.nodes, str) else
+                  "every CXL node", shares, source, spec.chunk)
+
+
+def check_nodes(target: Target, topo: Topology) -> None:
+    for nid in target.nodes:
+        n: NumaNode | None = topo.node(nid)
+        if n is None:
+            raise InputError(f"target {target.spec}: node {nid} is not in this root (nodes {_kinds(topo)})")
+        if n.memory_total_kib == 0:
+            raise Unsupported(f"target {target.spec}: node {nid} has no memory (MemTotal 0)")
+
+
+def check_allowed(target: Target, ctx: LiveContext) -> None:
+    """Refuse nodes outside this task's cpuset.mems before the kernel answers EINVAL, naming the cgroup."""
+    if ctx.mems_allowed is None:
+        return
+    outside = [n for n in target.nodes if n not in ctx.mems_allowed]
+    if outside:
+        where = f"cgroup {ctx.cgroup}" if ctx.cgroup else "this task's cpuset"
+        raise Unsupported(
+            f"target {target.spec}: node(s) {format_cpulist(outside)} are outside the memory nodes "
+            f"{format_cpulist(ctx.mems_allowed)} that {where} allows (cpuset.mems); the kernel would answer EINVAL",
+            hint="add the nodes to the cgroup's cpuset.mems (or ask the job scheduler for them), or choose another "
+                 "target",
+        )
+
+
+def probe_bandwidths(doc: Mapping[str, Any], initiator: int | None = None) -> dict[int, float]:
+    """{memory node: MB/s} from a `numatune probe --json` document (numatune.probe/1): the median read
+    bandwidth (else copy bandwidth) measured from `initiator` (default: the first one probed)."""
+    if not isinstance(doc, Mapping) or doc.get("schema") != "numatune.probe/1":
+        raise InputError("expected a numatune.probe/1 document (numatune probe --json)")
+    inits = doc.get("initiators") or []
+    if initiator is None:
+        if not inits:
+            raise InputError("the probe document lists no initiator")
+        initiator = inits[0]
+    out: dict[int, float] = {}
+    for cell in doc.get("cells", []):
+        if cell.get("initiator") != initiator or cell.get("status") != "ok":
+            continue
+        for key in ("read_gbps", "copy_gbps"):
+            fig = cell.get(key) or {}
+            if fig.get("median"):
+                out[int(cell["target"])] = float(fig["median"]) * 1000.0  # GB/s (1e9) -> MB/s as HMAT counts
+                break
+    if not out:
+        raise InputError(f"the probe document has no measured bandwidth from node {initiator}")
+    return out
+
+
+# -- stripe layout ------------------------------------------------------------------------------------------
+def stripe_chunk(nbytes: int, page: int, chunk: int | None = None) -> int:
+    """Chunk size: 2 MiB (a huge page) for large ranges, smaller for small ones (so every node gets a
+    share), and large enough that the stripe needs at most MAX_STRIPE_RUNS mappings."""
+    if chunk:
+        return chunk
+    c = max(-(-nbytes // MAX_STRIPE_RUNS), min(HUGE, nbytes // 256))
+    step = HUGE if c >= HUGE else page
+    return max(page, -(-c // step) * step)
+
+
+def stripe_counts(n_chunks: int, shares: Sequence[tuple[int, float]]) -> dict[int, int]:
+    """Chunks per node, proportional to the shares (largest remainder; sums to n_chunks)."""
+    raw = [(node, n_chunks * s) for node, s in shares]
+    counts = {node: int(x) for node, x in raw}
+    left = n_chunks - sum(counts.values())
+    for node, _frac in sorted(raw, key=lambda t: (-(t[1] - int(t[1])), t[0]))[:left]:
+        counts[node] += 1
+    return counts
+
+
+def stripe_layout(nbytes: int, shares: Sequence[tuple[int, float]], chunk: int) -> list[tuple[int, int, int]]:
+    """[(offset, length, node)] covering [0, nbytes): chunks dealt in smooth weighted round robin (so
+    every part of the range is spread over the nodes), adjacent chunks of one node merged."""
+    n = -(-nbytes // chunk)
+    counts = stripe_counts(n, shares)
+    order = [node for node, _ in shares]
+    current = dict.fromkeys(order, 0)
+    total = n
+    runs: list[tuple[int, int, int]] = []
+    for i in range(n):
+        for node in order:
+            current[node] += counts[node]
+        pick = max(order, key=lambda nd: (current[nd], -order.index(nd)))
+        current[pick] -= total
+        off = i * chunk
+        length = min(chunk, nbytes - off)
+        if runs and runs[-1][2] == pick:
+            o, ln, _ = runs[-1]
+            runs[-1] = (o, ln + length, pick)
+        else:
+            runs.append((off, length, pick))
+    return runs
+
+
+# -- the live context ---------------------------------------------------------------------------------------
+_TOPOLOGY: Topology | None = None
+
+
+def live_context(*, devices: bool = False, topology: Topology | None = None,
+                 environ: Mapping[str, str] | None = None) -> LiveContext:
+    """Topology (read once per process, CXL scan included), the calling thread's node, the cpuset."""
+    global _TOPOLOGY
+    from numatune.host import Host
+
+    host = Host.open("/")
+    if topology is None:
+        if _TOPOLOGY is None:
+            from numatune.readers.topology import read_topology
+
+            _TOPOLOGY = read_topology(host, devices=False, cxl=True, settings=False)
+        topology = _TOPOLOGY
+    here, why = _here(host, topology)
+    devs: tuple[PciDevice, ...] = ()
+    if devices:
+        from numatune.bind import read_launch_devices
+
+        devs = tuple(read_launch_devices(host, topology))
+    from numatune import memsys
+    from numatune.plan.launch import ENV_KEYS
+    from numatune.readers.procs import parse_cgroup
+
+    env = environ if environ is not None else os.environ
+    try:
+        mems: frozenset[int] | None = memsys.mems_allowed()
+    except Exception:  # noqa: BLE001 - no NUMA syscalls: the kernel will say so on the real call
+        mems = None
+    cg = parse_cgroup(host.read_optional("/proc/self/cgroup") or "")
+    return LiveContext(topology, here, why, devs, {k: env[k] for k in ENV_KEYS if k in env}, mems, cg)
+
+
+def _here(host: Any, topo: Topology) -> tuple[int | None, str]:
+    allowed = os.sched_getaffinity(0)
+    nodes = {topo.node_of_cpu(c) for c in allowed} - {None}
+    if len(nodes) == 1:
+        node = nodes.pop()
+        return node, f"the calling thread's CPUs {format_cpulist(allowed)} are on node {node}"
+    stat = host.read_optional("/proc/thread-self/stat") or ""
+    fields = stat.rpartition(")")[2].split()
+    cpu = int(fields[36]) if len(fields) > 36 and fields[36].isdigit() else None
+    node = topo.node_of_cpu(cpu) if cpu is not None else None
+    if node is None:
+        return None, "the calling thread's node is unknown"
+    return node, (f"the calling thread runs on CPU {cpu} (node {node}) now, but may run on nodes "
+                  f"{format_cpulist(nodes)}: bind it (numatune launch) or name the node")
+
+
+def layout_for(target: Target, nbytes: int, page: int) -> list[tuple[int, int, tuple[int, ...]]]:
+    """[(offset, length, nodes)] for a range of `nbytes` (page multiple): one run for a bind, chunks for a stripe."""
+    if not target.striped:
+        return [(0, nbytes, tuple(target.nodes))]
+    chunk = stripe_chunk(nbytes, page, target.chunk)
+    return [(o, ln, (n,)) for o, ln, n in stripe_layout(nbytes, target.shares, chunk)]
+
+
+def reset_cache() -> None:
+    """Forget the topology read by live_context (after memory hot-plug, or in tests)."""
+    global _TOPOLOGY
+    _TOPOLOGY = None
+
+
+def nodes_in(iterable: Iterable[int]) -> str:
+    return format_cpulist(sorted(set(iterable))) or "none"
