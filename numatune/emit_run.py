@@ -53,6 +53,7 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
         housekeeping_cpus,
         real_memory_mib,
         slurm_layout,
+        slurmd_ecores,
     )
     from numatune.readers.sched import read_cpu_groups, read_meminfo_total_kib, read_render_nodes, read_uverbs
 
@@ -70,10 +71,15 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
         cpus = housekeeping_cpus(topo, reserve_cores, read_isolated(host))
         spec = tuple(sorted(abs_of[c] for c in cpus if c in abs_of))
         mem_spec = reserve_memory_mib if reserve_memory_mib is not None else 2048
-        notes.append(f"CpuSpecList: Linux CPUs {_fmt(cpus)} (the first {reserve_cores} core(s) of each node with "
-                     f"CPUs) as Slurm abstract CPU ids; MemSpecLimit={mem_spec} MiB for slurmd and system daemons "
-                     "(needs TaskPlugin=task/cgroup and ConstrainRAMSpace for the memory part)")
-        if len(spec) < len(cpus):
+        notes.append(f"CpuSpecList: Linux CPUs {_fmt(cpus)} ({reserve_cores} core(s) of each node with CPUs: the "
+                     "first, on hybrid CPUs the least performant) as Slurm abstract CPU ids; MemSpecLimit="
+                     f"{mem_spec} MiB for slurmd and system daemons (needs TaskPlugin=task/cgroup and "
+                     "ConstrainRAMSpace for the memory part)")
+        missing = {c for c in cpus if c not in abs_of}
+        if missing and not allow_ecores and missing <= slurmd_ecores(topo):
+            notes.append(f"reserved CPUs {_fmt(sorted(missing))} are E-cores slurmd leaves out: jobs never run "
+                         "there, so CpuSpecList does not name them")
+        elif missing:
             notes.append("some reserved CPUs have no Slurm abstract id (see the notes above): CpuSpecList is partial")
     elif reserve_memory_mib is not None:
         mem_spec = reserve_memory_mib

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 INSPECT_SCHEMA = SCHEMAS["inspect"]
-READABLE_SCHEMAS = ("numatune.inspect/1", INSPECT_SCHEMA)  # /2 added fabric links; what diff compares is in both
+READABLE_SCHEMAS = ("numatune.inspect/1", INSPECT_SCHEMA)  # /2 added fabric links and cpu_kinds (absent from /1)
 PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")
 MEMORY_TOLERANCE = 0.02  # node memory within 2% is "the same" (firmware and kernels reserve a little)
 
@@ -69,6 +69,9 @@ def view(doc: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
     out["threads per core"] = ("cpu", _s(cpu.get("threads_per_core")))
     out["online cpus"] = ("cpu", format_cpulist(cpu.get("online") or []) or "none")
     out["offline cpus"] = ("cpu", format_cpulist(cpu.get("offline") or []) or "none")
+    kinds = cpu_kinds_summary(doc)
+    if kinds is not None:
+        out["cpu kinds"] = ("cpu", kinds)
     nodes = doc.get("nodes") or []
     out["numa nodes"] = ("numa", f"{len(nodes)} ({format_cpulist(n['id'] for n in nodes) or 'none'})")
     for n in nodes:
@@ -101,6 +104,23 @@ def view(doc: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
     for key in ("numa_balancing", "transparent_hugepage", "thp_defrag", "zone_reclaim_mode", "demotion_enabled",
                 "weighted_interleave_auto"):
         out[f"kernel {key}"] = ("kernel", _s(settings.get(key)))
+    return out
+
+
+def cpu_kinds_summary(doc: dict[str, Any]) -> str | None:
+    """"10 Cortex-X925 (5-9,15-19) > 10 Cortex-A725 (0-4,10-14)" when a node has several CPU kinds, else None.
+
+    None for one kind (and for inspect/1 reports, which have no kinds), so symmetric nodes compare and
+    fingerprint as they always did.
+    """
+    kinds = ((doc.get("cpu_kinds") or {}).get("kinds")) or []
+    if len(kinds) < 2:
+        return None
+    parts = [f"{len(k.get('cpus') or [])} {k.get('name') or k.get('role')} ({format_cpulist(k.get('cpus') or [])})"
+             for k in kinds]
+    out = parts[0]
+    for prev, k, text in zip(kinds, kinds[1:], parts[1:], strict=False):
+        out += (" = " if k.get("rank") == prev.get("rank") else " > ") + text
     return out
 
 

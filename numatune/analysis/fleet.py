@@ -22,7 +22,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from numatune.analysis.diff import _PATH_RANK
+from numatune.analysis.diff import _PATH_RANK, cpu_kinds_summary
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,9 @@ def shape(doc: dict[str, Any]) -> dict[str, str]:
         "online cpus": str(len(cpu.get("online") or [])),
         "numa nodes": str(len(nodes)),
     }
+    kinds = cpu_kinds_summary(doc)
+    if kinds is not None:  # only on hybrid nodes: symmetric nodes keep the fingerprints they had
+        out["cpu kinds"] = kinds
     for n in nodes:
         tier = f", tier {n['tier']}" if n.get("tier") is not None else ""
         out[f"node {n['id']}"] = (f"{len(n.get('cpus') or [])} cpus, {round_gib(n.get('memory_total_kib'))}, "

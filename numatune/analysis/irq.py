@@ -32,6 +32,11 @@ NT206 = register("NT206", Severity.INFO, "irq", "kernel-managed IRQs", """
 NT207 = register("NT207", Severity.INFO, "irq", "device node unknown: IRQ locality cannot be judged", """
     The device reports numa_node -1 (see NT001) on a machine with several nodes, so whether its
     interrupts are local cannot be told.""")
+NT208 = register("NT208", Severity.INFO, "irq", "IRQs land on performance cores of a hybrid CPU", """
+    On a CPU with several core kinds, movable IRQs of a device are routed only to performance cores
+    while its node has efficiency cores: interrupt work takes cycles from the cores ranks want.
+    `numatune irq plan --irq-cpu-kind efficiency` moves them to the node's efficiency cores, never
+    onto the cores it gives ranks.""")
 
 
 def node_map(topo: Topology) -> dict[int, int]:
@@ -117,6 +122,7 @@ def irq_findings(topo: Topology, irqs: IrqReport, reserved: Iterable[int] = ()) 
                     f"({format_cpulist(isolated)}): {_irqs(on_iso)}",
                     PLAN_FIX, dev.key,
                 ))
+        out += _on_performance_cores(topo, dev, movable)
         managed = [i.irq for i in dev.irqs if i.managed]
         if managed:
             out.append(NT206(
@@ -142,6 +148,27 @@ def irq_findings(topo: Topology, irqs: IrqReport, reserved: Iterable[int] = ()) 
                 "irqbalance",
             ))
     return out
+
+
+def _on_performance_cores(topo: Topology, dev: DeviceIrqs, movable: list[Irq]) -> list[Finding]:
+    kinds = topo.cpu_kinds
+    if not kinds.heterogeneous or dev.node is None or not any(k.role == "performance" for k in kinds.kinds):
+        return []
+    node = topo.node(dev.node)
+    online = set(topo.cpu.online)
+    efficiency = [c for c in (node.cpus if node else ()) if c in online and kinds.role_of(c) == "efficiency"]
+    if not efficiency:
+        return []
+    hot = [i.irq for i in movable if i.where and all(kinds.role_of(c) == "performance" for c in i.where)]
+    if not hot:
+        return []
+    return [NT208(
+        f"{_label(dev)}: {len(hot)} IRQs are routed only to performance cores ({_irqs(hot)}) while node "
+        f"{dev.node} has efficiency cores {format_cpulist(efficiency)}",
+        "run `numatune irq plan --irq-cpu-kind efficiency` (with --ranks-per-node N to keep rank cores free), "
+        "then `numatune irq apply` with the same options",
+        dev.key,
+    )]
 
 
 def _irqs(numbers: list[int], limit: int = 8) -> str:

@@ -51,6 +51,41 @@ NT403 = register("NT403", Severity.WARNING, "audit", "a process's memory is on a
     policy of the process names them.""")
 NT404 = register("NT404", Severity.WARNING, "audit", "a process's threads run off its home node", """
     Threads of the process last ran on CPUs outside its home node(s), away from its memory.""")
+NT405 = register("NT405", Severity.WARNING, "audit", "a rank runs on efficiency cores", """
+    On a CPU with several core kinds (Intel P/E cores, Arm big.LITTLE such as the DGX Spark's X925 and
+    A725), the process may only run on efficiency cores, or it is a rank (it has a local rank or a
+    GPU) whose main thread last ran on one: it feeds its GPU from the slow cores. The fix pins it to
+    the performance cores of its node (taskset) or restarts it with numatune launch --cpu-bind
+    exclusive, which takes performance cores first.""")
+
+
+def efficiency_use(proc: ProcessInfo, topo: Topology) -> tuple[str, tuple[int, ...]] | None:
+    """(why, the efficiency CPUs involved) when the process runs on efficiency cores; None otherwise."""
+    kinds = topo.cpu_kinds
+    if proc.kernel_thread or not kinds.heterogeneous or not any(k.role == "performance" for k in kinds.kinds):
+        return None
+    online = set(topo.cpu.online)
+    allowed = [c for c in proc.cpus_allowed if c in online]
+    if allowed and all(kinds.role_of(c) == "efficiency" for c in allowed):
+        return f"it may run only on efficiency cores ({_kind_names(topo, allowed)} CPUs {format_cpulist(allowed)})", \
+            tuple(allowed)
+    main = next((t for t in proc.threads if t.tid == proc.pid), None)
+    if (proc.rank is not None or proc.gpu is not None) and main is not None and main.cpu is not None \
+            and kinds.role_of(main.cpu) == "efficiency":
+        return (f"its main thread last ran on efficiency core {main.cpu} ({_kind_names(topo, [main.cpu])}); "
+                f"it is not pinned to performance cores"), (main.cpu,)
+    return None
+
+
+def performance_cpus(topo: Topology, home: tuple[int, ...]) -> tuple[int, ...]:
+    """The performance CPUs of the home node(s); all performance CPUs when those have none."""
+    perf = [c for k in topo.cpu_kinds.kinds if k.role == "performance" for c in k.cpus]
+    local = [c for c in perf if topo.node_of_cpu(c) in home]
+    return tuple(sorted(local or perf))
+
+
+def _kind_names(topo: Topology, cpus: list[int]) -> str:
+    return "/".join(sorted({(topo.cpu_kinds.kind_of(c).name or "?") for c in cpus if topo.cpu_kinds.kind_of(c)}))
 
 
 def node_classes(topo: Topology) -> tuple[frozenset[int], frozenset[int]]:
@@ -237,13 +272,18 @@ def judge(
             f"not counted: {sum(shared_remote.values()) / 1048576:.1f} MiB of file pages (libraries, page cache "
             f"shared with other processes) on node(s) {format_cpulist(shared_remote)}"
         )
+    slow_cores = efficiency_use(proc, topo)
+    if slow_cores is not None:
+        worse("warning")
+        reasons.append(slow_cores[0])
     if verdict == "ok" and not any(not r.startswith("not counted") for r in reasons):
         reasons.append(f"all resident memory and threads on home node(s) {home_txt}")
 
     fix = Fix()
     if verdict in ("warning", "misplaced") and home:
         fix = make_fix(proc, topo, home, home_source, remote_nodes + [n for n in slow_nodes if n not in intended_slow],
-                       repin=bool(off_home) or _not_pinned(proc, topo, home))
+                       repin=bool(off_home) or _not_pinned(proc, topo, home) or slow_cores is not None,
+                       performance=slow_cores is not None)
     return ProcessAudit(
         proc,
         Locality(home, home_source, remote_ratio, slow_ratio, remote_bytes, slow_bytes, off_home, verdict,
@@ -288,19 +328,29 @@ def make_fix(
     move_from: list[int],
     *,
     repin: bool = True,
+    performance: bool = False,
 ) -> Fix:
-    """The restart lines (numatune launch, numactl) and the live lines (migratepages, taskset)."""
+    """The restart lines (numatune launch, numactl) and the live lines (migratepages, taskset).
+
+    `performance`: the process runs on efficiency cores, so the lines pin it to performance cores.
+    """
     node = target_node(proc, home)
     n = topo.node(node)
     cpus = set(n.cpus) if n else set()
+    if performance:
+        cpus = set(performance_cpus(topo, home))
     if proc.cpuset_cpus:
         cpus &= set(proc.cpuset_cpus)
     cmd = shlex.join(proc.cmdline) if proc.cmdline else "CMD"
+    bind = "exclusive --cpu-kind performance" if performance else "node"
     if home_source == "gpu" and proc.gpu is not None and proc.gpu.bdf:
-        launch = f"numatune launch --gpu {proc.gpu.bdf} --cpu-bind node --mem-policy bind -- {cmd}"
+        launch = f"numatune launch --gpu {proc.gpu.bdf} --cpu-bind {bind} --mem-policy bind -- {cmd}"
     else:
-        launch = f"numatune launch --node {node} --cpu-bind node --mem-policy bind -- {cmd}"
-    numactl = f"numactl --cpunodebind={node} --membind={node} -- {cmd}"
+        launch = f"numatune launch --node {node} --cpu-bind {bind} --mem-policy bind -- {cmd}"
+    if performance:
+        numactl = f"numactl --physcpubind={format_cpulist(sorted(cpus))} --membind={node} -- {cmd}"
+    else:
+        numactl = f"numactl --cpunodebind={node} --membind={node} -- {cmd}"
     sources = sorted(set(move_from) - {node})
     migrate = f"migratepages {proc.pid} {format_cpulist(sources)} {node}" if sources else None
     taskset = f"taskset -a -p -c {format_cpulist(sorted(cpus))} {proc.pid}" if repin and cpus else None
@@ -349,6 +399,9 @@ def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = D
     if any("slow-tier" in r and "without a policy" in r for r in loc.reasons):
         out.append(NT403(f"{_pct(loc.slow_tier_ratio)} of its memory is on slow-tier nodes without a policy asking "
                          "for it", fix, subject))
+    slow_cores = efficiency_use(proc, topo)
+    if slow_cores is not None:
+        out.append(NT405(slow_cores[0], loc.fix.taskset or loc.fix.launch or "", subject))
     if loc.threads_off_home:
         out.append(NT404(f"{len(loc.threads_off_home)} of {len(proc.threads)} threads last ran off home node "
                          f"{_nodes(loc.home_nodes)}", loc.fix.taskset or "", subject))

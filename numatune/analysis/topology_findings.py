@@ -71,6 +71,16 @@ NT018 = register("NT018", Severity.WARNING, "topology", "a GPU's nearest NIC is 
 NT019 = register("NT019", Severity.ERROR, "topology", "the NVSwitch fabric is not ready", """
     NVML reports a GPU's NVSwitch fabric registration as not started, in progress or failed: CUDA
     will not run on it (or runs without NVLink) until nvidia-fabricmanager has trained the fabric.""")
+NT020 = register("NT020", Severity.INFO, "topology", "CPU capacity and frequency disagree", """
+    Some CPUs differ in cpu_capacity but not in cpufreq's maximum frequency, or the other way round.
+    The scheduler (energy-aware and asymmetric packing) places tasks by capacity, cpufreq by frequency:
+    when they disagree, the core kinds are not what one of them suggests. On the DGX Spark (GB10) the
+    firmware's CPPC performance levels give cores of one design different capacities at one frequency.
+    numatune groups CPU kinds as hwloc does (MIDR on Arm) and says which evidence ranked them.""")
+NT021 = register("NT021", Severity.WARNING, "topology", "a GPU's node has only efficiency cores", """
+    On a CPU with several core kinds, every online CPU of a GPU's local NUMA node is of a lower
+    (efficiency) kind: a rank bound to that node feeds its GPU from the slow cores. Bind the rank to
+    performance cores elsewhere (numatune launch --node N) or check the BIOS's core parking.""")
 
 
 def check_unknown_device_node(topo: Topology) -> Iterator[Finding]:
@@ -240,6 +250,55 @@ def check_thp(topo: Topology) -> Iterator[Finding]:
         )
 
 
+def check_capacity_frequency(topo: Topology) -> Iterator[Finding]:
+    cpus = [c for c in topo.cpus if c.online and c.capacity is not None and c.max_khz]
+    if len({c.capacity for c in cpus}) < 2 and len({c.max_khz for c in cpus}) < 2:
+        return
+    caps_at: dict[int, dict[int, list[int]]] = {}
+    freqs_at: dict[int, dict[int, list[int]]] = {}
+    for c in cpus:
+        caps_at.setdefault(c.max_khz, {}).setdefault(c.capacity, []).append(c.id)
+        freqs_at.setdefault(c.capacity, {}).setdefault(c.max_khz, []).append(c.id)
+    same_freq = [
+        f"{'; '.join(f'{cap} (CPUs {format_cpulist(ids)})' for cap, ids in sorted(caps.items()))} "
+        f"at {khz // 1000} MHz"
+        for khz, caps in sorted(caps_at.items()) if len(caps) > 1
+    ]
+    same_cap = [
+        f"{'; '.join(f'{khz // 1000} MHz (CPUs {format_cpulist(ids)})' for khz, ids in sorted(fr.items()))} "
+        f"at capacity {cap}"
+        for cap, fr in sorted(freqs_at.items()) if len(fr) > 1
+    ]
+    fix = ("nothing to change in numatune: it ranks kinds by the evidence it names (inspect's CPU kinds); "
+           "if the kinds look wrong, check the firmware's CPPC performance levels (acpi_cppc/highest_perf)")
+    if same_freq:
+        yield NT020("cpu_capacity differs at one max frequency: " + " | ".join(same_freq), fix, "cpu_capacity")
+    if same_cap:
+        yield NT020("max frequency differs at one cpu_capacity: " + " | ".join(same_cap), fix, "cpufreq")
+
+
+def check_gpu_on_efficiency_cores(topo: Topology) -> Iterator[Finding]:
+    kinds = topo.cpu_kinds
+    if not kinds.heterogeneous or not any(k.role == "performance" for k in kinds.kinds):
+        return
+    online = set(topo.cpu.online)
+    perf_nodes = sorted({n.id for n in topo.nodes for c in n.cpus if kinds.role_of(c) == "performance"})
+    for g in topo.gpus:
+        node = topo.node(g.node) if g.node is not None else None
+        cpus = [c for c in node.cpus if c in online] if node else []
+        if not cpus or any(kinds.role_of(c) != "efficiency" for c in cpus):
+            continue
+        names = sorted({kinds.kind_of(c).name or "?" for c in cpus})
+        elsewhere = (f"bind its rank to performance cores on node(s) {','.join(map(str, perf_nodes))} "
+                     f"(numatune launch --node N)" if perf_nodes else "no node has performance cores online")
+        yield NT021(
+            f"GPU {g.bdf}'s node {node.id} has only efficiency cores ({', '.join(names)}, CPUs "
+            f"{format_cpulist(cpus)}): its rank feeds the GPU from the slow cores",
+            elsewhere + "; or check the BIOS's core parking / offlined performance cores",
+            g.bdf,
+        )
+
+
 def check_kfd_agents_unmatched(topo: Topology) -> Iterator[Finding]:
     amd = [d for d in topo.gpus if d.kfd_cpu_agent is not None and d.node is None]
     if not amd:
@@ -351,6 +410,8 @@ CHECKS: tuple[tuple[Code, Callable[[Topology], Iterator[Finding]]], ...] = (
     (NT017, check_gpudirect_acs),
     (NT018, check_gpudirect_through_cpu),
     (NT019, check_nvswitch_fabric),
+    (NT020, check_capacity_frequency),
+    (NT021, check_gpu_on_efficiency_cores),
 )
 
 

@@ -95,23 +95,32 @@ def irq_group(ctx: click.Context, fmt: str, exclude_cpus: frozenset[int],
         app.note(f"skipped {s.subject}: {s.reason}")
 
 
-def _make_plan(app: App, exclude_cpus: frozenset[int], ranks_per_node: int | None, reserve_cores: int):  # noqa: ANN202
+def _make_plan(app: App, exclude_cpus: frozenset[int], ranks_per_node: int | None, reserve_cores: int,  # noqa: ANN202
+               cpu_kind: str = "any"):
     from numatune.plan.irq import plan_irqs
 
     topo, report = build_report(app)
     plan = plan_irqs(topo, report, exclude_cpus=exclude_cpus, ranks_per_node=ranks_per_node,
-                     reserve_cores=reserve_cores)
+                     reserve_cores=reserve_cores, cpu_kind=cpu_kind)
     return topo, report, plan
+
+
+def irq_cpu_kind_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--irq-cpu-kind", "irq_cpu_kind", type=click.Choice(("any", "efficiency")), default="any",
+                        show_default=True,
+                        help="On hybrid CPUs: efficiency keeps IRQs on the free efficiency cores (never rank cores)."
+                        )(func)
 
 
 @irq_group.command("plan")
 @format_option("text", "json")
 @cpu_options
+@irq_cpu_kind_option
 @click.option("--emit", "emit", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
               help="Also write the plan as a shell script (for review or a configuration tool).")
 @click.pass_obj
 def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: int | None,
-             reserve_cores: int, emit: str | None) -> None:
+             reserve_cores: int, irq_cpu_kind: str, emit: str | None) -> None:
     """Spread each device's queue IRQs over free cores of its own node (physical cores first).
 
     Leaves out --exclude-cpus, the cores of --ranks-per-node ranks and isolated CPUs; kernel-managed
@@ -120,7 +129,7 @@ def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: i
     """
     from numatune.plan.irq import irqbalance_lines, shell_script, tuned_snippet
 
-    _, report, plan = _make_plan(app, exclude_cpus, ranks_per_node, reserve_cores)
+    _, report, plan = _make_plan(app, exclude_cpus, ranks_per_node, reserve_cores, irq_cpu_kind)
     balance, tuned = irqbalance_lines(plan), tuned_snippet(plan)
     if emit:
         import os
@@ -162,6 +171,7 @@ def _writable(app: App) -> None:
 @irq_group.command("apply")
 @format_option("text", "json")
 @cpu_options
+@irq_cpu_kind_option
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Apply this plan (from `irq plan --json`) instead of planning now.")
 @click.option("--save", "save", type=click.Path(dir_okay=False), default=None, metavar="FILE",
@@ -170,7 +180,7 @@ def _writable(app: App) -> None:
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing, save nothing.")
 @click.pass_obj
 def apply_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: int | None,
-              reserve_cores: int, plan_file: str | None, save: str | None, dry_run: bool) -> None:
+              reserve_cores: int, irq_cpu_kind: str, plan_file: str | None, save: str | None, dry_run: bool) -> None:
     """Write the plan: save the current affinity first, verify each write, roll back on any failure.
 
     Needs root on a live node. Kernel-managed IRQs (EIO) and IRQs that vanished are skipped.
@@ -185,7 +195,7 @@ def apply_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: 
         changes = read_plan(plan_file)
         skipped_in_plan: list[tuple[int, str]] = []
     else:
-        _, _, plan = _make_plan(app, exclude_cpus, ranks_per_node, reserve_cores)
+        _, _, plan = _make_plan(app, exclude_cpus, ranks_per_node, reserve_cores, irq_cpu_kind)
         changes = plan_changes(plan.entries)
         skipped_in_plan = [(e.irq, e.reason) for e in plan.entries if e.action == "skip"]
     state = None if dry_run else (Path(save) if save else default_state_path(app.host))

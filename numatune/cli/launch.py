@@ -13,7 +13,7 @@ import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
-from numatune.model.launch import MEM_POLICIES, METHODS
+from numatune.model.launch import CPU_KIND_CHOICES, MEM_POLICIES, METHODS
 
 _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 
@@ -28,8 +28,11 @@ _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 @click.option("--node", type=click.IntRange(min=0), help="Bind to this NUMA node (no GPU lookup).")
 @click.option("--cpu-bind", "cpu_bind", default="node", show_default=True, metavar="node|socket|exclusive|cores:N|none",
               help="Which CPUs of the node the rank gets.")
+@click.option("--cpu-kind", "cpu_kind", type=click.Choice(CPU_KIND_CHOICES), default="performance", show_default=True,
+              help="On hybrid CPUs (P/E, big.LITTLE): which kind exclusive, cores:N and socket take first.")
 @click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Leave the first N physical cores of each node to data loaders and IRQs.")
+              help="Leave N physical cores of each node to data loaders and IRQs (the first; on hybrid CPUs "
+                   "the least performant).")
 @click.option("--allow-isolated", is_flag=True, help="Also use isolcpus CPUs (excluded by default).")
 @click.option("--mem-policy", type=click.Choice(MEM_POLICIES), default="bind", show_default=True,
               help="Memory policy for the command.")
@@ -77,6 +80,7 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
         weights=parse_weights(kw["weights"]) if kw["weights"] else None,
         via=kw["via"],
         best_effort=kw["best_effort"],
+        cpu_kind=kw["cpu_kind"],
     )
     if kw["emit"]:
         _emit(kw["emit"], kw, command)

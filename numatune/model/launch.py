@@ -20,6 +20,7 @@ from numatune.memsys import (
 from numatune.model._record import record
 
 CPU_BIND_MODES = ("node", "socket", "exclusive", "cores:N", "none")
+CPU_KIND_CHOICES = ("performance", "efficiency", "any")  # --cpu-kind: which CPU kinds a rank gets first
 MEM_POLICIES = ("bind", "preferred", "preferred-many", "interleave", "weighted", "cxl-spill", "none")
 METHODS = ("auto", "numactl", "taskset", "direct")
 
@@ -56,6 +57,7 @@ class LaunchOptions:
     weights: dict[int, int] | None = None
     via: str = "auto"
     best_effort: bool = False
+    cpu_kind: str = "performance"  # performance | efficiency | any (see plan.launch.order_by_kind)
 
 
 @record
@@ -113,6 +115,16 @@ class MemPolicy:
 
 
 @record
+class KindShare:
+    """The rank's CPUs of one CPU kind (launch says which kind each rank got)."""
+
+    rank: int  # the kind's rank, 0 = most performant
+    role: str  # performance | efficiency | unranked
+    name: str | None
+    cpus: tuple[int, ...]
+
+
+@record
 class LaunchPlan:
     rank: RankInfo
     gpu: GpuChoice | None
@@ -128,3 +140,5 @@ class LaunchPlan:
     reasons: tuple[str, ...]
     warnings: tuple[str, ...] = ()
     unbound: bool = False  # --best-effort fell back to an unbound run
+    cpu_kinds: tuple[KindShare, ...] = ()  # the CPU kinds the rank's CPUs belong to (hybrid CPUs only)
+

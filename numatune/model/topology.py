@@ -28,7 +28,45 @@ class Cpu:
     die: int | None = None
     node: int | None = None
     siblings: tuple[int, ...] = ()  # SMT siblings, itself included
-    core_type: str | None = None  # hybrid x86: "core" (P) or "atom" (E)
+    core_type: str | None = None  # hybrid x86: "core" (P), "atom" (E) or "lowpower" (LP E), from the PMU devices
+    capacity: int | None = None  # cpu_capacity (Arm, RISC-V; 1024 = the biggest core)
+    max_khz: int | None = None  # cpufreq/cpuinfo_max_freq
+    base_khz: int | None = None  # cpufreq/base_frequency (intel_pstate)
+    midr: int | None = None  # Arm MIDR_EL1 (regs/identification/midr_el1, else /proc/cpuinfo's per-CPU fields)
+
+
+@record
+class CpuKind:
+    """CPUs the kernel describes alike (same core type, MIDR, capacity, frequencies), as hwloc's CPU kinds."""
+
+    rank: int  # 0 = most performant; kinds tied on every stated fact share a rank
+    role: str  # "performance" (the top rank) | "efficiency" (any lower rank) | "unranked"
+    cpus: tuple[int, ...]
+    name: str | None = None  # "Cortex-X925", "Intel Core (P-core)"; None when nothing names it
+    part: str | None = None  # Arm "0x41:0xd85" (implementer:part) or the x86 PMU device ("cpu_core")
+    capacities: tuple[int, ...] = ()  # distinct cpu_capacity values of its CPUs
+    max_mhz: tuple[int, ...] = ()  # distinct cpuinfo_max_freq values (MHz)
+    base_mhz: tuple[int, ...] = ()  # distinct base_frequency values (MHz)
+
+
+@record
+class CpuKinds:
+    """The node's CPU kinds, most performant first, with the evidence that grouped and ranked them."""
+
+    kinds: tuple[CpuKind, ...] = ()
+    grouped_by: tuple[str, ...] = ()  # facts that differ between kinds: "core type", "MIDR", "cpu_capacity", ...
+    ranked_by: tuple[str, ...] = ()  # facts used to order them, in order; () when one kind or unranked
+
+    @property
+    def heterogeneous(self) -> bool:
+        return len(self.kinds) > 1
+
+    def kind_of(self, cpu: int) -> CpuKind | None:
+        return next((k for k in self.kinds if cpu in k.cpus), None)
+
+    def role_of(self, cpu: int) -> str | None:
+        k = self.kind_of(cpu)
+        return k.role if k else None
 
 
 @record
@@ -280,6 +318,7 @@ class Topology:
     memory_tiers: Mapping[int, tuple[int, ...]] = EMPTY_MAP
     settings: KernelSettings = KernelSettings()
     skipped: tuple[Skipped, ...] = ()
+    cpu_kinds: CpuKinds = CpuKinds()
     fabric: GpuFabric = GpuFabric()
 
     def node(self, node_id: int) -> NumaNode | None:

@@ -4,7 +4,9 @@ Pure: topology and IRQ report in, decisions out. "Free" means not reserved for r
 split as `launch --cpu-bind exclusive` in plan/launch.py: rank i on the i-th GPU in PCI order; a
 node's usable physical cores, minus the first `--reserve-cores`, split evenly among the ranks
 sharing that node, SMT siblings together, the remainder left over), not given in
-`--exclude-cpus`, and not isolated. Queue IRQs get one CPU each, physical cores first, continuing
+`--exclude-cpus`, and not isolated. On CPUs with several kinds the rank split takes performance
+cores first, as launch does, and `--irq-cpu-kind efficiency` keeps IRQs on the efficiency cores
+left free (all free cores when a node has none). Queue IRQs get one CPU each, physical cores first, continuing
 round-robin across the devices of a node so two NICs do not pile onto the same first core; control
 IRQs (async, admin, misc) get the whole free set of the node.
 """
@@ -102,15 +104,25 @@ def exclusive_split(
 ) -> tuple[dict[int, tuple[int, ...]], list[str]]:
     """rank -> CPUs as `launch --cpu-bind exclusive` gives them; plus notes about ranks left without cores.
 
-    Per node: physical cores (isolated ones left out), the first `reserve_cores` kept for housekeeping,
-    the rest split evenly among the node's ranks (the remainder stays free too).
+    Per node: physical cores (isolated ones left out), `reserve_cores` kept for housekeeping (the first,
+    on hybrid CPUs the least performant: plan.launch.without_reserved),
+    the rest split evenly among the node's ranks (the remainder stays free too). On CPUs with several
+    kinds the split is over the performance cores when they are enough, as launch's default
+    `--cpu-kind performance` does (plan.launch.kind_tiers), so IRQs never land on the cores ranks get.
     """
+    from numatune.plan.launch import kind_tiers, without_reserved
+
     placement = rank_nodes(topo, ranks)
     out: dict[int, tuple[int, ...]] = {}
     notes: list[str] = []
     for nid in sorted(set(placement)):
         members = [r for r, n in enumerate(placement) if n == nid]
-        usable = _node_cores(topo, nid, isolated)[reserve_cores:]
+        usable: list[tuple[int, ...]] = []
+        for tier in kind_tiers(topo, without_reserved(topo, _node_cores(topo, nid, isolated), reserve_cores),
+                               "performance"):
+            if len(usable) >= len(members):
+                break
+            usable += tier
         per = len(usable) // len(members) if members else 0
         if per == 0:
             notes.append(f"node {nid}: {len(usable)} cores for {len(members)} ranks: ranks get no exclusive cores")
@@ -128,9 +140,18 @@ def _node_cores(topo: Topology, node_id: int, isolated: Iterable[int] = ()) -> l
 
 def housekeeping_cores(topo: Topology, reserve_cores: int,
                        isolated: Iterable[int] = ()) -> dict[int, list[tuple[int, ...]]]:
-    """node -> the first `reserve_cores` cores of every node with CPUs: the cores `exclusive_split` keeps out of
-    the rank split, where IRQs (irq plan) and system daemons (emit's CpuSpecList, reservedSystemCPUs) go."""
-    return {n.id: _node_cores(topo, n.id, isolated)[:reserve_cores] for n in topo.nodes if n.cpus and reserve_cores}
+    """node -> the `reserve_cores` cores of every node with CPUs that `exclusive_split` keeps out of the rank
+    split (the first; on hybrid CPUs the least performant: plan.launch.without_reserved), where IRQs (irq plan)
+    and system daemons (emit's CpuSpecList, reservedSystemCPUs) go."""
+    from numatune.plan.launch import without_reserved
+
+    out: dict[int, list[tuple[int, ...]]] = {}
+    for n in topo.nodes:
+        if n.cpus and reserve_cores:
+            cores = _node_cores(topo, n.id, isolated)
+            kept = set(without_reserved(topo, cores, reserve_cores))
+            out[n.id] = [c for c in cores if c not in kept]
+    return out
 
 
 def plan_irqs(
@@ -140,8 +161,13 @@ def plan_irqs(
     exclude_cpus: Iterable[int] = (),
     ranks_per_node: int | None = None,
     reserve_cores: int = 0,
+    cpu_kind: str = "any",
 ) -> IrqPlan:
-    """Decide a target affinity for every movable IRQ of every device of interest."""
+    """Decide a target affinity for every movable IRQ of every device of interest.
+
+    `cpu_kind="efficiency"`: on CPUs with several kinds, only the free CPUs of the node's least
+    performant kinds take IRQs (all free CPUs where the node has none of those free).
+    """
     isolated = frozenset(report.isolated_cpus)
     notes: list[str] = []
     rank_cpus: dict[int, tuple[int, ...]] = {}
@@ -155,6 +181,8 @@ def plan_irqs(
     free_by_node: dict[int, tuple[int, ...]] = {}
     for n in topo.nodes:
         free = [c for c in n.cpus if c not in reserved and c not in isolated and (not online or c in online)]
+        if cpu_kind == "efficiency" and free:
+            free = _efficiency_first(topo, n.id, free, notes)
         free_by_node[n.id] = tuple(spread_order(topo, free))
     cursor: dict[int, int] = {}
     entries: list[PlannedIrq] = []
@@ -195,6 +223,27 @@ def plan_irqs(
         rank_cpus=rank_cpus,
         notes=tuple(notes),
     )
+
+
+def _efficiency_first(topo: Topology, node: int, free: list[int], notes: list[str]) -> list[int]:
+    """The free CPUs of the node's lowest-ranked kind that has any free; `free` unchanged on one kind."""
+    from numatune.plan.launch import kind_tiers
+
+    kinds = topo.cpu_kinds
+    if not kinds.heterogeneous:
+        return free
+    tiers = kind_tiers(topo, [(c,) for c in free], "efficiency")
+    chosen = sorted(c for (c,) in tiers[0])
+    names = "/".join(sorted({(kinds.kind_of(c).name or "?") for c in chosen if kinds.kind_of(c)}))
+    role = "efficiency" if all(kinds.role_of(c) == "efficiency" for c in chosen) else "performance"
+    if role == "efficiency":
+        notes.append(f"node {node}: IRQs kept on efficiency cores {names} ({format_cpulist(chosen)}), "
+                     f"--irq-cpu-kind efficiency")
+    elif all(kinds.role_of(c) == "unranked" for c in chosen):
+        notes.append(f"node {node}: the CPU kinds are not ranked (no capacity or frequency): every free CPU is used")
+    else:
+        notes.append(f"node {node}: no free efficiency core; IRQs go to free {names} cores")
+    return chosen
 
 
 def _skip_reason(irq, node: int | None, free: tuple[int, ...] | None, has_proc_irq: bool) -> str:  # noqa: ANN001

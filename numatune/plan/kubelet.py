@@ -56,9 +56,9 @@ def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: i
     config["memoryManagerPolicy"] = "Static"
     if reserved:
         config["reservedSystemCPUs"] = format_cpulist(reserved)
-        notes.append(f"reservedSystemCPUs: the first {reserve_cores} core(s) of each of {len(cpu_nodes)} node(s) with "
-                     "CPUs (where `numatune irq plan --reserve-cores` puts interrupts); kubeReserved/systemReserved "
-                     "cpu are then ignored by kubelet")
+        notes.append(f"reservedSystemCPUs: {reserve_cores} core(s) of each of {len(cpu_nodes)} node(s) with CPUs "
+                     "(the first, on hybrid CPUs the least performant: where `numatune irq plan --reserve-cores` "
+                     "puts interrupts); kubeReserved/systemReserved cpu are then ignored by kubelet")
     else:
         notes.append("no --reserve-cores: the static CPU manager still needs a CPU reservation (kubeReserved or "
                      "systemReserved cpu); add one")

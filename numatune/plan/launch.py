@@ -16,6 +16,7 @@ from numatune.model.launch import (
     POLICY_SUPPORT,
     CpuBind,
     GpuChoice,
+    KindShare,
     LaunchFacts,
     LaunchOptions,
     LaunchPlan,
@@ -211,6 +212,87 @@ def _flat(cores: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
     return tuple(sorted(c for core in cores for c in core))
 
 
+def kind_tiers(topo: Topology, cores: list[tuple[int, ...]], preference: str) -> list[list[tuple[int, ...]]]:
+    """The cores in tiers of equally ranked CPU kinds, in the order `--cpu-kind` prefers.
+
+    One tier (CPU order, as before kinds existed) for `any`, a symmetric CPU or kinds nothing ranks.
+    A core's kind is its first CPU's; CPUs in no kind (none expected: kinds cover online CPUs) go last.
+    """
+    kinds = topo.cpu_kinds
+    if preference == "any" or not kinds.heterogeneous or all(k.role == "unranked" for k in kinds.kinds):
+        return [list(cores)]
+    last = max(k.rank for k in kinds.kinds) + 1
+    by_rank: dict[int, list[tuple[int, ...]]] = {}
+    for core in cores:
+        k = kinds.kind_of(core[0])
+        by_rank.setdefault(k.rank if k else last, []).append(core)
+    order = sorted(by_rank, reverse=preference == "efficiency")
+    return [by_rank[r] for r in order]
+
+
+def without_reserved(topo: Topology, cores: list[tuple[int, ...]], n: int) -> list[tuple[int, ...]]:
+    """The cores left after `--reserve-cores n`: the first n in CPU order, on hybrid CPUs the least performant.
+
+    Housekeeping (data loaders, IRQs) belongs on efficiency cores; CPU 0 is a P-core on Intel hybrids.
+    """
+    if not n:
+        return list(cores)
+    order = [core for tier in kind_tiers(topo, cores, "efficiency") for core in tier]
+    kept = set(order[n:])
+    return [core for core in cores if core in kept]
+
+
+def _tier_name(topo: Topology, tier: list[tuple[int, ...]]) -> str:
+    kinds = [topo.cpu_kinds.kind_of(core[0]) for core in tier]
+    names = sorted({k.name or "?" for k in kinds if k}, key=str)
+    roles = {k.role for k in kinds if k}
+    return f"{'/'.join(names)} ({'/'.join(sorted(roles))})"
+
+
+def _kind_pool(
+    topo: Topology, opts: LaunchOptions, cores: list[tuple[int, ...]], need: int, what: str,
+    reasons: list[str], warnings: list[str],
+) -> list[tuple[int, ...]]:
+    """The node's cores in --cpu-kind order, cut after the first tiers that hold `need` cores."""
+    tiers = kind_tiers(topo, cores, opts.cpu_kind)
+    if len(tiers) == 1:
+        return tiers[0]
+    pool: list[tuple[int, ...]] = []
+    used = 0
+    for tier in tiers:
+        pool += tier
+        used += 1
+        if len(pool) >= need:
+            break
+    first = _tier_name(topo, tiers[0])
+    rest = ", ".join(_tier_name(topo, t) for t in tiers[used:])
+    unused = f"; {rest} cores left out (--cpu-kind any uses every kind)" if rest else ""
+    if used == 1:
+        reasons.append(f"cpu kinds: {what} uses the {len(tiers[0])} {first} core(s) only "
+                       f"(--cpu-kind {opts.cpu_kind}, ranked by {', '.join(topo.cpu_kinds.ranked_by)}){unused}")
+    else:
+        more = ", ".join(_tier_name(topo, t) for t in tiers[1:used])
+        text = (f"{what} needs {need} core(s) but the node has {len(tiers[0])} {first} core(s): "
+                f"ranks also get {more} cores")
+        reasons.append(f"cpu kinds: {text}{unused}")
+        if opts.cpu_kind == "performance":
+            warnings.append(f"not enough performance cores: {text}; run fewer ranks per node or give each fewer "
+                            "cores (cores:N), or pass --cpu-kind any to spread every kind evenly")
+    return pool
+
+
+def kind_shares(topo: Topology, cpus: tuple[int, ...]) -> tuple[KindShare, ...]:
+    """The rank's CPUs per CPU kind, most performant first; () on a CPU with one kind."""
+    kinds = topo.cpu_kinds
+    if not kinds.heterogeneous or not cpus:
+        return ()
+    mine = set(cpus)
+    return tuple(
+        KindShare(k.rank, k.role, k.name, tuple(c for c in k.cpus if c in mine))
+        for k in kinds.kinds if mine.intersection(k.cpus)
+    )
+
+
 def choose_cpus(
     topo: Topology,
     opts: LaunchOptions,
@@ -218,8 +300,14 @@ def choose_cpus(
     node_id: int,
     share: tuple[int, int],
     reasons: list[str],
+    warnings: list[str] | None = None,
 ) -> tuple[int, ...]:
-    """CPUs for this rank; `share` is (this rank's position, ranks sharing the node)."""
+    """CPUs for this rank; `share` is (this rank's position, ranks sharing the node).
+
+    On CPUs with several kinds, `exclusive`, `cores:N` and `socket` take the kind `--cpu-kind` prefers
+    (performance by default) and reach for the next kind only when the preferred one has too few cores.
+    """
+    warnings = [] if warnings is None else warnings
     mode = opts.cpu_bind.mode
     if mode == "none":
         reasons.append("cpus: not bound (--cpu-bind none)")
@@ -243,7 +331,7 @@ def choose_cpus(
                 raise BindingError(
                     f"--reserve-cores {opts.reserve_cores} leaves no core on node {nid} ({len(cores)} online cores)"
                 )
-            cores = cores[opts.reserve_cores :]
+            cores = without_reserved(topo, cores, opts.reserve_cores)
         kept = [tuple(c for c in core if c in usable) for core in cores]
         return [core for core in kept if core]
 
@@ -256,18 +344,25 @@ def choose_cpus(
     if not cores:
         why = "; ".join(excluded) or "none online"
         raise BindingError(f"no usable CPU on node {node_id} (node CPUs {format_cpulist(node.cpus)}; {why})")
-    reserve = f" after reserving its first {opts.reserve_cores} core(s)" if opts.reserve_cores else ""
+    reserve = ""
+    if opts.reserve_cores:
+        which = "least performant" if topo.cpu_kinds.heterogeneous else "first"
+        reserve = f" after reserving its {which} {opts.reserve_cores} core(s)"
     if mode == "node":
         cpus = _flat(cores)
         reasons.append(f"cpus: all usable CPUs of node {node_id}{reserve} (--cpu-bind node)")
     elif mode == "socket":
         packages = {c.package for c in topo.cpus if c.id in node.cpus and c.package is not None}
         nodes = sorted({n.id for n in topo.nodes for c in topo.cpus if c.package in packages and c.id in n.cpus})
-        cpus = _flat([core for nid in nodes for core in node_cores(nid)])
+        socket_cores = [core for nid in nodes for core in node_cores(nid)]
+        cpus = _flat(_kind_pool(topo, opts, socket_cores, 1, "socket", reasons, warnings))
         shown = ",".join(str(p) for p in sorted(packages)) or "?"
         reasons.append(f"cpus: socket {shown} of node {node_id} (nodes {','.join(map(str, nodes))}){reserve}")
     else:
         index, count = share
+        need = count if mode == "exclusive" else count * (opts.cpu_bind.cores or 1)
+        what = "exclusive" if mode == "exclusive" else f"cores:{opts.cpu_bind.cores}"
+        cores = _kind_pool(topo, opts, cores, need, f"{what} for {count} rank(s)", reasons, warnings)
         per = len(cores) // count if mode == "exclusive" else (opts.cpu_bind.cores or 1)
         if per == 0:
             raise BindingError(f"node {node_id} has {len(cores)} usable core(s){reserve} for {count} ranks")
@@ -532,7 +627,7 @@ def plan_launch(
         node, node_source = choose_node(topo, opts, dev, warnings)
         reasons.append(f"node: {node} ({node_source})")
         share = _share(opts, rank, dev, in_use, node, reasons)
-        cpus = choose_cpus(topo, opts, facts, node, share, reasons)
+        cpus = choose_cpus(topo, opts, facts, node, share, reasons, warnings)
         mem = choose_memory(topo, opts, facts, node, reasons, warnings)
         method, argv = choose_method(opts, facts, cpus, mem, command, reasons)
     except BindingError as exc:
@@ -550,8 +645,12 @@ def plan_launch(
             set_env["OMP_NUM_THREADS"] = str(len(cpus))
             reasons.append(f"env: OMP_NUM_THREADS={len(cpus)} (one thread per bound CPU)")
     mode = opts.cpu_bind.mode if opts.cpu_bind.mode != "cores" else f"cores:{opts.cpu_bind.cores}"
+    shares = kind_shares(topo, cpus)
+    if shares:
+        reasons.append("cpu kind: " + "; ".join(
+            f"{len(s.cpus)} {s.name or '?'} ({s.role}) CPU(s) {format_cpulist(s.cpus)}" for s in shares))
     return LaunchPlan(rank, gpu, node, node_source, mode, cpus, mem, method, argv, tuple(command), set_env,
-                      tuple(reasons), tuple(warnings))
+                      tuple(reasons), tuple(warnings), cpu_kinds=shares)
 
 
 def _share(

@@ -70,17 +70,27 @@ class SlurmLayout:
         return None
 
 
+def slurmd_ecores(topo: Topology) -> frozenset[int]:
+    """The CPUs slurmd >= 23.02 ignores on hybrid x86: the kinds (`Topology.cpu_kinds`) whose PMU device is
+    cpu_atom, hwloc's CoreType=IntelAtom, when cpu_core ones exist too; empty on any other CPU."""
+    kinds = topo.cpu_kinds.kinds
+    if not {"cpu_core", "cpu_atom"} <= {k.part for k in kinds}:
+        return frozenset()
+    return frozenset(c for k in kinds if k.part == "cpu_atom" for c in k.cpus)
+
+
 def slurm_layout(topo: Topology, groups: Iterable[frozenset[int]] = (), *, numa_as_socket: bool = False,
                  allow_ecores: bool = False) -> SlurmLayout:
     """Slurm's sockets and abstract cores. `groups`: extra hwloc levels inside a package that order its
     cores (L3 caches, clusters: `readers.cpus.read_cpu_groups`); dies and NUMA nodes come from `topo`.
-    On hybrid x86, E-cores are left out as slurmd >= 23.02 does (`_remove_ecores`) unless `allow_ecores`."""
+    On hybrid x86, E-cores (`slurmd_ecores`) are left out as slurmd >= 23.02 does (`_remove_ecores`) unless
+    `allow_ecores`."""
     online = [c for c in topo.cpus if c.online]
     ecore_note = ""
-    kinds = {c.core_type for c in online}
-    if not allow_ecores and {"core", "atom"} <= kinds:
-        ecores = [c.id for c in online if c.core_type == "atom"]
-        online = [c for c in online if c.core_type != "atom"]
+    atom = slurmd_ecores(topo)
+    if not allow_ecores and atom:
+        ecores = [c.id for c in online if c.id in atom]
+        online = [c for c in online if c.id not in atom]
         ecore_note = (f"E-cores (Linux CPUs {format_cpulist(ecores)}) left out: slurmd >= 23.02 ignores them unless "
                       "SlurmdParameters=allow_ecores (then use --allow-ecores)")
     unit = "numa" if numa_as_socket else "package"
@@ -185,8 +195,9 @@ def real_memory_mib(topo: Topology, meminfo_total_kib: int | None) -> int | None
 
 
 def housekeeping_cpus(topo: Topology, reserve_cores: int, isolated: Iterable[int] = ()) -> tuple[int, ...]:
-    """The CPUs `--reserve-cores N` keeps for the system: the first N physical cores of every node with CPUs,
-    the ones `launch --reserve-cores` and `irq plan --reserve-cores` leave to interrupts and daemons."""
+    """The CPUs `--reserve-cores N` keeps for the system: N physical cores of every node with CPUs (the first;
+    on hybrid CPUs the least performant), the ones `launch --reserve-cores` and `irq plan --reserve-cores`
+    leave to interrupts and daemons."""
     from numatune.plan.irq import housekeeping_cores
 
     per_node = housekeeping_cores(topo, reserve_cores, isolated).values()  # isolcpus are for work, not daemons

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from numatune.host import Host, numbered
 from numatune.model.topology import Cpu, CpuSummary
+from numatune.readers.cpukinds import hybrid_core_types
 
 CPU_DIR = "/sys/devices/system/cpu"
 
@@ -40,7 +41,7 @@ def read_cpus(host: Host) -> tuple[Cpu, ...]:
     """Every CPU the kernel knows, online or not; topology ids only for online CPUs."""
     ids = sorted(n for name in host.listdir(CPU_DIR) if (n := numbered(name, "cpu")) is not None)
     online_list = host.read_cpulist(f"{CPU_DIR}/online")
-    core_types = _hybrid_core_types(host)
+    core_types = hybrid_core_types(host)
     seen_siblings: dict[int, tuple[int, ...]] = {}
     package_of: dict[int, int | None] = {}
     pkg_list = "package_cpus_list"
@@ -98,15 +99,6 @@ def _is_online(host: Host, base: str, cpu: int, online_list: frozenset[int] | No
         return host.read_optional(f"{base}/online") == "1"
     # Old kernels: no online files at all, and cpu0 never has one. An offline CPU has no topology/.
     return cpu == 0 or "topology" in entries
-
-
-def _hybrid_core_types(host: Host) -> dict[int, str]:
-    out: dict[int, str] = {}
-    for kind in ("core", "atom"):
-        cpus = host.read_cpulist(f"/sys/devices/cpu_{kind}/cpus")
-        for cpu in cpus or ():
-            out[cpu] = kind
-    return out
 
 
 def summarize_cpus(host: Host, cpus: tuple[Cpu, ...]) -> CpuSummary:

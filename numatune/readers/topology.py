@@ -6,6 +6,7 @@ from numatune.host import Host
 from numatune.model.findings import Skipped
 from numatune.model.topology import CxlTopology, GpuFabric, KernelSettings, NumaNode, PciDevice, Topology
 from numatune.readers import host_skipped
+from numatune.readers.cpukinds import group_cpu_kinds, read_kind_facts
 from numatune.readers.cpus import read_cpus, summarize_cpus
 from numatune.readers.nodes import read_memory_tiers, read_nodes
 
@@ -31,6 +32,7 @@ def read_topology(
         skipped.append(Skipped("CPUs", "no /sys/devices/system/cpu in this root: CPU topology unknown"))
     cpus = read_cpus(host)
     summary = summarize_cpus(host, cpus)
+    cpus = read_kind_facts(host, cpus, summary.architecture)
     tiers = read_memory_tiers(host)
     nodes, numa_kernel, node_skipped = read_nodes(host, {c.id for c in cpus}, summary.online, tiers)
     skipped += node_skipped
@@ -71,6 +73,7 @@ def read_topology(
         memory_tiers=tiers,
         settings=kernel,
         skipped=host_skipped(host, tuple(skipped)),
+        cpu_kinds=group_cpu_kinds(cpus, summary.model),
         fabric=fabric,
     )
 

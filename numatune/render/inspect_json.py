@@ -46,6 +46,7 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
         source=topo.source,
         live=topo.live,
         cpu=to_jsonable(topo.cpu),
+        cpu_kinds=to_jsonable(topo.cpu_kinds),
         numa_kernel=topo.numa_kernel,
         nodes=[
             {

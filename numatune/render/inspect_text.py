@@ -12,7 +12,7 @@ from __future__ import annotations
 from numatune.analysis.paths import LEGEND, PathMatrix, fabric_label
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Finding, Severity
-from numatune.model.topology import Topology
+from numatune.model.topology import CpuKind, Topology
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -252,9 +252,24 @@ def _rich_table(spec: _Table):  # noqa: ANN202 - rich Table
 def _summary(topo: Topology) -> list[tuple[str, str]]:
     c = topo.cpu
     lines = [(f"{topo.source}", "bold"), (" (live)\n" if topo.live else " (saved tree)\n", "")]
-    tail = f"CPU: {c.model or 'unknown model'}"
+    kinds = topo.cpu_kinds
+    if kinds.heterogeneous and len({k.name for k in kinds.kinds}) == len(kinds.kinds):
+        tail = "CPU: " + " + ".join(f"{len(k.cpus)}x {k.name or '?'}" for k in kinds.kinds)
+    elif kinds.heterogeneous:
+        tail = (f"CPU: {c.model or 'unknown model'}: "
+                + " + ".join(f"{len(k.cpus)} {k.role}" for k in kinds.kinds) + " CPU(s)")
+    else:
+        tail = f"CPU: {c.model or 'unknown model'}"
     if c.architecture:
         tail += f" [{c.architecture}]"
+    if kinds.heterogeneous:
+        tail += (f"\nCPU kinds, most performant first (grouped by {', '.join(kinds.grouped_by)}; "
+                 + (f"ranked by {', then '.join(kinds.ranked_by)})" if kinds.ranked_by else "not ranked: "
+                    "the kernel states no capacity or frequency for every kind)"))
+        lines.append((tail, ""))
+        for k in kinds.kinds:
+            lines.append((f"\n  {cpu_kind_line(k)}", "yellow" if k.role == "efficiency" else ""))
+        tail = ""
     tail += (f"\n{len(c.sockets)} socket(s), {c.cores} core(s), {c.threads_per_core} thread(s)/core, "
              f"{len(c.online)} CPU(s) online")
     lines.append((tail, ""))
@@ -267,6 +282,24 @@ def _summary(topo: Topology) -> list[tuple[str, str]]:
         tail += f"; kernel {topo.settings.release}"
     lines.append((tail, ""))
     return lines
+
+
+def cpu_kind_line(k: CpuKind) -> str:
+    """One CPU kind on one line: rank, role, count, CPU list, part, capacity, max and base MHz."""
+    facts = [f"{len(k.cpus)} CPU(s) {format_cpulist(k.cpus)}"]
+    if k.part:
+        facts.append(f"part {k.part}")
+    if k.capacities:
+        facts.append(f"capacity {_span(k.capacities)}")
+    if k.max_mhz:
+        facts.append(f"max {_span(k.max_mhz)} MHz")
+    if k.base_mhz:
+        facts.append(f"base {_span(k.base_mhz)} MHz")
+    return f"#{k.rank} {k.role:<11} {k.name or '?'}: " + ", ".join(facts)
+
+
+def _span(values: tuple[int, ...]) -> str:
+    return str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
 
 
 def _nodes_table(topo: Topology) -> _Table:

@@ -26,7 +26,8 @@ def summary_line(plan: LaunchPlan) -> str:
         who += f" → node {plan.node}"
     if plan.unbound:
         return f"{who}: running unbound (--best-effort)"
-    cpus = f"cpus {format_cpulist(plan.cpus)} ({plan.cpu_mode})" if plan.cpus else "cpus unbound"
+    kinds = "".join(f", {len(k.cpus)} {k.name or '?'} {k.role}" for k in plan.cpu_kinds)
+    cpus = f"cpus {format_cpulist(plan.cpus)} ({plan.cpu_mode}{kinds})" if plan.cpus else "cpus unbound"
     mem = plan.memory
     memory = f"memory {mem.policy}:{format_cpulist(mem.nodes)}" if mem.mode is not None else "memory unbound"
     if mem.weights:

@@ -88,6 +88,14 @@ def inspect_metrics(topo: Topology, findings: list[Finding]) -> str:
     m.add("numatune_cpus", "gauge", "Logical CPUs by state.", len(topo.cpu.online), state="online")
     m.add("numatune_cpus", "gauge", "Logical CPUs by state.", len(topo.cpu.offline), state="offline")
     m.add("numatune_threads_per_core", "gauge", "SMT threads per core.", topo.cpu.threads_per_core)
+    for k in topo.cpu_kinds.kinds:
+        m.add("numatune_cpu_kind_cpus", "gauge",
+              "Online CPUs of a CPU kind (rank 0 = most performant; role performance, efficiency or unranked).",
+              len(k.cpus), rank=str(k.rank), role=k.role, name=k.name or "", part=k.part or "")
+        m.add("numatune_cpu_kind_capacity", "gauge", "Smallest cpu_capacity of a CPU kind's CPUs (1024 = biggest).",
+              min(k.capacities) if k.capacities else None, rank=str(k.rank), part=k.part or "")
+        m.add("numatune_cpu_kind_max_frequency_hertz", "gauge", "Lowest cpuinfo_max_freq of a CPU kind's CPUs.",
+              min(k.max_mhz) * 1_000_000 if k.max_mhz else None, rank=str(k.rank), part=k.part or "")
     m.add("numatune_numa_nodes", "gauge", "NUMA nodes (CPU-less memory nodes included).", len(topo.nodes))
     for n in topo.nodes:
         node = str(n.id)

@@ -64,6 +64,33 @@ def test_tie_is_noted():
     assert fleet.groups[1].differs == (("threads per core", "2", "1"),)
 
 
+def _with_kinds(doc, kinds):
+    out = copy.deepcopy(doc)
+    out["schema"] = "numatune.inspect/2"
+    out["cpu_kinds"] = {"kinds": kinds, "grouped_by": [], "ranked_by": []}
+    return out
+
+
+def test_cpu_kinds_split_the_fingerprint_only_on_hybrid_nodes():
+    """Same CPU count, different kinds: different fingerprints; one kind: the inspect/1 fingerprint is kept."""
+    one = _with_kinds(DOC, [{"rank": 0, "role": "performance", "name": "Xeon", "cpus": list(range(8))}])
+    assert fingerprint(shape(one)) == fingerprint(shape(DOC))
+    hybrid = _with_kinds(DOC, [
+        {"rank": 0, "role": "performance", "name": "Cortex-X925", "cpus": [4, 5, 6, 7]},
+        {"rank": 1, "role": "efficiency", "name": "Cortex-A725", "cpus": [0, 1, 2, 3]},
+    ])
+    other = _with_kinds(DOC, [
+        {"rank": 0, "role": "performance", "name": "Cortex-X925", "cpus": [0, 1]},
+        {"rank": 1, "role": "efficiency", "name": "Cortex-A725", "cpus": [2, 3, 4, 5, 6, 7]},
+    ])
+    assert shape(hybrid)["cpu kinds"] == "4 Cortex-X925 (4-7) > 4 Cortex-A725 (0-3)"
+    assert len({fingerprint(shape(d)) for d in (DOC, hybrid, other)}) == 3
+    fleet = group_fleet([NodeReport(f"n{i}", d) for i, d in enumerate((hybrid, hybrid, other))])
+    assert [len(g.nodes) for g in fleet.groups] == [2, 1] and fleet.outliers == ("n2",)
+    assert fleet.groups[1].differs == (("cpu kinds", "4 Cortex-X925 (4-7) > 4 Cortex-A725 (0-3)",
+                                        "2 Cortex-X925 (0-1) > 6 Cortex-A725 (2-7)"),)
+
+
 def test_tally_memory_grows_per_node_by_a_name_not_a_report():
     """Streaming: 4,000 reports of two topologies leave ~a name and a few indexes per node, no documents."""
     import json

@@ -168,3 +168,43 @@ def test_a_process_with_only_file_mappings_is_judged_on_them(two_socket):
     text = "7f1000000000 default file=/data/shard.bin mapped=1000 N1=1000 kernelpagesize_kB=4\n"
     loc = judge(proc(text, [0], [0]), two_socket).locality
     assert loc.remote_ratio == 1.0 and loc.verdict == "misplaced"
+
+
+# -- CPU kinds: a rank on efficiency cores (NT405), on the real DGX Spark GB10 tree ------------------------------
+@pytest.fixture(scope="module")
+def gb10():
+    from numatune.host import Host
+    from tests.conftest import fixture_root
+
+    return read_topology(Host.open(fixture_root("nvidia-dgx-gb10")))
+
+
+def test_pinned_to_a725_cores_is_nt405_with_a_fix_to_the_x925_cores(gb10):
+    p = proc(maps(N0=1000), [0, 1], [0, 1, 2, 3, 4], pid=1000)
+    a = judge(p, gb10)
+    assert a.locality.verdict == "warning"
+    assert any("only on efficiency cores (Cortex-A725 CPUs 0-4)" in r for r in a.locality.reasons)
+    assert a.locality.fix.taskset == "taskset -a -p -c 5-9,15-19 1000"
+    assert "--cpu-bind exclusive --cpu-kind performance" in a.locality.fix.launch
+    assert a.locality.fix.numactl.startswith("numactl --physcpubind=5-9,15-19 --membind=0")
+    (f,) = [f for f in audit_findings(gb10, p) if f.code == "NT405"]
+    assert f.severity.value == "warning" and f.fix == "taskset -a -p -c 5-9,15-19 1000"
+
+
+def test_rank_whose_main_thread_ran_on_an_a725_core_is_nt405(gb10):
+    threads = (ThreadInfo(1000, "python", 12, tuple(range(20))), ThreadInfo(1001, "python", 7, tuple(range(20))))
+    p = proc(maps(N0=1000), [], list(range(20)), threads=threads, rank=0, rank_source="LOCAL_RANK")
+    assert [f.code for f in audit_findings(gb10, p)] == ["NT405"]
+    helper = p._replace(rank=None, rank_source=None)  # not a rank: a helper floating over every core is fine
+    assert audit_findings(gb10, helper) == []
+
+
+def test_pinned_to_x925_cores_is_fine(gb10):
+    p = proc(maps(N0=1000), [5, 6], [5, 6, 7, 8, 9], rank=0, rank_source="LOCAL_RANK")
+    a = judge(p, gb10)
+    assert a.locality.verdict == "ok" and not audit_findings(gb10, p)
+
+
+def test_symmetric_cpu_never_reports_efficiency_cores(two_socket):
+    p = proc(maps(N0=1000), [0], [0], rank=0, rank_source="LOCAL_RANK")
+    assert "NT405" not in [f.code for f in audit_findings(two_socket, p)]

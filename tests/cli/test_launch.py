@@ -212,7 +212,8 @@ def test_emitted_wrapper_forwards_every_option():
 
     given = ["--rank", "1", "--local-size", "2", "--gpu", "0", "--node", "1", "--cpu-bind", "cores:2",
              "--reserve-cores", "1", "--allow-isolated", "--mem-policy", "interleave", "--mem-nodes", "0,1",
-             "--weights", "0:1", "--via", "taskset", "--best-effort", "--quiet", "--", "true"]
+             "--weights", "0:1", "--via", "taskset", "--best-effort", "--quiet", "--cpu-kind", "efficiency",
+             "--", "true"]
     kw = launch_cmd.make_context("launch", list(given)).params
     options = [p for p in launch_cmd.params if isinstance(p, click.Option) and p.name not in NOT_FORWARDED]
     assert all(kw[p.name] != p.default for p in options), "give every option a non-default value here"

@@ -193,14 +193,47 @@ def test_hybrid_e_cores_are_left_out_as_slurmd_does():
     """slurmd >= 23.02 (_remove_ecores) drops Intel E-cores unless SlurmdParameters=allow_ecores. Hand-built
     hybrid topology: P-cores 0-3 (SMT pairs 0-1, 2-3), E-cores 4-7."""
     from numatune.model.topology import Cpu, CpuSummary, NumaNode, Topology
+    from numatune.readers.cpukinds import group_cpu_kinds
 
     cpus = tuple(Cpu(i, True, package=0, core=i // 2 if i < 4 else i, node=0,
                      siblings=(i - i % 2, i - i % 2 + 1) if i < 4 else (i,), core_type="core" if i < 4 else "atom")
                  for i in range(8))
     topo = Topology("hand-made", False, CpuSummary(None, None, None, (0,), 6, 2, tuple(range(8)), (), tuple(range(8))),
-                    cpus, (NumaNode(0, tuple(range(8)), 1024),), True)
+                    cpus, (NumaNode(0, tuple(range(8)), 1024),), True, cpu_kinds=group_cpu_kinds(cpus))
     layout = slurm_layout(topo)
     assert (layout.cpus, layout.cores_per_socket, layout.threads_per_core) == (4, 2, 2)
     assert "E-cores (Linux CPUs 4-7) left out" in layout.notes[0]
     both = slurm_layout(topo, allow_ecores=True)
     assert (both.cpus, both.cores_per_socket, both.threads_per_core) == (8, 6, 1)  # 8 // 6: slurmd's own arithmetic
+
+
+def test_e_cores_are_the_cpu_kinds_of_intel_atom_only():
+    """The E-cores slurmd drops are the cpu_atom kind of Topology.cpu_kinds (hwloc's CoreType=IntelAtom): on
+    the Alder Lake tree CPUs 8-15; Arm efficiency kinds (GB10's A725) and kinds without PMU devices stay."""
+    topo, layout, _ = _layout("nri-sample1-alderlake")
+    assert [k.cpus for k in topo.cpu_kinds.kinds if k.part == "cpu_atom"] == [tuple(range(8, 16))]
+    assert layout.cpus == 8 and "E-cores (Linux CPUs 8-15) left out" in layout.notes[0]
+    assert _layout("nri-sample1-alderlake", allow_ecores=True)[1].cpus == 16
+    for name in ("nvidia-dgx-gb10", "20em64t-hybrid-1p6c2t+2ca4co1t"):
+        topo, layout, _ = _layout(name)
+        assert topo.cpu_kinds.heterogeneous and layout.cpus == len(topo.cpu.online)
+        assert not any("E-cores" in n for n in layout.notes)
+
+
+def test_reserved_cores_are_the_least_performant_ones_as_irq_plan_leaves_them():
+    """--reserve-cores on the Alder Lake tree: E-cores 8-9 are kept for the system by launch, irq plan and emit
+    alike; slurmd leaves E-cores out, so CpuSpecList names none and says why; with --allow-ecores it maps them."""
+    from numatune.emit_run import slurm_emit
+    from numatune.plan.irq import housekeeping_cores, physical_cores
+    from numatune.plan.launch import without_reserved
+
+    topo, layout, host = _layout("nri-sample1-alderlake")
+    cores = housekeeping_cores(topo, 2)[0]
+    assert cores == [(8,), (9,)]
+    everything = physical_cores(topo, topo.node(0).cpus)
+    assert set(everything) - set(without_reserved(topo, everything, 2)) == set(cores)
+    out = slurm_emit(host, topo, reserve_cores=2)
+    assert out.node.cpu_spec == () and any("8-9 are E-cores slurmd leaves out" in n for n in out.notes)
+    assert not any("partial" in n for n in out.notes)
+    both = slurm_emit(host, topo, reserve_cores=2, allow_ecores=True)
+    assert both.node.cpu_spec == (4, 5)  # Linux CPUs 8-9 in slurmd's numbering with E-cores counted

@@ -371,3 +371,12 @@ def test_cpu_kinds_per_node_when_the_report_has_them():
     assert texts[at + 1: at + 3] == ["Cortex-X3 (performance): 0-3", "Cortex-A510 (efficiency): 4-7"]
     doc["cpu_kinds"]["kinds"] = doc["cpu_kinds"]["kinds"][:1]
     assert not any("Cortex" in t for t in _texts(render_svg(doc, {0: 0})))
+
+
+def test_cpu_kinds_drawn_from_a_real_hybrid_report(cli):
+    """The field names inspect writes are the ones the picture reads: the GB10 tree's node lists its X925 and
+    A725 CPUs as `inspect` groups them."""
+    texts = _texts(_run(cli, "nvidia-dgx-gb10", "--format", "svg"))
+    at = texts.index("CPUs 0-19 (20)")
+    drawn = " ".join(t.strip() for t in texts[at + 1: at + 5])  # a kind wraps onto two lines in the node box
+    assert drawn == "Cortex-X925 (performance): 5-9,15-19 Cortex-A725 (efficiency): 0-4,10-14"
