@@ -62,7 +62,11 @@ def gpu_devices(topo: Topology) -> list[GpuDevice]:
         props = torch.cuda.get_device_properties(i)
         bdf = _bdf(props)
         dev = topo.device(bdf) if bdf else None
-        out.append(GpuDevice(i, props.name, bdf, dev.node if dev is not None else None))
+        if dev is None or dev.node is None:
+            out.append(GpuDevice(i, props.name, bdf, None, None))
+        else:
+            how = "sysfs numa_node" if dev.numa_node is not None else f"inferred from {dev.inferred_from}"
+            out.append(GpuDevice(i, props.name, bdf, dev.node, how))
     return out
 
 

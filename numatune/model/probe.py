@@ -73,7 +73,8 @@ class GpuDevice(NamedTuple):
     index: int  # CUDA ordinal (after CUDA_VISIBLE_DEVICES)
     name: str
     bdf: str | None  # PCI address as CUDA reports it, lower case
-    numa_node: int | None  # from the topology reader (sysfs numa_node); None: unknown
+    numa_node: int | None  # from the topology reader (sysfs numa_node, else its inference); None: unknown
+    node_from: str | None = None  # "sysfs numa_node" or "inferred from local_cpulist" (numa_node was -1)
 
 
 class GpuPair(NamedTuple):

@@ -193,7 +193,8 @@ def gpu_document(gp: GpuProbe) -> dict[str, object]:
         "samples": gp.samples,
         "elapsed_s": round(gp.elapsed, 3),
         "method": GPU_METHOD,
-        "gpus": [{"index": g.index, "name": g.name, "bdf": g.bdf, "numa_node": g.numa_node} for g in gp.gpus],
+        "gpus": [{"index": g.index, "name": g.name, "bdf": g.bdf, "numa_node": g.numa_node,
+                  "numa_node_from": g.node_from} for g in gp.gpus],
         "pairs": [{
             "node": p.node, "gpu": p.gpu, "status": p.status, "reason": p.reason,
             "placement": None if p.placement is None else {
@@ -223,7 +224,8 @@ def gpu_from_document(d: dict) -> GpuProbe:
         pairs.append(GpuPair(p["node"], p["gpu"], p["status"], p["reason"], place, figs(p["h2d_gbps"]),
                              figs(p["d2h_gbps"])))
     return GpuProbe(True, None, d["runtime"], d["register_api"], tuple(d["sizes"]), d["samples"],
-                    tuple(GpuDevice(g["index"], g["name"], g["bdf"], g["numa_node"]) for g in d["gpus"]),
+                    tuple(GpuDevice(g["index"], g["name"], g["bdf"], g["numa_node"], g.get("numa_node_from"))
+                          for g in d["gpus"]),
                     tuple(pairs), d["elapsed_s"])
 
 
@@ -238,8 +240,9 @@ def render_gpu_text(gp: GpuProbe) -> str:
     out = [f"Host↔GPU copy bandwidth (GB/s = 1e9 B/s, median of {gp.samples} after a warm-up; pinned host buffer "
            f"placed on the node and verified before and after {gp.register_api}; {gp.runtime})"]
     for g in gp.gpus:
+        how = "" if g.node_from in (None, "sysfs numa_node") else f" ({g.node_from}: sysfs numa_node is -1)"
         out.append(f"  GPU {g.index}: {g.name} at {g.bdf or 'unknown PCI address'}, NUMA node "
-                   f"{'unknown' if g.numa_node is None else g.numa_node}")
+                   f"{'unknown' if g.numa_node is None else g.numa_node}{how}")
     head = f"{'node':>6} {'GPU':>4} {'bytes':>8} {'H2D':>8} {'D2H':>8}"
     out.append(head)
     for p in gp.pairs:
