@@ -114,7 +114,10 @@ def measure(topo: Topology, nodes: Sequence[int], runtime: str, *, sizes: Sequen
         fail: tuple[str, str, CellPlacement | None] | None = None
         buf = host = None
         registered = False
+        free = node.memory_free_kib * 1024 if node and node.memory_free_kib is not None else None
         try:
+            if free is not None and free < size + (64 << 20):  # MPOL_BIND on a full node ends in the OOM killer
+                raise MemoryError(f"node {n} has {free >> 20} MiB free, {(size >> 20) + 64} MiB needed")
             if cpus:  # issue the copies from the node's own CPUs (the DMA reads the buffer, not the CPU)
                 os.sched_setaffinity(0, cpus)
             buf = Buffer(size, n)
@@ -132,7 +135,7 @@ def measure(topo: Topology, nodes: Sequence[int], runtime: str, *, sizes: Sequen
                     placed = _place(after)
                     host = torch.frombuffer(buf.map, dtype=torch.uint8)
         except (NumatuneError, OSError, MemoryError) as exc:
-            fail = ("skipped", getattr(exc, "message", None) or str(exc), None)
+            fail = ("skipped", getattr(exc, "message", None) or str(exc) or type(exc).__name__, None)
         for g in gpus:
             step += 1
             if progress:
