@@ -1,12 +1,12 @@
 """Probe analysis (pure): what the firmware claims beside what was measured, the ratios, the findings.
 
-Finding codes NT501-NT509 are declared here, in the project's one registry (`register`).
+Finding codes NT501-NT510 are declared here, in the project's one registry (`register`).
 """
 
 from __future__ import annotations
 
 from numatune.model.findings import Finding, Severity, register
-from numatune.model.probe import Cell, Expected, ProbeResult
+from numatune.model.probe import Cell, Expected, GpuProbe, ProbeResult
 from numatune.model.topology import NumaNode, Topology
 
 # The probe's finding codes, declared once in the project's registry (group "probe").
@@ -38,7 +38,13 @@ NT508 = register("NT508", Severity.WARNING, _P, "latency unavailable: the compil
 NT509 = register("NT509", Severity.INFO, _P, "buffers not in transparent huge pages: latency includes TLB misses", """
     The latency buffers did not get transparent huge pages (THP disabled or fragmented memory): the chase
     includes page-walk time.""")
-CODES = {c.code: c for c in (NT501, NT502, NT503, NT504, NT505, NT506, NT507, NT508, NT509)}
+NT510 = register("NT510", Severity.WARNING, _P, "a GPU copies much slower from a far node's pinned memory", """
+    probe --gpu measured host-to-device or device-to-host copy bandwidth from a pinned buffer on another node
+    well below the bandwidth from the GPU's own node (below 0.8x): the wrong-socket penalty. Keep the pinned
+    staging buffers (DataLoader pin_memory, NCCL/RDMA buffers) of the rank driving that GPU on the GPU's node
+    (numatune launch does).""")
+CODES = {c.code: c for c in (NT501, NT502, NT503, NT504, NT505, NT506, NT507, NT508, NT509, NT510)}
+GPU_FAR = 0.8  # far/near host↔GPU copy bandwidth below this is a wrong-socket penalty (NT510)
 
 FLAT_LATENCY = 1.10  # remote/local latency below this (and bandwidth within 10%) is no NUMA effect
 SLIT_SAYS_FAR = 1.3  # SLIT ratio from which a remote node should be visibly slower
@@ -218,4 +224,48 @@ def _cxl_vs_remote(result: ProbeResult, rows: list[dict[str, object]]) -> list[F
                                "CXL can take spilled pages before remote DRAM does (numatune launch --mem-policy "
                                "cxl-spill)" if code == "NT504" else "keep CXL for cold data; prefer remote DRAM "
                                "for spill", f"node {r['target']}"))
+    return out
+
+
+def gpu_ratios(gp: GpuProbe) -> list[dict[str, object]]:
+    """Per GPU and other node: far/near copy bandwidth (largest size) against the GPU's own node.
+
+    Near is the GPU's NUMA node from sysfs when it was measured, else (numa_node unknown) the node that
+    measured fastest, and `near_from` says which.
+    """
+    if not gp.measured or not gp.sizes:
+        return []
+    size = max(gp.sizes)
+    out = []
+    for g in gp.gpus:
+        ok = {p.node: p for p in gp.pairs if p.gpu == g.index and p.status == "ok" and size in p.h2d}
+        if len(ok) < 2:
+            continue
+        if g.numa_node in ok:
+            near, near_from = g.numa_node, "topology"
+        else:
+            near = max(ok, key=lambda n: ok[n].h2d[size].median)
+            near_from = "measured"
+        for n, p in sorted(ok.items()):
+            if n == near:
+                continue
+            out.append({"gpu": g.index, "gpu_node": g.numa_node, "near_node": near, "near_from": near_from,
+                        "far_node": n, "bytes": size,
+                        "h2d": p.h2d[size].median / ok[near].h2d[size].median,
+                        "d2h": p.d2h[size].median / ok[near].d2h[size].median})
+    return out
+
+
+def gpu_findings(gp: GpuProbe) -> list[Finding]:
+    """NT510 for every (GPU, far node) whose H2D or D2H bandwidth is below GPU_FAR x the near node's."""
+    out = []
+    for r in gpu_ratios(gp):
+        worst = min(r["h2d"], r["d2h"])  # type: ignore[type-var]
+        if worst < GPU_FAR:
+            out.append(finding(
+                "NT510", f"GPU {r['gpu']}: pinned memory on node {r['far_node']} copies at {r['h2d']:.2f}x (H2D) "
+                f"and {r['d2h']:.2f}x (D2H) the bandwidth from node {r['near_node']} "
+                f"({'its own node' if r['near_from'] == 'topology' else 'fastest measured; its node is unknown'})",
+                f"keep the pinned host buffers of the rank using GPU {r['gpu']} on node {r['near_node']} "
+                f"(numatune launch binds ranks to their GPU's node)", f"gpu{r['gpu']}"))
     return out

@@ -63,16 +63,15 @@ def probe_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the option
 
         raise InputError(f"probe measures the live node, not a saved root ({app.root})",
                          hint="run numatune probe on the machine itself")
-    gpu_note = None
+    runtime = gpu_note = None
     if kw["gpu"]:
         from numatune.measure.gpu import cuda_runtime
 
         runtime, gpu_note = cuda_runtime()
-        if runtime is not None:
-            gpu_note = (f"a CUDA runtime ({runtime}) is importable, but host↔GPU copy bandwidth is not "
-                        "implemented in this version")
-        app.warn(f"--gpu: {gpu_note}; host↔GPU bandwidth not measured")
-    topo = read_topology(host, devices=False, cxl=True, settings=True)
+        if runtime is None:
+            app.warn(f"--gpu: {gpu_note}; host↔GPU bandwidth not measured")
+    # PCI devices only when a GPU will be measured: its NUMA node is the "near" side of the ratio
+    topo = read_topology(host, devices=runtime is not None, cxl=True, settings=True)
     tty = sys.stderr.isatty() and kw["fmt"] != "json"
 
     def progress(label: str, step: int, total: int) -> None:
@@ -82,13 +81,21 @@ def probe_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the option
     result = run_probe(host, topo, opts, progress)
     if tty:
         click.echo("\r\033[K", err=True, nl=False)
-    from numatune.analysis.probe import probe_findings
+    from numatune.analysis.probe import gpu_findings, probe_findings
     from numatune.render.probe_out import probe_document, render_text
 
-    findings = probe_findings(result, topo)
+    gpu = None
+    if kw["gpu"]:
+        from numatune.measure import gpu as gpu_measure
+
+        if runtime is None:
+            gpu = gpu_measure.not_measured(gpu_note)
+        else:
+            gpu = gpu_measure.measure(topo, result.targets, runtime, progress=progress)
+            if tty:
+                click.echo("\r\033[K", err=True, nl=False)
+    findings = probe_findings(result, topo) + (gpu_findings(gpu) if gpu is not None else [])
     if kw["fmt"] == "json":
-        doc = probe_document(result, findings)
-        doc["gpu"] = {"measured": False, "reason": gpu_note} if kw["gpu"] else None
-        app.echo_json(doc)
+        app.echo_json(probe_document(result, findings, gpu))
         return
-    click.echo(render_text(result, findings), nl=False)
+    click.echo(render_text(result, findings, gpu), nl=False)

@@ -67,3 +67,34 @@ class ProbeResult(NamedTuple):
     numa_balancing: int | None
     demotion_enabled: bool | None
     transparent_hugepage: str | None
+
+
+class GpuDevice(NamedTuple):
+    index: int  # CUDA ordinal (after CUDA_VISIBLE_DEVICES)
+    name: str
+    bdf: str | None  # PCI address as CUDA reports it, lower case
+    numa_node: int | None  # from the topology reader (sysfs numa_node, else its inference); None: unknown
+    node_from: str | None = None  # "sysfs numa_node" or "inferred from local_cpulist" (numa_node was -1)
+
+
+class GpuPair(NamedTuple):
+    """Copies between one node's pinned buffer and one GPU: {bytes per copy: Figure} per direction."""
+    node: int
+    gpu: int
+    status: str  # ok | failed (pages not on the node, before or after pinning) | skipped (reason)
+    reason: str | None
+    placement: CellPlacement | None  # after pinning (before pinning it was checked too)
+    h2d: dict[int, Figure]
+    d2h: dict[int, Figure]
+
+
+class GpuProbe(NamedTuple):
+    measured: bool
+    reason: str | None  # why not, when not measured
+    runtime: str | None  # "torch 2.x (CUDA 12.x)"
+    register_api: str | None
+    sizes: tuple[int, ...]
+    samples: int
+    gpus: tuple[GpuDevice, ...]
+    pairs: tuple[GpuPair, ...]
+    elapsed: float

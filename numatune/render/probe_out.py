@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from numatune.analysis.probe import ratios
 from numatune.model.findings import Finding
-from numatune.model.probe import Cell, Figure, ProbeResult
+from numatune.model.probe import Cell, Figure, GpuProbe, ProbeResult
 from numatune.render.envelope import envelope
 
 METHOD = {
@@ -51,7 +51,7 @@ def _grid(result: ProbeResult, value, fmt: str) -> list[str]:  # noqa: ANN001 - 
     return lines
 
 
-def render_text(result: ProbeResult, findings: list[Finding]) -> str:
+def render_text(result: ProbeResult, findings: list[Finding], gpu: GpuProbe | None = None) -> str:
     out = [f"numatune probe: {len(result.initiators)} initiator node(s) × {len(result.targets)} memory node(s), "
            f"{result.elapsed:.1f} s (budget {result.time_budget:g} s); buffers {_mib(result.latency_bytes)} "
            f"(last-level cache {_mib(result.llc_bytes)})", ""]
@@ -96,6 +96,8 @@ def render_text(result: ProbeResult, findings: list[Finding]) -> str:
         ok = sum(1 for c in pages if c.placement.ok)
         out += ["", f"Placement: {ok} of {len(pages)} pair(s) verified page by page with move_pages before timing; "
                     f"{thp}"]
+    if gpu is not None:
+        out += ["", render_gpu_text(gpu).rstrip("\n")]
     if findings:
         out += ["", "Findings:"]
         for f in findings:
@@ -111,7 +113,7 @@ def _fig(f: Figure | None, best: str) -> dict[str, object] | None:
     return {"median": round(f.median, 3), best: round(f.best, 3), "samples": [round(x, 3) for x in f.samples]}
 
 
-def probe_document(result: ProbeResult, findings: list[Finding]) -> dict[str, object]:
+def probe_document(result: ProbeResult, findings: list[Finding], gpu: GpuProbe | None = None) -> dict[str, object]:
     cells = []
     for c in result.cells:
         p = c.placement
@@ -155,6 +157,111 @@ def probe_document(result: ProbeResult, findings: list[Finding]) -> dict[str, ob
                    "transparent_hugepage": result.transparent_hugepage},
         "cells": cells,
         "ratios": rows,
+        "gpu": None if gpu is None else gpu_document(gpu),
         "findings": [{"code": f.code, "severity": f.severity.value, "message": f.message, "fix": f.fix,
                       "subject": f.subject} for f in findings],
     }
+
+
+GPU_METHOD = {
+    "copy": "torch Tensor.copy_ between a pinned host buffer and a GPU buffer, timed with CUDA events; one "
+            "warm-up copy per size, then the samples; median and max",
+    "unit": "GB/s with 1 GB = 1e9 bytes; bytes counted = bytes copied (one direction)",
+    "placement": "host buffer bound to the node with mbind, first-touched from the node's CPUs, checked page by "
+                 "page with move_pages, then registered with cudaHostRegister and checked again (pinning "
+                 "migrates pages out of ZONE_MOVABLE)",
+    "near": "the GPU's NUMA node from sysfs (numa_node of its PCI device); ratio = far node / near node at the "
+            "largest size",
+}
+
+
+def gpu_document(gp: GpuProbe) -> dict[str, object]:
+    """The `gpu` object of numatune.probe/1."""
+    if not gp.measured:
+        return {"measured": False, "reason": gp.reason}
+    from numatune.analysis.probe import gpu_ratios
+
+    def figs(d: dict[int, Figure]) -> dict[str, object]:
+        return {str(s): _fig(f, "max") for s, f in sorted(d.items())}
+
+    return {
+        "measured": True,
+        "reason": None,
+        "runtime": gp.runtime,
+        "register_api": gp.register_api,
+        "sizes": list(gp.sizes),
+        "samples": gp.samples,
+        "elapsed_s": round(gp.elapsed, 3),
+        "method": GPU_METHOD,
+        "gpus": [{"index": g.index, "name": g.name, "bdf": g.bdf, "numa_node": g.numa_node,
+                  "numa_node_from": g.node_from} for g in gp.gpus],
+        "pairs": [{
+            "node": p.node, "gpu": p.gpu, "status": p.status, "reason": p.reason,
+            "placement": None if p.placement is None else {
+                "verified": p.placement.ok, "pages": p.placement.pages, "on_node": p.placement.on_target,
+                "elsewhere": {str(k): v for k, v in sorted(p.placement.elsewhere.items())}},
+            "h2d_gbps": figs(p.h2d), "d2h_gbps": figs(p.d2h),
+        } for p in gp.pairs],
+        "ratios": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in gpu_ratios(gp)],
+    }
+
+
+def gpu_from_document(d: dict) -> GpuProbe:
+    """A GpuProbe back from its `gpu` JSON object (saved probe output, test data)."""
+    from numatune.model.probe import CellPlacement, GpuDevice, GpuPair
+
+    if not d.get("measured"):
+        return GpuProbe(False, d.get("reason"), None, None, (), 0, (), (), 0.0)
+
+    def figs(m: dict) -> dict[int, Figure]:
+        return {int(s): Figure(tuple(f["samples"]), f["median"], f["max"]) for s, f in m.items()}
+
+    pairs = []
+    for p in d["pairs"]:
+        pl = p["placement"]
+        place = None if pl is None else CellPlacement(pl["verified"], pl["pages"], pl["on_node"],
+                                                      {int(k): v for k, v in pl["elsewhere"].items()}, None)
+        pairs.append(GpuPair(p["node"], p["gpu"], p["status"], p["reason"], place, figs(p["h2d_gbps"]),
+                             figs(p["d2h_gbps"])))
+    return GpuProbe(True, None, d["runtime"], d["register_api"], tuple(d["sizes"]), d["samples"],
+                    tuple(GpuDevice(g["index"], g["name"], g["bdf"], g["numa_node"], g.get("numa_node_from"))
+                          for g in d["gpus"]),
+                    tuple(pairs), d["elapsed_s"])
+
+
+def render_gpu_text(gp: GpuProbe) -> str:
+    if not gp.measured:
+        return f"Host↔GPU copy bandwidth: not measured — {gp.reason}\n"
+    from numatune.analysis.probe import gpu_ratios
+
+    def size(n: int) -> str:
+        return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+    out = [f"Host↔GPU copy bandwidth (GB/s = 1e9 B/s, median of {gp.samples} after a warm-up; pinned host buffer "
+           f"placed on the node and verified before and after {gp.register_api}; {gp.runtime})"]
+    for g in gp.gpus:
+        how = "" if g.node_from in (None, "sysfs numa_node") else f" ({g.node_from}: sysfs numa_node is -1)"
+        out.append(f"  GPU {g.index}: {g.name} at {g.bdf or 'unknown PCI address'}, NUMA node "
+                   f"{'unknown' if g.numa_node is None else g.numa_node}{how}")
+    head = f"{'node':>6} {'GPU':>4} {'bytes':>8} {'H2D':>8} {'D2H':>8}"
+    out.append(head)
+    for p in gp.pairs:
+        if p.status != "ok":
+            out.append(f"{p.node:>6} {p.gpu:>4}  {p.status.upper()}: {p.reason}")
+            continue
+        for s in gp.sizes:
+            mark = "  (GPU's node)" if s == max(gp.sizes) and any(
+                g.index == p.gpu and g.numa_node == p.node for g in gp.gpus) else ""
+            out.append(f"{p.node:>6} {p.gpu:>4} {size(s):>8} {p.h2d[s].median:>8.2f} {p.d2h[s].median:>8.2f}{mark}")
+    rows = gpu_ratios(gp)
+    if rows:
+        out.append(f"Far/near ratios ({size(max(gp.sizes))} copies):")
+        for r in rows:
+            out.append(f"  GPU {r['gpu']}: node {r['far_node']} / node {r['near_node']}: H2D {r['h2d']:.2f}x, "
+                       f"D2H {r['d2h']:.2f}x")
+    else:
+        nodes = sorted({p.node for p in gp.pairs})
+        out.append(f"Far/near ratio: none — only node {nodes[0] if len(nodes) == 1 else nodes} was measured, "
+                   "no far node to compare" if len(nodes) <= 1 else
+                   "Far/near ratio: none — fewer than two nodes measured per GPU")
+    return "\n".join(out) + "\n"

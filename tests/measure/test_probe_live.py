@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +127,36 @@ def test_a_size_the_node_cannot_hold_is_skipped_with_the_reason(cli, fresh_cache
     cell = json.loads(res.stdout)["cells"][0]
     assert cell["status"] == "skipped" and "MiB free" in cell["reason"]
     assert cell["latency_ns"] is None and cell["copy_gbps"] is None
+
+
+def test_probe_without_gpu_imports_no_gpu_code():
+    import subprocess
+    import sys
+
+    code = ("import sys; from numatune.cli import main\n"
+            "try:\n    main(['probe', '--size', '16M', '--time-budget', '0.3', '--json'])\n"
+            "except SystemExit:\n    pass\n"
+            "bad = [m for m in ('torch', 'numatune.measure.gpu', 'numatune.placement.pinning') if m in sys.modules]\n"
+            "print('IMPORTED', bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "IMPORTED []" in out
+
+
+@pytest.mark.skipif(os.environ.get("NUMATUNE_TEST_GPU") != "1", reason="set NUMATUNE_TEST_GPU=1 on a CUDA machine")
+def test_gpu_copies_are_measured_on_a_cuda_machine(cli, fresh_cache):
+    res = cli("probe", "--gpu", "--size", "64M", "--time-budget", "1", "--json")
+    assert res.exit_code == 0, res.stderr
+    gpu = json.loads(res.stdout)["gpu"]
+    assert gpu["measured"] and gpu["gpus"]
+    for p in gpu["pairs"]:
+        assert p["status"] == "ok" and p["placement"]["verified"] and not p["placement"]["elsewhere"]
+        for d in ("h2d_gbps", "d2h_gbps"):
+            assert all(math.isfinite(f["median"]) and f["median"] > 0 for f in p[d].values())
+    for g in gpu["gpus"]:
+        sysfs = Path(f"/sys/bus/pci/devices/{g['bdf']}/numa_node")
+        if sysfs.exists():
+            node = int(sysfs.read_text())
+            if node >= 0:
+                assert (g["numa_node"], g["numa_node_from"]) == (node, "sysfs numa_node")
+            else:  # numa_node -1 (a VM): the topology reader's inference, said as such, or unknown
+                assert g["numa_node_from"] is None or g["numa_node_from"].startswith("inferred from ")

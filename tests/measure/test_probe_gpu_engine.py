@@ -1,0 +1,56 @@
+"""measure.gpu's engine without a GPU: a stand-in torch module (labelled fake) checks what is never done.
+
+The real copies are covered by the opt-in live test (NUMATUNE_TEST_GPU=1, run on a lent H100) and the
+recorded H100 output (tests/render/test_probe_gpu.py).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from numatune.host import Host
+from numatune.readers.topology import read_topology
+
+
+def fake_torch(calls: list[str]) -> types.ModuleType:
+    """Just enough of torch for measure(): one GPU at a made-up PCI address; any copy or tensor is an error."""
+    t = types.ModuleType("torch")
+    t.__version__ = "0-fake"
+    t.version = types.SimpleNamespace(cuda="0-fake")
+    t.uint8 = "uint8"
+    props = types.SimpleNamespace(name="Fake GPU", pci_domain_id=0xFFFF, pci_bus_id=0xFF, pci_device_id=0x1F)
+    rt = types.SimpleNamespace(cudaHostRegister=lambda *a: calls.append("register") or 0,
+                               cudaHostUnregister=lambda *a: calls.append("unregister") or 0)
+
+    def refuse(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a skipped pair must not touch the GPU")
+
+    t.cuda = types.SimpleNamespace(is_available=lambda: True, cudart=lambda: rt, device_count=lambda: 1,
+                                   get_device_properties=lambda i: props, device=refuse, Event=refuse,
+                                   synchronize=refuse, empty_cache=refuse)
+    t.empty = t.frombuffer = refuse
+    return t
+
+
+@pytest.fixture
+def torch_calls(monkeypatch):
+    calls: list[str] = []
+    monkeypatch.setitem(sys.modules, "torch", fake_torch(calls))
+    return calls
+
+
+def test_a_node_without_room_is_skipped_before_any_placement_or_pinning(torch_calls):
+    from numatune.measure.gpu import measure
+
+    topo = read_topology(Host.open("/"), devices=True, cxl=False, settings=False)
+    node0 = topo.nodes[0]._replace(memory_free_kib=1024)  # 1 MiB free: a 256 MiB buffer cannot be placed
+    topo = topo._replace(nodes=(node0, *topo.nodes[1:]))
+    gp = measure(topo, [node0.id], "fake")
+    assert gp.measured and gp.gpus[0].bdf == "ffff:ff:1f.0" and gp.gpus[0].numa_node is None
+    (pair,) = gp.pairs
+    assert pair.status == "skipped" and "1 MiB free, 320 MiB needed" in pair.reason
+    assert pair.h2d == pair.d2h == {} and pair.placement is None
+    assert torch_calls == []  # nothing registered, so nothing to unregister
