@@ -42,28 +42,26 @@ def _l3_of(host: Host, base: str) -> frozenset[int] | None:
     return None
 
 
-def read_render_nodes(host: Host, devices: Iterable[PciDevice]) -> dict[str, str]:
-    """BDF -> DRM render node name (renderD128...) of each GPU that has one (AMD's gres.conf File=)."""
+def _first_entry(host: Host, devices: Iterable[PciDevice], kind: str, subdir: str, prefix: str) -> dict[str, str]:
+    """BDF -> the first entry named PREFIX* in each `kind` device's SUBDIR (the device file jobs open)."""
     out = {}
     for d in devices:
-        if d.kind != "gpu" or not d.path:
+        if d.kind != kind or not d.path:
             continue
-        names = sorted(n for n in host.listdir(f"{d.path}/drm") if n.startswith("renderD"))
+        names = sorted(n for n in host.listdir(f"{d.path}/{subdir}") if n.startswith(prefix))
         if names:
             out[d.bdf] = names[0]
     return out
+
+
+def read_render_nodes(host: Host, devices: Iterable[PciDevice]) -> dict[str, str]:
+    """BDF -> DRM render node name (renderD128...) of each GPU that has one (AMD's gres.conf File=)."""
+    return _first_entry(host, devices, "gpu", "drm", "renderD")
 
 
 def read_uverbs(host: Host, devices: Iterable[PciDevice]) -> dict[str, str]:
     """BDF -> InfiniBand verbs device (uverbs0...) of each RDMA NIC: the file RDMA jobs open."""
-    out = {}
-    for d in devices:
-        if d.kind != "nic" or not d.path:
-            continue
-        names = sorted(n for n in host.listdir(f"{d.path}/infiniband_verbs") if n.startswith("uverbs"))
-        if names:
-            out[d.bdf] = names[0]
-    return out
+    return _first_entry(host, devices, "nic", "infiniband_verbs", "uverbs")
 
 
 def read_meminfo_total_kib(host: Host) -> int | None:
