@@ -49,10 +49,10 @@ def main() -> None:
     for distinct in (False, True):
         text = synthetic(distinct)
         label = "distinct" if distinct else "repeating"
-        agg = best(lambda: parse_numa_maps(text), args.rounds)
+        agg = best(lambda t=text: parse_numa_maps(t), args.rounds)
         line = f"{LINES} lines, {label:9}: aggregate {agg * 1e3:7.1f} ms"
         try:
-            per = best(lambda: parse_numa_maps(text, per_mapping=True), args.rounds)
+            per = best(lambda t=text: parse_numa_maps(t, per_mapping=True), args.rounds)
             line += f"   with every mapping {per * 1e3:7.1f} ms"
         except TypeError:  # a numatune without per-mapping parsing
             pass
