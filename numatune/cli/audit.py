@@ -110,9 +110,11 @@ def audit_cmd(
         raise click.UsageError("--mappings cannot be combined with --watch")
     if per_mapping and fmt == "prometheus":
         raise click.UsageError("--mappings has no prometheus form; use --json")
-    from numatune.cli.plan_memory import parse_size
+    min_bytes = 0
+    if per_mapping:
+        from numatune.cli.plan_memory import parse_size
 
-    min_bytes = parse_size(min_size, "--min-size")
+        min_bytes = parse_size(min_size, "--min-size")
     try:
         thresholds = Thresholds(remote_warn, remote_misplaced, slow_tier_warn)
     except ValueError as exc:

@@ -293,3 +293,10 @@ def test_mappings_table_and_errors(cli, bound_child):
     bad = cli("audit", str(p.pid), "--mappings", "--min-size", "lots")
     assert bad.exit_code != 0 and "--min-size" in bad.stderr and "Traceback" not in bad.stderr
     assert cli("audit", str(p.pid), "--mappings", "--watch").exit_code == 2
+
+
+def test_mappings_never_take_the_json_fast_path():
+    from numatune.entry import match_fast_path
+
+    assert match_fast_path(["audit", "1", "--json"], {}) is not None
+    assert match_fast_path(["audit", "1", "--json", "--mappings"], {}) is None
