@@ -137,6 +137,7 @@ def _placements(
     made: dict[str, tuple] = {}  # tail -> the fields after `start`, built once per distinct tail
     named_of: dict[str, frozenset[int] | None] = {}
     name_of: dict[str, str] = {"": ""}
+    new = tuple.__new__  # the record's own constructor, without a Python-level call per mapping
     for line in lines:
         addr, _, tail = line.partition(" ")
         fields = made.get(tail)
@@ -152,10 +153,9 @@ def _placements(
                 name = name_of[file] = unescape_octal(file).rpartition("/")[2]
             fields = made[tail] = (kind, name, policy, size, dict(sorted(nodes)), off)
         try:
-            start = int(addr, 16)
+            out.append(new(MappingPlacement, (int(addr, 16), *fields)))
         except ValueError:
             continue
-        out.append(MappingPlacement(start, *fields))
     return tuple(out)
 
 
