@@ -300,3 +300,26 @@ def test_mappings_never_take_the_json_fast_path():
 
     assert match_fast_path(["audit", "1", "--json"], {}) is not None
     assert match_fast_path(["audit", "1", "--json", "--mappings"], {}) is None
+
+
+def test_mappings_replayed_from_a_snapshot_equal_live(cli, bound_child, tmp_path):
+    from tests.parity import comparable
+
+    p, addr = bound_child
+    archive = tmp_path / "node.tar.gz"
+    assert cli("snapshot", "-o", str(archive), "--pid", str(p.pid)).exit_code == 0
+    live = json.loads(cli("audit", str(p.pid), "--json", "--mappings", "--min-size", "0").stdout)
+    saved = json.loads(cli("--root", str(archive), "audit", str(p.pid), "--json", "--mappings", "--min-size",
+                           "0").stdout)
+    assert comparable(saved) == comparable(live)
+    region = next(m for m in saved["processes"][0]["mapping_placement"]["mappings"] if m["start"] == addr)
+    assert region["policy"] == "bind:0" and region["pages_by_node"] == {"0": 2048}
+
+
+def test_mappings_for_several_processes(cli, child, bound_child):
+    p, _addr = bound_child
+    r = cli("audit", str(child.pid), str(p.pid), "--mappings")
+    assert r.exit_code == 0, r.stderr
+    assert f"PID {child.pid}: placement per mapping" in r.stdout
+    assert f"PID {p.pid}: placement per mapping" in r.stdout
+    assert cli("audit", str(p.pid), "--mappings", "--format", "prometheus").exit_code == 2
