@@ -445,3 +445,20 @@ def test_fold_mappings_largest_first_and_smaller_folded():
     assert (count, total, by_node, off) == (1, 6 * 4096, {0: 4 * 4096, 2: 2 * 4096}, 0)
     shown, folded = fold_mappings(mem.by_mapping, 0)
     assert len(shown) == 3 and folded[0] == 0
+
+
+def test_per_mapping_on_this_process_real_numa_maps_adds_up():
+    """Real kernel lines (this test process's own numa_maps): the mappings add up to the totals."""
+    with open("/proc/self/numa_maps") as fh:
+        text = fh.read()
+    mem = parse_numa_maps(text, per_mapping=True)
+    assert mem.malformed_lines == 0 and len(mem.by_mapping) == mem.mappings == text.count("\n")
+    by_node: dict[int, int] = {}
+    for m in mem.by_mapping:
+        for node, pages in m.pages.items():
+            by_node[node] = by_node.get(node, 0) + pages * m.page_size
+    assert by_node == mem.by_node and sum(m.bytes for m in mem.by_mapping) == mem.total
+    starts = [int(line.split(" ", 1)[0], 16) for line in text.splitlines()]
+    assert [m.start for m in mem.by_mapping] == starts  # file order, one per line
+    assert {"heap", "stack", "file"} <= {m.kind for m in mem.by_mapping}
+    assert any(m.name.startswith(("python", "libpython")) for m in mem.by_mapping)
