@@ -46,11 +46,14 @@ class AuditRun:
     """One audit setup (host, targets, thresholds, topology read once); `run()` is one pass, repeatable."""
 
     def __init__(
-        self, host: Host, pids: tuple[int, ...], children: bool, names: tuple[str, ...], thresholds: Thresholds
+        self, host: Host, pids: tuple[int, ...], children: bool, names: tuple[str, ...], thresholds: Thresholds,
+        *, mappings: bool = False,
     ) -> None:
+        """`mappings`: keep each process's placement per mapping (`audit --mappings`)."""
         from numatune.readers.topology import read_topology
 
         self.host, self.pids, self.children, self.names, self.thresholds = host, pids, children, names, thresholds
+        self.mappings = mappings
         self.topo = read_topology(self.host, pci_ids=None)
         self.balancing = self.host.read_int("/proc/sys/kernel/numa_balancing")
 
@@ -94,7 +97,7 @@ class AuditRun:
         for pid in pids:
             try:
                 maps = (prefetched or {}).get(pid)
-                procs.append(read_process(self.host, pid, self.topo, numa_maps=maps))
+                procs.append(read_process(self.host, pid, self.topo, numa_maps=maps, mappings=self.mappings))
             except ProcessGone:
                 if pid in strict:
                     raise

@@ -70,11 +70,11 @@ def audit_json(host: Host, pids: Sequence[int]) -> str:
     return dumps(audit_doc(run, audits, job, notes, Thresholds()))
 
 
-def audit_doc(run, audits, job, notes, thresholds) -> dict[str, Any]:  # noqa: ANN001
+def audit_doc(run, audits, job, notes, thresholds, min_size: int = 0) -> dict[str, Any]:  # noqa: ANN001
     from numatune.render.audit_json import audit_document
 
     return audit_document(
-        audits, source=run.topo.source, live=run.topo.live, job=job, notes=notes,
+        audits, source=run.topo.source, live=run.topo.live, job=job, notes=notes, min_size=min_size,
         thresholds={"remote_warning": thresholds.remote_warning, "remote_misplaced": thresholds.remote_misplaced,
                     "slow_tier_warning": thresholds.slow_tier_warning},
     )

@@ -65,6 +65,11 @@ class _SampleBar:
               help="Remote share above which the verdict is 'misplaced'.")
 @click.option("--slow-tier-warn", type=float, default=0.10, show_default=True, callback=_fraction,
               help="Share on CPU-less/CXL nodes, not asked for by a memory policy, that is a 'warning'.")
+@click.option("--mappings", "per_mapping", is_flag=True,
+              help="Also list each mapping: address, resident size, kind, policy, pages per node, and pages "
+                   "off the nodes its policy names.")
+@click.option("--min-size", default="1M", show_default=True, metavar="SIZE",
+              help="With --mappings: fold mappings smaller than this into one line (0: list all).")
 @click.pass_obj
 def audit_cmd(
     app: App,
@@ -79,11 +84,16 @@ def audit_cmd(
     remote_warn: float,
     remote_misplaced: float,
     slow_tier_warn: float,
+    per_mapping: bool,
+    min_size: str,
 ) -> None:
     """Show where running processes really are: threads and CPUs, memory per NUMA node (anon, file,
     heap, stack, shm, hugetlb), memory policies, the GPU they use, the remote and slow-tier shares,
     a verdict (ok / warning / misplaced) and the exact fix (numatune launch, numactl, migratepages,
     taskset).
+
+    With --mappings, each mapping's placement against its own memory policy (after mbind/set_mempolicy
+    from inside the process, e.g. numatune.placement arenas).
 
     With --children on a launcher (torchrun, srun, mpirun), one row per local rank.
     """
@@ -96,11 +106,20 @@ def audit_cmd(
         raise click.UsageError("--children needs the launcher's PID")
     if watch and fmt != "text":
         raise click.UsageError("--watch is a live table; it cannot be combined with --json/--format")
+    if per_mapping and watch:
+        raise click.UsageError("--mappings cannot be combined with --watch")
+    if per_mapping and fmt == "prometheus":
+        raise click.UsageError("--mappings has no prometheus form; use --json")
+    min_bytes = 0
+    if per_mapping:
+        from numatune.cli.plan_memory import parse_size
+
+        min_bytes = parse_size(min_size, "--min-size")
     try:
         thresholds = Thresholds(remote_warn, remote_misplaced, slow_tier_warn)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    run = AuditRun(app.host, pids, children, names, thresholds)
+    run = AuditRun(app.host, pids, children, names, thresholds, mappings=per_mapping)
     if watch:
         _watch(app, run, interval, count, sample)
         return
@@ -117,7 +136,7 @@ def audit_cmd(
     if fmt in ("json", "prometheus"):
         from numatune.reports import audit_doc
 
-        doc = audit_doc(run, audits, job, notes, thresholds)
+        doc = audit_doc(run, audits, job, notes, thresholds, min_size=min_bytes)
         if fmt == "json":
             app.echo_json(doc)
         else:
@@ -127,7 +146,8 @@ def audit_cmd(
         return
     from numatune.render.audit_text import render_audit
 
-    app.console().print(render_audit(audits, run.topo, job=job is not None, helpers=helpers))
+    app.console().print(render_audit(audits, run.topo, job=job is not None, helpers=helpers,
+                                           min_size=min_bytes))
     for note in notes:
         app.note(note)
 

@@ -28,6 +28,48 @@ class PolicyUse:
 
 
 @record
+class MappingPlacement:
+    """One mapping of numa_maps (`audit --mappings`): where its resident pages are against its policy.
+
+    `off_policy_pages` counts pages on nodes the policy does not name; None when the policy names no
+    nodes (default, local) or names them relative to the cpuset ("=relative").
+    """
+
+    start: int  # virtual address
+    kind: str  # one of MAPPING_KINDS
+    name: str  # basename of the mapped file ("" for anon/heap/stack)
+    policy: str  # as numa_maps prints it: "bind:3", "interleave:0-1", "default"
+    page_size: int  # bytes
+    pages: Mapping[int, int] = EMPTY_MAP  # node -> resident pages
+    off_policy_pages: int | None = None
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.pages.values()) * self.page_size
+
+
+def fold_mappings(
+    mappings: tuple[MappingPlacement, ...], min_size: int
+) -> tuple[list[MappingPlacement], tuple[int, int, dict[int, int], int]]:
+    """Largest first; those under `min_size` bytes folded into (count, bytes, bytes by node, off-policy bytes)."""
+    ordered = sorted(mappings, key=lambda m: (-m.bytes, m.start))
+    shown: list[MappingPlacement] = []
+    count = total = off = 0
+    by_node: dict[int, int] = {}
+    for m in ordered:
+        b = m.bytes
+        if b >= min_size:
+            shown.append(m)
+            continue
+        count += 1
+        total += b
+        off += (m.off_policy_pages or 0) * m.page_size
+        for n, pages in m.pages.items():
+            by_node[n] = by_node.get(n, 0) + pages * m.page_size
+    return shown, (count, total, dict(sorted(by_node.items())), off)
+
+
+@record
 class NumaMemory:
     """Resident memory of one address space by node, from /proc/PID/numa_maps."""
 
@@ -36,6 +78,7 @@ class NumaMemory:
     policies: tuple[PolicyUse, ...] = ()
     mappings: int = 0
     malformed_lines: int = 0
+    by_mapping: tuple[MappingPlacement, ...] | None = None  # only when asked for (`audit --mappings`)
 
     @property
     def total(self) -> int:

@@ -16,7 +16,7 @@ from operator import itemgetter
 from numatune.cpulist import parse_cpulist
 from numatune.errors import BindingError, NumatuneError, ParseError, PermissionDenied, ProcessGone, ReadError
 from numatune.host import Host
-from numatune.model.process import GpuUse, NumaMemory, PolicyUse, ProcessInfo, ThreadInfo
+from numatune.model.process import GpuUse, MappingPlacement, NumaMemory, PolicyUse, ProcessInfo, ThreadInfo
 from numatune.model.topology import Topology
 from numatune.resolve import (
     ENV_KEYS,
@@ -79,61 +79,113 @@ def _tails(lines: list[str]) -> Counter[str]:
     return Counter(line.partition(" ")[2] for line in lines if line)
 
 
-def parse_numa_maps(text: str, page_kib: int = 4) -> NumaMemory:
-    """Resident bytes by node, by mapping kind and by policy, in one pass over /proc/PID/numa_maps.
+def _parse_tail(tail: str, page_kib: int) -> tuple[str, str, str, int, list[tuple[int, int]]] | None:
+    """(policy, kind, file token or "", page bytes, [(node, pages)]) of one numa_maps line without its
+    address; None when malformed."""
+    toks = tail.split()
+    if not toks:
+        return None
+    first = toks[0]
+    if (first == "prefer" or first == "weighted") and len(toks) > 1 and ":" in toks[1]:
+        policy, i = first + " " + toks[1], 2
+    else:
+        policy, i = first, 1
+    kind = "anon"
+    file = ""
+    huge = False
+    kpage = 0
+    nodes: list[tuple[int, int]] = []
+    for tok in toks[i:]:
+        if tok[0] == "N" and tok[1:2].isdigit():
+            node, _, pages = tok[1:].partition("=")
+            if not (node.isdigit() and pages.isdigit()):
+                return None
+            nodes.append((int(node), int(pages)))
+        elif tok.startswith("kernelpagesize_kB="):
+            value = tok[18:]
+            if not value.isdigit():
+                return None
+            kpage = int(value)
+        elif tok == "huge":
+            huge = True
+        elif tok == "heap" or tok == "stack" or tok.startswith("file="):
+            kind = _mapping_kind(tok)
+            if tok[0] == "f":
+                file = tok[5:]
+    if huge:
+        kind = "hugetlb"
+    return policy, kind, file, (kpage or (2048 if huge else page_kib)) * 1024, nodes
+
+
+def policy_nodes(policy: str) -> frozenset[int] | None:
+    """The nodes a numa_maps policy names ("bind:0-1", "weighted interleave:0,2", "bind=static:1");
+    None for default/local and for "=relative" masks (relative to the cpuset, not node ids)."""
+    head, sep, nodes = policy.rpartition(":")
+    if not sep or "relative" in head:
+        return None
+    try:
+        return frozenset(parse_cpulist(nodes))
+    except (ValueError, NumatuneError):
+        return None
+
+
+def _placements(
+    lines: list[str], parsed: dict[str, tuple[str, str, str, int, list[tuple[int, int]]] | None]
+) -> tuple[MappingPlacement, ...]:
+    """One MappingPlacement per well-formed line, from the tails already parsed (never parses twice)."""
+    out = []
+    made: dict[str, tuple] = {}  # tail -> the fields after `start`, built once per distinct tail
+    named_of: dict[str, frozenset[int] | None] = {}
+    name_of: dict[str, str] = {"": ""}
+    new = tuple.__new__  # the record's own constructor, without a Python-level call per mapping
+    for line in lines:
+        addr, _, tail = line.partition(" ")
+        fields = made.get(tail)
+        if fields is None:
+            p = parsed.get(tail)
+            if p is None:
+                continue
+            policy, kind, file, size, nodes = p
+            named = named_of[policy] if policy in named_of else named_of.setdefault(policy, policy_nodes(policy))
+            off = None if named is None else sum(n for node, n in nodes if node not in named)
+            name = name_of.get(file)
+            if name is None:
+                name = name_of[file] = unescape_octal(file).rpartition("/")[2]
+            fields = made[tail] = (kind, name, policy, size, dict(sorted(nodes)), off)
+        try:
+            out.append(new(MappingPlacement, (int(addr, 16), *fields)))
+        except ValueError:
+            continue
+    return tuple(out)
+
+
+def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False) -> NumaMemory:
+    """Resident bytes by node, by mapping kind and by policy, in one pass over /proc/PID/numa_maps;
+    with `per_mapping`, also every mapping's placement (`audit --mappings`) from the same parse.
 
     Traps handled: policies with a space ("prefer (many):0-1", "weighted interleave:0-1") and flags
     ("bind=static:0"); octal-escaped file names (never split: the kernel escapes blanks); lines with no
     pages and no kernelpagesize_kB; hugetlb VMAs ("huge") counted in huge pages; N<node> for CPU-less
     nodes. `page_kib` is the base page size, used only by kernels older than 4.0 (no kernelpagesize_kB).
+    Each distinct line tail (the line without its address) is parsed once, however many lines repeat it.
     """
     lines = text.split("\n")
     by_node: dict[int, int] = {}
     by_kind: dict[str, dict[int, int]] = {}
     policy_maps: dict[str, int] = {}
     policy_bytes: dict[str, int] = {}
+    parsed: dict[str, tuple[str, str, str, int, list[tuple[int, int]]] | None] = {}
     mappings = 0
     malformed = 0
     for tail, count in _tails(lines).items():
-        toks = tail.split()
-        if not toks:
+        p = _parse_tail(tail, page_kib)
+        if per_mapping:
+            parsed[tail] = p
+        if p is None:
             malformed += count
             continue
         mappings += count
-        first = toks[0]
-        if (first == "prefer" or first == "weighted") and len(toks) > 1 and ":" in toks[1]:
-            policy, i = first + " " + toks[1], 2
-        else:
-            policy, i = first, 1
-        kind = "anon"
-        huge = False
-        kpage = 0
-        nodes: list[tuple[int, int]] = []
-        bad = False
-        for tok in toks[i:]:
-            if tok[0] == "N" and tok[1:2].isdigit():
-                node, _, pages = tok[1:].partition("=")
-                if not (node.isdigit() and pages.isdigit()):
-                    bad = True
-                    break
-                nodes.append((int(node), int(pages)))
-            elif tok.startswith("kernelpagesize_kB="):
-                value = tok[18:]
-                if not value.isdigit():
-                    bad = True
-                    break
-                kpage = int(value)
-            elif tok == "huge":
-                huge = True
-            elif tok == "heap" or tok == "stack" or tok.startswith("file="):
-                kind = _mapping_kind(tok)
-        if bad:
-            malformed += count
-            mappings -= count
-            continue
-        if huge:
-            kind = "hugetlb"
-        size = (kpage or (2048 if huge else page_kib)) * 1024
+        policy, kind, _file, size, nodes = p
         policy_maps[policy] = policy_maps.get(policy, 0) + count
         total = 0
         if nodes:
@@ -154,6 +206,7 @@ def parse_numa_maps(text: str, page_kib: int = 4) -> NumaMemory:
         policies=policies,
         mappings=mappings,
         malformed_lines=malformed,
+        by_mapping=_placements(lines, parsed) if per_mapping else None,
     )
 
 
@@ -284,11 +337,13 @@ def _parsed(r: _Reader, name: str, parse):  # noqa: ANN001, ANN202
 
 
 def read_process(
-    host: Host, pid: int, topo: Topology | None = None, *, threads: bool = True, numa_maps: str | None = None
+    host: Host, pid: int, topo: Topology | None = None, *, threads: bool = True, numa_maps: str | None = None,
+    mappings: bool = False,
 ) -> ProcessInfo:
     """Everything audit needs about one PID. Raises ProcessGone / PermissionDenied with one clear line.
 
-    `numa_maps` is the file's text when the caller already read it (audit prefetches it in a thread).
+    `numa_maps` is the file's text when the caller already read it (audit prefetches it in a thread);
+    `mappings` keeps every mapping's placement (memory.by_mapping) from the same parse.
     """
     r = _Reader(host, pid)
     if r.gone():
@@ -308,7 +363,7 @@ def read_process(
                 r.read("numa_maps")  # raises the clear PermissionDenied
             notes.append("numa_maps not available: memory placement unknown")
         else:
-            memory = parse_numa_maps(maps)
+            memory = parse_numa_maps(maps, per_mapping=mappings)
             if memory.malformed_lines:
                 notes.append(f"{memory.malformed_lines} malformed numa_maps line(s) skipped")
             if not maps.strip():

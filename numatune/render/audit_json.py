@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numatune.model.process import GpuUse, ProcessAudit
+from numatune.model.process import GpuUse, ProcessAudit, fold_mappings
 from numatune.render.envelope import envelope
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
@@ -21,7 +21,23 @@ def _gpu(g: GpuUse | None) -> dict[str, Any] | None:
     return {"bdf": g.bdf, "node": g.node, "source": g.source, "index": g.index}
 
 
-def process_json(a: ProcessAudit, helpers: int | None = None) -> dict[str, Any]:
+def mapping_placement(a: ProcessAudit, min_size: int) -> dict[str, Any]:
+    """`processes[].mapping_placement` (`audit --mappings`): each mapping of at least `min_size`
+    bytes, largest first, and the smaller ones folded."""
+    shown, (count, total, by_node, off) = fold_mappings(a.process.memory.by_mapping or (), min_size)
+    return {
+        "min_size": min_size,
+        "mappings": [
+            {"start": f"{m.start:x}", "kind": m.kind, "name": m.name, "policy": m.policy,
+             "page_size": m.page_size, "bytes": m.bytes, "pages_by_node": _nodes(m.pages),
+             "off_policy_pages": m.off_policy_pages}
+            for m in shown
+        ],
+        "smaller": {"mappings": count, "bytes": total, "bytes_by_node": _nodes(by_node), "off_policy_bytes": off},
+    }
+
+
+def process_json(a: ProcessAudit, helpers: int | None = None, min_size: int = 0) -> dict[str, Any]:
     p, loc, c = a.process, a.locality, a.counters
     doc: dict[str, Any] = {
         "pid": p.pid,
@@ -78,6 +94,8 @@ def process_json(a: ProcessAudit, helpers: int | None = None) -> dict[str, Any]:
     }
     if helpers is not None:
         doc["helper_processes"] = helpers
+    if p.memory.by_mapping is not None:
+        doc["mapping_placement"] = mapping_placement(a, min_size)
     return doc
 
 
@@ -89,13 +107,14 @@ def audit_document(
     thresholds: dict[str, float],
     job: dict[str, Any] | None = None,
     notes: list[str] | None = None,
+    min_size: int = 0,
 ) -> dict[str, Any]:
     return envelope(
         "audit",
         source=source,
         live=live,
         thresholds=thresholds,
-        processes=[process_json(a) for a in audits],
+        processes=[process_json(a, min_size=min_size) for a in audits],
         job=job,
         notes=notes or [],
     )

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from numatune.cpulist import format_cpulist
-from numatune.model.process import MAPPING_KINDS, ProcessAudit
+from numatune.model.process import MAPPING_KINDS, ProcessAudit, fold_mappings
 from numatune.model.topology import Topology
 from numatune.render.inspect_text import human_bytes
 
@@ -167,16 +167,42 @@ def process_detail(a: ProcessAudit, topo: Topology) -> Group:
     return Group(head, mem, pol, thr, acc, fix_text(a))
 
 
+def mapping_table(a: ProcessAudit, min_size: int) -> Table:
+    """`audit --mappings`: each mapping, largest first, its policy and pages per node; pages on nodes
+    the policy does not name are flagged off-policy; mappings under `min_size` folded into one line."""
+    shown, (count, total, by_node, off) = fold_mappings(a.process.memory.by_mapping or (), min_size)
+    nodes = sorted({n for m in shown for n in m.pages} | set(by_node))
+    table = Table(title=f"PID {a.process.pid}: placement per mapping (numa_maps)", title_justify="left")
+    for col in ("start", "resident", "kind", "policy", *(f"node {n} pages" for n in nodes), "off-policy"):
+        table.add_column(col, justify="left" if col in ("start", "kind", "policy") else "right")
+    for m in shown:
+        kind = f"{m.kind} {m.name}" if m.name else m.kind
+        off_pages = m.off_policy_pages
+        flag = Text("-" if off_pages is None else ("0" if not off_pages else
+                    f"{off_pages} pages ({human_bytes(off_pages * m.page_size)})"),
+                    style="bold red" if off_pages else "")
+        table.add_row(f"{m.start:x}", human_bytes(m.bytes), kind, m.policy,
+                      *(str(m.pages.get(n, 0)) for n in nodes), flag)
+    if count:
+        table.add_row("", human_bytes(total), f"{count} smaller mappings", "",
+                      *(human_bytes(by_node.get(n, 0)) for n in nodes),
+                      Text(human_bytes(off) if off else "0", style="bold red" if off else ""), style="dim")
+    return table
+
+
 def render_audit(
-    audits: list[ProcessAudit], topo: Topology, *, job: bool = False, helpers: dict[int, int] | None = None
+    audits: list[ProcessAudit], topo: Topology, *, job: bool = False, helpers: dict[int, int] | None = None,
+    min_size: int = 0,
 ) -> Group:
-    """One process: the detail. Several, or a job: the table, then the reasons and fixes of the others."""
+    """One process: the detail. Several, or a job: the table, then the reasons and fixes of the others.
+    Processes read with their mappings (`audit --mappings`) get the per-mapping table after."""
+    maps = [mapping_table(a, min_size) for a in audits if a.process.memory.by_mapping is not None]
     if len(audits) == 1 and not job:
-        return process_detail(audits[0], topo)
+        return Group(process_detail(audits[0], topo), *maps)
     parts: list = [job_table(audits, topo, helpers, "job" if job else "processes")]
     for a in audits:
         if a.locality.verdict in ("warning", "misplaced"):
             parts.append(fix_text(a))
     bad = sum(a.locality.verdict == "misplaced" for a in audits)
     parts.append(Text(f"{len(audits)} process(es), {bad} misplaced", style="bold"))
-    return Group(*parts)
+    return Group(*parts, *maps)

@@ -231,3 +231,95 @@ def test_process_exits_between_listing_and_reading_is_skipped_in_a_tree(cli, tmp
     doc = json.loads(r.stdout)
     assert [p["pid"] for p in doc["processes"]] == [4242]
     assert any("4244" in n for n in doc["notes"])
+
+
+# A process that mbinds one 8 MiB private anonymous region to node 0 (a placement arena, seen from outside).
+MBIND_ALLOC = textwrap.dedent("""\
+    import ctypes, mmap, sys
+    from numatune import memsys
+    size = 8 << 20
+    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    memsys.mbind(addr, size, memsys.MPOL_BIND, [0])
+    for off in range(0, size, 4096):
+        m[off] = 1
+    print(f"{addr:x}", flush=True)
+    print("ready", flush=True)
+    sys.stdin.readline()
+""")
+
+
+@pytest.fixture
+def bound_child():
+    p = subprocess.Popen([sys.executable, "-c", MBIND_ALLOC], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    addr = p.stdout.readline().strip()
+    assert p.stdout.readline().strip() == "ready"
+    yield p, addr
+    stop(p)
+
+
+def test_mappings_json_shows_the_mbind_region(cli, bound_child):
+    p, addr = bound_child
+    r = cli("audit", str(p.pid), "--json", "--mappings")
+    assert r.exit_code == 0, r.stderr
+    (proc,) = json.loads(r.stdout)["processes"]
+    placement = proc["mapping_placement"]
+    assert placement["min_size"] == 1 << 20
+    region = next(m for m in placement["mappings"] if m["start"] == addr)
+    assert region["policy"] == "bind:0" and region["kind"] == "anon"
+    assert region["pages_by_node"] == {"0": 2048} and region["bytes"] == 8 << 20
+    assert region["off_policy_pages"] == 0
+    assert placement["mappings"][0]["bytes"] >= placement["mappings"][-1]["bytes"]  # largest first
+    assert all(m["bytes"] >= 1 << 20 for m in placement["mappings"])
+    shown, smaller = len(placement["mappings"]), placement["smaller"]["mappings"]
+    assert smaller > 0 and shown + smaller == proc["mappings"]
+    total = sum(m["bytes"] for m in placement["mappings"]) + placement["smaller"]["bytes"]
+    assert total == proc["memory_total"]
+    every = json.loads(cli("audit", str(p.pid), "--json", "--mappings", "--min-size", "0").stdout)
+    assert len(every["processes"][0]["mapping_placement"]["mappings"]) == proc["mappings"]
+    plain = json.loads(cli("audit", str(p.pid), "--json").stdout)
+    assert "mapping_placement" not in plain["processes"][0]  # additive: only with --mappings
+
+
+def test_mappings_table_and_errors(cli, bound_child):
+    p, addr = bound_child
+    r = cli("audit", str(p.pid), "--mappings", "--min-size", "4M")
+    assert r.exit_code == 0, r.stderr
+    assert "placement per mapping" in r.stdout
+    row = next(line for line in r.stdout.splitlines() if addr in line)
+    assert "bind:0" in row and "2048" in row and "8.0 MiB" in row
+    assert "smaller" in r.stdout
+    bad = cli("audit", str(p.pid), "--mappings", "--min-size", "lots")
+    assert bad.exit_code != 0 and "--min-size" in bad.stderr and "Traceback" not in bad.stderr
+    assert cli("audit", str(p.pid), "--mappings", "--watch").exit_code == 2
+
+
+def test_mappings_never_take_the_json_fast_path():
+    from numatune.entry import match_fast_path
+
+    assert match_fast_path(["audit", "1", "--json"], {}) is not None
+    assert match_fast_path(["audit", "1", "--json", "--mappings"], {}) is None
+
+
+def test_mappings_replayed_from_a_snapshot_equal_live(cli, bound_child, tmp_path):
+    from tests.parity import comparable
+
+    p, addr = bound_child
+    archive = tmp_path / "node.tar.gz"
+    assert cli("snapshot", "-o", str(archive), "--pid", str(p.pid)).exit_code == 0
+    live = json.loads(cli("audit", str(p.pid), "--json", "--mappings", "--min-size", "0").stdout)
+    saved = json.loads(cli("--root", str(archive), "audit", str(p.pid), "--json", "--mappings", "--min-size",
+                           "0").stdout)
+    assert comparable(saved) == comparable(live)
+    region = next(m for m in saved["processes"][0]["mapping_placement"]["mappings"] if m["start"] == addr)
+    assert region["policy"] == "bind:0" and region["pages_by_node"] == {"0": 2048}
+
+
+def test_mappings_for_several_processes(cli, child, bound_child):
+    p, _addr = bound_child
+    r = cli("audit", str(child.pid), str(p.pid), "--mappings")
+    assert r.exit_code == 0, r.stderr
+    assert f"PID {child.pid}: placement per mapping" in r.stdout
+    assert f"PID {p.pid}: placement per mapping" in r.stdout
+    assert cli("audit", str(p.pid), "--mappings", "--format", "prometheus").exit_code == 2

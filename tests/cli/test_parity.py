@@ -17,6 +17,7 @@ PCI_IDS = next((p for p in ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.id
 COMMAND_LINES = (
     ("inspect", "--json"),
     ("audit", "{pid}", "--json"),
+    ("audit", "{pid}", "--json", "--mappings", "--min-size", "0"),
     ("irq", "--json"),
     ("irq", "plan", "--json"),
     ("check", "--json"),

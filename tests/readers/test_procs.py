@@ -392,3 +392,73 @@ def test_open_pmu_live_gives_counts_or_a_note():
     counts = session.stop()
     assert os.getpid() in counts and all(v >= 0 for v in counts[os.getpid()])
 
+
+
+# Hand-made (not captured from a kernel): a bind and an interleave with pages off the nodes they name.
+OFF_POLICY_MAPS = textwrap.dedent("""\
+    7f0000000000 bind:3 anon=300 dirty=300 N1=100 N3=200 kernelpagesize_kB=4
+    7f0000400000 interleave:0-1 anon=10 dirty=10 N0=5 N1=4 N2=1 kernelpagesize_kB=4
+    7f0000800000 weighted interleave:0,2 anon=6 dirty=6 N0=4 N2=2 kernelpagesize_kB=4
+""")
+
+
+def test_parse_numa_maps_per_mapping_from_the_same_parse():
+    mem = parse_numa_maps(HAND_MADE_MAPS + OFF_POLICY_MAPS, per_mapping=True)
+    assert parse_numa_maps(HAND_MADE_MAPS).by_mapping is None  # only when asked for
+    maps = {m.start: m for m in mem.by_mapping}
+    assert len(maps) == mem.mappings == 16
+    heap = maps[0x5653F1F07000]
+    assert (heap.kind, heap.name, heap.policy, heap.pages, heap.off_policy_pages) == ("heap", "", "default",
+                                                                                       {0: 412}, None)
+    assert heap.bytes == 412 * 4096
+    f = maps[0x7F24B7E00000]
+    assert (f.kind, f.name) == ("file", "a b=c.txt (deleted)")  # unescaped basename
+    assert maps[0x7F24B7F00000].kind == "shm" and maps[0x7F24B8000000].name == "SYSV00000000 (deleted)"
+    huge = maps[0x7F24C0000000]
+    assert (huge.kind, huge.page_size, huge.bytes) == ("hugetlb", 2 * MIB, 3 * 2 * MIB)
+    assert maps[0x7F24B7D00000].off_policy_pages == 0  # bind=static:1, all on node 1
+    assert maps[0x7F24D2000000].off_policy_pages is None  # =relative: node ids relative to the cpuset
+    assert maps[0x7F24B7C40000].off_policy_pages == 0  # prefer (many):0-1
+    assert maps[0x7F24B7C80000].off_policy_pages == 0  # weighted interleave:0,2 on 0 and 2
+    assert maps[0x7F0000000000].policy == "bind:3" and maps[0x7F0000000000].off_policy_pages == 100
+    assert maps[0x7F0000400000].off_policy_pages == 1
+    assert maps[0x7F0000800000].off_policy_pages == 0
+    assert maps[0x7F24D0000000].pages == {} and maps[0x7F24D0000000].bytes == 0
+
+
+def test_per_mapping_skips_malformed_lines_and_keeps_short_addresses():
+    text = (
+        "400000 default file=/usr/bin/old anon=1 dirty=1 N0=1 kernelpagesize_kB=4\n"
+        "7f0000000000 default anon=2 dirty=2 N0=two kernelpagesize_kB=4\n"
+        "\n"
+    )
+    mem = parse_numa_maps(text, per_mapping=True)
+    assert [(m.start, m.name) for m in mem.by_mapping] == [(0x400000, "old")]
+
+
+def test_fold_mappings_largest_first_and_smaller_folded():
+    from numatune.model.process import fold_mappings
+
+    mem = parse_numa_maps(OFF_POLICY_MAPS, per_mapping=True)
+    shown, (count, total, by_node, off) = fold_mappings(mem.by_mapping, 10 * 4096)
+    assert [m.start for m in shown] == [0x7F0000000000, 0x7F0000400000]
+    assert (count, total, by_node, off) == (1, 6 * 4096, {0: 4 * 4096, 2: 2 * 4096}, 0)
+    shown, folded = fold_mappings(mem.by_mapping, 0)
+    assert len(shown) == 3 and folded[0] == 0
+
+
+def test_per_mapping_on_this_process_real_numa_maps_adds_up():
+    """Real kernel lines (this test process's own numa_maps): the mappings add up to the totals."""
+    with open("/proc/self/numa_maps") as fh:
+        text = fh.read()
+    mem = parse_numa_maps(text, per_mapping=True)
+    assert mem.malformed_lines == 0 and len(mem.by_mapping) == mem.mappings == text.count("\n")
+    by_node: dict[int, int] = {}
+    for m in mem.by_mapping:
+        for node, pages in m.pages.items():
+            by_node[node] = by_node.get(node, 0) + pages * m.page_size
+    assert by_node == mem.by_node and sum(m.bytes for m in mem.by_mapping) == mem.total
+    starts = [int(line.split(" ", 1)[0], 16) for line in text.splitlines()]
+    assert [m.start for m in mem.by_mapping] == starts  # file order, one per line
+    assert {"heap", "stack", "file"} <= {m.kind for m in mem.by_mapping}
+    assert any(m.name.startswith(("python", "libpython")) for m in mem.by_mapping)

@@ -342,7 +342,7 @@ def _fill_round(ctx: Context, rnd: Round, procs: list[subprocess.Popen[bytes]]) 
     if not pids:
         return
     try:
-        data = numatune_json("audit", *map(str, pids.values()), "--json", ok_codes=(0, 1))
+        data = numatune_json("audit", *map(str, pids.values()), "--json", "--mappings", ok_codes=(0, 1))
     except CheckFailed as exc:
         for role in pids:
             rnd.errors.setdefault(f"audit-{role}", str(exc))
@@ -504,6 +504,29 @@ def audit_launched_local(ctx: Context) -> dict[str, Any]:
         raise CheckFailed(f"launched process: remote_ratio {a.get('remote_ratio')!r} verdict {a.get('verdict')!r}"
                           f" (want <= 0.05 and 'ok')\naudit: { {k: a.get(k) for k in _AUDIT_KEYS} }")
     return {k: a.get(k) for k in _AUDIT_KEYS}
+
+
+@check()
+def audit_mappings_remote(ctx: Context) -> dict[str, Any]:
+    """audit --mappings of the numactl --membind=1 process: its touched region, largest first, states
+    bind:1 with every page on node 1 and none off-policy (the kernel shows the task policy per VMA)."""
+    a = _audit_entry(ctx, "remote")
+    placement = a.get("mapping_placement") or {}
+    maps = placement.get("mappings") or []
+    if not maps:
+        raise CheckFailed(f"no mapping_placement in audit --mappings: {json.dumps(a)[:1200]}")
+    top = maps[0]
+    problems = []
+    if top.get("policy") != "bind:1":
+        problems.append(f"largest mapping's policy {top.get('policy')!r} (want 'bind:1')")
+    if set(top.get("pages_by_node") or {}) != {"1"} or top.get("off_policy_pages") != 0:
+        problems.append(f"pages_by_node {top.get('pages_by_node')!r}, off_policy_pages "
+                        f"{top.get('off_policy_pages')!r} (want only node 1, 0 off-policy)")
+    if not isinstance(top.get("bytes"), int) or top["bytes"] < (TOUCH_MIB - 1) << 20:
+        problems.append(f"largest mapping {top.get('bytes')!r} bytes (want >= the {TOUCH_MIB} MiB touched)")
+    if problems:
+        raise CheckFailed("\n".join(problems) + f"\nmappings: {json.dumps(maps[:4])}")
+    return {"largest": top, "shown": len(maps), "smaller": placement.get("smaller")}
 
 
 @check("cxl")
