@@ -31,29 +31,28 @@ def parse_size(text: str) -> int:
     return int(digits) * mult
 
 
+def _asked(asked, usable: list[int], known: set[int], option: str, known_note: str,
+           unusable: str) -> tuple[int, ...]:  # noqa: ANN001 - a tuple of node ids or None
+    """The nodes an option names, each checked to exist and be usable; all usable ones when not given."""
+    if asked is None:
+        return tuple(usable)
+    for n in asked:
+        if n not in known:
+            raise InputError(f"{option}: node {n} does not exist{known_note}")
+        if n not in usable:
+            raise InputError(f"{option}: node {n} {unusable}")
+    return tuple(asked)
+
+
 def choose_pairs(topo: Topology, opts: ProbeOptions, allowed_cpus: frozenset[int],
                  allowed_mems: frozenset[int] | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
     with_cpus = [n.id for n in topo.nodes if set(n.cpus) & allowed_cpus]
     with_mem = [n.id for n in topo.nodes if n.memory_total_kib != 0 and (allowed_mems is None or n.id in allowed_mems)]
     known = {n.id for n in topo.nodes}
-    if opts.initiators is not None:
-        for n in opts.initiators:
-            if n not in known:
-                raise InputError(f"--nodes: node {n} does not exist (nodes: {', '.join(map(str, sorted(known)))})")
-            if n not in with_cpus:
-                raise InputError(f"--nodes: node {n} has no CPU this process may use: it can only be a target")
-        initiators = tuple(opts.initiators)
-    else:
-        initiators = tuple(with_cpus)
-    if opts.targets is not None:
-        for n in opts.targets:
-            if n not in known:
-                raise InputError(f"--targets: node {n} does not exist")
-            if n not in with_mem:
-                raise InputError(f"--targets: node {n} has no memory this process may use")
-        targets = tuple(opts.targets)
-    else:
-        targets = tuple(with_mem)
+    initiators = _asked(opts.initiators, with_cpus, known, "--nodes",
+                        f" (nodes: {', '.join(map(str, sorted(known)))})",
+                        "has no CPU this process may use: it can only be a target")
+    targets = _asked(opts.targets, with_mem, known, "--targets", "", "has no memory this process may use")
     if not initiators or not targets:
         raise Unsupported("no node with usable CPUs and memory to probe")
     return initiators, targets
