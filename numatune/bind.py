@@ -88,8 +88,13 @@ def cgroup_cpuset(host: Host) -> tuple[frozenset[int] | None, str | None]:
     return None, None
 
 
-def gather_facts(host: Host, environ: Mapping[str, str], *, probe: bool) -> LaunchFacts:
-    """Everything the plan needs beyond the topology. `probe` runs numactl to learn its options."""
+def gather_facts(
+    host: Host, environ: Mapping[str, str], *, probe: bool, topo: Topology | None = None,
+    devices: Sequence[PciDevice] = (),
+) -> LaunchFacts:
+    """Everything the plan needs beyond the topology. `probe` runs numactl to learn its options; `topo`
+    (for --cpu-bind core-complex) reads the last-level-cache groups of its online CPUs; `devices` (for
+    --nic) the verbs ports of their RDMA devices."""
     from numatune.readers.nodes import read_interleave_weights
     from numatune.resolve import ENV_KEYS
 
@@ -124,7 +129,25 @@ def gather_facts(host: Host, environ: Mapping[str, str], *, probe: bool) -> Laun
         taskset=which("taskset"),
         direct_ok=memsys.supported(),
         current_weights=read_interleave_weights(host),
+        cache_groups=_cache_groups(host, topo) if topo is not None else (),
+        rdma_ports=read_rdma_ports(host, devices),
     )
+
+
+def _cache_groups(host: Host, topo: Topology) -> tuple[frozenset[int], ...]:
+    from numatune.readers.caches import llc_groups
+
+    return llc_groups(host, [c.id for c in topo.cpus if c.online])
+
+
+def read_rdma_ports(host: Host, devices: Sequence[PciDevice]) -> dict[str, tuple[int, ...]]:
+    """RDMA device -> its verbs port numbers (/sys/class/infiniband/NAME/ports/N); (1,) when unreadable."""
+    out = {}
+    for d in devices:
+        for name in d.rdma:
+            ports = sorted(int(p) for p in host.listdir(f"/sys/class/infiniband/{name}/ports") if p.isdigit())
+            out[name] = tuple(ports) or (1,)
+    return out
 
 
 # -- topology and devices (only what launch needs) -------------------------------------------------------
@@ -136,12 +159,14 @@ def read_launch_topology(host: Host, *, node_kinds: bool) -> Topology:
     return read_topology(host, devices=False, cxl=node_kinds, settings=False)
 
 
-def read_launch_devices(host: Host, topo: Topology, bdf: str | None = None) -> list[PciDevice]:
-    """GPUs and accelerators (with NVIDIA UUIDs and AMD KFD nodes), plus the `--gpu` BDF if it is any other device."""
+def read_launch_devices(host: Host, topo: Topology, bdf: str | None = None, *, nics: bool = False) -> list[PciDevice]:
+    """GPUs and accelerators (with NVIDIA UUIDs and AMD KFD nodes), plus the `--gpu` BDF if it is any other
+    device, plus the NICs (with their RDMA devices and netdevs) when `nics` (--nic)."""
     from numatune.readers.pci import read_pci_devices
 
     devices, _ = read_pci_devices(host, topo.nodes)
-    out = [d for d in devices if d.kind in ("gpu", "accelerator") or (bdf and d.bdf.lower() == bdf)]
+    kinds = ("gpu", "accelerator", "nic") if nics else ("gpu", "accelerator")
+    out = [d for d in devices if d.kind in kinds or (bdf and d.bdf.lower() == bdf)]
     if bdf and not any(d.bdf.lower() == bdf for d in out):
         dev = read_pci_function(host, bdf, topo)
         if dev is not None:

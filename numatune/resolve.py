@@ -57,6 +57,11 @@ ENV_KEYS: tuple[str, ...] = (
     "WORLD_SIZE",
     "SLURM_PROCID",
     "OMPI_COMM_WORLD_RANK",
+    # the NIC variables launch --nic sets (a job's own choice is left alone; audit shows them)
+    "UCX_NET_DEVICES",
+    "NCCL_IB_HCA",
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
 )
 
 _BDF = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")

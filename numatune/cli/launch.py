@@ -13,7 +13,7 @@ import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
-from numatune.model.launch import CPU_KIND_CHOICES, MEM_POLICIES, METHODS
+from numatune.model.launch import CPU_KIND_CHOICES, MEM_POLICIES, METHODS, NIC_TRANSPORTS
 
 _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 
@@ -26,8 +26,9 @@ _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 @click.option("--local-size", type=click.IntRange(min=1), help="Ranks on this node (default: LOCAL_WORLD_SIZE, ...).")
 @click.option("--gpu", metavar="INDEX|BDF|UUID", help="The rank's device; a BDF may name any PCI device.")
 @click.option("--node", type=click.IntRange(min=0), help="Bind to this NUMA node (no GPU lookup).")
-@click.option("--cpu-bind", "cpu_bind", default="node", show_default=True, metavar="node|socket|exclusive|cores:N|none",
-              help="Which CPUs of the node the rank gets.")
+@click.option("--cpu-bind", "cpu_bind", default="node", show_default=True,
+              metavar="node|socket|exclusive|core-complex|cores:N|none",
+              help="Which CPUs of the node the rank gets (torchrun --numa-binding's modes, and cores:N).")
 @click.option("--cpu-kind", "cpu_kind", type=click.Choice(CPU_KIND_CHOICES), default="performance", show_default=True,
               help="On hybrid CPUs (P/E, big.LITTLE): which kind exclusive, cores:N and socket take first.")
 @click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True,
@@ -39,6 +40,11 @@ _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 @click.option("--mem-nodes", metavar="LIST", help="Memory nodes for the policy instead of the derived ones (0,2).")
 @click.option("--weights", metavar="NODE:W,...",
               help="Weighted-interleave weights the kernel must have (system-wide: launch does not change them).")
+@click.option("--nic", default="none", show_default=True, metavar="auto|NAME|none",
+              help="Give the rank its own NIC: auto = the RDMA NIC nearest its GPU, or a name (mlx5_3, ib0, BDF); "
+                   "exported as UCX_NET_DEVICES and NCCL_IB_HCA.")
+@click.option("--nic-transport", type=click.Choice(NIC_TRANSPORTS), default="rdma", show_default=True,
+              help="tcp: pick a NIC with a network interface and export NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME.")
 @click.option("--via", type=click.Choice(METHODS), default="auto", show_default=True,
               help="numactl, taskset or direct syscalls (auto: numactl when it can express the policy).")
 @click.option("--best-effort", is_flag=True, help="When a binding cannot be honoured, warn and run unbound.")
@@ -81,6 +87,8 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
         via=kw["via"],
         best_effort=kw["best_effort"],
         cpu_kind=kw["cpu_kind"],
+        nic=kw["nic"],
+        nic_transport=kw["nic_transport"],
     )
     if kw["emit"]:
         _emit(kw["emit"], kw, command)
@@ -102,9 +110,13 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     devices = []
     if opts.node is None or opts.gpu is not None:
         bdf = normalize_bdf(opts.gpu) if opts.gpu else None
-        devices = read_launch_devices(host, topo, bdf)
+        devices = read_launch_devices(host, topo, bdf, nics=opts.nic != "none")
+    elif opts.nic != "none":
+        devices = [d for d in read_launch_devices(host, topo, nics=True) if d.kind == "nic"]
     probe = opts.mem_policy in ("preferred-many", "weighted") and opts.via in ("auto", "numactl")
-    facts = gather_facts(host, os.environ, probe=probe)
+    caches = opts.cpu_bind.mode == "core-complex"
+    facts = gather_facts(host, os.environ, probe=probe, topo=topo if caches else None,
+                         devices=[d for d in devices if d.kind == "nic"])
     plan = plan_launch(topo, devices, facts, opts, command)
     if host.notes:  # files that exist but could not be read, links leaving a saved root
         plan = plan._replace(warnings=plan.warnings + tuple(f"cannot read {p}: {r}" for p, r in host.notes))

@@ -19,7 +19,9 @@ from numatune.memsys import (
 )
 from numatune.model._record import record
 
-CPU_BIND_MODES = ("node", "socket", "exclusive", "cores:N", "none")
+CPU_BIND_MODES = ("node", "socket", "exclusive", "core-complex", "cores:N", "none")
+TORCH_MODES = ("node", "socket", "exclusive", "core-complex")  # torchrun --numa-binding's vocabulary
+NIC_TRANSPORTS = ("rdma", "tcp")  # --nic-transport: what the job's NCCL/Gloo traffic uses
 CPU_KIND_CHOICES = ("performance", "efficiency", "any")  # --cpu-kind: which CPU kinds a rank gets first
 MEM_POLICIES = ("bind", "preferred", "preferred-many", "interleave", "weighted", "cxl-spill", "none")
 METHODS = ("auto", "numactl", "taskset", "direct")
@@ -37,7 +39,7 @@ POLICY_SUPPORT: dict[str, tuple[int, tuple[int, int], str, str]] = {
 
 @record
 class CpuBind:
-    mode: str  # node | socket | exclusive | cores | none
+    mode: str  # node | socket | exclusive | core-complex | cores | none
     cores: int | None = None  # for cores:N
 
 
@@ -58,6 +60,8 @@ class LaunchOptions:
     via: str = "auto"
     best_effort: bool = False
     cpu_kind: str = "performance"  # performance | efficiency | any (see plan.launch.order_by_kind)
+    nic: str = "none"  # none | auto | a NIC name (mlx5_0, ib0, eth2, a BDF): the rank's own NIC
+    nic_transport: str = "rdma"  # rdma | tcp (tcp also exports NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME)
 
 
 @record
@@ -82,6 +86,34 @@ class LaunchFacts:
     taskset: str | None = None
     direct_ok: bool = True  # set_mempolicy syscall number known for this architecture
     current_weights: dict[int, int] = {}
+    # Last-level-cache groups (the highest data/unified cache level's shared_cpu_list of each online CPU,
+    # as torch.numa.binding reads them); () when not read or the tree has no cache information.
+    cache_groups: tuple[frozenset[int], ...] = ()
+    rdma_ports: dict[str, tuple[int, ...]] = {}  # RDMA device -> its verbs ports (only read for --nic)
+
+
+@record
+class NicChoice:
+    """The rank's NIC: which, how near its GPU, and the variables that name it."""
+
+    bdf: str
+    rdma: str | None
+    netdev: str | None
+    path: str  # PIX | PXB | PHB | NODE | SYS | "named" (--nic NAME with no GPU to compare)
+    source: str  # "nearest to GPU 0000:18:00.0 (PIX)", "--nic mlx5_3"
+    shared_with: tuple[str, ...] = ()  # other GPUs in use whose nearest NIC is the same
+
+
+@record
+class TorchView:
+    """What `torchrun --numa-binding=MODE` would give this rank (torch.numa.binding, PyTorch 2.9+)."""
+
+    mode: str
+    node: int | None
+    cpus: tuple[int, ...]  # empty when it would fail
+    same: bool
+    error: str | None = None  # why torchrun would fail instead of binding
+    because: tuple[str, ...] = ()  # why numatune differs
 
 
 @record
@@ -141,4 +173,6 @@ class LaunchPlan:
     warnings: tuple[str, ...] = ()
     unbound: bool = False  # --best-effort fell back to an unbound run
     cpu_kinds: tuple[KindShare, ...] = ()  # the CPU kinds the rank's CPUs belong to (hybrid CPUs only)
+    nic: NicChoice | None = None  # --nic: the rank's own NIC
+    torch: TorchView | None = None  # torchrun --numa-binding's choice for the same rank and mode
 

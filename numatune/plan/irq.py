@@ -106,11 +106,12 @@ def exclusive_split(
 
     Per node: physical cores (isolated ones left out), `reserve_cores` kept for housekeeping (the first,
     on hybrid CPUs the least performant: plan.launch.without_reserved),
-    the rest split evenly among the node's ranks (the remainder stays free too). On CPUs with several
+    the rest split evenly among the node's ranks (the first ranks take one more when the split is uneven,
+    as launch and torchrun's exclusive mode give them; over mixed CPU kinds the remainder stays free). On CPUs with several
     kinds the split is over the performance cores when they are enough, as launch's default
     `--cpu-kind performance` does (plan.launch.kind_tiers), so IRQs never land on the cores ranks get.
     """
-    from numatune.plan.launch import kind_tiers, without_reserved
+    from numatune.plan.launch import even_share, kind_tiers, one_kind, without_reserved
 
     placement = rank_nodes(topo, ranks)
     out: dict[int, tuple[int, ...]] = {}
@@ -127,7 +128,8 @@ def exclusive_split(
         if per == 0:
             notes.append(f"node {nid}: {len(usable)} cores for {len(members)} ranks: ranks get no exclusive cores")
         for j, rank in enumerate(members):
-            out[rank] = tuple(sorted(c for core in usable[j * per : (j + 1) * per] for c in core))
+            start, end = even_share(len(usable), len(members), j, spread=one_kind(topo, usable)) if per else (0, 0)
+            out[rank] = tuple(sorted(c for core in usable[start:end] for c in core))
     return out, notes
 
 

@@ -22,8 +22,10 @@ from numatune.model.launch import (
     LaunchPlan,
     MemPolicy,
     RankInfo,
+    TorchView,
 )
 from numatune.model.topology import NumaNode, PciDevice, Topology
+from numatune.plan.nic import choose_nic, nic_env
 from numatune.readers.nodes import WEIGHT_DIR
 from numatune.resolve import (  # noqa: F401 - re-exported: the CLI, irq plan and tests use them from here
     ENV_KEYS,
@@ -41,13 +43,14 @@ from numatune.resolve import (  # noqa: F401 - re-exported: the CLI, irq plan an
 
 # -- option parsing (pure, used by the CLI) ---------------------------------------------------------
 def parse_cpu_bind(text: str) -> CpuBind:
-    """`node`, `socket`, `exclusive`, `none` or `cores:N`."""
-    if text in ("node", "socket", "exclusive", "none"):
+    """`node`, `socket`, `exclusive`, `core-complex`, `none` or `cores:N`."""
+    if text in ("node", "socket", "exclusive", "core-complex", "none"):
         return CpuBind(text)
     m = re.fullmatch(r"cores:(\d+)", text)
     if m and int(m.group(1)) > 0:
         return CpuBind("cores", int(m.group(1)))
-    raise UsageError(f"--cpu-bind {text!r}: expected node, socket, exclusive, cores:N (N >= 1) or none")
+    raise UsageError(
+        f"--cpu-bind {text!r}: expected node, socket, exclusive, core-complex, cores:N (N >= 1) or none")
 
 
 def parse_weights(text: str) -> dict[int, int]:
@@ -208,6 +211,24 @@ def _cores_of(topo: Topology, node: NumaNode, usable: frozenset[int]) -> list[tu
     return cores
 
 
+def even_share(total: int, count: int, index: int, *, spread: bool = True) -> tuple[int, int]:
+    """[start, end) of item `index` when `total` items are split evenly among `count`: the first
+    `total % count` get one more (as torchrun's --numa-binding=exclusive splits a node's cores), or,
+    without `spread`, the leftover stays unused."""
+    per, extra = divmod(total, count)
+    extra = extra if spread else 0
+    start = index * per + min(index, extra)
+    return start, start + per + (1 if index < extra else 0)
+
+
+def one_kind(topo: Topology, cores: Sequence[tuple[int, ...]]) -> bool:
+    """True when the cores are all of one CPU kind (always on a CPU with one kind)."""
+    kinds = topo.cpu_kinds
+    if not kinds.heterogeneous:
+        return True
+    return len({(k.rank if (k := kinds.kind_of(core[0])) else None) for core in cores}) <= 1
+
+
 def _flat(cores: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
     return tuple(sorted(c for core in cores for c in core))
 
@@ -358,6 +379,8 @@ def choose_cpus(
         cpus = _flat(_kind_pool(topo, opts, socket_cores, 1, "socket", reasons, warnings))
         shown = ",".join(str(p) for p in sorted(packages)) or "?"
         reasons.append(f"cpus: socket {shown} of node {node_id} (nodes {','.join(map(str, nodes))}){reserve}")
+    elif mode == "core-complex":
+        cpus = _core_complex(topo, opts, facts, node_id, cores, share, reserve, reasons, warnings)
     else:
         index, count = share
         need = count if mode == "exclusive" else count * (opts.cpu_bind.cores or 1)
@@ -366,24 +389,85 @@ def choose_cpus(
         per = len(cores) // count if mode == "exclusive" else (opts.cpu_bind.cores or 1)
         if per == 0:
             raise BindingError(f"node {node_id} has {len(cores)} usable core(s){reserve} for {count} ranks")
-        if (index + 1) * per > len(cores):
+        # exclusive: the cores left after an even split go one each to the first ranks, as torchrun's
+        # --numa-binding=exclusive gives them; over mixed CPU kinds they stay free (each rank the same count)
+        spread = one_kind(topo, cores)
+        extra = len(cores) % count if mode == "exclusive" and spread else 0
+        start, end = (even_share(len(cores), count, index, spread=spread) if mode == "exclusive"
+                      else (index * per, (index + 1) * per))
+        if end > len(cores):
             raise BindingError(
-                f"cores:{per} for rank #{index + 1} of {count} on node {node_id} needs {(index + 1) * per} cores; "
+                f"cores:{per} for rank #{index + 1} of {count} on node {node_id} needs {end} cores; "
                 f"{len(cores)} usable{reserve}"
             )
-        mine = cores[index * per : (index + 1) * per]
-        cpus = _flat(mine)
-        left = len(cores) - count * per if mode == "exclusive" else None
-        spare = f"; {left} core(s) left unused" if left else ""
+        cpus = _flat(cores[start:end])
         what = "exclusive" if mode == "exclusive" else f"cores:{per}"
+        if mode == "exclusive":
+            each = f"{per} core(s) each" + (f", one more for the first {extra}" if extra else "")
+            left = len(cores) - count * per - extra
+            each += f"; {left} core(s) left unused (mixed CPU kinds: every rank gets as many)" if left else ""
+        else:
+            left = len(cores) - count * per
+            each = f"{per} core(s) each" + (f"; {left} core(s) left unused" if left > 0 else "")
         reasons.append(
             f"cpus: {what}: node {node_id} has {len(cores)} usable physical core(s){reserve}, {count} rank(s) share it "
-            f"→ {per} core(s) each; this rank is #{index + 1} → cores {index * per}-{(index + 1) * per - 1} "
-            f"of the node, SMT siblings kept together{spare}"
+            f"→ {each}; this rank is #{index + 1} → cores {start}-{end - 1} of the node, SMT siblings kept together"
         )
     if excluded:
         reasons.append("cpus excluded: " + "; ".join(excluded))
     return cpus
+
+
+def llc_of_cores(facts: LaunchFacts, cores: Sequence[tuple[int, ...]]) -> list[tuple[int, list[tuple[int, ...]]]]:
+    """The cores grouped by last-level cache, in torch.numa.binding's order: most usable CPUs first, then
+    the group's lowest CPU (of its whole shared_cpu_list). Each item: (that lowest CPU, the group's cores)."""
+    group_of = {cpu: g for g in facts.cache_groups for cpu in g}
+    by_key: dict[int, list[tuple[int, ...]]] = {}
+    for core in cores:
+        g = group_of.get(core[0])
+        if g is None:
+            raise BindingError(f"CPU {core[0]} has no cache information (cpu{core[0]}/cache/index*): "
+                               "--cpu-bind core-complex needs the last-level cache groups; use exclusive")
+        by_key.setdefault(min(g), []).append(core)
+    return sorted(by_key.items(), key=lambda kv: (-len(_flat(kv[1])), kv[0]))
+
+
+def _core_complex(
+    topo: Topology, opts: LaunchOptions, facts: LaunchFacts, node_id: int, cores: list[tuple[int, ...]],
+    share: tuple[int, int], reserve: str, reasons: list[str], warnings: list[str],
+) -> tuple[int, ...]:
+    """One last-level-cache group (core complex) of the node per rank. Groups are ordered as torchrun's
+    core-complex mode orders them and handed out round robin; when there are more ranks than groups, the
+    ranks that land on one group split its cores (torchrun gives each of them the whole group)."""
+    if not facts.cache_groups:
+        raise BindingError("this root has no last-level cache information (cpu*/cache/index*/shared_cpu_list): "
+                           "--cpu-bind core-complex cannot group cores; use exclusive")
+    groups = llc_of_cores(facts, cores)
+    index, count = share
+    slot = index % len(groups)
+    key, mine = groups[slot]
+    shown = "; ".join(f"{format_cpulist(_flat(g))}" for _, g in groups)
+    reasons.append(f"core complexes: node {node_id} has {len(groups)} last-level-cache group(s) of usable CPUs"
+                   f"{reserve} ({shown}), ordered by size then lowest CPU")
+    sharing = [i for i in range(count) if i % len(groups) == slot]
+    if len(sharing) > 1:
+        pos = sharing.index(index)
+        if len(mine) < len(sharing):
+            raise BindingError(f"L3 group {format_cpulist(_flat(mine))} of node {node_id} has {len(mine)} core(s) "
+                               f"for {len(sharing)} ranks")
+        start, end = even_share(len(mine), len(sharing), pos)
+        mine = mine[start:end]
+        warnings.append(f"{count} ranks on node {node_id} but {len(groups)} L3 group(s): ranks "
+                        f"#{', #'.join(str(i + 1) for i in sharing)} share group {slot + 1} and split its cores "
+                        "(torchrun --numa-binding=core-complex would give each of them the whole group)")
+        reasons.append(f"cpus: core-complex: rank #{index + 1} of {count} → group {slot + 1}, shared with "
+                       f"{len(sharing) - 1} other rank(s): part {pos + 1} of {len(sharing)} of its cores")
+    else:
+        reasons.append(f"cpus: core-complex: rank #{index + 1} of {count} → group {slot + 1} of {len(groups)} "
+                       f"(L3 shared by CPUs {format_cpulist(_flat(mine))})")
+    if topo.cpu_kinds.heterogeneous and opts.cpu_kind != "any":
+        mine = _kind_pool(topo, opts, mine, 1, "core-complex", reasons, warnings)
+    return _flat(mine)
 
 
 # -- memory -------------------------------------------------------------------------------------------------
@@ -628,7 +712,13 @@ def plan_launch(
         reasons.append(f"node: {node} ({node_source})")
         share = _share(opts, rank, dev, in_use, node, reasons)
         cpus = choose_cpus(topo, opts, facts, node, share, reasons, warnings)
+        from numatune.plan.torchrun import torch_view  # here: it uses even_share from this module
+
+        torch = torch_view(topo, facts, opts, dev, in_use, node, node_source, cpus, share)
+        if torch is not None:
+            reasons.append(_torch_line(torch))
         mem = choose_memory(topo, opts, facts, node, reasons, warnings)
+        nic = choose_nic(opts.nic, opts.nic_transport, dev, in_use, node, devices, reasons, warnings)
         method, argv = choose_method(opts, facts, cpus, mem, command, reasons)
     except BindingError as exc:
         if not opts.best_effort:
@@ -644,13 +734,25 @@ def plan_launch(
         else:
             set_env["OMP_NUM_THREADS"] = str(len(cpus))
             reasons.append(f"env: OMP_NUM_THREADS={len(cpus)} (one thread per bound CPU)")
+    if nic is not None:
+        set_env.update(nic_env(nic, opts.nic_transport, facts.rdma_ports, env, reasons))
     mode = opts.cpu_bind.mode if opts.cpu_bind.mode != "cores" else f"cores:{opts.cpu_bind.cores}"
     shares = kind_shares(topo, cpus)
     if shares:
         reasons.append("cpu kind: " + "; ".join(
             f"{len(s.cpus)} {s.name or '?'} ({s.role}) CPU(s) {format_cpulist(s.cpus)}" for s in shares))
     return LaunchPlan(rank, gpu, node, node_source, mode, cpus, mem, method, argv, tuple(command), set_env,
-                      tuple(reasons), tuple(warnings), cpu_kinds=shares)
+                      tuple(reasons), tuple(warnings), cpu_kinds=shares, nic=nic, torch=torch)
+
+
+def _torch_line(view: TorchView) -> str:
+    """The dry run's sentence on torchrun --numa-binding for the same rank."""
+    head = f"torchrun --numa-binding={view.mode}"
+    if view.error:
+        return f"{view.error}; numatune binds as above"
+    if view.same:
+        return f"{head} would choose the same CPUs (node {view.node})"
+    return f"{head} would bind to CPUs {format_cpulist(view.cpus)} (node {view.node}): " + "; ".join(view.because)
 
 
 def _share(
@@ -658,7 +760,7 @@ def _share(
     reasons: list[str],
 ) -> tuple[int, int]:
     """(position of this rank among the ranks on its node, how many there are) for exclusive / cores:N."""
-    if opts.cpu_bind.mode not in ("exclusive", "cores"):
+    if opts.cpu_bind.mode not in ("exclusive", "cores", "core-complex"):
         return 0, 1
     if dev is None or opts.node is not None:
         count = rank.local_size or 1

@@ -34,3 +34,31 @@ def last_level_cache(host: Host, cpus: list[int] | tuple[int, ...]) -> int | Non
     if not best:
         return None
     return sum(best[max(best)].values())
+
+
+def llc_groups(host: Host, cpus: list[int] | tuple[int, ...]) -> tuple[frozenset[int], ...]:
+    """The last-level-cache groups of these CPUs: for each CPU, the shared_cpu_list of its highest
+    data/unified cache level (an AMD CCX/CCD's L3, a GB10 cluster's L3, a socket's L3 on most Intel
+    parts), read once per group. () when the tree has no cache information."""
+    groups: list[frozenset[int]] = []
+    covered: set[int] = set()
+    found = False
+    for cpu in sorted(cpus):
+        if cpu in covered:
+            continue
+        base = f"/sys/devices/system/cpu/cpu{cpu}/cache"
+        best: tuple[int, str] | None = None
+        for idx in host.listdir(base):
+            if not idx.startswith("index") or not idx[5:].isdigit():
+                continue
+            if (host.read_optional(f"{base}/{idx}/type") or "").strip() not in ("Unified", "Data"):
+                continue
+            level = host.read_int(f"{base}/{idx}/level")
+            if level is not None and (best is None or level > best[0]):
+                best = (level, idx)
+        shared = host.read_cpulist(f"{base}/{best[1]}/shared_cpu_list") if best else None
+        found |= bool(shared)
+        group = frozenset(shared or ()) | {cpu}
+        covered |= group
+        groups.append(group)
+    return tuple(groups) if found else ()

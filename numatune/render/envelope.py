@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 SCHEMAS = {
     "inspect": "numatune.inspect/2",
     "audit": "numatune.audit/1",
-    "launch": "numatune.launch/1",
+    "launch": "numatune.launch/2",
     "irq": "numatune.irq/1",
     "irq-plan": "numatune.irq-plan/1",
     "irq-apply": "numatune.irq-apply/1",

@@ -1,4 +1,4 @@
-"""The `numatune.launch/1` JSON document (documented in docs/json-schemas.md)."""
+"""The `numatune.launch/2` JSON document (documented in docs/json-schemas.md)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,22 @@ def launch_document(plan: LaunchPlan, source: str) -> dict[str, Any]:
             "nodes": list(mem.nodes),
             "weights": {str(n): w for n, w in mem.weights.items()} or None,
             "weights_source": mem.weights_source,
+        },
+        nic=None if plan.nic is None else {
+            "bdf": plan.nic.bdf,
+            "rdma": plan.nic.rdma,
+            "netdev": plan.nic.netdev,
+            "path": plan.nic.path,
+            "source": plan.nic.source,
+            "shared_with": list(plan.nic.shared_with),
+        },
+        torchrun=None if plan.torch is None else {
+            "mode": plan.torch.mode,
+            "node": plan.torch.node,
+            "cpus": list(plan.torch.cpus),
+            "same": plan.torch.same,
+            "error": plan.torch.error,
+            "because": list(plan.torch.because),
         },
         method=plan.method,
         argv=list(plan.argv),

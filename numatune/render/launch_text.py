@@ -32,4 +32,5 @@ def summary_line(plan: LaunchPlan) -> str:
     memory = f"memory {mem.policy}:{format_cpulist(mem.nodes)}" if mem.mode is not None else "memory unbound"
     if mem.weights:
         memory += " weights " + ",".join(f"{n}:{w}" for n, w in mem.weights.items())
-    return f"{who}: {cpus}, {memory}, via {plan.method}"
+    nic = f", nic {plan.nic.rdma or plan.nic.netdev or plan.nic.bdf}" if plan.nic is not None else ""
+    return f"{who}: {cpus}, {memory}{nic}, via {plan.method}"

@@ -79,7 +79,7 @@ def test_json_plan_with_cuda_visible_devices(cli, cvd, rank, bdf):
               env={**CLEAN, "LOCAL_RANK": rank, "CUDA_VISIBLE_DEVICES": cvd})
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert doc["schema"] == "numatune.launch/1"
+    assert doc["schema"] == "numatune.launch/2"
     assert doc["gpu"]["bdf"] == bdf and doc["gpu"]["uuid"].startswith("GPU-5e1c0a")
     node = 0 if bdf < "0000:80" else 1
     assert doc["node"] == node and doc["memory"]["nodes"] == [node, node + 2]
@@ -213,7 +213,7 @@ def test_emitted_wrapper_forwards_every_option():
     given = ["--rank", "1", "--local-size", "2", "--gpu", "0", "--node", "1", "--cpu-bind", "cores:2",
              "--reserve-cores", "1", "--allow-isolated", "--mem-policy", "interleave", "--mem-nodes", "0,1",
              "--weights", "0:1", "--via", "taskset", "--best-effort", "--quiet", "--cpu-kind", "efficiency",
-             "--", "true"]
+             "--nic", "mlx5_3", "--nic-transport", "tcp", "--", "true"]
     kw = launch_cmd.make_context("launch", list(given)).params
     options = [p for p in launch_cmd.params if isinstance(p, click.Option) and p.name not in NOT_FORWARDED]
     assert all(kw[p.name] != p.default for p in options), "give every option a non-default value here"

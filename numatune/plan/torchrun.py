@@ -1,0 +1,162 @@
+"""What `torchrun --numa-binding=MODE` (torch.numa.binding, PyTorch 2.9+) would give the same rank, and why
+numatune's answer differs where it does. Pure; launch prints it in the dry run and the JSON plan.
+
+torch.numa.binding's inputs, as its source reads them:
+- the GPU of local rank r is cuda:r; its node is the PCI function's numa_node, with -1 read as node 0;
+- a node's CPUs are nodeN/cpulist ∩ sched_getaffinity(0) (no isolcpus, CPU kinds or reserved cores);
+- socket: the nodes whose lowest allowed CPU has the GPU node's physical_package_id (every possible
+  node is asked; one without an allowed CPU makes it fail);
+- exclusive: the node's physical cores (grouped by the lowest thread sibling, in that order) split evenly
+  over the GPUs it sees on the node, the first GPUs taking one more when the split is uneven;
+- core-complex: the node's CPUs grouped by their highest-level data/unified cache (keyed by the lowest
+  CPU of its shared_cpu_list), most allowed CPUs first, then by that key; GPU #i on the node takes
+  group i modulo the number of groups (so ranks beyond the group count share a whole group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from numatune.cpulist import format_cpulist
+from numatune.model.launch import TORCH_MODES, LaunchFacts, LaunchOptions, TorchView
+from numatune.model.topology import PciDevice, Topology
+from numatune.plan.launch import even_share
+from numatune.resolve import pci_sort_key
+
+
+class _Fails(Exception):
+    pass
+
+
+def torch_node(dev: PciDevice) -> int:
+    return dev.numa_node if dev.numa_node is not None else 0
+
+
+def _allowed(topo: Topology, facts: LaunchFacts) -> frozenset[int]:
+    online = frozenset(topo.cpu.online) or frozenset(c for n in topo.nodes for c in n.cpus)
+    return online if facts.allowed_cpus is None else online & facts.allowed_cpus
+
+
+def _node_cpus(topo: Topology, node: int, allowed: frozenset[int]) -> set[int]:
+    n = topo.node(node)
+    if n is None:
+        raise _Fails(f"node {node} has no cpulist (RuntimeError)")
+    return set(n.cpus) & allowed
+
+
+def _socket(topo: Topology, node: int, allowed: frozenset[int]) -> set[int]:
+    pkg = {c.id: c.package for c in topo.cpus}
+    mine = _node_cpus(topo, node, allowed)
+    if not mine:
+        raise _Fails(f"node {node} has no allowed CPU")
+    want = pkg.get(min(mine))
+    out: set[int] = set()
+    for n in topo.nodes:
+        cpus = _node_cpus(topo, n.id, allowed)
+        if not cpus:
+            raise _Fails(f"it asks every node for its lowest allowed CPU and node {n.id} has none "
+                         f"({n.kind}, {'CPU-less' if not n.cpus else 'outside the allowed CPUs'})")
+        if pkg.get(min(cpus)) == want:
+            out |= cpus
+    return out
+
+
+def _split_index(dev: PciDevice, in_use: Sequence[PciDevice], node: int) -> tuple[int, int]:
+    gpus = sorted({d.bdf: d for d in [*in_use, dev] if torch_node(d) == node}.values(),
+                  key=lambda d: pci_sort_key(d.bdf))
+    return [d.bdf for d in gpus].index(dev.bdf), len(gpus)
+
+
+def _exclusive(topo: Topology, dev: PciDevice, in_use: Sequence[PciDevice], node: int,
+               allowed: frozenset[int]) -> set[int]:
+    sib = {c.id: c.siblings or (c.id,) for c in topo.cpus}
+    cores: dict[int, set[int]] = {}
+    for cpu in _node_cpus(topo, node, allowed):
+        cores.setdefault(min(sib.get(cpu, (cpu,))), set()).add(cpu)
+    ordered = [cores[k] for k in sorted(cores)]
+    index, count = _split_index(dev, in_use, node)
+    if len(ordered) < count:
+        raise _Fails(f"node {node} has {len(ordered)} physical core(s) for {count} GPUs")
+    start, end = even_share(len(ordered), count, index)
+    return set().union(*ordered[start:end])
+
+
+def _core_complex(topo: Topology, facts: LaunchFacts, dev: PciDevice, in_use: Sequence[PciDevice], node: int,
+                  allowed: frozenset[int]) -> set[int]:
+    group_of = {cpu: g for g in facts.cache_groups for cpu in g}
+    groups: dict[int, set[int]] = {}
+    for cpu in _node_cpus(topo, node, allowed):
+        if cpu not in group_of:
+            raise _Fails(f"CPU {cpu} has no cache information")
+        groups.setdefault(min(group_of[cpu]), set()).add(cpu)
+    if not groups:
+        raise _Fails(f"node {node} has no allowed CPU")
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    index, _ = _split_index(dev, in_use, node)
+    return ordered[index % len(ordered)][1]
+
+
+def torch_view(
+    topo: Topology, facts: LaunchFacts, opts: LaunchOptions, dev: PciDevice | None, in_use: Sequence[PciDevice],
+    node: int, node_source: str, cpus: tuple[int, ...], share: tuple[int, int],
+) -> TorchView | None:
+    """torchrun's answer for this rank and mode (None for modes it lacks, or with --node: it needs a GPU)."""
+    mode = opts.cpu_bind.mode
+    if mode not in TORCH_MODES or dev is None or opts.node is not None:
+        return None
+    tnode = torch_node(dev)
+    allowed = _allowed(topo, facts)
+    try:
+        if mode == "node":
+            tcpus = _node_cpus(topo, tnode, allowed)
+        elif mode == "socket":
+            tcpus = _socket(topo, tnode, allowed)
+        elif mode == "exclusive":
+            tcpus = _exclusive(topo, dev, in_use, tnode, allowed)
+        else:
+            tcpus = _core_complex(topo, facts, dev, in_use, tnode, allowed)
+        if not tcpus:
+            raise _Fails("it would bind to no CPU (RuntimeError)")
+    except _Fails as exc:
+        return TorchView(mode, tnode, (), False, f"torchrun --numa-binding={mode} would fail: {exc}")
+    except ValueError:
+        return TorchView(mode, tnode, (), False, f"torchrun --numa-binding={mode} would fail (min() of no CPUs)")
+    theirs = tuple(sorted(tcpus))
+    same = theirs == tuple(sorted(cpus))
+    return TorchView(mode, tnode, theirs, same, None,
+                     () if same else _because(topo, facts, opts, dev, in_use, node, node_source, set(theirs),
+                                              set(cpus), share, tnode))
+
+
+def _because(
+    topo: Topology, facts: LaunchFacts, opts: LaunchOptions, dev: PciDevice, in_use: Sequence[PciDevice],
+    node: int, node_source: str, theirs: set[int], mine: set[int], share: tuple[int, int], tnode: int,
+) -> tuple[str, ...]:
+    mode = opts.cpu_bind.mode
+    out = []
+    if tnode != node:
+        out.append(f"torchrun --numa-binding would bind this rank to node {tnode}: the GPU reports numa_node -1 "
+                   f"(numatune uses node {node}: {node_source})")
+    iso = theirs & facts.isolated
+    if iso and not opts.allow_isolated:
+        out.append(f"it would also use the isolated CPUs {format_cpulist(iso)} (isolcpus), which numatune leaves out")
+    if opts.reserve_cores:
+        out.append(f"it reserves no cores (numatune: --reserve-cores {opts.reserve_cores})")
+    kinds = topo.cpu_kinds
+    if kinds.heterogeneous and opts.cpu_kind != "any" and mode != "node" \
+            and any(kinds.role_of(c) != kinds.role_of(min(mine)) for c in theirs):
+        out.append(f"it ignores CPU kinds (numatune: --cpu-kind {opts.cpu_kind} takes those cores first)")
+    if mode in ("exclusive", "core-complex") and tnode == node:
+        tindex, tcount = _split_index(dev, in_use, node)
+        if tcount != share[1]:
+            out.append(f"it counts {tcount} GPU(s) on node {node} where numatune shares it among {share[1]} rank(s)")
+        elif mode == "core-complex" and facts.cache_groups:
+            groups = len({min(g) for g in facts.cache_groups if set(g) & set(topo.node(node).cpus)})
+            if share[1] > groups:
+                out.append(f"{share[1]} ranks on {groups} L3 group(s): it gives each rank on a shared group the "
+                           "whole group, numatune splits the group's cores between them")
+    if not out:
+        extra = theirs - mine
+        out.append(f"numatune leaves out CPUs {format_cpulist(extra)} (not usable here)" if extra and not mine - theirs
+                   else "numatune's usable CPUs of the node differ from torchrun's (see the cpus lines above)")
+    return tuple(out)
