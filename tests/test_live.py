@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from numatune.live.enrich import enrich_topology
 from numatune.readers.topology import read_topology
 from numatune.system.host import Host
-from numatune.system.live import enrich_topology
 from tests.conftest import fixture_root
 
 

@@ -186,7 +186,7 @@ def test_move_pages_of_a_vanished_process_is_process_gone():
 
 
 def test_set_mempolicy_is_per_thread_and_bind_goes_through_memsys():
-    from numatune.system import bind
+    from numatune.live import bind
 
     seen: list = []
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from numatune.errors import BindingError
+from numatune.live.bind import cgroup_cpuset, read_launch_devices, read_launch_topology
 from numatune.model.launch import CpuBind, LaunchFacts, LaunchOptions, RankInfo
 from numatune.model.resolve import ENV_KEYS, cgroup_cpuset_dirs, gpus_in_pci_order, pci_sort_key, rank_gpu
 from numatune.plan.launch import choose_gpu as launch_gpu
@@ -13,7 +14,6 @@ from numatune.plan.launch import detect_rank
 from numatune.readers.procs import ENVIRON_KEYS, local_rank
 from numatune.readers.procs import choose_gpu as audit_gpu
 from numatune.readers.topology import read_topology
-from numatune.system.bind import cgroup_cpuset, read_launch_devices, read_launch_topology
 from numatune.system.host import Host
 from tests.conftest import fixture_root, tree_fixtures
 

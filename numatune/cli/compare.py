@@ -64,9 +64,9 @@ def compare_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN0
         raise InputError(f"compare runs a command on the live node, not on --root {app.root}")
 
     from numatune.commands.compare import CommandFailed, plan_placements, run_compare
+    from numatune.live.bind import gather_facts, read_launch_devices, read_launch_topology
     from numatune.model.launch import LaunchOptions
     from numatune.plan.launch import normalize_bdf, parse_cpu_bind
-    from numatune.system.bind import gather_facts, read_launch_devices, read_launch_topology
 
     topo = read_launch_topology(host, node_kinds=True)
     node = kw["node"]

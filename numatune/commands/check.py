@@ -174,7 +174,7 @@ def _audit_results(host: Host, topo: Topology, pids: Sequence[int]) -> list[Chec
 
 def numactl_version(host: Host) -> tuple[str | None, str]:
     """numactl's installed version on the live node, and why not when it cannot be known."""
-    from numatune.system.bind import installed_numactl_version, which
+    from numatune.live.bind import installed_numactl_version, which
 
     if not host.is_live:
         return None, "numactl's version is only known on the live node, not in a saved root"

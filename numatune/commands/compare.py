@@ -97,8 +97,8 @@ def placement_options(name: str, base: LaunchOptions, topo: Topology, home: int)
 
 def plan_placements(names: Sequence[str], base: LaunchOptions, topo: Topology, devices: Sequence[PciDevice],
                     facts: LaunchFacts, command: Sequence[str]) -> list[Placement]:
+    from numatune.live.bind import which
     from numatune.plan.launch import plan_launch
-    from numatune.system.bind import which
 
     program = command[0] if command else ""
     if not program or ("/" in program and not os.access(program, os.X_OK)) or ("/" not in program
@@ -189,7 +189,7 @@ def _status(rc: int) -> int:
 def run_once(host: Host, placement: Placement, environ: Mapping[str, str], metric: re.Pattern[str] | None,
              interval: float, rnd: int) -> tuple[Run, str]:
     """One run: (the record, the output tail)."""
-    from numatune.system.bind import bind_direct
+    from numatune.live.bind import bind_direct
 
     plan = placement.plan
     env = dict(environ)

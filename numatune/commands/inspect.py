@@ -21,7 +21,7 @@ def read_inspect_topology(host: Host, pci_ids: str | None):  # noqa: ANN201 - To
 
     topo = read_topology(host, pci_ids=pci_ids)
     if topo.live:
-        from numatune.system.live import enrich_topology
+        from numatune.live.enrich import enrich_topology
 
         topo = enrich_topology(topo)
     return topo

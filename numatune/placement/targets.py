@@ -371,7 +371,7 @@ def live_context(*, devices: bool = False, topology: Topology | None = None,
     here, why = _here(host, topology)
     devs: tuple[PciDevice, ...] = ()
     if devices:
-        from numatune.system.bind import read_launch_devices
+        from numatune.live.bind import read_launch_devices
 
         devs = tuple(read_launch_devices(host, topology))
     from numatune.plan.launch import ENV_KEYS

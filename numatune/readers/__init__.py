@@ -1,7 +1,7 @@
 """Readers: Host -> model. Each module owns one subsystem; `read_topology` assembles them.
 
 Pure `parse_*` functions take text; `read_*` functions take a Host. No reader imports click, rich,
-psutil, pyudev or py-cpuinfo: those only enrich live runs, from `numatune.system.live`.
+psutil, pyudev or py-cpuinfo: those only enrich live runs, from `numatune.live.enrich`.
 """
 
 from __future__ import annotations

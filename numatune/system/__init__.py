@@ -1,2 +1,2 @@
-"""Access to the system: reading a root (`host`), the memory-policy syscalls (`memsys`), the live
-node's extras (`live`), binding and exec (`bind`) and the one writer of IRQ state (`irq_apply`)."""
+"""Access to the system: reading a root, live or saved (`host`), and the NUMA memory-policy syscalls
+(`memsys`). Nothing here knows a command; everything that reads or calls the kernel goes through it."""

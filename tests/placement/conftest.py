@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from numatune.live.bind import read_launch_devices
 from numatune.placement.targets import LiveContext
 from numatune.readers.topology import read_topology
-from numatune.system.bind import read_launch_devices
 from numatune.system.host import Host
 from tests.conftest import fixture_root
 

@@ -6,6 +6,7 @@ import pytest
 
 from numatune.cpulist import format_cpulist
 from numatune.errors import BindingError, InputError, UsageError
+from numatune.live.bind import read_launch_devices, read_launch_topology
 from numatune.model.launch import CpuBind, LaunchFacts, LaunchOptions, Numactl
 from numatune.plan.launch import (
     RANK_VARS,
@@ -18,7 +19,6 @@ from numatune.plan.launch import (
     slurm_tasks_on_node,
 )
 from numatune.readers.nodes import read_interleave_weights
-from numatune.system.bind import read_launch_devices, read_launch_topology
 from numatune.system.host import Host
 from tests.conftest import fixture_root
 
