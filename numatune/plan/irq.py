@@ -105,9 +105,9 @@ def exclusive_split(
     """rank -> CPUs as `launch --cpu-bind exclusive` gives them; plus notes about ranks left without cores.
 
     Per node: physical cores (isolated ones left out), `reserve_cores` kept for housekeeping (the first,
-    on hybrid CPUs the least performant: plan.launch.without_reserved),
-    the rest split evenly among the node's ranks (the first ranks take one more when the split is uneven,
-    as launch and torchrun's exclusive mode give them; over mixed CPU kinds the remainder stays free). On CPUs with several
+    on hybrid CPUs the least performant: plan.launch.without_reserved), the rest split evenly among
+    the node's ranks (the first ranks take one more when the split is uneven, as launch and torchrun's
+    exclusive mode give them; over mixed CPU kinds the remainder stays free). On CPUs with several
     kinds the split is over the performance cores when they are enough, as launch's default
     `--cpu-kind performance` does (plan.launch.kind_tiers), so IRQs never land on the cores ranks get.
     """

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from numatune.analysis.paths import RANK, connection
 from numatune.errors import BindingError
 from numatune.model.launch import NicChoice
+from numatune.model.resolve import normalize_bdf, pci_sort_key
 from numatune.model.topology import PciDevice
-from numatune.resolve import normalize_bdf, pci_sort_key
 
 NIC_VARS = ("UCX_NET_DEVICES", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 from numatune.cpulist import format_cpulist
 from numatune.model.launch import TORCH_MODES, LaunchFacts, LaunchOptions, TorchView
+from numatune.model.resolve import pci_sort_key
 from numatune.model.topology import PciDevice, Topology
 from numatune.plan.launch import even_share
-from numatune.resolve import pci_sort_key
 
 
 class _Fails(Exception):
