@@ -114,7 +114,7 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     elif opts.nic != "none":
         devices = [d for d in read_launch_devices(host, topo, nics=True) if d.kind == "nic"]
     probe = opts.mem_policy in ("preferred-many", "weighted") and opts.via in ("auto", "numactl")
-    caches = opts.cpu_bind.mode == "core-complex"
+    caches = opts.cpu_bind.mode in ("core-complex", "exclusive", "cores")  # cores in cache order
     facts = gather_facts(host, os.environ, probe=probe, topo=topo if caches else None,
                          devices=[d for d in devices if d.kind == "nic"])
     plan = plan_launch(topo, devices, facts, opts, command)

@@ -93,16 +93,16 @@ def gather_facts(
     devices: Sequence[PciDevice] = (),
 ) -> LaunchFacts:
     """Everything the plan needs beyond the topology. `probe` runs numactl to learn its options; `topo`
-    (for --cpu-bind core-complex) reads the last-level-cache groups of its online CPUs; `devices` (for
-    --nic) the verbs ports of their RDMA devices."""
+    (for --cpu-bind exclusive, core-complex and cores:N) reads the last-level-cache groups of its online
+    CPUs; `devices` (for --nic) the verbs ports of their RDMA devices."""
     from numatune.model.resolve import ENV_KEYS
     from numatune.readers.nodes import read_interleave_weights
 
     env = {k: environ[k] for k in ENV_KEYS if k in environ}
-    allowed = mems = None
+    allowed = affinity = mems = None
     source = "every online CPU of the root"
     if host.is_live:
-        allowed = frozenset(os.sched_getaffinity(0))
+        allowed = affinity = frozenset(os.sched_getaffinity(0))
         source = "sched_getaffinity"
         cg, where = cgroup_cpuset(host)
         if cg is not None and not allowed <= cg:
@@ -122,6 +122,7 @@ def gather_facts(
         env=env,
         allowed_cpus=allowed,
         allowed_source=source,
+        affinity_cpus=affinity,
         allowed_mems=mems,
         isolated=host.read_cpulist(ISOLATED) or frozenset(),
         kernel=host.read_optional("/proc/sys/kernel/osrelease"),

@@ -80,6 +80,9 @@ class LaunchFacts:
     env: dict[str, str] = {}  # only the launcher keys in plan.ENV_KEYS
     allowed_cpus: frozenset[int] | None = None  # None: every online CPU (a saved root)
     allowed_source: str = "every online CPU of the root"
+    # sched_getaffinity(0) alone, before the cgroup cpuset is applied (what torch.numa.binding reads);
+    # None when not live or not read
+    affinity_cpus: frozenset[int] | None = None
     allowed_mems: frozenset[int] | None = None
     isolated: frozenset[int] = frozenset()
     kernel: str | None = None  # release string

@@ -134,10 +134,13 @@ def exclusive_split(
 
 
 def _node_cores(topo: Topology, node_id: int, isolated: Iterable[int] = ()) -> list[tuple[int, ...]]:
-    """A node's physical cores in CPU-id order, isolated ones left out: what the rank split and the reserve cut."""
+    """A node's physical cores in topology order (package, die, then CPU id; plan.launch.topology_order, as launch
+    orders them without cache information), isolated ones left out: what the rank split and the reserve cut."""
+    from numatune.plan.launch import topology_order
+
     iso = set(isolated)
     node = topo.node(node_id)
-    return [c for c in physical_cores(topo, node.cpus if node else ()) if not set(c) & iso]
+    return topology_order(topo, [c for c in physical_cores(topo, node.cpus if node else ()) if not set(c) & iso])
 
 
 def housekeeping_cores(topo: Topology, reserve_cores: int,

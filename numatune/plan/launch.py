@@ -195,6 +195,34 @@ def choose_node(
 
 
 # -- CPUs -------------------------------------------------------------------------------------------------
+def topology_order(
+    topo: Topology, cores: Sequence[tuple[int, ...]], cache_groups: Sequence[frozenset[int]] = ()
+) -> list[tuple[int, ...]]:
+    """Cores in topology order: by package, die and last-level-cache group (each group at the place of its
+    lowest CPU), then CPU number. Where the firmware numbers CPUs linearly this is CPU order; where it does
+    not (consecutive CPUs alternating between sockets or L3 groups), a contiguous slice of this order stays
+    within one socket / L3 group while a slice in CPU-number order (torchrun's) spans several."""
+    by_id = {c.id: c for c in topo.cpus}
+    llc = {cpu: min(g) for g in cache_groups for cpu in g}
+
+    def key(core: tuple[int, ...]) -> tuple[int, int, int, int]:
+        c = by_id.get(core[0])
+        package = c.package if c and c.package is not None else -1
+        die = c.die if c and c.die is not None else -1
+        return package, die, llc.get(core[0], -1), core[0]
+
+    firsts: dict[tuple[int, int], int] = {}  # (package, die) -> its lowest CPU: packages keep their CPU order
+    for core in cores:
+        k = key(core)
+        firsts[k[:2]] = min(firsts.get(k[:2], core[0]), core[0])
+    return sorted(cores, key=lambda core: (firsts[key(core)[:2]], *key(core)[2:]))
+
+
+def is_linear(ordered: Sequence[tuple[int, ...]]) -> bool:
+    """True when topology order is CPU-number order."""
+    return [core[0] for core in ordered] == sorted(core[0] for core in ordered)
+
+
 def _cores_of(topo: Topology, node: NumaNode, usable: frozenset[int]) -> list[tuple[int, ...]]:
     """The node's usable CPUs grouped into physical cores (SMT siblings together), in CPU order."""
     by_id = {c.id: c for c in topo.cpus}
@@ -354,7 +382,7 @@ def choose_cpus(
                 )
             cores = without_reserved(topo, cores, opts.reserve_cores)
         kept = [tuple(c for c in core if c in usable) for core in cores]
-        return [core for core in kept if core]
+        return topology_order(topo, [core for core in kept if core], facts.cache_groups)
 
     node = topo.node(node_id)
     if not topo.cpu.online:
@@ -402,6 +430,11 @@ def choose_cpus(
             )
         cpus = _flat(cores[start:end])
         what = "exclusive" if mode == "exclusive" else f"cores:{per}"
+        if not is_linear(cores):
+            by = "package, die and L3 group" if facts.cache_groups else "package and die"
+            reasons.append(f"core order: node {node_id} numbers its CPUs non-linearly (CPU number order alternates "
+                           f"between sockets or L3 groups): cores are split in topology order ({by}), so each "
+                           "rank's share stays as close together as the split allows")
         if mode == "exclusive":
             each = f"{per} core(s) each" + (f", one more for the first {extra}" if extra else "")
             left = len(cores) - count * per - extra

@@ -21,7 +21,8 @@ from numatune.cpulist import format_cpulist
 from numatune.model.launch import TORCH_MODES, LaunchFacts, LaunchOptions, TorchView
 from numatune.model.resolve import pci_sort_key
 from numatune.model.topology import PciDevice, Topology
-from numatune.plan.launch import even_share
+from numatune.plan.irq import physical_cores
+from numatune.plan.launch import even_share, is_linear, topology_order
 
 
 class _Fails(Exception):
@@ -33,8 +34,10 @@ def torch_node(dev: PciDevice) -> int:
 
 
 def _allowed(topo: Topology, facts: LaunchFacts) -> frozenset[int]:
+    """sched_getaffinity(0): torch reads no cgroup cpuset beyond what the kernel put in the mask."""
     online = frozenset(topo.cpu.online) or frozenset(c for n in topo.nodes for c in n.cpus)
-    return online if facts.allowed_cpus is None else online & facts.allowed_cpus
+    mask = facts.affinity_cpus if facts.affinity_cpus is not None else facts.allowed_cpus
+    return online if mask is None else online & mask
 
 
 def _node_cpus(topo: Topology, node: int, allowed: frozenset[int]) -> set[int]:
@@ -137,6 +140,10 @@ def _because(
     if tnode != node:
         out.append(f"torchrun --numa-binding would bind this rank to node {tnode}: the GPU reports numa_node -1 "
                    f"(numatune uses node {node}: {node_source})")
+    if facts.allowed_cpus is not None and theirs - facts.allowed_cpus:
+        out.append(f"it reads sched_getaffinity only and would also use CPUs "
+                   f"{format_cpulist(theirs - facts.allowed_cpus)}, which the job may not run on "
+                   f"({facts.allowed_source})")
     iso = theirs & facts.isolated
     if iso and not opts.allow_isolated:
         out.append(f"it would also use the isolated CPUs {format_cpulist(iso)} (isolcpus), which numatune leaves out")
@@ -148,6 +155,12 @@ def _because(
         out.append(f"it ignores CPU kinds (numatune: --cpu-kind {opts.cpu_kind} takes those cores first)")
     if mode in ("exclusive", "core-complex") and tnode == node:
         tindex, tcount = _split_index(dev, in_use, node)
+        n = topo.node(node)
+        cores = [c for c in physical_cores(topo, n.cpus if n else ()) if set(c) & mine | set(c) & theirs]
+        if mode == "exclusive" and not is_linear(topology_order(topo, cores, facts.cache_groups)):
+            out.append(f"it splits the node's cores in CPU-number order, which is not topology order here "
+                       f"(non-linear CPU numbering): its share spans {_spread(topo, facts, theirs)}, "
+                       f"numatune's {_spread(topo, facts, mine)}")
         if tcount != share[1]:
             out.append(f"it counts {tcount} GPU(s) on node {node} where numatune shares it among {share[1]} rank(s)")
         elif mode == "core-complex" and facts.cache_groups:
@@ -160,3 +173,11 @@ def _because(
         out.append(f"numatune leaves out CPUs {format_cpulist(extra)} (not usable here)" if extra and not mine - theirs
                    else "numatune's usable CPUs of the node differ from torchrun's (see the cpus lines above)")
     return tuple(out)
+
+
+def _spread(topo: Topology, facts: LaunchFacts, cpus: set[int]) -> str:
+    """"2 socket(s), 3 L3 group(s)": how many of each a CPU set touches."""
+    pkg = {c.id: c.package for c in topo.cpus}
+    llc = {cpu: min(g) for g in facts.cache_groups for cpu in g}
+    text = f"{len({pkg.get(c) for c in cpus})} socket(s)"
+    return text + (f", {len({llc.get(c) for c in cpus})} L3 group(s)" if facts.cache_groups else "")
