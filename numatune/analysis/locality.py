@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.model._record import record
 from numatune.model.findings import Finding, Severity, register
-from numatune.model.process import AccessCounters, Fix, Locality, ProcessAudit, ProcessInfo
+from numatune.model.process import AccessCounters, Fix, LateBinding, Locality, ProcessAudit, ProcessInfo
 from numatune.model.topology import Topology
 
 SLOW_KINDS = frozenset({"cxl", "pmem", "unknown", "memoryless"})
@@ -57,6 +57,63 @@ NT405 = register("NT405", Severity.WARNING, "audit", "a rank runs on efficiency 
     GPU) whose main thread last ran on one: it feeds its GPU from the slow cores. The fix pins it to
     the performance cores of its node (taskset) or restarts it with numatune launch --cpu-bind
     exclusive, which takes performance cores first.""")
+NT406 = register("NT406", Severity.WARNING, "audit", "a process was bound after it started (late binding)", """
+    The process binds itself (sched_setaffinity / numa_bind inside the program, as TensorRT-LLM's
+    configure_cpu_affinity and many training scripts do) after it has started: threads created before
+    the binding (NCCL, UCX, OpenMP, data loaders) keep the old, wider CPU mask, and memory first-touched
+    before it stays on the node where it was touched although the policy is local. audit sees threads whose
+    allowed CPUs reach outside the main thread's binding, and own pages on another node under the default
+    policy while the process is bound (and its node has the free memory). The fix binds at exec, before
+    any thread or page exists: numatune launch (or numactl) in front of the command; for the running
+    process, taskset -a (every thread) and migratepages.""")
+
+
+def late_binding(proc: ProcessInfo, topo: Topology, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> LateBinding | None:
+    """Signs that the process was bound after it started; None when it is not bound or shows none."""
+    if proc.kernel_thread or not proc.cpus_allowed:
+        return None
+    node_of = {cpu: n.id for n in topo.nodes for cpu in n.cpus}
+    online = set(topo.cpu.online) or set(node_of)
+    usable = online & set(proc.cpuset_cpus) if proc.cpuset_cpus else online
+    bound = set(proc.cpus_allowed) & online
+    if not bound or bound >= usable:
+        return None  # not bound: it may run everywhere it is allowed to
+    bound_nodes = tuple(sorted({node_of[c] for c in bound if c in node_of}))
+    late = [t for t in proc.threads if t.tid != proc.pid and t.allowed_cpus and not set(t.allowed_cpus) <= bound]
+    old = sorted(set().union(*(set(t.allowed_cpus) for t in late)) - bound) if late else []
+    dram, _ = node_classes(topo)
+    mem = own_memory(proc)
+    total = sum(mem.values())
+    named = frozenset().union(*(_policy_nodes(u.policy) for u in proc.memory.policies if u.bytes))
+    remote = {n: b for n, b in mem.items() if b and n in dram and n not in bound_nodes and n not in named}
+    remote_bytes = sum(remote.values())
+    free = [topo.node(n).memory_free_kib for n in bound_nodes if topo.node(n) is not None]
+    room = all(f is not None for f in free) and sum(free) * 1024 > remote_bytes  # not a full node spilling over
+    if not (total and remote_bytes / total > thresholds.remote_warning and room):
+        remote, remote_bytes = {}, 0
+    if not late and not remote:
+        return None
+    where = f"CPUs {format_cpulist(sorted(bound))} (node {_nodes(bound_nodes)})"
+    causes = []
+    if late:
+        causes.append(f"{len(late)} of {len(proc.threads)} threads still have the CPU mask from before it was bound "
+                      f"(they may run on CPUs {format_cpulist(old)}; the process is bound to {where}): threads "
+                      "created before a binding keep the old mask")
+    if remote:
+        causes.append(f"{_pct(remote_bytes / total)} of its memory sits on node(s) {format_cpulist(sorted(remote))} "
+                      f"under the local (default) policy although it is bound to {where}: first-touched there "
+                      "before the binding")
+    cmd = shlex.join(proc.cmdline) if proc.cmdline else "CMD"
+    if proc.gpu is not None and proc.gpu.bdf:
+        launch = f"numatune launch --gpu {proc.gpu.bdf} -- {cmd}"
+    else:
+        launch = f"numatune launch --node {_nodes(bound_nodes)} -- {cmd}"
+    now = [f"taskset -a -p -c {format_cpulist(sorted(bound))} {proc.pid}"] if late else []
+    if remote and len(bound_nodes) == 1:
+        now.append(f"migratepages {proc.pid} {format_cpulist(sorted(remote))} {bound_nodes[0]}")
+    fix = f"bind at exec: {launch}" + (f" (the running process: {' ; '.join(now)})" if now else "")
+    return LateBinding(tuple(sorted(bound)), bound_nodes, tuple(t.tid for t in late), tuple(old), remote_bytes,
+                       tuple(sorted(remote)), "late binding: " + "; ".join(causes), fix)
 
 
 def efficiency_use(proc: ProcessInfo, topo: Topology) -> tuple[str, tuple[int, ...]] | None:
@@ -184,6 +241,9 @@ def judge(
 ) -> ProcessAudit:
     """Home, shares, access counters, verdict and fix for one process."""
     home, home_source = home_nodes(proc, topo)
+    late = late_binding(proc, topo, thresholds)
+    if late is not None and home_source != "gpu" and home != late.bound_nodes:
+        home, home_source = late.bound_nodes, "binding"  # a bound process's home: its binding, not its old threads
     dram, slow = node_classes(topo)
     known = {n.id for n in topo.nodes}
     device_nodes = {n.id for n in topo.nodes if n.kind in FAST_DEVICE_KINDS and not n.cpus}
@@ -276,18 +336,24 @@ def judge(
     if slow_cores is not None:
         worse("warning")
         reasons.append(slow_cores[0])
+    if late is not None:
+        worse("warning")
+        reasons.append(f"{late.cause} — {late.fix}")
     if verdict == "ok" and not any(not r.startswith("not counted") for r in reasons):
         reasons.append(f"all resident memory and threads on home node(s) {home_txt}")
 
     fix = Fix()
     if verdict in ("warning", "misplaced") and home:
         fix = make_fix(proc, topo, home, home_source, remote_nodes + [n for n in slow_nodes if n not in intended_slow],
-                       repin=bool(off_home) or _not_pinned(proc, topo, home) or slow_cores is not None,
+                       repin=bool(off_home) or _not_pinned(proc, topo, home) or slow_cores is not None
+                       or bool(late and late.threads),
                        performance=slow_cores is not None)
+    if late is not None and late.threads and fix.taskset:  # every thread onto the binding it asked for
+        fix = fix._replace(taskset=f"taskset -a -p -c {format_cpulist(late.bound_cpus)} {proc.pid}")
     return ProcessAudit(
         proc,
         Locality(home, home_source, remote_ratio, slow_ratio, remote_bytes, slow_bytes, off_home, verdict,
-                 tuple(reasons), fix),
+                 tuple(reasons), fix, late),
         counters,
     )
 
@@ -402,6 +468,8 @@ def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = D
     slow_cores = efficiency_use(proc, topo)
     if slow_cores is not None:
         out.append(NT405(slow_cores[0], loc.fix.taskset or loc.fix.launch or "", subject))
+    if loc.late_binding is not None:
+        out.append(NT406(loc.late_binding.cause, loc.late_binding.fix, subject))
     if loc.threads_off_home:
         out.append(NT404(f"{len(loc.threads_off_home)} of {len(proc.threads)} threads last ran off home node "
                          f"{_nodes(loc.home_nodes)}", loc.fix.taskset or "", subject))

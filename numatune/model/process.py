@@ -151,6 +151,21 @@ class Fix:
 
 
 @record
+class LateBinding:
+    """Signs that the process was bound after it started (audit code NT406): its threads created before the
+    binding kept the old CPU mask, and memory it touched before the binding sits on another node."""
+
+    bound_cpus: tuple[int, ...]  # the process's binding (the main thread's Cpus_allowed_list)
+    bound_nodes: tuple[int, ...]  # the nodes of those CPUs
+    threads: tuple[int, ...] = ()  # TIDs whose allowed CPUs reach outside the binding
+    old_cpus: tuple[int, ...] = ()  # the CPUs those threads may still run on
+    remote_bytes: int = 0  # own pages on other DRAM nodes under the local (default) policy
+    remote_nodes: tuple[int, ...] = ()
+    cause: str = ""
+    fix: str = ""  # "bind at exec: numatune launch ..."
+
+
+@record
 class Locality:
     home_nodes: tuple[int, ...]
     home_source: str  # "gpu" | "threads" | "none"
@@ -162,6 +177,7 @@ class Locality:
     verdict: str  # ok | warning | misplaced | n/a
     reasons: tuple[str, ...]
     fix: Fix = Fix()
+    late_binding: LateBinding | None = None
 
 
 @record

@@ -68,6 +68,16 @@ def process_json(a: ProcessAudit, helpers: int | None = None, min_size: int = 0)
         "remote_bytes": loc.remote_bytes,
         "slow_tier_bytes": loc.slow_tier_bytes,
         "threads_off_home": list(loc.threads_off_home),
+        "late_binding": None if loc.late_binding is None else {
+            "bound_cpus": list(loc.late_binding.bound_cpus),
+            "bound_nodes": list(loc.late_binding.bound_nodes),
+            "threads": list(loc.late_binding.threads),
+            "old_cpus": list(loc.late_binding.old_cpus),
+            "remote_bytes": loc.late_binding.remote_bytes,
+            "remote_nodes": list(loc.late_binding.remote_nodes),
+            "cause": loc.late_binding.cause,
+            "fix": loc.late_binding.fix,
+        },
         "access_counters": {
             "source": c.source,
             "values": {

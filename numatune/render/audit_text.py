@@ -71,7 +71,10 @@ def job_table(
             _pct(a.locality.remote_ratio),
             _pct(a.locality.slow_tier_ratio),
         ]
-        table.add_row(*row, _verdict(a.locality.verdict))
+        verdict = _verdict(a.locality.verdict)
+        if a.locality.late_binding is not None:
+            verdict.append(" (late binding NT406)", style="yellow")
+        table.add_row(*row, verdict)
     return table
 
 

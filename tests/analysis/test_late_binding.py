@@ -1,0 +1,91 @@
+"""Late binding (NT406): threads created before a binding keep the old mask; memory first-touched before it
+stays on the node where it was touched. Pure cases on a real two-socket tree (ghw L5640: node 0 = even CPUs,
+node 1 = odd) with hand-made threads and numa_maps; a live case on this machine's kernel."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from numatune.analysis.locality import audit_findings, judge, late_binding
+from numatune.model.process import ProcessInfo, ThreadInfo
+from numatune.readers.procs import parse_numa_maps
+from tests.analysis.test_locality import maps, two_socket  # noqa: F401 - the fixture
+
+NODE0 = tuple(range(0, 24, 2))
+NODE1 = tuple(range(1, 24, 2))
+
+
+def proc(text: str, main: tuple[int, ...], others: list[tuple[int, ...]], **kw) -> ProcessInfo:
+    threads = (ThreadInfo(2000, "python", main[0], main),
+               *(ThreadInfo(2001 + i, "nccl", mask[0], mask) for i, mask in enumerate(others)))
+    base = dict(pid=2000, comm="python", cmdline=("python", "serve.py"), ppid=1, state="S", threads=threads,
+                cpus_allowed=main, mems_allowed=(0, 1), memory=parse_numa_maps(text))
+    base.update(kw)
+    return ProcessInfo(**base)
+
+
+def test_threads_created_before_the_binding_are_named_with_the_fix(two_socket):  # noqa: F811
+    all_cpus = tuple(range(24))
+    p = proc(maps(N1=1000), NODE1, [all_cpus, NODE1])
+    late = late_binding(p, two_socket)
+    assert late.threads == (2001,) and late.bound_nodes == (1,) and late.old_cpus == NODE0
+    assert late.remote_bytes == 0 and "keep the old mask" in late.cause
+    assert late.fix == "bind at exec: numatune launch --node 1 -- python serve.py (the running process: " \
+                       "taskset -a -p -c 1,3,5,7,9,11,13,15,17,19,21,23 2000)"
+    a = judge(p, two_socket)
+    assert a.locality.verdict == "warning" and a.locality.late_binding == late
+    assert a.locality.fix.taskset == "taskset -a -p -c 1,3,5,7,9,11,13,15,17,19,21,23 2000"
+    codes = {f.code: f for f in audit_findings(two_socket, p)}
+    assert codes["NT406"].fix.startswith("bind at exec: numatune launch --node 1")
+
+
+def test_memory_first_touched_before_the_binding_is_named(two_socket):  # noqa: F811
+    p = proc(maps(N0=700, N1=300), NODE1, [NODE1])  # every thread bound to node 1, 70% of pages on node 0
+    late = late_binding(p, two_socket)
+    assert late.threads == () and late.remote_nodes == (0,) and late.remote_bytes == 700 * 4096
+    assert "first-touched there before the binding" in late.cause
+    assert "migratepages 2000 0 1" in late.fix
+    a = judge(p, two_socket)
+    assert a.locality.home_nodes == (1,) and {"NT401", "NT406"} <= {f.code for f in audit_findings(two_socket, p)}
+
+
+def test_no_late_binding_when_unbound_bound_at_exec_or_the_policy_names_the_node(two_socket):  # noqa: F811
+    everything = tuple(range(24))
+    assert late_binding(proc(maps(N0=500, N1=500), everything, [everything]), two_socket) is None  # not bound
+    assert late_binding(proc(maps(N1=1000), NODE1, [NODE1, (1,)]), two_socket) is None  # threads within it
+    interleaved = "7f0000000000 interleave:0-1 anon=1000 dirty=1000 N0=500 N1=500 kernelpagesize_kB=4\n"
+    assert late_binding(proc(interleaved, NODE1, [NODE1]), two_socket) is None  # pages where the policy says
+
+
+def test_a_real_process_that_binds_itself_late_on_this_kernel(tmp_path):
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("needs two allowed CPUs to bind to fewer")
+    binder = Path(__file__).parents[1] / "vm" / "guest" / "late_binder.py"
+    ready = tmp_path / "ready.json"
+    child = subprocess.Popen([sys.executable, str(binder), "4", str(allowed[0]), str(ready)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            if ready.exists():
+                break
+            time.sleep(0.05)
+        rep = json.loads(ready.read_text())
+        out = subprocess.run([sys.executable, "-m", "numatune", "audit", str(rep["pid"]), "--json"],
+                             capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2])
+    finally:
+        child.kill()
+        child.wait()
+    entry = json.loads(out.stdout)["processes"][0]
+    late = entry["late_binding"]
+    assert rep["helper_affinity"] == allowed and rep["main_affinity"] == [allowed[0]]
+    assert late["threads"] == [rep["helper_tid"]] and late["bound_cpus"] == [allowed[0]]
+    assert late["old_cpus"] == allowed[1:] and late["fix"].startswith("bind at exec: numatune launch --node ")
+    assert entry["verdict"] == "warning"
