@@ -138,7 +138,7 @@ def _because(
     mode = opts.cpu_bind.mode
     out = []
     if tnode != node:
-        out.append(f"torchrun --numa-binding would bind this rank to node {tnode}: the GPU reports numa_node -1 "
+        out.append(f"the GPU reports numa_node -1, which torch reads as node {tnode} "
                    f"(numatune uses node {node}: {node_source})")
     if facts.allowed_cpus is not None and theirs - facts.allowed_cpus:
         out.append(f"it reads sched_getaffinity only and would also use CPUs "

@@ -186,10 +186,10 @@ def test_numa_node_minus_one_on_a_multi_node_machine_is_named():
     # POWER9 + V100: three GPUs sit on node 8 (from local_cpus); torch reads numa_node -1 as node 0
     p = launch("nvidiagpunumanodes", "node", 3, 6)
     assert p.node == 8 and p.torch.node == 0 and not p.torch.same
-    assert p.torch.because[0].startswith("torchrun --numa-binding would bind this rank to node 0: "
-                                         "the GPU reports numa_node -1")
-    assert "--numa-binding=node would bind to CPUs" in p.reasons[-1] or any(
-        r.startswith("torchrun --numa-binding=node would bind to CPUs") for r in p.reasons)
+    assert p.torch.because[0].startswith("the GPU reports numa_node -1, which torch reads as node 0 "
+                                         "(numatune uses node 8: inferred from local_cpulist")
+    assert any(r.startswith("torchrun --numa-binding=node would bind to CPUs 0-15 (node 0): the GPU reports "
+                            "numa_node -1") for r in p.reasons)
 
 
 # -- the many-L3 EPYC tree and GB10 (GPUs given as plan input: those captures have no PCI) --------------------
