@@ -14,12 +14,12 @@ from numatune.plan.launch import detect_rank
 from numatune.readers.procs import ENVIRON_KEYS, local_rank
 from numatune.readers.procs import choose_gpu as audit_gpu
 from numatune.readers.topology import read_topology
-from numatune.resolve import ENV_KEYS, cgroup_cpuset_dirs, gpus_in_pci_order, pci_sort_key, rank_gpu
+from numatune.resolve import ENV_KEYS, cgroup_cpuset_dirs, gpu_order, pci_sort_key, rank_gpu
 from tests.conftest import fixture_root, tree_fixtures
 
 
 def _envs(topo) -> list[dict[str, str]]:
-    gpus, _ = gpus_in_pci_order(topo.devices)
+    gpus, _ = gpu_order(topo.devices)
     n = len(gpus)
     envs: list[dict[str, str]] = [{"LOCAL_RANK": str(r)} for r in range(n + 1)]
     envs.append({"MV2_COMM_WORLD_LOCAL_RANK": "0"})
@@ -52,7 +52,7 @@ def test_launch_and_audit_resolve_the_same_gpu(name):
             launched = None
         audited, note = audit_gpu((), env, rank, topo)
         assert (audited.bdf if audited else None) == launched, (name, env, note)
-        if launched is None and gpus_in_pci_order(devices)[0]:
+        if launched is None and gpu_order(devices)[0]:
             assert note  # audit says why, as launch raised
 
 
@@ -78,9 +78,14 @@ def test_cuda_visible_devices_counts_nvidia_gpus_only():
     amd = read_topology(Host.open(fixture_root("topo-mi210-xgmi-pcie")), pci_ids=None, settings=False).gpus
     mixed = (*amd, *nv)
     first_nvidia = sorted(nv, key=lambda d: pci_sort_key(d.bdf))[0]
-    first_amd = sorted(amd, key=lambda d: pci_sort_key(d.bdf))[0]
+    # ROCm counts AMD GPUs in KFD node order (ROCr walks the KFD nodes upwards), not PCI order: on the
+    # MI210 tree the first GPU node (KFD node 2) is 0000:63:00.0, while PCI order starts at 0000:03:00.0.
+    first_amd = min(amd, key=lambda d: d.amd_kfd_node)
+    assert first_amd.bdf == "0000:63:00.0" != sorted(amd, key=lambda d: pci_sort_key(d.bdf))[0].bdf
     assert rank_gpu({"CUDA_VISIBLE_DEVICES": "0"}, 0, mixed)[0] == first_nvidia
     assert rank_gpu({"ROCR_VISIBLE_DEVICES": "0"}, 0, mixed)[0] == first_amd
+    assert rank_gpu({"HIP_VISIBLE_DEVICES": "0"}, 0, amd)[0] == first_amd
+    assert "differs from PCI bus order" in rank_gpu({"HIP_VISIBLE_DEVICES": "0"}, 0, amd)[2]
 
 
 def test_mvapich_local_rank_is_known_to_launch_and_audit():

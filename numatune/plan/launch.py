@@ -31,7 +31,7 @@ from numatune.resolve import (  # noqa: F401 - re-exported: the CLI, irq plan an
     RANK_VARS,
     SIZE_VARS,
     UUID,
-    gpus_in_pci_order,
+    gpu_order,
     match_uuid,
     normalize_bdf,
     pci_sort_key,
@@ -121,7 +121,7 @@ def choose_gpu(
     env: Mapping[str, str], opts: LaunchOptions, rank: RankInfo, devices: Sequence[PciDevice]
 ) -> tuple[PciDevice, GpuChoice, list[PciDevice]]:
     """The rank's device and the devices in use by the node's local ranks (to split cores among them)."""
-    gpus, kind = gpus_in_pci_order(devices)
+    gpus, kind = gpu_order(devices)
     if opts.gpu is not None:
         dev, source, ordering = _gpu_option(opts.gpu, gpus, devices)
         in_use = gpus if dev in gpus else [dev]

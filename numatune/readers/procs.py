@@ -17,13 +17,13 @@ from numatune.cpulist import parse_cpulist
 from numatune.errors import BindingError, NumatuneError, ParseError, PermissionDenied, ProcessGone, ReadError
 from numatune.host import Host
 from numatune.model.process import GpuUse, MappingPlacement, NumaMemory, PolicyUse, ProcessInfo, ThreadInfo
+from numatune.model.order import gpu_order
 from numatune.model.topology import Topology
 from numatune.resolve import (
     ENV_KEYS,
     GPU_VARS,
     RANK_VARS,
     cgroup_cpuset_dirs,
-    gpus_in_pci_order,
     parse_cgroup,
     rank_gpu,
 )
@@ -534,7 +534,7 @@ def _gpu_from_env(environ: dict[str, str], rank: int | None, topo: Topology) -> 
         return None, None
     dev, source, ordering, _ = found
     index = None
-    gpus, _ = gpus_in_pci_order(topo.devices)
+    gpus, _ = gpu_order(topo.devices)
     if dev in gpus:
         index = gpus.index(dev)
     if ordering and "assumed" in ordering and "UUID" not in source:
