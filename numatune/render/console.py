@@ -2,8 +2,8 @@
 
 Off a terminal (a pipe, a file) nothing is laid out for a screen that is not there: tables grow to fit
 their widest value and text lines are not wrapped, so no value is cut ("0,2,4,…") and no token is split
-over two lines ("0000:00:06" / ".0"); COLUMNS, when set, is honoured as the width asked for. On a
-terminal rich sizes everything to the terminal as before.
+over two lines ("0000:00:06" / ".0"), whatever COLUMNS says (a narrower layout would have to cut or
+fold values). On a terminal rich sizes everything to the terminal (and COLUMNS) as before.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ UNLIMITED = 100_000
 
 def output_width(stream, environ) -> int | None:  # noqa: ANN001 - a text file, os.environ
     """The width to lay out for on STREAM: None on a terminal (or when FORCE_COLOR/TTY_COMPATIBLE make
-    rich treat it as one: rich measures it), else COLUMNS when set, else UNLIMITED."""
+    rich treat it as one: rich measures it), else UNLIMITED."""
     if "FORCE_COLOR" in environ or "TTY_COMPATIBLE" in environ:
         return None
     try:
@@ -25,9 +25,6 @@ def output_width(stream, environ) -> int | None:  # noqa: ANN001 - a text file, 
             return None
     except (AttributeError, ValueError):
         return None
-    columns = environ.get("COLUMNS")
-    if columns is not None and columns.isdigit() and int(columns) > 0:
-        return int(columns)
     return UNLIMITED
 
 
