@@ -73,7 +73,7 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
             "legend": LEGEND,
             "devices": list(matrix.devices),
             "labels": list(matrix.labels),
-            "legend": list(matrix.legend),
+            "names": list(matrix.legend),
             "order_note": matrix.order_note,
             "cells": [list(row) for row in matrix.cells],
             "numa_nodes": list(matrix.nodes),

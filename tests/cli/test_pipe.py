@@ -38,7 +38,7 @@ def test_inspect_to_a_file_keeps_every_value_whole(cli, name):
             values.append(name_)
         if d["local_cpus"]:
             values.append(format_cpulist(d["local_cpus"]))
-    values += doc["path_matrix"]["legend"] if doc["path_matrix"] else []
+    values += doc["path_matrix"]["names"] if doc["path_matrix"] else []
     for v in values:
         assert _lines_holding(text, v), (name, v)
 
