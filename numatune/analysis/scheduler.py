@@ -213,7 +213,8 @@ def check_kubelet(doc: Mapping[str, Any], topo: Topology, where: str) -> Iterato
     too_high = [n.id for n in topo.nodes if n.id > BITMASK_MAX_NODE] if topo.numa_kernel else []
     topo_policy = str(doc.get("topologyManagerPolicy") or "none").lower()
     if too_high and (topo_policy != "none" or doc.get("memoryManagerPolicy") == "Static"):
-        yield NT535(f"topologyManagerPolicy={topo_policy}, memoryManagerPolicy={doc.get('memoryManagerPolicy') or 'None'}"
+        mem_policy = doc.get("memoryManagerPolicy") or "None"
+        yield NT535(f"topologyManagerPolicy={topo_policy}, memoryManagerPolicy={mem_policy}"
                     f" on a machine with NUMA node id(s) {format_cpulist(too_high)} above {BITMASK_MAX_NODE}",
                     "leave topologyManagerPolicy and memoryManagerPolicy unset (numatune emit kubelet)", where)
     if len(cpu_nodes) > 1 and not too_high:

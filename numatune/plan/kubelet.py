@@ -53,9 +53,9 @@ def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: i
     too_high = [n.id for n in all_nodes if n.id > BITMASK_MAX_NODE]
     numa = bool(all_nodes) and not too_high
     if too_high:
-        notes.append(f"NUMA node id(s) {format_cpulist(too_high)} above {BITMASK_MAX_NODE}: kubelet's topology and memory "
-                     "managers keep NUMA nodes in a 64-bit mask and cannot represent them, so neither is enabled "
-                     "(topologyManagerPolicy and memoryManagerPolicy stay at kubelet's default, none)")
+        notes.append(f"NUMA node id(s) {format_cpulist(too_high)} above {BITMASK_MAX_NODE}: kubelet's topology "
+                     "and memory managers keep NUMA nodes in a 64-bit mask and cannot represent them, so neither "
+                     "is enabled (topologyManagerPolicy and memoryManagerPolicy stay at kubelet's default, none)")
     elif not all_nodes:
         notes.append("no NUMA information in this tree (no /sys/devices/system/node): topology and memory manager "
                      "settings are not written (nothing to align to)")

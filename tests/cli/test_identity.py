@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from numatune.host import natural_key
+from numatune.system.host import natural_key
 from tests.conftest import FIXTURES, fixture_copy, fixture_root, tree_fixtures
 
 DGX = "handmade-dgx-h100-ids"
@@ -125,7 +125,7 @@ def test_dgx_h100_numbering_matches_its_nvidia_smi(cli):
     pm = doc["path_matrix"]
     rdma = {d["bdf"]: d["rdma"] for d in doc["devices"]}
     labels, cells = pm["labels"], pm["cells"]
-    for i, gpu in enumerate(theirs.gpus):
+    for gpu in theirs.gpus:
         row = labels.index(gpu)
         assert str(pm["numa_nodes"][row]) == theirs.numa_affinity[gpu], gpu
         pxb = [col for col in theirs.labels if col.startswith("NIC") and theirs.cell(gpu, col) == "PXB"]
