@@ -102,19 +102,30 @@ def order_note(devices: Sequence[PciDevice]) -> str:
     notes = []
     amd = [d for d in gpus if d.vendor_id == AMD]
     if amd:
-        by_pci = _by_pci(amd)
-        if any(d.amd_kfd_node is None for d in amd):
-            notes.append("AMD GPUs without a KFD node are numbered in PCI bus order (ROCm's order cannot be read)")
-        if [d.bdf for d in amd] != [d.bdf for d in by_pci]:
-            first = gpus.index(amd[0])
-            moved = ", ".join(f"GPU{first + i} = {d.bdf} (PCI order: {p.bdf})"
-                              for i, (d, p) in enumerate(zip(amd, by_pci, strict=True)) if d.bdf != p.bdf)
-            notes.append("AMD GPUs are numbered as ROCm enumerates them (KFD node order), which differs from "
-                         f"PCI bus order here: {moved}")
+        unlisted, differs = amd_vs_pci(amd, first=gpus.index(amd[0]))
+        if unlisted:
+            notes.append(unlisted)
+        if differs:
+            notes.append(f"AMD GPUs are numbered as ROCm enumerates them (KFD node order), {differs}")
     if any(d.vendor_id == NVIDIA for d in gpus) and len({d.vendor_id for d in gpus}) > 1:
         notes.append("GPUs of several vendors: NVIDIA first (CUDA's PCI order), then AMD (ROCm's order); "
                      "each runtime counts its own vendor's GPUs from 0")
     return "; ".join(notes)
+
+
+def amd_vs_pci(amd: Sequence[PciDevice], first: int = 0) -> tuple[str, str]:
+    """(what is said of AMD GPUs the KFD does not list, how KFD order differs from PCI bus order) for AMD
+    GPUs in `amd_order`, the first of them numbered GPU`first`; "" where there is nothing to say."""
+    unlisted = ""
+    if any(d.amd_kfd_node is None for d in amd):
+        unlisted = ("AMD GPUs without a KFD topology node are numbered in PCI bus order "
+                    "(ROCm's own order cannot be read from this tree)")
+    by_pci = _by_pci(amd)
+    if [d.bdf for d in amd] == [d.bdf for d in by_pci]:
+        return unlisted, ""
+    moved = ", ".join(f"GPU{first + i} = {d.bdf} (PCI order: {p.bdf})"
+                      for i, (d, p) in enumerate(zip(amd, by_pci, strict=True)) if d.bdf != p.bdf)
+    return unlisted, f"which differs from PCI bus order here: {moved}"
 
 
 def labels(devices: Sequence[PciDevice]) -> dict[str, str]:

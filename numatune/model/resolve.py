@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from numatune.errors import BindingError
-from numatune.model.order import AMD, NVIDIA, gpu_order, order_note, pci_sort_key, runtime_devices
+from numatune.model.order import AMD, NVIDIA, amd_vs_pci, gpu_order, pci_sort_key, runtime_devices
 from numatune.model.topology import PciDevice
 
 __all__ = ["gpu_order", "pci_sort_key"]  # re-exported: the order callers of the resolver use
@@ -148,9 +148,13 @@ def ordering_note(env: Mapping[str, str], gpus: Sequence[PciDevice], var: str | 
     """What the index → GPU mapping assumes about the runtime's enumeration order."""
     if var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES") or (
             var is None and gpus and all(d.vendor_id == AMD for d in gpus)):
-        differs = order_note(gpus)
-        return "ROCm enumerates GPUs in KFD node order" + (f"; {differs}" if differs else
-                                                           " (the same as PCI bus order here)")
+        amd = runtime_devices(AMD, gpus)
+        unlisted, differs = amd_vs_pci(amd, first=gpus.index(amd[0]) if amd[0] in gpus else 0)
+        if unlisted and all(d.amd_kfd_node is None for d in amd):
+            return f"PCI bus order assumed: {unlisted}"
+        said = ("ROCm enumerates GPUs in KFD topology node order (ROCr registers one GPU agent per KFD node, "
+                "from node 0 up), " + (differs or "the same as PCI bus order here"))
+        return said + (f"; {unlisted}" if unlisted else "")
     order = env.get("CUDA_DEVICE_ORDER")
     if order == "PCI_BUS_ID":
         return "CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA indices follow PCI bus order"

@@ -134,7 +134,8 @@ def choose_gpu(
     choice = GpuChoice(
         bdf=dev.bdf,
         kind=dev.kind,
-        pci_index=gpus.index(dev) if dev in gpus else None,
+        pci_index=sorted(gpus, key=lambda d: pci_sort_key(d.bdf)).index(dev) if dev in gpus else None,
+        index=gpus.index(dev) if dev in gpus else None,
         source=source,
         ordering=ordering,
         uuid=dev.nvidia.uuid if dev.nvidia else None,

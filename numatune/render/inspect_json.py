@@ -1,4 +1,4 @@
-"""The `numatune.inspect/2` JSON document (documented in docs/json-schemas.md)."""
+"""The `numatune.inspect/3` JSON document (documented in docs/json-schemas.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """One identity per device: GPUi is the same device in inspect (text, JSON, SVG, HTML), launch, emit.
 
-The expected order is worked out here from the tree's own files, not by numatune's ordering function:
-NVIDIA GPUs by PCI address read as hex numbers (nvidia-smi's order), AMD GPUs by KFD topology node id
-(ROCm's enumeration), read straight from /sys/class/kfd/kfd/topology/nodes/N/properties.
+The expected order is worked out from the tree's own files by tests/gpu_oracle.py, not by numatune's
+ordering function.
 """
 
 from __future__ import annotations
@@ -15,36 +14,15 @@ import pytest
 
 from numatune.system.host import natural_key
 from tests.conftest import FIXTURES, fixture_copy, fixture_root, tree_fixtures
+from tests.gpu_oracle import gpu_numbering, hex_key, kfd_nodes
 
 DGX = "handmade-dgx-h100-ids"
 
 
-def _hex_key(bdf: str) -> tuple[int, ...]:
-    return tuple(int(x, 16) for x in re.split(r"[:.]", bdf if bdf.count(":") == 2 else "0:" + bdf))
-
-
-def _kfd_nodes(root: Path) -> dict[str, int]:
-    """BDF -> KFD node id of each GPU agent (simd_count > 0), from the properties files."""
-    out: dict[str, int] = {}
-    base = root / "sys" / "class" / "kfd" / "kfd" / "topology" / "nodes"
-    for props in sorted(base.glob("*/properties")) if base.is_dir() else ():
-        fields = dict(line.split()[:2] for line in props.read_text().splitlines() if len(line.split()) == 2)
-        if int(fields.get("simd_count", "0")) == 0:
-            continue
-        loc, domain = int(fields["location_id"]), int(fields.get("domain", "0"))
-        bdf = f"{domain:04x}:{loc >> 8 & 0xFF:02x}:{loc >> 3 & 0x1F:02x}.{loc & 7}"
-        out.setdefault(bdf, int(props.parent.name))
-    return out
-
-
 def expected_gpus(root: Path, devices: list[dict]) -> list[str]:
-    gpus = [d for d in devices if d["kind"] == "gpu"]  # the JSON writes ids as "0x10de"
-    nvidia = sorted((d["bdf"] for d in gpus if d["vendor_id"] == "0x10de"), key=_hex_key)
-    kfd = _kfd_nodes(root)
-    amd = sorted((d["bdf"] for d in gpus if d["vendor_id"] == "0x1002"), key=lambda b: (b not in kfd, kfd.get(b, 0),
-                                                                                      _hex_key(b)))
-    rest = sorted((d["bdf"] for d in gpus if d["vendor_id"] not in ("0x10de", "0x1002")), key=_hex_key)
-    return nvidia + amd + rest
+    gpus = [(d["bdf"], int(d["vendor_id"], 16) if d["vendor_id"] else None)  # the JSON writes ids as "0x10de"
+            for d in devices if d["kind"] == "gpu"]
+    return gpu_numbering(root, gpus)
 
 
 def _gpu_trees() -> list[str]:
@@ -53,7 +31,7 @@ def _gpu_trees() -> list[str]:
         root = fixture_root(name)
         pci = root / "sys" / "bus" / "pci" / "devices"
         classes = [p / "class" for p in pci.iterdir()] if pci.is_dir() else []
-        if any(c.is_file() and c.read_text().startswith(("0x0300", "0x0302")) for c in classes) or _kfd_nodes(root):
+        if any(c.is_file() and c.read_text().startswith(("0x0300", "0x0302")) for c in classes) or kfd_nodes(root):
             out.append(name)
     return out
 
@@ -134,7 +112,7 @@ def test_dgx_h100_numbering_matches_its_nvidia_smi(cli):
     # The test can fail: the directory listing's natural order (hex read as decimal) puts 9d second.
     gpus = [d["bdf"] for d in doc["devices"] if d["kind"] == "gpu"]
     natural = sorted(gpus, key=natural_key)
-    assert natural[:2] == ["0000:1b:00.0", "0000:9d:00.0"] and natural != sorted(gpus, key=_hex_key)
+    assert natural[:2] == ["0000:1b:00.0", "0000:9d:00.0"] and natural != sorted(gpus, key=hex_key)
 
 
 def test_launch_resolves_uuids_from_a_saved_nvml_record(cli, tmp_path):
