@@ -78,3 +78,31 @@ def test_irq_plan_to_a_file_prints_pasteable_blocks(cli, name):
         assert sections and all(ini[s]["type"] == "irq" for s in sections)
         assert fragment.rstrip("\n") == doc["persistent"]["tuned"].rstrip("\n")  # line for line
     assert balance == doc["persistent"]["irqbalance"]
+
+
+def test_shell_redirects_to_files_keep_blocks_and_values_whole(tmp_path):
+    """The commands as a user types them: `numatune irq plan > plan.txt` (and inspect, irq) run by a shell
+    with stdout a real file and COLUMNS=80 in the environment; IRQBALANCE_ARGS stays one line and the
+    tuned fragment parses as ini, line for line as --json gives it."""
+    import os
+    import subprocess
+    import sys
+
+    exe = os.path.join(os.path.dirname(sys.executable), "numatune")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": "80", "LANG": "C.UTF-8"}
+    irq_root, wide_root = str(fixture_root("vm-two-socket")), str(fixture_root("intel-xeon-L5640-2node"))
+    for name, cmd in (("plan.txt", f"{exe} --root {irq_root} irq plan"), ("irq.txt", f"{exe} --root {irq_root} irq"),
+                      ("inspect.txt", f"{exe} --root {wide_root} inspect")):
+        subprocess.run(["bash", "-c", f"{cmd} > {tmp_path / name}"], env=env, check=True, timeout=120,
+                       stderr=subprocess.DEVNULL)
+        assert "…" not in (tmp_path / name).read_text(), name
+    text = (tmp_path / "plan.txt").read_text()
+    args = [x for x in text.split("\n") if x.startswith("IRQBALANCE_ARGS=")]
+    assert args == ['IRQBALANCE_ARGS="--banirq=42 --banirq=43 --banirq=44 --banirq=45"']
+    fragment = text.split("Persistent form, tuned profile fragment:\n", 1)[1]
+    configparser.ConfigParser().read_string(fragment)
+    plan = subprocess.run([exe, "--root", irq_root, "irq", "plan", "--json"], env=env, capture_output=True,
+                          text=True, check=True, timeout=120)
+    assert fragment.rstrip("\n") == json.loads(plan.stdout)["persistent"]["tuned"].rstrip("\n")
+    inspect = (tmp_path / "inspect.txt").read_text()
+    assert "Corporation" in inspect and not any(line.rstrip().endswith("Corporati") for line in inspect.split("\n"))
