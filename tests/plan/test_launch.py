@@ -165,7 +165,8 @@ def test_amd_kfd_gpus_on_two_nodes_via_rocr_visible_devices():
     # ROCm's indices count GPUs in KFD node order (nodes 2-9 = 63, 43, 03, 26, e3, c3, 83, a3 in this
     # tree's properties' location_id), not PCI order: index 5 is KFD node 7, 0000:c3:00.0.
     assert p.gpu.bdf == "0000:c3:00.0" and p.gpu.inferred_node is None
-    assert "KFD node order" in p.gpu.ordering
+    assert "KFD topology node order" in p.gpu.ordering
+    assert "GPU5 = 0000:c3:00.0 (PCI order: 0000:a3:00.0)" in p.gpu.ordering  # said, not assumed away
     assert any("KFD CPU agent 1" in w for w in p.warnings)  # explained, not shown as a node the tree lacks
     first = plan("topo-mi210-xgmi-pcie", {"HIP_VISIBLE_DEVICES": "0"}, cpu_bind=CpuBind("none"),
                  mem_policy="none", best_effort=True)
