@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from numatune.system.host import natural_key
-from tests.conftest import FIXTURES, fixture_copy, fixture_root, tree_fixtures
+from tests.conftest import FIXTURES, fixture_copy, fixture_root, tree_fixtures, write_process
 from tests.gpu_oracle import gpu_numbering, hex_key, kfd_nodes
 
 DGX = "handmade-dgx-h100-ids"
@@ -86,6 +86,24 @@ def test_gpu_i_is_one_device_in_every_command(cli, name):
                   "--", "true", env={"LOCAL_RANK": str(i)})
         assert out.exit_code == 0, out.stderr
         assert json.loads(out.stdout)["gpu"]["bdf"] == bdf, (name, i)
+
+
+@pytest.mark.parametrize("name", GPU_TREES)
+def test_audit_names_a_rank_gpu_as_inspect_does(cli, tmp_path, name):
+    """A hand-made process (pid 4242) with LOCAL_RANK=i on each GPU tree: audit's GPU is GPUi, the device
+    the oracle puts i-th, in JSON (`label`) and text."""
+    root = fixture_copy(name, tmp_path / "root")
+    doc = json.loads(cli("--root", str(root), "inspect", "--json").stdout)
+    order = expected_gpus(root, doc["devices"])
+    if not order:
+        pytest.skip("display-class devices only")
+    for i, bdf in enumerate(order):
+        write_process(root, 4242, f"LOCAL_RANK={i}\x00")
+        r = cli("--root", str(root), "audit", "4242", "--json")
+        assert r.exit_code == 0, r.stderr
+        gpu = json.loads(r.stdout)["processes"][0]["gpu"]
+        assert (gpu["bdf"], gpu["label"]) == (bdf, f"GPU{i}"), (name, i)
+    assert f"GPU{len(order) - 1} {order[-1]} (node" in cli("--root", str(root), "audit", "4242").stdout
 
 
 def _vendor_block(name: str) -> str:
