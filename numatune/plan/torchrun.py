@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from numatune.cpulist import format_cpulist
 from numatune.model.launch import TORCH_MODES, LaunchFacts, LaunchOptions, TorchView
-from numatune.model.resolve import pci_sort_key
+from numatune.model.order import gpu_order
 from numatune.model.topology import PciDevice, Topology
 from numatune.plan.irq import physical_cores
 from numatune.plan.launch import even_share, is_linear, topology_order
@@ -65,8 +65,9 @@ def _socket(topo: Topology, node: int, allowed: frozenset[int]) -> set[int]:
 
 
 def _split_index(dev: PciDevice, in_use: Sequence[PciDevice], node: int) -> tuple[int, int]:
-    gpus = sorted({d.bdf: d for d in [*in_use, dev] if torch_node(d) == node}.values(),
-                  key=lambda d: pci_sort_key(d.bdf))
+    """(this GPU's position among the node's GPUs in device order: torch's cuda:i order, how many)."""
+    ordered, _ = gpu_order(list({d.bdf: d for d in [*in_use, dev]}.values()))
+    gpus = [d for d in ordered if torch_node(d) == node] or [dev]
     return [d.bdf for d in gpus].index(dev.bdf), len(gpus)
 
 
