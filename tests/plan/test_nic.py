@@ -117,3 +117,17 @@ def test_cli_json_plan_and_emitted_wrapper_carry_the_nic(rail, tmp_path):
                          timeout=60)
     assert res.returncode == 0, res.stderr
     assert "'--nic' 'auto'" in wrap.read_text()  # each rank's launch picks its own NIC where it runs
+
+
+def test_dgx_h100_each_gpu_gets_the_nic_the_user_guide_pairs_it_with():
+    # the hand-made DGX H100 identity tree: GPU i serves the ConnectX-7 on its row of the User Guide's table
+    from tests.handmade_dgx_h100 import PAIRS
+
+    root = fixture_root("handmade-dgx-h100-ids")
+    for r, (gpu_bus, nic_bus, rdma, netdev, node) in enumerate(PAIRS):
+        p = plan(root, {"LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": "8"}, nic="auto")
+        assert p.gpu.bdf == f"0000:{gpu_bus:02x}:00.0" and p.node == node
+        assert (p.nic.rdma, p.nic.netdev, p.nic.bdf) == (rdma, netdev, f"0000:{nic_bus:02x}:00.0")
+        assert p.nic.path == "PXB" and not p.warnings
+        tcp = plan(root, {"LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": "8"}, nic="auto", nic_transport="tcp")
+        assert tcp.env["NCCL_SOCKET_IFNAME"] == f"={netdev}"

@@ -146,8 +146,8 @@ def launch(name: str, mode: str, rank: int, size: int, devices=None, *, kind: st
 
 
 # -- trees with GPUs in PCI sysfs -----------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["handmade-launch-2s4gpu-cxl", "h100-vm-1gpu", "vm-accel-nvidia-p100",
-                                  "nvidiagpunumanodes"])
+@pytest.mark.parametrize("name", ["handmade-launch-2s4gpu-cxl", "handmade-dgx-h100-ids", "h100-vm-1gpu",
+                                  "vm-accel-nvidia-p100", "nvidiagpunumanodes"])
 @pytest.mark.parametrize("mode", MODES)
 def test_torchruns_choice_is_torch_numa_bindings_on_every_gpu_tree(name, mode):
     root = fixture_root(name)
