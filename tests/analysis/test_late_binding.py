@@ -80,6 +80,9 @@ def test_a_real_process_that_binds_itself_late_on_this_kernel(tmp_path):
         rep = json.loads(ready.read_text())
         out = subprocess.run([sys.executable, "-m", "numatune", "audit", str(rep["pid"]), "--json"],
                              capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2])
+        text = subprocess.run([sys.executable, "-m", "numatune", "audit", str(rep["pid"]), str(os.getpid())],
+                              capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2],
+                              env={**os.environ, "COLUMNS": "200"}).stdout
     finally:
         child.kill()
         child.wait()
@@ -89,3 +92,4 @@ def test_a_real_process_that_binds_itself_late_on_this_kernel(tmp_path):
     assert late["threads"] == [rep["helper_tid"]] and late["bound_cpus"] == [allowed[0]]
     assert late["old_cpus"] == allowed[1:] and late["fix"].startswith("bind at exec: numatune launch --node ")
     assert entry["verdict"] == "warning"
+    assert "(late binding NT406)" in text and "late binding: 1 of 2 threads still have the CPU mask" in text
