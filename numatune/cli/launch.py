@@ -25,7 +25,9 @@ _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 @click.option("--rank", type=click.IntRange(min=0), help="Local rank (default: LOCAL_RANK, SLURM_LOCALID, ...).")
 @click.option("--local-size", type=click.IntRange(min=1), help="Ranks on this node (default: LOCAL_WORLD_SIZE, ...).")
 @click.option("--gpu", metavar="INDEX|BDF|UUID", help="The rank's device; a BDF may name any PCI device.")
-@click.option("--node", type=click.IntRange(min=0), help="Bind to this NUMA node (no GPU lookup).")
+@click.option("--node", "--numa-node", "node", type=click.IntRange(min=0),
+              help="Bind to this NUMA node (no GPU lookup). Under torchrun --no-python write --numa-node: "
+                   "torchrun's parser reads --node as an abbreviation of its --node-rank.")
 @click.option("--cpu-bind", "cpu_bind", default="node", show_default=True,
               metavar="node|socket|exclusive|core-complex|cores:N|none",
               help="Which CPUs of the node the rank gets (torchrun --numa-binding's modes, and cores:N).")
