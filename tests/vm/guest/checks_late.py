@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vm_checks import Context, check
-from vm_guest import CheckFailed, numactl_hardware, numatune_json, wait_for
+from vm_guest import READY_TIMEOUT, CheckFailed, numactl_hardware, numatune_json, wait_for
 
 BINDER = Path(__file__).with_name("late_binder.py")
 MIB = 64
@@ -31,7 +31,7 @@ def audit_names_late_binding(ctx: Context) -> dict[str, Any]:
     proc = subprocess.Popen(["numactl", "--cpunodebind=0", sys.executable, str(BINDER), str(MIB), to, str(ready)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        if not wait_for(ready.exists, 120):
+        if not wait_for(lambda: ready.exists() or proc.poll() is not None, READY_TIMEOUT) or not ready.exists():
             err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None else "still running"
             raise CheckFailed(f"late_binder.py never got ready: {err[-1500:]}")
         rep = json.loads(ready.read_text())
