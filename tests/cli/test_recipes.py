@@ -16,7 +16,7 @@ from tests.conftest import PROJECT
 from tests.handmade_rail import build_rail
 
 SECTION = (PROJECT / "README.md").read_text().split("#### numatune or your launcher's flag", 1)[1]
-BLOCK = SECTION.split("```console\n", 1)[1].split("```", 1)[0]
+BLOCK = next(b for b in re.findall(r"^```console\n(.*?)^```", SECTION, re.M | re.S) if "--no-python numatune" in b)
 RECIPES = [line[2:] for line in BLOCK.splitlines() if line.startswith("$ ") and "numatune launch" in line]
 
 # What each launcher puts in a rank's environment (the stand-in for the launcher itself)
