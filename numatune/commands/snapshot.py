@@ -77,9 +77,9 @@ class RecordingHost(Host):
         self.listed[logical] = None
         return super().entries(logical)
 
-    def _open(self, logical: str, mode: str):  # noqa: ANN202 - a saved root's reads skip path()
+    def _saved_fd(self, logical: str) -> int:  # a saved root's reads skip path()
         self.touched[logical] = None
-        return super()._open(logical, mode)
+        return super()._saved_fd(logical)
 
     def write_text(self, logical: str, text: str) -> None:
         raise RuntimeError(f"a snapshot's dry run tried to write {logical}")  # never: every DRY_RUN is read-only
