@@ -19,6 +19,7 @@ from numatune.cpulist import format_cpulist
 from numatune.model._record import record
 from numatune.model.irq import IrqReport
 from numatune.model.topology import Topology
+from numatune.plan.cores import even_share, physical_cores, topology_order
 
 
 @record
@@ -53,21 +54,6 @@ class IrqPlan:
     def banned(self) -> tuple[int, ...]:
         """CPUs irqbalance must stay off: the reserved and isolated ones."""
         return tuple(sorted(set(self.reserved) | set(self.isolated)))
-
-
-def physical_cores(topo: Topology, cpus: Iterable[int]) -> list[tuple[int, ...]]:
-    """Group CPUs into cores (SMT siblings together), ordered by their first CPU id."""
-    wanted = set(cpus)
-    sib = {c.id: c.siblings for c in topo.cpus if c.online}
-    seen: set[int] = set()
-    cores = []
-    for cpu in sorted(wanted):
-        if cpu in seen:
-            continue
-        group = tuple(s for s in sib.get(cpu, (cpu,)) if s in wanted) or (cpu,)
-        seen.update(group)
-        cores.append(group)
-    return cores
 
 
 def spread_order(topo: Topology, cpus: Iterable[int]) -> list[int]:
@@ -111,7 +97,7 @@ def exclusive_split(
     kinds the split is over the performance cores when they are enough, as launch's default
     `--cpu-kind performance` does (plan.launch.kind_tiers), so IRQs never land on the cores ranks get.
     """
-    from numatune.plan.launch import even_share, kind_tiers, one_kind, without_reserved
+    from numatune.plan.launch import kind_tiers, one_kind, without_reserved
 
     placement = rank_nodes(topo, ranks)
     out: dict[int, tuple[int, ...]] = {}
@@ -136,8 +122,6 @@ def exclusive_split(
 def _node_cores(topo: Topology, node_id: int, isolated: Iterable[int] = ()) -> list[tuple[int, ...]]:
     """A node's physical cores in topology order (package, die, then CPU id; plan.launch.topology_order, as launch
     orders them without cache information), isolated ones left out: what the rank split and the reserve cut."""
-    from numatune.plan.launch import topology_order
-
     iso = set(isolated)
     node = topo.node(node_id)
     return topology_order(topo, [c for c in physical_cores(topo, node.cpus if node else ()) if not set(c) & iso])

@@ -37,6 +37,7 @@ from numatune.model.resolve import (  # noqa: F401 - re-exported: the CLI, irq p
     rank_gpu,
 )
 from numatune.model.topology import NumaNode, PciDevice, Topology
+from numatune.plan.cores import even_share, is_linear, topology_order
 from numatune.plan.nic import choose_nic, nic_env
 from numatune.readers.nodes import WEIGHT_DIR
 
@@ -196,34 +197,6 @@ def choose_node(
 
 
 # -- CPUs -------------------------------------------------------------------------------------------------
-def topology_order(
-    topo: Topology, cores: Sequence[tuple[int, ...]], cache_groups: Sequence[frozenset[int]] = ()
-) -> list[tuple[int, ...]]:
-    """Cores in topology order: by package, die and last-level-cache group (each group at the place of its
-    lowest CPU), then CPU number. Where the firmware numbers CPUs linearly this is CPU order; where it does
-    not (consecutive CPUs alternating between sockets or L3 groups), a contiguous slice of this order stays
-    within one socket / L3 group while a slice in CPU-number order (torchrun's) spans several."""
-    by_id = {c.id: c for c in topo.cpus}
-    llc = {cpu: min(g) for g in cache_groups for cpu in g}
-
-    def key(core: tuple[int, ...]) -> tuple[int, int, int, int]:
-        c = by_id.get(core[0])
-        package = c.package if c and c.package is not None else -1
-        die = c.die if c and c.die is not None else -1
-        return package, die, llc.get(core[0], -1), core[0]
-
-    firsts: dict[tuple[int, int], int] = {}  # (package, die) -> its lowest CPU: packages keep their CPU order
-    for core in cores:
-        k = key(core)
-        firsts[k[:2]] = min(firsts.get(k[:2], core[0]), core[0])
-    return sorted(cores, key=lambda core: (firsts[key(core)[:2]], *key(core)[2:]))
-
-
-def is_linear(ordered: Sequence[tuple[int, ...]]) -> bool:
-    """True when topology order is CPU-number order."""
-    return [core[0] for core in ordered] == sorted(core[0] for core in ordered)
-
-
 def _cores_of(topo: Topology, node: NumaNode, usable: frozenset[int]) -> list[tuple[int, ...]]:
     """The node's usable CPUs grouped into physical cores (SMT siblings together), in CPU order."""
     by_id = {c.id: c for c in topo.cpus}
@@ -238,16 +211,6 @@ def _cores_of(topo: Topology, node: NumaNode, usable: frozenset[int]) -> list[tu
         seen.update(group)
         cores.append(group)
     return cores
-
-
-def even_share(total: int, count: int, index: int, *, spread: bool = True) -> tuple[int, int]:
-    """[start, end) of item `index` when `total` items are split evenly among `count`: the first
-    `total % count` get one more (as torchrun's --numa-binding=exclusive splits a node's cores), or,
-    without `spread`, the leftover stays unused."""
-    per, extra = divmod(total, count)
-    extra = extra if spread else 0
-    start = index * per + min(index, extra)
-    return start, start + per + (1 if index < extra else 0)
 
 
 def one_kind(topo: Topology, cores: Sequence[tuple[int, ...]]) -> bool:
@@ -746,7 +709,7 @@ def plan_launch(
         reasons.append(f"node: {node} ({node_source})")
         share = _share(opts, rank, dev, in_use, node, reasons)
         cpus = choose_cpus(topo, opts, facts, node, share, reasons, warnings)
-        from numatune.plan.torchrun import torch_view  # here: it uses even_share from this module
+        from numatune.plan.torchrun import torch_view  # only when a plan is made
 
         torch = torch_view(topo, facts, opts, dev, in_use, node, node_source, cpus, share)
         if torch is not None:

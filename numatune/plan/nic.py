@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from numatune.analysis.paths import RANK, connection
 from numatune.errors import BindingError
 from numatune.model.launch import NicChoice
+from numatune.model.paths import RANK, connection
 from numatune.model.resolve import normalize_bdf, pci_sort_key
 from numatune.model.topology import PciDevice
 

@@ -21,8 +21,7 @@ from numatune.cpulist import format_cpulist
 from numatune.model.launch import TORCH_MODES, LaunchFacts, LaunchOptions, TorchView
 from numatune.model.order import gpu_order
 from numatune.model.topology import PciDevice, Topology
-from numatune.plan.irq import physical_cores
-from numatune.plan.launch import even_share, is_linear, topology_order
+from numatune.plan.cores import even_share, is_linear, physical_cores, topology_order
 
 
 class _Fails(Exception):
