@@ -20,17 +20,17 @@ import gzip
 import io
 import os
 import re
-import stat
 import tarfile
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from numatune import __version__
 from numatune.errors import InputError, NumatuneError, ProcessGone
 from numatune.host import MAX_FILE_BYTES, Host
+from numatune.roots.tarindex import Escapes
 
 # The one declaration of what numatune reads: every command a snapshot must replay, run dry.
 # `launch` is run twice: for the GPU/device path and for the node-kind/weights path.
@@ -62,8 +62,8 @@ class RecordingHost(Host):
 
     __slots__ = ("touched", "listed", "errors")
 
-    def __init__(self, root: str = "/", label: str = "/") -> None:
-        super().__init__(root, label)
+    def __init__(self, root: str = "/", label: str = "/", fs=None) -> None:  # noqa: ANN001 - a saved root's access
+        super().__init__(root, label, fs)
         self.touched: dict[str, None] = {}  # insertion-ordered set
         self.listed: dict[str, None] = {}
         self.errors: list[str] = []  # commands of the dry run that stopped on a bug, not on the node
@@ -76,9 +76,9 @@ class RecordingHost(Host):
         self.listed[logical] = None
         return super().entries(logical)
 
-    def _open(self, logical: str, mode: str):  # noqa: ANN202 - a saved root's reads skip path()
+    def _rel(self, logical: str) -> str:  # a saved root's reads skip path()
         self.touched[logical] = None
-        return super()._open(logical, mode)
+        return super()._rel(logical)
 
     def write_text(self, logical: str, text: str) -> None:
         raise RuntimeError(f"a snapshot's dry run tried to write {logical}")  # never: every DRY_RUN is read-only
@@ -114,19 +114,15 @@ class Capture:
         real = self._resolve(os.path.normpath("/" + logical.lstrip("/")), 0, final=True)
         if real is None or real not in self.dirs:
             return
-        try:
-            entries = list(os.scandir(self.src.path(real)))
-        except OSError:
-            return
-        for e in entries:
-            child = f"{real.rstrip('/')}/{e.name}"
+        for name, kind in self.src.scan(real):
+            child = f"{real.rstrip('/')}/{name}"
             if not self._allowed(child):
                 continue
-            if e.is_symlink():
+            if kind == "link":
                 self._link(child)
-            elif e.is_dir(follow_symlinks=False):
+            elif kind == "dir":
                 self.dirs.add(child)
-            elif e.is_file(follow_symlinks=False) and child not in self._tried:
+            elif kind == "file" and child not in self._tried:
                 self.files[child] = b""
 
     def _allowed(self, logical: str) -> bool:
@@ -146,19 +142,17 @@ class Capture:
         if parent_real is not None:
             here = f"{parent_real.rstrip('/')}/{name}"
             try:
-                st = os.lstat(self.src.path(here))
-            except (OSError, ValueError):
-                st = None
-            if st is None:
-                out = None
-            elif stat.S_ISLNK(st.st_mode):
+                kind = self.src.kind(here, follow=False)
+            except InputError:  # a ".." name
+                kind = None
+            if kind == "link":
                 target = self._link(here)
                 if target is not None and hops < _MAX_LINKS and not _FD.match(here):
                     out = self._resolve(os.path.normpath(target), hops + 1, final=final)
-            elif stat.S_ISDIR(st.st_mode):
+            elif kind == "dir":
                 self.dirs.add(here)
                 out = here
-            elif stat.S_ISREG(st.st_mode):
+            elif kind == "file":
                 self._file(here)
                 out = here
         self._resolved[logical] = out
@@ -169,14 +163,12 @@ class Capture:
             return
         self._tried.add(logical)
         try:
-            data = _read_bounded(self.src.path(logical))
+            data = _read_bounded(self.src, logical)
         except PermissionError:
             self.unreadable.add(logical)
             return
-        except OSError:
-            return  # write-only, EIO: the live read fails too
-        if data is None:
-            return
+        except (OSError, Escapes):
+            return  # write-only, EIO, past MAX_FILE_BYTES: the live read fails too
         if _ENVIRON.match(logical):
             data = _named_keys(data)
         self.files[logical] = data
@@ -187,9 +179,8 @@ class Capture:
             target = self.links[logical]
             return target if target.startswith("/") else os.path.normpath(
                 os.path.join(os.path.dirname(logical), target))
-        try:
-            target = os.readlink(self.src.path(logical))
-        except OSError:
+        target = self.src.read_link(logical)
+        if target is None:
             return None
         if _FD.match(logical):
             if target.startswith("/dev/"):  # which GPU a process holds; any other open file is private
@@ -218,12 +209,18 @@ class Capture:
             if not out.exists() and not out.is_symlink():
                 os.symlink(target, out)
 
-    def write_tar(self, dest: Path, top: str, *, mtime: int | None = None) -> None:
+    def write_tar(self, dest: Path | BinaryIO, top: str, *, mtime: int | None = None, gzipped: bool = True) -> None:
         """Members sorted, owned by uid/gid 0, no name or time in the gzip header: with a fixed `mtime`
-        the same capture always gives the same bytes (fixtures/ is packed this way)."""
+        the same capture always gives the same bytes (fixtures/ is packed this way). `dest` is a path
+        or an open binary file (numatune.outfile's temporary file)."""
+        if not hasattr(dest, "write"):
+            with open(dest, "wb") as raw:
+                self.write_tar(raw, top, mtime=mtime, gzipped=gzipped)
+            return
         now = int(time.time()) if mtime is None else mtime
-        with open(dest, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        with contextlib.ExitStack() as stack:
+            out = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=dest, mtime=0)) if gzipped else dest
+            tar = stack.enter_context(tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT))
             for d in sorted(self.dirs | {os.path.dirname(p) for p in (*self.files, *self.links)}):
                 info = tarfile.TarInfo(f"{top}{d}" if d != "/" else top)
                 info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
@@ -238,18 +235,18 @@ class Capture:
                 tar.addfile(info)
 
 
-def _read_bounded(path: str) -> bytes | None:
-    """The file's bytes, None past MAX_FILE_BYTES; in 1 MiB reads (procfs refuses one huge read)."""
-    chunks, total = [], 0
-    with open(path, "rb", buffering=0) as fh:
-        while True:
-            chunk = fh.read(1 << 20)
-            if not chunk:
-                return b"".join(chunks)
-            total += len(chunk)
-            if total > MAX_FILE_BYTES:
-                return None
-            chunks.append(chunk)
+def _read_bounded(src: Host, logical: str) -> bytes:
+    """The file's bytes (TooLarge past MAX_FILE_BYTES); the live node in chunked reads (procfs refuses one
+    huge read), a saved root through its own bounded read."""
+    if not src.is_live:
+        return src._read_raw(logical)  # noqa: SLF001 - the Host's one raw read, errors as they are
+    from numatune.roots.rootdir import read_fd
+
+    fd = os.open(src.path(logical), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        return read_fd(fd, MAX_FILE_BYTES)
+    finally:
+        os.close(fd)
 
 
 def _named_keys(raw: bytes) -> bytes:
@@ -268,7 +265,7 @@ def dry_run(src: Host, pids: Iterable[int] = ()) -> RecordingHost:
     from numatune.cli import main
     from numatune.cli._app import App
 
-    rec = RecordingHost(src.root, src.label)
+    rec = RecordingHost(src.root, src.label, src._fs)  # noqa: SLF001 - the same contained access
     runs = [*DRY_RUN, *(tuple(a.format(pid=pid) for a in cmd) for pid in pids for cmd in PID_DRY_RUN)]
     ctx = click.Context(main)
     for args in runs:
@@ -338,16 +335,14 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int] = ()) -> Capture:
     )
     cap.files["/SNAPSHOT.txt"] = note.encode()
     if archive:
+        from numatune.outfile import write_file
+
         top = re.sub(r"\.(tar\.gz|tgz|tar)$", "", name) or "snapshot"
-        tmp = Path(tempfile.mkstemp(dir=dest.parent if dest.parent.exists() else None, suffix=".partial")[1])
-        try:
-            cap.write_tar(tmp, top)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, dest)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        write_file(dest, fill=lambda fh: cap.write_tar(fh, top, gzipped=not name.endswith(".tar")))
     else:
-        dest.mkdir(parents=True, exist_ok=True)
-        cap.write_dir(dest)
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+            cap.write_dir(dest)
+        except OSError as exc:
+            raise InputError(f"cannot write {dest}: {exc.strerror or exc}") from None
     return cap

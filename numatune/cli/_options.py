@@ -74,13 +74,10 @@ def guess_format(path: Any, choices: tuple[str, ...], fallback: str | None) -> s
 
 
 def write_output(path: Any, text: str) -> None:
-    """Write a report to the -o file; an unwritable path is a one-line input error."""
-    from numatune.errors import InputError
+    """Write a report to the -o file (numatune.outfile: atomic, no-follow); an unwritable path is one line, exit 3."""
+    from numatune.outfile import write_file
 
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    write_file(path, text)
 
 
 def format_choices(command: click.Command) -> tuple[str, ...]:

@@ -19,17 +19,9 @@ def _write(app: App, text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    import os
+    from numatune.outfile import write_file
 
-    from numatune.errors import InputError
-
-    tmp = output.with_name(f".{output.name}.numatune-tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, output)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_file(output, text)
     app.note(f"wrote {output}")
 
 

@@ -132,16 +132,9 @@ def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: i
     _, report, plan = _make_plan(app, exclude_cpus, ranks_per_node, reserve_cores, irq_cpu_kind)
     balance, tuned = irqbalance_lines(plan), tuned_snippet(plan)
     if emit:
-        import os
+        from numatune.outfile import write_file
 
-        try:
-            with open(emit, "w", encoding="utf-8") as fh:
-                fh.write(shell_script(plan, report.source))
-            os.chmod(emit, 0o755)
-        except OSError as exc:
-            from numatune.errors import InputError
-
-            raise InputError(f"cannot write {emit}: {exc.strerror or exc}") from exc
+        write_file(emit, shell_script(plan, report.source), mode=0o755)
         app.note(f"wrote {emit} ({len(plan.changes)} moves)")
     if fmt == "json":
         from numatune.render.envelope import dumps
@@ -157,13 +150,11 @@ def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: i
 
 
 def _writable(app: App) -> None:
-    from pathlib import Path
-
     from numatune.errors import InputError
     from numatune.irq_apply import require_write_access
 
-    if app.root not in ("", "/") and Path(app.root).is_file():
-        raise InputError("--root is a snapshot archive: irq apply/restore needs a writable directory",
+    if app.host.is_archive:
+        raise InputError(f"--root {app.root} is a snapshot archive: nothing is ever written into one",
                          hint="extract the archive (or copy the tree) and pass that directory")
     require_write_access(app.host)
 
@@ -210,9 +201,22 @@ def apply_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: 
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
 @click.pass_obj
 def restore_cmd(app: App, fmt: str, state_file: str, dry_run: bool) -> None:
-    """Put back exactly the affinity saved in STATE_FILE by `irq apply` (all or nothing)."""
-    from numatune.irq_apply import read_state, restore_changes, run_changes
-    saved = read_state(state_file)
+    """Put back exactly the affinity saved in STATE_FILE by `irq apply` (all or nothing).
+
+    The state file names the root it was taken from; that root is restored (a --root naming
+    another one is refused), so the undo line `irq apply` prints works as pasted.
+    """
+    from numatune.irq_apply import restore_changes, root_of, run_changes, state_of
+
+    recorded, saved = state_of(state_file)
+    if recorded is not None:
+        if app.root in ("", "/") and recorded != "/":
+            app.root, app._host = recorded, None  # noqa: SLF001 - the recorded root, opened as --root would be
+        elif root_of(app.host) != recorded:
+            from numatune.errors import InputError
+
+            raise InputError(f"{state_file} holds the IRQ state of {recorded}, not of --root {app.root}",
+                             hint=f"run `numatune irq restore {state_file}` without --root to restore {recorded}")
     if not dry_run:
         _writable(app)
     result = run_changes(app.host, restore_changes(saved), dry_run=dry_run)

@@ -156,12 +156,6 @@ def _emit(path: str, kw: dict, command: tuple[str, ...]) -> None:
     args = ["launch", *forwarded_args(kw)]
     parent = os.path.dirname(os.path.dirname(os.path.abspath(numatune.__file__)))
     text = render_wrapper(sys.executable, parent, args, command)
-    from numatune.errors import InputError
+    from numatune.outfile import write_file
 
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(path, 0o755)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    write_file(path, text, mode=0o755)
