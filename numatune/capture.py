@@ -252,8 +252,9 @@ def _read_bounded(src: Host, logical: str) -> bytes:
 def _named_keys(raw: bytes) -> bytes:
     """Of an environment, only the keys the audit reader reads; the rest is dropped here, unseen."""
     from numatune.readers.procs import ENVIRON_KEYS
+    from numatune.readers.settings import IRQBALANCE_KEYS
 
-    keys = set(ENVIRON_KEYS)
+    keys = {*ENVIRON_KEYS, *IRQBALANCE_KEYS}
     kept = [item for item in raw.split(b"\0") if item.split(b"=", 1)[0].decode("ascii", "replace") in keys]
     return b"\0".join(kept) + (b"\0" if kept else b"")
 
@@ -292,10 +293,13 @@ def capture(src: Host, pids: Iterable[int] = ()) -> Capture:
     for pid in pids:
         if not src.is_dir(f"/proc/{pid}"):
             raise ProcessGone(f"no process {pid}")
+    from numatune.readers.settings import irqbalance_process
+
     rec = dry_run(src, pids)
     self_pid = src.read_link("/proc/self")
-    cap = Capture(src, pids=frozenset(pids) | ({int(self_pid)} if self_pid and self_pid.isdigit() else set()),
-                  errors=rec.errors)
+    daemon = irqbalance_process(src)[1]  # whether it runs is part of the node's IRQ state: kept for replay
+    kept = {int(p) for p in (self_pid, daemon) if p and p.isdigit()}
+    cap = Capture(src, pids=frozenset(pids) | kept, errors=rec.errors)
     for logical in rec.touched:
         cap.touch(logical)
     for logical in rec.listed:
@@ -306,6 +310,10 @@ def capture(src: Host, pids: Iterable[int] = ()) -> Capture:
         record = snapshot_bytes(src)  # NVLink, fabric, UUIDs: not files, so the recording Host cannot see them
         if record is not None:
             cap.files[SAVED] = record
+    from numatune.check_run import NUMACTL_SAVED, numactl_record
+
+    if src.is_live or src.exists(NUMACTL_SAVED):
+        cap.files[NUMACTL_SAVED] = numactl_record(src)  # a tool's version: not a file either
     return cap
 
 

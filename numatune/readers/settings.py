@@ -37,12 +37,20 @@ def read_settings(host: Host) -> KernelSettings:
         zone_reclaim_mode=host.read_int("/proc/sys/vm/zone_reclaim_mode"),
         demotion_enabled=(demotion in ("true", "1", "Y")) if demotion is not None else None,
         weighted_interleave_auto=read_weighted_interleave_auto(host),
-        irqbalance_running=_irqbalance_running(host) if host.is_live else None,
+        irqbalance_running=irqbalance_process(host)[0],
     )
 
 
-def _irqbalance_running(host: Host) -> bool:
-    for pid in host.listdir("/proc"):
-        if pid.isdigit() and host.read_optional(f"/proc/{pid}/comm") == "irqbalance":
-            return True
-    return False
+IRQBALANCE_KEYS = ("IRQBALANCE_BANNED_CPULIST", "IRQBALANCE_BANNED_CPUS")  # all of its environment ever read
+
+
+def irqbalance_process(host: Host) -> tuple[bool | None, str | None]:
+    """(running, its PID): running is None when this root has no process table to look at. A snapshot
+    keeps the daemon's /proc/PID/comm (and of its environment, IRQBALANCE_KEYS), so replay sees what live saw."""
+    pids = [p for p in host.listdir("/proc") if p.isdigit()]
+    if not pids and not host.is_live:
+        return None, None
+    for pid in pids:
+        if host.read_optional(f"/proc/{pid}/comm") == "irqbalance":
+            return True, pid
+    return False, None

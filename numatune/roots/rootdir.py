@@ -14,7 +14,6 @@ Stdlib only; ctypes is imported on the first saved directory root, never for the
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -223,8 +222,10 @@ class RootDir:
         fd = os.dup(self.fd)
         try:
             for part in dirs:
-                with contextlib.suppress(FileExistsError):
+                try:  # noqa: SIM105 - contextlib costs collections and functools at start-up
                     os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
                 nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
                 os.close(fd)
                 fd = nfd

@@ -19,7 +19,7 @@ Stdlib only (gzip/bz2/lzma imported for the archives that need them), no Host: `
 
 from __future__ import annotations
 
-from numatune.errors import ArchiveRefused, InputError
+from numatune.errors import ArchiveRefused, InputError, NotASysfsTree
 
 # The bounds, tightened to what real snapshots need: the largest tree here has 16,132 members and
 # 0.6 MB, the largest file numatune reads is a 13 MB /proc/interrupts (1152 CPUs), the longest name
@@ -301,14 +301,17 @@ def _parse(stream: _Stream, index: TarIndex, label: str) -> None:
     extended = 0
     first = True
     while True:
-        header = stream.take(BLOCK)
+        try:
+            header = stream.take(BLOCK)
+        except ArchiveRefused:
+            if first:
+                raise NotASysfsTree(f"{label} is neither a directory nor a tar archive") from None
+            raise
         if header == _ZEROS:
             stream.drain()
             return
         if not _checksum_ok(header, label):
             if first:
-                from numatune.errors import NotASysfsTree
-
                 raise NotASysfsTree(f"{label} is neither a directory nor a tar archive")
             raise index._refuse("a damaged tar header (checksum mismatch)")
         first = False
