@@ -22,6 +22,8 @@ COMMAND_LINES = (
     ("irq", "plan", "--json"),
     ("check", "--json"),
     ("check", "--pid", "{pid}", "--json"),
+    ("check", "--policy", "examples/gpu-node.toml", "--json"),  # NT330 judges numactl's recorded version
+    ("plan-memory", "--params", "1e6", "--json"),
     ("launch", "--dry-run", "--json", "--node", "0", "--", "true"),
     ("emit", "slurm", "--json"),
     ("emit", "kubelet", "--json"),
@@ -72,6 +74,16 @@ def test_the_audited_process_is_really_in_the_snapshot(live_and_snapshot):
     assert proc["pid"] == pid and proc["command"] == live_proc["command"]
     assert proc["cpuset_cpus"] == live_proc["cpuset_cpus"]  # read from /sys/fs/cgroup/<its cgroup>/cpuset.*
     assert sum(proc["memory_by_node"].values()) >= 16 << 20
+
+
+def test_policy_verdicts_and_irqbalance_replay_as_live(live_and_snapshot):
+    """Nothing is "skipped" on replay that ran live (NT330 used to be), and irqbalance's state is known."""
+    live, saved, _pid = live_and_snapshot
+    line = ("check", "--policy", "examples/gpu-node.toml", "--json")
+    verdicts = [{c["name"]: c["status"] for c in json.loads(r[line].stdout)["checks"]} for r in (live, saved)]
+    assert verdicts[0] == verdicts[1] and verdicts[0]["policy.tools.numactl_min_version"] != "skipped"
+    running = [json.loads(r[("irq", "--json")].stdout)["irqbalance"]["running"] for r in (live, saved)]
+    assert running[0] == running[1] and running[1] is not None
 
 
 def test_every_command_that_reads_a_node_is_in_the_dry_run():
