@@ -29,7 +29,7 @@ NOT_REGULAR = "not a regular file (a device node or FIFO): never opened in a sav
 # The largest file numatune reads is a 13 MB /proc/interrupts (1152 CPUs); the archive bounds are
 # in roots.tarindex (this one is theirs too).
 MAX_FILE_BYTES = 32 << 20
-TOO_LARGE = f"larger than {MAX_FILE_BYTES >> 20} MiB: not read"
+TOO_LARGE = f"larger than {MAX_FILE_BYTES >> 20} MiB, which no real capture is: refusing this root"
 
 
 def natural_key(name: str) -> list[object]:
@@ -288,8 +288,8 @@ class Host:
         quietly None, and so is an I/O error on one attribute. A file that exists but cannot be
         read is None too, but the caller chooses what else happens (as psutil's `cat(fallback=)`):
         `denied="note"` records it in `notes` for the report, "quiet" does not, "raise" raises
-        PermissionDenied. A link out of a saved root, a file past MAX_FILE_BYTES or a device node
-        is None with a note.
+        PermissionDenied. A link out of a saved root or a device node is None with a note; a file
+        past MAX_FILE_BYTES is ReadError (exit 3), never read further.
         """
         try:
             data = self._read_raw(logical)
@@ -304,6 +304,8 @@ class Host:
             return self._denied(logical, denied)
         except OSError as exc:
             reason = _oddity(exc)
+            if reason == TOO_LARGE:
+                raise ReadError(logical, reason) from exc
             if reason:
                 self.note(logical, reason)
             return None

@@ -102,7 +102,10 @@ def _number(field: bytes, what: str, label: str) -> int:
 
 
 def _checksum_ok(header: bytes, label: str) -> bool:
-    stored = _number(header[148:156], "checksum", label)
+    try:
+        stored = _number(header[148:156], "checksum", label)
+    except ArchiveRefused:
+        return False
     unsigned = sum(header[:148]) + 256 + sum(header[156:])
     if stored == unsigned:
         return True
