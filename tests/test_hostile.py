@@ -21,10 +21,10 @@ import zlib
 
 import pytest
 
-import numatune.roots.rootdir as rootdir
+import numatune.system.rootdir as rootdir
 from numatune.errors import ArchiveRefused, NotASysfsTree, PermissionDenied
-from numatune.host import DENIED, ESCAPES, TOO_LARGE, Host
-from numatune.roots import tarindex
+from numatune.system import tarindex
+from numatune.system.host import DENIED, ESCAPES, TOO_LARGE, Host
 from tests.conftest import fixture_archive, fixture_copy, fixture_names
 from tests.limits import run_limited
 

@@ -74,8 +74,8 @@ def guess_format(path: Any, choices: tuple[str, ...], fallback: str | None) -> s
 
 
 def write_output(path: Any, text: str) -> None:
-    """Write a report to the -o file (numatune.outfile: atomic, no-follow); an unwritable path is one line, exit 3."""
-    from numatune.outfile import write_file
+    """Write a report to the -o file (system.outfile: atomic, no-follow); an unwritable path is one line, exit 3."""
+    from numatune.system.outfile import write_file
 
     write_file(path, text)
 

@@ -35,7 +35,7 @@ def cpu_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build_report(app: App):  # noqa: ANN201 - (topology, report)
-    from numatune.reports import irq_report
+    from numatune.commands.inspect import irq_report
 
     return irq_report(app.host)
 
@@ -132,7 +132,7 @@ def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: i
     _, report, plan = _make_plan(app, exclude_cpus, ranks_per_node, reserve_cores, irq_cpu_kind)
     balance, tuned = irqbalance_lines(plan), tuned_snippet(plan)
     if emit:
-        from numatune.outfile import write_file
+        from numatune.system.outfile import write_file
 
         write_file(emit, shell_script(plan, report.source), mode=0o755)
         app.note(f"wrote {emit} ({len(plan.changes)} moves)")
@@ -151,7 +151,7 @@ def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: i
 
 def _writable(app: App) -> None:
     from numatune.errors import InputError
-    from numatune.irq_apply import require_write_access
+    from numatune.live.irq_apply import require_write_access
 
     if app.host.is_archive:
         raise InputError(f"--root {app.root} is a snapshot archive: nothing is ever written into one",
@@ -179,7 +179,7 @@ def apply_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: 
     """
     from pathlib import Path
 
-    from numatune.irq_apply import default_state_path, plan_changes, read_plan, run_changes
+    from numatune.live.irq_apply import default_state_path, plan_changes, read_plan, run_changes
     if not dry_run:
         _writable(app)
     if plan_file:
@@ -206,7 +206,7 @@ def restore_cmd(app: App, fmt: str, state_file: str, dry_run: bool) -> None:
     The state file names the root it was taken from; that root is restored (a --root naming
     another one is refused), so the undo line `irq apply` prints works as pasted.
     """
-    from numatune.irq_apply import restore_changes, root_of, run_changes, state_of
+    from numatune.live.irq_apply import restore_changes, root_of, run_changes, state_of
 
     recorded, saved = state_of(state_file)
     if recorded is not None:

@@ -130,7 +130,7 @@ def test_a_json_array_is_read_element_by_element(inspect_json, monkeypatch, chun
     own (linear: decode calls grow with the reports, not with reports x pieces), a bad separator named."""
     import io
 
-    import numatune.fleet_run as fleet_run
+    import numatune.commands.fleet as fleet_run
 
     docs = [inspect_json(BASE)] * 30 + [inspect_json(OTHER)] * 10
     text = json.dumps(docs, indent=1)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from numatune.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
 from numatune.errors import ApplyError, InputError, PermissionDenied, ReadError
-from numatune.host import Host
 from numatune.model._record import record
 from numatune.render.envelope import SCHEMAS, dumps, envelope, is_document
+from numatune.system.host import Host
 
 STATE_DIR = "/var/lib/numatune"
 Writer = Callable[[str, str], None]
@@ -118,7 +118,7 @@ def write_state(path: Path, saved: list[Saved], host: Host, targets: dict[int, s
 
     Under the root (the default place), it is created beneath the root's handle with no link
     followed on the way (a linked var/lib/numatune in a saved root is refused: exit 3); elsewhere
-    (--save FILE) through numatune.outfile. It records the root, so `irq restore FILE` puts back
+    (--save FILE) through numatune.system.outfile. It records the root, so `irq restore FILE` puts back
     the same root whatever --root says.
     """
     doc = envelope(
@@ -143,7 +143,7 @@ def write_state(path: Path, saved: list[Saved], host: Host, targets: dict[int, s
     if where.startswith(top + "/") and where.startswith(host.real_path(STATE_DIR) + "/"):
         host.create_file(where[len(top):], data)
         return
-    from numatune.outfile import write_file
+    from numatune.system.outfile import write_file
 
     if os.path.lexists(where):
         raise InputError(f"state file {path} already exists: it may hold an earlier original state",

@@ -18,7 +18,7 @@ import errno
 import os
 import stat
 
-from numatune.roots.tarindex import DIRECTORY, REGULAR, SYMLINK, Escapes, walk
+from numatune.system.tarindex import DIRECTORY, REGULAR, SYMLINK, Escapes, walk
 
 _O_PATH = getattr(os, "O_PATH", 0)
 _RESOLVE_NO_MAGICLINKS = 0x02

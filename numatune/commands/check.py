@@ -7,11 +7,11 @@ dataclasses, typing) is imported only when there is a policy.
 from __future__ import annotations
 
 from numatune.errors import ParseError
-from numatune.host import Host
 from numatune.model._record import record
 from numatune.model.check import CheckResult, IrqPlacement
 from numatune.model.findings import Severity
 from numatune.model.topology import Topology
+from numatune.system.host import Host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def run_checks(host: Host, policy: Policy | None, pids: Sequence[int] = (),
                pci_ids: str | None = None, sched: SchedFiles | None = None) -> tuple[list[CheckResult], Topology]:
     """(results with the policy's ignore/severity applied and superseded findings dropped, topology)."""
     from numatune.analysis.check import supersede, topology_results
-    from numatune.reports import read_inspect_topology
+    from numatune.commands.inspect import read_inspect_topology
 
     topo = read_inspect_topology(host, pci_ids)
     results = topology_results(topo)
@@ -124,7 +124,7 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
 
     out: list[CheckResult] = []
     if files.slurm_conf or files.gres_conf:
-        from numatune.emit_run import node_name, slurm_emit
+        from numatune.commands.emit import node_name, slurm_emit
 
         params = schedconf.slurmd_parameters(files.slurm_conf) if files.slurm_conf else set()
         layout_opts = {"numa_as_socket": "numa_node_as_socket" in params, "allow_ecores": "allow_ecores" in params}
@@ -193,7 +193,7 @@ def numactl_version(host: Host) -> tuple[str | None, str]:
         except (ValueError, KeyError, TypeError):
             raise ParseError(NUMACTL_SAVED, "not a numatune record of numactl's version") from None
         return version, note
-    from numatune.bind import installed_numactl_version, which
+    from numatune.live.bind import installed_numactl_version, which
 
     path = which("numactl")
     if path is None:

@@ -19,7 +19,7 @@ import os
 
 from numatune.cpulist import parse_cpulist, parse_cpumask
 from numatune.errors import InputError, NotASysfsTree, ParseError, PermissionDenied, ReadError
-from numatune.roots.tarindex import Escapes
+from numatune.system.tarindex import Escapes
 
 _ESCAPE_ERRORS = (Escapes,)
 
@@ -104,7 +104,7 @@ class Host:
             raise InputError(f"--root {spec} is a link (to {os.readlink(path)}): a saved root is never read "
                              "through a link", hint="pass the directory or archive itself")
         if os.path.isfile(path):
-            from numatune.roots.tarindex import ArchiveRoot, read_archive, tree_top
+            from numatune.system.tarindex import ArchiveRoot, read_archive, tree_top
 
             index = read_archive(path, label)
             top = tree_top(index)
@@ -384,7 +384,7 @@ class Host:
         where = self.real_path(logical)
         try:
             if self._fs is None:
-                from numatune.roots.rootdir import write_new_at
+                from numatune.system.rootdir import write_new_at
 
                 head, _, name = where.rpartition("/")
                 os.makedirs(head or "/", exist_ok=True)
@@ -425,7 +425,7 @@ def _oddity(exc: OSError) -> str | None:
 
 
 def _root_dir(real: str, label: str):  # noqa: ANN202 - roots.rootdir.RootDir, imported on first use
-    from numatune.roots.rootdir import RootDir
+    from numatune.system.rootdir import RootDir
 
     try:
         return RootDir(real)

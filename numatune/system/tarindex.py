@@ -14,7 +14,7 @@ met earlier, a device node or FIFO, or a member that changes a name's type is re
 exit 3). Symbolic links are kept as text and resolved in the archive's own namespace only
 (`TarIndex.lookup`): a link that is absolute or climbs above the top dangles.
 
-Stdlib only (gzip/bz2/lzma imported for the archives that need them), no Host: `numatune.host` builds on it.
+Stdlib only (gzip/bz2/lzma imported for the archives that need them), no Host: `numatune.system.host` builds on it.
 """
 
 from __future__ import annotations

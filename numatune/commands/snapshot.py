@@ -29,8 +29,8 @@ from typing import BinaryIO
 
 from numatune import __version__
 from numatune.errors import InputError, NumatuneError, ProcessGone
-from numatune.host import MAX_FILE_BYTES, Host
-from numatune.roots.tarindex import Escapes
+from numatune.system.host import MAX_FILE_BYTES, Host
+from numatune.system.tarindex import Escapes
 
 # The one declaration of what numatune reads: every command a snapshot must replay, run dry.
 # `launch` is run twice: for the GPU/device path and for the node-kind/weights path.
@@ -212,7 +212,7 @@ class Capture:
     def write_tar(self, dest: Path | BinaryIO, top: str, *, mtime: int | None = None, gzipped: bool = True) -> None:
         """Members sorted, owned by uid/gid 0, no name or time in the gzip header: with a fixed `mtime`
         the same capture always gives the same bytes (fixtures/ is packed this way). `dest` is a path
-        or an open binary file (numatune.outfile's temporary file)."""
+        or an open binary file (numatune.system.outfile's temporary file)."""
         if not hasattr(dest, "write"):
             with open(dest, "wb") as raw:
                 self.write_tar(raw, top, mtime=mtime, gzipped=gzipped)
@@ -240,7 +240,7 @@ def _read_bounded(src: Host, logical: str) -> bytes:
     huge read), a saved root through its own bounded read."""
     if not src.is_live:
         return src._read_raw(logical)  # noqa: SLF001 - the Host's one raw read, errors as they are
-    from numatune.roots.rootdir import read_fd
+    from numatune.system.rootdir import read_fd
 
     fd = os.open(src.path(logical), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
@@ -310,7 +310,7 @@ def capture(src: Host, pids: Iterable[int] = ()) -> Capture:
         record = snapshot_bytes(src)  # NVLink, fabric, UUIDs: not files, so the recording Host cannot see them
         if record is not None:
             cap.files[SAVED] = record
-    from numatune.check_run import NUMACTL_SAVED, numactl_record
+    from numatune.commands.check import NUMACTL_SAVED, numactl_record
 
     if src.is_live or src.exists(NUMACTL_SAVED):
         cap.files[NUMACTL_SAVED] = numactl_record(src)  # a tool's version: not a file either
@@ -343,7 +343,7 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int] = ()) -> Capture:
     )
     cap.files["/SNAPSHOT.txt"] = note.encode()
     if archive:
-        from numatune.outfile import write_file
+        from numatune.system.outfile import write_file
 
         top = re.sub(r"\.(tar\.gz|tgz|tar)$", "", name) or "snapshot"
         write_file(dest, fill=lambda fh: cap.write_tar(fh, top, gzipped=not name.endswith(".tar")))
