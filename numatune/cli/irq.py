@@ -210,7 +210,10 @@ def restore_cmd(app: App, fmt: str, state_file: str, dry_run: bool) -> None:
 
     recorded, saved = state_of(state_file)
     if recorded is not None:
-        if app.root in ("", "/") and recorded != "/":
+        from click.core import ParameterSource
+
+        named = click.get_current_context().find_root().get_parameter_source("root")
+        if named is ParameterSource.DEFAULT and recorded != "/":  # neither --root nor NUMATUNE_ROOT
             app.root, app._host = recorded, None  # noqa: SLF001 - the recorded root, opened as --root would be
         elif root_of(app.host) != recorded:
             from numatune.errors import InputError
@@ -231,4 +234,4 @@ def _report(app: App, fmt: str, result, *, dry_run: bool, restore: bool = False)
         return
     from numatune.render.irq_text import render_apply
 
-    app.console().print(render_apply(result, dry_run=dry_run, restore=restore))
+    app.console().print(render_apply(result, dry_run=dry_run, restore=restore), soft_wrap=True)

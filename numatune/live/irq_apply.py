@@ -50,14 +50,27 @@ class Saved:
 class ApplyResult:
     """What an apply or restore did; filled in as it goes (an accumulator, hence not a record)."""
 
-    __slots__ = ("applied", "unchanged", "skipped", "planned", "state_file")
+    __slots__ = ("applied", "unchanged", "skipped", "planned", "state_file", "root")
 
-    def __init__(self) -> None:
+    def __init__(self, root: str = "/") -> None:
         self.applied: list[int] = []
         self.unchanged: list[int] = []
         self.skipped: list[tuple[int, str]] = []
         self.planned: list[Change] = []  # dry run: what would be written
         self.state_file: str | None = None
+        self.root = root  # the root written to (root_of): "/" for the live node
+
+    @property
+    def undo(self) -> str | None:
+        """The command that puts the saved state back, quoted for a POSIX shell so it runs as pasted."""
+        return undo_command(self.state_file) if self.state_file else None
+
+
+def undo_command(state_file: str) -> str:
+    """`numatune irq restore FILE`: no --root needed, the state file names its root."""
+    import shlex
+
+    return f"numatune irq restore {shlex.quote(state_file)}"
 
 
 def irq_path(irq: int, name: str) -> str:
@@ -214,7 +227,7 @@ def run_changes(
 ) -> ApplyResult:
     """Apply `changes` all or nothing. `writer` replaces Host.write_text (tests inject faults with it)."""
     write = writer or host.write_text
-    result = ApplyResult()
+    result = ApplyResult(root_of(host))
     saved, gone = snapshot(host, [(c.irq, c.label) for c in changes])
     result.skipped += gone
     by_irq = {s.irq: s for s in saved}
@@ -276,7 +289,7 @@ def _fail(host: Host, changed: list[Change], by_irq: dict[int, Saved], write: Wr
     if problems:
         raise ApplyError(
             f"IRQ affinity write failed at IRQ {failed.irq} ({why}); rollback incomplete: " + "; ".join(problems),
-            hint=f"run `numatune irq restore {state_file}`" if state_file else "check /proc/irq by hand",
+            hint=f"run `{undo_command(state_file)}`" if state_file else "check /proc/irq by hand",
         )
     raise ApplyError(
         f"IRQ affinity write failed at IRQ {failed.irq} ({why}); rolled back the {done} IRQs already changed: "
