@@ -56,7 +56,8 @@ def format_option(*choices: str, default: str | None = "text",
             from pathlib import Path
 
             names = ", ".join(f"{s}" for s, f in SUFFIXES.items() if f in choices)
-            command = click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+            command = click.option("--output", "-o", type=click.Path(dir_okay=False, readable=False, path_type=Path),
+                                   default=None,
                                    help=f"Write the report to FILE; the format follows its suffix ({names}) "
                                         "unless --format is given.")(command)
         command = click.option("--json", "as_json", is_flag=True,

@@ -11,7 +11,7 @@ from numatune.cli._options import format_option
 
 
 def _output_option(func):  # noqa: ANN001, ANN201 - click decorator
-    return click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    return click.option("--output", "-o", type=click.Path(dir_okay=False, readable=False, path_type=Path), default=None,
                         help="Write to this file (atomically: a dot file renamed into place) instead of stdout.")(func)
 
 

@@ -116,7 +116,7 @@ def irq_cpu_kind_option(func: Callable[..., Any]) -> Callable[..., Any]:
 @format_option("text", "json")
 @cpu_options
 @irq_cpu_kind_option
-@click.option("--emit", "emit", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+@click.option("--emit", "emit", type=click.Path(dir_okay=False, readable=False), default=None, metavar="FILE",
               help="Also write the plan as a shell script (for review or a configuration tool).")
 @click.pass_obj
 def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: int | None,
@@ -165,7 +165,7 @@ def _writable(app: App) -> None:
 @irq_cpu_kind_option
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Apply this plan (from `irq plan --json`) instead of planning now.")
-@click.option("--save", "save", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+@click.option("--save", "save", type=click.Path(dir_okay=False, readable=False), default=None, metavar="FILE",
               help="State file for `irq restore` [default: /var/lib/numatune/irq-<UTC time>.json, "
                    "under the root with --root].")
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing, save nothing.")

@@ -44,7 +44,7 @@ _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 @click.option("--best-effort", is_flag=True, help="When a binding cannot be honoured, warn and run unbound.")
 @click.option("--dry-run", is_flag=True, help="Print the exact command and the reasoning; run nothing.")
 @format_option("text", "json", default=None)  # asking for a format prints the plan (text: as --dry-run)
-@click.option("--emit", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+@click.option("--emit", type=click.Path(dir_okay=False, readable=False), metavar="FILE",
               help="Write a POSIX sh wrapper that runs numatune launch per rank; run nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No stderr line saying what was bound (warnings still shown).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)

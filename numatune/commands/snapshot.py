@@ -197,17 +197,37 @@ class Capture:
 
     # -- writing ------------------------------------------------------------------------------
     def write_dir(self, dest: Path) -> None:
-        for d in sorted(self.dirs):
-            (dest / d.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        for path, data in self.files.items():
-            out = dest / path.lstrip("/")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(data)
-        for path, target in self.links.items():
-            out = dest / path.lstrip("/")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            if not out.exists() and not out.is_symlink():
-                os.symlink(target, out)
+        """Write the capture beneath DEST's directory handle: every directory made and opened with no
+        link followed, every file created new (O_EXCL | O_NOFOLLOW), so nothing placed in DEST (or
+        swapped in while writing) redirects a write out of it (OSError: ELOOP, EEXIST)."""
+        top = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        opened = {"": top}
+
+        def dir_fd(rel: str) -> int:
+            if rel not in opened:
+                parent, name = os.path.split(rel)
+                at = dir_fd(parent)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=at)
+                opened[rel] = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=at)
+            return opened[rel]
+
+        try:
+            for d in sorted(self.dirs):
+                dir_fd(d.strip("/"))
+            for path, data in self.files.items():
+                parent, name = os.path.split(path.strip("/"))
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                             dir_fd=dir_fd(parent))
+                with open(fd, "wb") as fh:
+                    fh.write(data)
+            for path, target in self.links.items():
+                parent, name = os.path.split(path.strip("/"))
+                with contextlib.suppress(FileExistsError):
+                    os.symlink(target, name, dir_fd=dir_fd(parent))
+        finally:
+            for fd in opened.values():
+                os.close(fd)
 
     def write_tar(self, dest: Path | BinaryIO, top: str, *, mtime: int | None = None, gzipped: bool = True) -> None:
         """Members sorted, owned by uid/gid 0, no name or time in the gzip header: with a fixed `mtime`
@@ -330,6 +350,9 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int] = ()) -> Capture:
     pids = tuple(pids)
     name = dest.name
     archive = name.endswith((".tar.gz", ".tgz", ".tar"))
+    if not archive and dest.is_symlink():
+        raise InputError(f"{dest} is a link: a snapshot directory is never written through one",
+                         hint="pass the directory itself, or a new name")
     if not archive and dest.exists() and any(dest.iterdir()):
         raise InputError(f"{dest} exists and is not empty")
     cap = capture(src, pids)
