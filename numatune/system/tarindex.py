@@ -23,7 +23,7 @@ from numatune.errors import ArchiveRefused, InputError, NotASysfsTree
 
 # The bounds, tightened to what real snapshots need: the largest tree here has 16,132 members and
 # 0.6 MB, the largest file numatune reads is a 13 MB /proc/interrupts (1152 CPUs), the longest name
-# 159 bytes and the deepest 14 levels. Each is stated in man/numatune.1 (ARCHIVES).
+# 159 bytes and the deepest 14 levels. Each is stated in man/numatune.1 (SAVED ROOTS).
 MAX_MEMBERS = 100_000
 MAX_FILE_BYTES = 32 << 20
 MAX_TOTAL_BYTES = 64 << 20
