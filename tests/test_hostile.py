@@ -15,6 +15,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import tarfile
 import time
 import zlib
@@ -368,6 +369,30 @@ def test_a_device_node_or_fifo_in_a_tree_is_never_opened(tmp_path, beneath):
     os.mkfifo(root + MEMINFO)  # opening a FIFO for reading would block: it is never opened
     host = Host.open(root)
     assert host.read_optional(MEMINFO) is None and host.notes and host.notes[0][0] == MEMINFO
+
+
+def test_irq_apply_never_opens_a_fifo_or_writes_a_hard_link_out_of_the_tree(tmp_path, cli, beneath):
+    """A FIFO opened for writing by a reader elsewhere would take the data; a hard link in the tree may
+    be a file outside it (the link count is all that shows it): neither is written, and the apply rolls
+    back (exit 5) with the outside file untouched."""
+    root = fixture_copy("dev-1node-x86", tmp_path / "tree")
+    plan = json.loads(cli("--root", str(root), "irq", "apply", "--dry-run", "--json").stdout)["would_write"]
+    assert len(plan) >= 2
+    first, last = (root / w["file"].lstrip("/") for w in (plan[0], plan[-1]))
+    outside = tmp_path / "outside.txt"
+    outside.write_text(last.read_text())
+    kept = outside.read_text()
+    last.unlink()
+    os.link(outside, last)
+    before = first.read_bytes()
+    r = cli("--root", str(root), "irq", "apply", "--save", str(tmp_path / "s.json"))
+    assert r.exit_code == 5 and "hard links" in r.stderr, r.stderr
+    assert outside.read_text() == kept and first.read_bytes() == before  # rolled back
+    last.unlink()
+    os.mkfifo(last)
+    r = cli("--root", str(root), "irq", "apply", "--save", str(tmp_path / "s2.json"))
+    assert r.exit_code in (0, 5) and "Traceback" not in r.stderr, r.stderr  # read as unreadable, never written
+    assert stat.S_ISFIFO(os.lstat(last).st_mode)
 
 
 def test_a_huge_sparse_file_is_refused_without_reading_it(sandbox, beneath):

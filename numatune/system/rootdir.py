@@ -206,11 +206,20 @@ class RootDir:
 
     # -- writing ----------------------------------------------------------------------------------
     def write(self, rel: str, text: str) -> None:
-        """Overwrite an existing file beneath the root (no link followed out, none created)."""
-        fd = self.open(rel, os.O_WRONLY | os.O_TRUNC | os.O_NONBLOCK)
+        """Overwrite an existing file beneath the root (no link followed out, none created). Looked at
+        through O_PATH first, as `read` does: a device node or FIFO is never opened, and a file with
+        another hard link (which may be a file outside the root) is never written."""
+        pfd = self.open(rel, _O_PATH)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise NotRegular(errno.EINVAL, "not a regular file")
+            st = os.fstat(pfd)
+            if not stat.S_ISREG(st.st_mode):
+                raise NotRegular(errno.EINVAL, "not a regular file: never opened in a saved root")
+            if st.st_nlink != 1:
+                raise NotRegular(errno.EMLINK, "a file with other hard links: never written in a saved root")
+            fd = os.open(f"/proc/self/fd/{pfd}", os.O_WRONLY | os.O_TRUNC | os.O_NONBLOCK | os.O_CLOEXEC)
+        finally:
+            os.close(pfd)
+        try:
             os.write(fd, text.encode())
         finally:
             os.close(fd)
