@@ -208,7 +208,7 @@ def restore_cmd(app: App, fmt: str, state_file: str, dry_run: bool) -> None:
     The state file names the root it was taken from; that root is restored (a --root naming
     another one is refused), so the undo line `irq apply` prints works as pasted.
     """
-    from numatune.live.irq_apply import restore_changes, root_of, run_changes, state_of
+    from numatune.live.irq_apply import restore_changes, root_of, run_changes, state_of, undo_command
 
     recorded, saved = state_of(state_file)
     if recorded is not None:
@@ -221,7 +221,7 @@ def restore_cmd(app: App, fmt: str, state_file: str, dry_run: bool) -> None:
             from numatune.errors import InputError
 
             raise InputError(f"{state_file} holds the IRQ state of {recorded}, not of --root {app.root}",
-                             hint=f"run `numatune irq restore {state_file}` without --root to restore {recorded}")
+                             hint=f"run `{undo_command(state_file)}` without --root to restore {recorded}")
     if not dry_run:
         _writable(app)
     result = run_changes(app.host, restore_changes(saved), dry_run=dry_run)
