@@ -363,6 +363,30 @@ def test_links_inside_the_root_still_work(tmp_path, beneath):
     assert host.resolve(MEMINFO) == "/sys/meminfo-moved"
 
 
+def test_a_directory_swapped_for_a_link_after_the_walk_is_not_followed(tmp_path, monkeypatch):
+    """Without openat2 the path is resolved by hand, then opened: a directory replaced by a link in
+    between (a race an attacker sharing the tree could win) fails the open, the outside file unread."""
+    monkeypatch.setattr(rootdir, "_OPENAT2", [None])
+    root = fixture_copy("dev-1node-x86", tmp_path / "tree")
+    outside = tmp_path / "outside" / "system"
+    (outside / "cpu").mkdir(parents=True)
+    (outside / "cpu" / "kernel_max").write_text("SECRET\n")
+    host = Host.open(root)
+    real_walk = rootdir.RootDir._walk
+
+    def walk_then_swap(self, rel, follow):  # noqa: ANN001, ANN202
+        out = real_walk(self, rel, follow)
+        if rel.startswith("sys/devices/system/") and (root / "sys/devices/system").is_dir():
+            os.rename(root / "sys/devices/system", root / "sys/devices/system.orig")
+            os.symlink(outside, root / "sys/devices/system")
+        return out
+
+    monkeypatch.setattr(rootdir.RootDir, "_walk", walk_then_swap)
+    text = host.read_optional("/sys/devices/system/cpu/kernel_max")
+    assert text is None or "SECRET" not in text
+    assert (root / "sys/devices/system").is_symlink()  # the swap did happen
+
+
 def test_a_device_node_or_fifo_in_a_tree_is_never_opened(tmp_path, beneath):
     root = str(fixture_copy("dev-1node-x86", tmp_path / "tree"))
     os.unlink(root + MEMINFO)

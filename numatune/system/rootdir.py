@@ -138,7 +138,23 @@ class RootDir:
                 if exc.errno == errno.ELOOP and follow:
                     raise Escapes(rel) from None  # a loop, or a magic link: never followed
                 raise
-        return os.open(self._walk(rel, follow), flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)
+        return self._open_walked(self._walk(rel, follow), flags)
+
+    def _open_walked(self, path: str, flags: int) -> int:
+        """Open a link-free path one component at a time, each with O_NOFOLLOW from the one before: a
+        directory swapped for a link after the walk (a race) fails (ELOOP, ENOTDIR), never followed."""
+        *dirs, last = path.split("/")
+        fd = self.fd
+        try:
+            for part in dirs:
+                nfd = os.open(part, (_O_PATH or os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                if fd != self.fd:
+                    os.close(fd)
+                fd = nfd
+            return os.open(last, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        finally:
+            if fd != self.fd:
+                os.close(fd)
 
     def kind(self, rel: str, *, follow: bool = True) -> str | None:
         try:
