@@ -192,11 +192,12 @@ def _rows(path: str | os.PathLike[str], kind: str, key: str, what: str, written_
 
 def _document(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> dict:
     """A numatune JSON document of this kind with a list `key`, read from a file; one clear error otherwise."""
+    from numatune.system.infile import read_input
+
+    raw = read_input(path, what)
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InputError(f"{what} {path} does not exist") from exc
-    except (OSError, ValueError) as exc:
+        doc = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError included
         raise InputError(f"cannot read {what} {path}: {exc}") from exc
     if not is_document(doc, kind) or not isinstance(doc.get(key), list):
         raise InputError(f"{path} is not {written_by} (schema {SCHEMAS[kind]})")
