@@ -101,7 +101,7 @@ def _prepare_guest(log: list[str]) -> str:
     hosts = WORK / "hosts"
     hosts.write_text(read("/etc/hosts", "") + f"\n{ADDR} {host}\n")
     run(["mount", "--bind", str(hosts), "/etc/hosts"], timeout=20, check=True)
-    if "cgroup2" not in read("/proc/mounts", "").split("/sys/fs/cgroup ")[-1][:10]:
+    if not any(f.split()[1:3] == ["/sys/fs/cgroup", "cgroup2"] for f in read("/proc/mounts", "").splitlines()):
         run(["mount", "-t", "cgroup2", "none", "/sys/fs/cgroup"], timeout=20)
     root = Path("/sys/fs/cgroup")
     (root / "system.slice").mkdir(exist_ok=True)
@@ -205,13 +205,12 @@ def _steps(cluster: Cluster, steps: dict[str, list[str]], timeout: float = 150) 
     want = {label: _ntasks(opts) for label, opts in steps.items()}
 
     def reported() -> bool:
-        return all(len(list(WORK.glob(f"ready-{label}-*"))) >= want[label] or procs[label][1].poll() is not None
-                   for label in steps)
+        return all(len(_ready(label)) >= want[label] or procs[label][1].poll() is not None for label in steps)
 
     wait_for(reported, timeout=timeout, interval=1)
     out: dict[str, list[dict[str, Any]]] = {}
     for label, (argv, proc) in procs.items():
-        files = sorted(WORK.glob(f"ready-{label}-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+        files = _ready(label)
         if len(files) < want[label]:
             _kill(proc)
             _, err = proc.communicate(timeout=10)
@@ -220,6 +219,11 @@ def _steps(cluster: Cluster, steps: dict[str, list[str]], timeout: float = 150) 
                               f"slurmd.log: {read(WORK / 'slurmd.log', '')[-800:]}")
         out[label] = [{**json.loads(f.read_text()), "task": int(f.name.rsplit("-", 1)[1])} for f in files]
     return out
+
+
+def _ready(label: str) -> list[Path]:
+    files = [p for p in WORK.glob(f"ready-{label}-*") if re.fullmatch(rf"ready-{label}-\d+", p.name)]
+    return sorted(files, key=lambda p: int(p.name.rsplit("-", 1)[1]))
 
 
 def _ntasks(opts: list[str]) -> int:
@@ -394,8 +398,9 @@ def _abstract_cpus_to_linux(emit: dict[str, Any], ids: set[int]) -> set[int]:
 
 def _judge_checks(par: _Parallel, wrong: Path, wrong_line: int) -> dict[str, Any]:
     good, bad = par.json("good"), par.json("wrong")
-    sched = [r for r in good.get("results", good.get("checks", [])) if str(r.get("rule", r.get("name", "")))
-             .startswith("scheduler")]
+    sched = [r for r in good["checks"] if r["name"].startswith("scheduler") and r["status"] == "passed"]
+    if not sched:
+        raise CheckFailed(f"check --slurm-conf ran no scheduler check: {[r['name'] for r in good['checks']]}")
     good_findings = [f for f in good["findings"] if f["code"].startswith("NT52")]
     if good_findings:
         raise CheckFailed(f"check --slurm-conf on the running configuration reports {good_findings}")
@@ -483,7 +488,8 @@ def _launch_inside_srun(cluster: Cluster, nodes: dict[int, set[int]], reserved: 
         said = " | ".join(x for x in lines if x.startswith("numatune"))
         if step & nodes[0]:
             if got is None:
-                raise CheckFailed(f"launch task {task} (step CPUs {sorted(step)}) did not run the command:\n{text[-1500:]}")
+                raise CheckFailed(f"launch task {task} (step CPUs {sorted(step)}) did not run the command:\n"
+                                  f"{text[-1500:]}")
             cpus = set(json.loads(got.split(" ", 1)[1]))
             if not cpus or not cpus <= step & nodes[0]:
                 raise CheckFailed(f"launch task {task}: bound to {sorted(cpus)}, outside the step's node-0 CPUs "
