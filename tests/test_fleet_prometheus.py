@@ -28,6 +28,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -160,18 +161,25 @@ def _series(metric: str, labels: dict[str, str]) -> str:
     return metric + "{" + ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(labels.items())) + "}"
 
 
-def expected_alerts(textfiles: dict[str, Path]) -> dict[str, list[dict[str, str]]]:
-    """What each shipped alert must say for these machines, computed here from the samples (not by PromQL)."""
+def expected_alerts(textfiles: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
+    """What each shipped alert must say for these machines, computed here from the samples (not by PromQL): its
+    labels, plus its annotations under "annotations" (the rules' templates, rendered by hand)."""
     samples = _samples(textfiles)
-    alerts: dict[str, list[dict[str, str]]] = {}
+    alerts: dict[str, list[dict[str, Any]]] = {}
     gpu = {(lab["instance"], lab["code"], lab["subject"]) for m, lab, _ in samples
            if m == "numatune_finding" and lab["code"] in ("NT002", "NT018")}
-    alerts["NumatuneGpuNicRemote"] = [{"severity": "warning", "instance": i, "code": c, "subject": s}
-                                      for i, c, s in sorted(gpu)]
+    alerts["NumatuneGpuNicRemote"] = [
+        {"severity": "warning", "instance": i, "code": c, "subject": s, "annotations": {
+            "summary": f"GPU {s} on {i} has no NIC close to it ({c})",
+            "description": "Put a NIC on each GPU's socket, or have each rank use the NIC on its node (NCCL_IB_HCA)."}}
+        for i, c, s in sorted(gpu)]
     err = {(lab["instance"], lab["code"], lab["subject"]) for m, lab, _ in samples
            if m == "numatune_finding" and lab["severity"] == "error"}
-    alerts["NumatuneFindingError"] = [{"severity": "critical", "instance": i, "code": c, "subject": s}
-                                      for i, c, s in sorted(err)]
+    alerts["NumatuneFindingError"] = [
+        {"severity": "critical", "instance": i, "code": c, "subject": s, "annotations": {
+            "summary": f"numatune {c} (error) on {i}: {s}",
+            "description": f"Run `numatune check` on {i} for the message and the fix."}}
+        for i, c, s in sorted(err)]
     cxl = []
     for name in textfiles:
         tier = {lab["node"]: v for m, lab, v in samples if m == "numatune_node_memory_tier" and lab["instance"] == name}
@@ -180,17 +188,27 @@ def expected_alerts(textfiles: dict[str, Path]) -> dict[str, list[dict[str, str]
         dram = [tier[n] for n, (_, c) in cpus.items() if c > 0 and n in tier]
         for n, (kind, c) in sorted(cpus.items()):
             if dram and c == 0 and kind in ("cxl", "pmem", "unknown") and tier.get(n) == min(dram):
-                cxl.append({"severity": "warning", "instance": name, "job": "numatune", "node": n})
+                cxl.append({"severity": "warning", "instance": name, "job": "numatune", "node": n, "annotations": {
+                    "summary": f"CPU-less node {n} on {name} sits in DRAM's memory tier {tier[n]:g}",
+                    "description": "The kernel neither demotes to it nor promotes from it (NT003): publish HMAT/CDAT"
+                                   " or use kmem."}})
     alerts["NumatuneCxlInDramTier"] = cxl
     irqs: dict[tuple[str, ...], float] = {}
     for m, lab, v in samples:
         if m == "numatune_device_irqs_remote":
             key = (lab["instance"], lab["device"], lab["kind"], lab["node"])
             irqs[key] = irqs.get(key, 0) + v
-    alerts["NumatuneIrqsOffNode"] = [{"severity": "warning", "instance": i, "device": d, "kind": k, "node": n}
-                                     for (i, d, k, n), v in sorted(irqs.items()) if v > 0]
+    alerts["NumatuneIrqsOffNode"] = [
+        {"severity": "warning", "instance": i, "device": d, "kind": k, "node": n, "annotations": {
+            "summary": f"{v:g} IRQs of {k} {d} on {i} are routed off node {n}",
+            "description": f"Run `numatune irq plan` and `numatune irq apply` on {i} (or stop irqbalance)."}}
+        for (i, d, k, n), v in sorted(irqs.items()) if v > 0]
     alerts["NumatuneRemoteMemory"] = [
-        {"severity": "warning", "instance": lab["instance"], "pid": lab["pid"], "comm": lab["comm"]}
+        {"severity": "warning", "instance": lab["instance"], "pid": lab["pid"], "comm": lab["comm"], "annotations": {
+            "summary": f"Process {lab['pid']} ({lab['comm']}) on {lab['instance']} has {100 * v:g}% of its memory"
+                       " on remote nodes",
+            "description": f"`numatune audit {lab['pid']}` on {lab['instance']} names the fix (numatune launch,"
+                           " migratepages)."}}
         for m, lab, v in samples if m == "numatune_process_remote_ratio" and v > 0.2]
     return alerts
 
@@ -225,7 +243,9 @@ def test_promtool_test_rules(textfiles, tmp_path):
             "interval": "1m",
             "input_series": series,
             "alert_rule_test": [
-                {"eval_time": "15m", "alertname": name, "exp_alerts": [{"exp_labels": labels} for labels in rows]}
+                {"eval_time": "15m", "alertname": name,
+                 "exp_alerts": [{"exp_labels": {k: v for k, v in row.items() if k != "annotations"},
+                                 "exp_annotations": row["annotations"]} for row in rows]}
                 for name, rows in alerts.items()
             ] + [{"eval_time": "5m", "alertname": "NumatuneRemoteMemory", "exp_alerts": []}],  # `for: 10m`
             "promql_expr_test": [
@@ -239,6 +259,20 @@ def test_promtool_test_rules(textfiles, tmp_path):
             ],
         }],
     }
+    old_file = {"file": "/var/lib/prometheus/node-exporter/numatune_inspect.prom", "job": "numatune"}
+    test["tests"].append({  # the textfile timer stopped on "stopped" 4 h ago; "running" rewrites it every minute
+        "interval": "1m",
+        "input_series": [
+            {"series": _series("node_textfile_mtime_seconds", {**old_file, "instance": "stopped"}),
+             "values": "0+0x300"},
+            {"series": _series("node_textfile_mtime_seconds", {**old_file, "instance": "running"}),
+             "values": "0+60x300"}],
+        "alert_rule_test": [{"eval_time": "4h", "alertname": "NumatuneTextfileStale", "exp_alerts": [{
+            "exp_labels": {**old_file, "instance": "stopped", "severity": "info"},
+            "exp_annotations": {"summary": f"{old_file['file']} on stopped was last written 4h 0m 0s ago",
+                                "description": "The numatune textfile timer stopped refreshing it."}}]},
+            {"eval_time": "2h", "alertname": "NumatuneTextfileStale", "exp_alerts": []}],
+    })
     path = tmp_path / "numatune-rules.test.yml"
     path.write_text(json.dumps(test, indent=1))  # JSON is YAML
     res = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
@@ -336,13 +370,19 @@ def test_prometheus_scrapes_node_exporters_and_alerts(textfiles, tmp_path):
         def firing() -> list[dict]:
             return _query(prom_port, 'ALERTS{alertstate="firing"}')
 
-        _wait("the GPU alert fires", lambda: any(a["metric"]["alertname"] == "NumatuneGpuNicRemote" for a in firing()))
-        gpu_alerts = {a["metric"]["instance"] for a in firing() if a["metric"]["alertname"] == "NumatuneGpuNicRemote"}
-        assert gpu_alerts == {"gpu-misplaced"}  # and never on gpu-clean
-        cxl_alerts = {a["metric"]["instance"] for a in firing() if a["metric"]["alertname"] == "NumatuneCxlInDramTier"}
-        assert cxl_alerts == {"cxl-top-tier"}
+        # Alerts on recording rules fire one evaluation after the recording group has run: wait for each.
+        def firing_on(alert: str) -> set[str]:
+            return {a["metric"]["instance"] for a in firing() if a["metric"]["alertname"] == alert}
+
+        for alert, machine in (("NumatuneGpuNicRemote", "gpu-misplaced"), ("NumatuneCxlInDramTier", "cxl-top-tier"),
+                               ("NumatuneIrqsOffNode", "two-socket"), ("NumatuneFindingError", "broken-srat")):
+            _wait(f"{alert} fires on {machine}", lambda a=alert, m=machine: m in firing_on(a))
+            assert firing_on(alert) == {machine}, alert  # and never on another machine (gpu-clean, cxl)
         stale = [a for a in firing() if a["metric"]["alertname"] == "NumatuneTextfileStale"]
         assert stale == []
+        # every dashboard panel shows data for these machines (the recording rules have run by now)
+        for expr in _dashboard_exprs():
+            _wait(f"dashboard query {expr!r} returns data", lambda e=expr: bool(_query(prom_port, e)), timeout=30)
         with urllib.request.urlopen(f"http://127.0.0.1:{prom_port}/api/v1/rules", timeout=10) as r:
             groups = json.load(r)["data"]["groups"]
         unhealthy = [(rule["name"], rule.get("lastError")) for g in groups for rule in g["rules"]
@@ -351,11 +391,16 @@ def test_prometheus_scrapes_node_exporters_and_alerts(textfiles, tmp_path):
     assert time.monotonic() - t0 < 90
 
 
+def _dashboard_exprs() -> list[str]:
+    """The PromQL of every panel, with the dashboard's `$instance` variable set to "All"."""
+    board = json.loads(DASHBOARD.read_text())
+    return [t["expr"].replace("$instance", ".*") for p in board["panels"] for t in p.get("targets", [])]
+
+
 def test_dashboard_queries_parse():
     """Every panel query of the Grafana dashboard is PromQL Prometheus accepts (promtool's parser, via a rule)."""
     _need((PROMTOOL, "promtool"))
-    board = json.loads(DASHBOARD.read_text())
-    exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
+    exprs = _dashboard_exprs()
     assert len(exprs) >= 5
     metrics = {m for e in exprs for m in ("numatune_finding", "instance_code_severity:numatune_finding:count",
                                           "instance:numatune_process_remote_ratio:max",
@@ -363,8 +408,7 @@ def test_dashboard_queries_parse():
                                           "instance_node:numatune_cxl_in_dram_tier:tier") if m in e}
     assert len(metrics) >= 4
     rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"dashboard:panel{i}", "expr": e.replace("$instance", ".*").replace("$__range", "1h")}
-        for i, e in enumerate(exprs)]}]}
+        {"record": f"dashboard:panel{i}", "expr": e} for i, e in enumerate(exprs)]}]}
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"numatune-dashboard-{os.getpid()}.rules.yml"
     path.write_text(json.dumps(rules))
     try:
@@ -381,17 +425,22 @@ def test_systemd_units_verify(tmp_path):
         pytest.skip("systemd-analyze not installed (Debian: systemd)")
     for unit in ("numatune-textfile.service", "numatune-textfile.timer"):
         shutil.copy(UNITS / unit, tmp_path / unit)
+    # verify runs `man` for each Documentation= page: the project's own pages, as they would be installed
+    (tmp_path / "man" / "man1").mkdir(parents=True)
+    for page in (REPO / "man").glob("*.1"):
+        (tmp_path / "man" / "man1" / page.name).symlink_to(page)
     res = subprocess.run([analyze, "verify", str(tmp_path / "numatune-textfile.timer"),
                           str(tmp_path / "numatune-textfile.service")],
-                         capture_output=True, text=True, timeout=60, env={**os.environ, "SYSTEMD_LOG_LEVEL": "notice"})
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "SYSTEMD_LOG_LEVEL": "notice",
+                              "MANPATH": str(tmp_path / "man")})
     problems = [x for x in (res.stdout + res.stderr).splitlines()
                 if "numatune-textfile" in x and "Failed to" not in x or "is not executable" in x]
     assert res.returncode == 0 and not problems, res.stdout + res.stderr
 
 
 def test_textfile_unit_writes_atomically(tmp_path):
-    """The service's ExecStart, run as it is (root and collector directory swapped for test ones): the textfile is
-    replaced by rename, never left half-written, and is what numatune inspect prints."""
+    """The service's ExecStart, run as it is (root and collector directory swapped for test ones): each textfile is
+    replaced by rename, never left half-written, and a failing run keeps the last good one."""
     text = (UNITS / "numatune-textfile.service").read_text()
     line = next(x for x in text.splitlines() if x.startswith("ExecStart="))
     argv = json.loads("[" + ",".join(json.dumps(a) for a in _split_exec(line[len("ExecStart="):])) + "]")
@@ -402,8 +451,16 @@ def test_textfile_unit_writes_atomically(tmp_path):
            "NUMATUNE_ROOT": str(fixture_root("vm-two-socket"))}
     res = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode == 0, res.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["numatune.prom"]
-    assert 'numatune_numa_nodes 2' in (tmp_path / "numatune.prom").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["numatune_inspect.prom", "numatune_irq.prom"]
+    assert "numatune_numa_nodes 2" in (tmp_path / "numatune_inspect.prom").read_text()
+    assert 'numatune_device_irqs_remote{device="0000:42:00.0"' in (tmp_path / "numatune_irq.prom").read_text()
+    # a failing run leaves the last good file and no temporary one
+    before = (tmp_path / "numatune_inspect.prom").read_text()
+    res = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**env, "NUMATUNE_ROOT": str(tmp_path / "missing")})
+    assert res.returncode != 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["numatune_inspect.prom", "numatune_irq.prom"]
+    assert (tmp_path / "numatune_inspect.prom").read_text() == before
 
 
 def _split_exec(value: str) -> list[str]:

@@ -138,8 +138,8 @@ def _stand_in_lines(topo: Topology, layout: SlurmLayout, stand_ins: tuple[tuple[
     """gres.conf gpu lines for PCI devices that stand in for GPUs (`--stand-in-gpu BDF=FILE`): Cores= from the
     device's NUMA node exactly as for a GPU, File= the given file, each line labelled a stand-in."""
     from numatune.errors import InputError
+    from numatune.model.resolve import normalize_bdf
     from numatune.plan.slurm import device_cores
-    from numatune.resolve import normalize_bdf
 
     out = []
     for i, (bdf_text, file) in enumerate(stand_ins):

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from vm_checks import Context, check
-from vm_guest import CheckFailed, numatune, parse_cpulist, read, run, wait_for
+from vm_guest import CheckFailed, CheckSkipped, numatune, parse_cpulist, read, run, wait_for
 
 ADDR = "10.77.0.1"
 WORK = Path("/tmp/numatune-slurm")
@@ -88,7 +88,8 @@ def _prepare_guest(log: list[str]) -> str:
     """Address, hosts file, cgroup2 controllers, munge: everything both phases share. Returns the host name."""
     missing = [b for b in BINARIES if shutil.which(b) is None and not Path("/usr/sbin", b).exists()]
     if missing:
-        raise CheckFailed(f"Slurm/munge not installed on the host root ({', '.join(missing)}): run tests/vm/setup.sh")
+        raise CheckSkipped(f"Slurm/munge not installed on the host root ({', '.join(missing)}; Debian: slurmctld "
+                           "slurmd slurm-client munge, which tests/vm/setup.sh installs)")
     shutil.rmtree(WORK, ignore_errors=True)
     for sub in ("state", "spool", "munge"):
         (WORK / sub).mkdir(parents=True)
