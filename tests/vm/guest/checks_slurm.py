@@ -285,7 +285,12 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
     """A real slurmctld/slurmd from `emit slurm`: srun bindings = audit, reserved cores unused, launch inside."""
     t0 = time.monotonic()
     log: list[str] = []
-    details: dict[str, Any] = {"log": log}
+    timings: dict[str, float] = {}
+    details: dict[str, Any] = {"log": log, "phase_seconds": timings}
+
+    def lap(name: str) -> None:  # seconds since the previous lap: where the check's time goes
+        timings[name] = round(time.monotonic() - t0 - sum(timings.values()), 1)
+
     nodes, sockets = _node_cpus(), _socket_cpus()
     bdf = _stand_in_device()
     # Both emits at once (a numatune start costs 10-20 s under TCG).
@@ -295,6 +300,7 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
         par.numatune("reserved", "emit", "slurm", "--json", "--reserve-cores", "1", "--reserve-memory", "256",
                      f"--stand-in-gpu={bdf}={standin}")
     plain, reserved = par.json("plain"), par.json("reserved")
+    lap("emit")
     details["emit"] = {"plain": plain["node"]["line"], "reserved": reserved["node"]["line"],
                        "gres": [g["line"] for g in reserved["gres"]]}
     with _cluster(log) as (cluster, host):
@@ -319,6 +325,7 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
                 details["phase1"] = _start_slurm(cluster, host)
         details["task_plugin"] = task_plugin
         details["check"] = _judge_checks(checks, wrong, wrong_line)
+        lap("start_slurm_and_check")
         steps = {
             "sockets": ["-n2", "-c2", "--ntasks-per-socket=1", "--cpu-bind=sockets", "--mem-bind=local"],
             "ldoms": ["-n2", "-c2", "--ntasks-per-socket=1", "--cpu-bind=ldoms", "--mem-bind=local"],
@@ -332,6 +339,7 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
             raise CheckFailed(f"numatune audit of the Slurm tasks failed:\n{res.summary()}")
         audited = {p["pid"]: p for p in json.loads(res.stdout)["processes"]}
         details["phase1_tasks"] = _judge_phase1(tasks, audited, nodes, sockets)
+        lap("steps_and_audit")
         for _, proc in list(_srun_procs(cluster)):
             _kill(proc)
             cluster.procs.remove(proc)
@@ -342,6 +350,7 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
         gres = [g["line"] for g in reserved["gres"]]
         _write_config(host, reserved["node"]["line"], task_plugin, gres)
         details["phase2"] = _start_slurm(cluster, host)
+        lap("restart_reserved")
         spec = set(reserved["node"]["cpu_spec_list"])
         reserved_cpus = _abstract_cpus_to_linux(reserved, spec)
         gpu_cores = _abstract_to_linux(reserved, reserved["gres"][0]["cores"])
@@ -362,12 +371,14 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
             raise CheckFailed(f"the stand-in GPU's task got CPUs {gpu_task['affinity']}, not inside Cores= "
                               f"{reserved['gres'][0]['cores']} = Linux CPUs {sorted(gpu_cores)} minus reserved")
         details["phase2_tasks"] = {k: [t["affinity"] for t in v] for k, v in tasks2.items()}
+        lap("reserved_and_gres_steps")
         details["reserved_cpus"] = sorted(reserved_cpus)
         details["gpu_cores_linux"] = sorted(gpu_cores)
         for _, proc in list(_srun_procs(cluster)):
             _kill(proc)
             cluster.procs.remove(proc)
         details["launch"] = _launch_inside_srun(cluster, nodes, reserved_cpus)
+        lap("launch_inside_srun")
     details["seconds"] = round(time.monotonic() - t0, 1)
     return details
 
@@ -377,8 +388,6 @@ def _stand_in_device() -> str:
     for cls in ("nvme", "net"):
         for d in sorted(Path(f"/sys/class/{cls}").glob("*")):
             dev = (d / "device").resolve()
-            if cls == "nvme":
-                dev = (d / "device").resolve()
             if read(dev / "numa_node", "-1") == "1" and re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d",
                                                                       dev.name):
                 return dev.name
