@@ -193,7 +193,7 @@ def _start_slurm(cluster: Cluster, host: str) -> dict[str, Any]:
     return {"node": re.sub(r"\s+", " ", state["out"]).strip()[:600]}
 
 
-def _steps(cluster: Cluster, steps: dict[str, list[str]], timeout: float = 150) -> dict[str, list[dict[str, Any]]]:
+def _steps(cluster: Cluster, steps: dict[str, list[str]], timeout: float = 300) -> dict[str, list[dict[str, Any]]]:
     """Start each srun step (tasks run the toucher, which reports and stays); wait for every task's report."""
     procs = {}
     for label, opts in steps.items():
@@ -209,14 +209,16 @@ def _steps(cluster: Cluster, steps: dict[str, list[str]], timeout: float = 150) 
         return all(len(_ready(label)) >= want[label] or procs[label][1].poll() is not None for label in steps)
 
     wait_for(reported, timeout=timeout, interval=1)
+    counts = {label: f"{len(_ready(label))}/{want[label]}" for label in steps}
     out: dict[str, list[dict[str, Any]]] = {}
     for label, (argv, proc) in procs.items():
         files = _ready(label)
         if len(files) < want[label]:
             _kill(proc)
             _, err = proc.communicate(timeout=10)
-            raise CheckFailed(f"$ {' '.join(argv)}\n-> {len(files)} of {want[label]} tasks reported "
-                              f"(rc {proc.returncode}): {err.decode(errors='replace')[-1200:]}\n"
+            raise CheckFailed(f"$ {' '.join(argv)}\n-> {len(files)} of {want[label]} tasks reported within "
+                              f"{timeout:.0f} s (rc {proc.returncode}; every step: {counts}): "
+                              f"{err.decode(errors='replace')[-1200:]}\n"
                               f"slurmd.log: {read(WORK / 'slurmd.log', '')[-800:]}")
         out[label] = [{**json.loads(f.read_text()), "task": int(f.name.rsplit("-", 1)[1])} for f in files]
     return out
