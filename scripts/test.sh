@@ -7,7 +7,9 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 if command -v apt-get >/dev/null 2>&1; then
   need=""
-  for pkg in numactl hwloc pciutils librsvg2-bin; do
+  # prometheus (promtool), prometheus-node-exporter, systemd (systemd-analyze): the fleet recipes' tests
+  # (tests/test_fleet_prometheus.py); Slurm and munge for the VM stage come from tests/vm/setup.sh.
+  for pkg in numactl hwloc pciutils librsvg2-bin prometheus prometheus-node-exporter systemd; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
   done
   if [ -n "$need" ]; then

@@ -180,4 +180,5 @@ class LaunchPlan:
     cpu_kinds: tuple[KindShare, ...] = ()  # the CPU kinds the rank's CPUs belong to (hybrid CPUs only)
     nic: NicChoice | None = None  # --nic: the rank's own NIC
     torch: TorchView | None = None  # torchrun --numa-binding's choice for the same rank and mode
+    confined: str = ""  # "the allowed CPUs 3 (Slurm job 7 step 0's CPUs, ...)" when the process may not use them all
 

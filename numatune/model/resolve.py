@@ -65,6 +65,8 @@ ENV_KEYS: tuple[str, ...] = (
     "NCCL_IB_HCA",
     "NCCL_SOCKET_IFNAME",
     "GLOO_SOCKET_IFNAME",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
 )
 
 _BDF = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")

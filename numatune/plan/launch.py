@@ -738,8 +738,13 @@ def plan_launch(
     if shares:
         reasons.append("cpu kind: " + "; ".join(
             f"{len(s.cpus)} {s.name or '?'} ({s.role}) CPU(s) {format_cpulist(s.cpus)}" for s in shares))
+    online = frozenset(topo.cpu.online)
+    confined = ""
+    if cpus and facts.allowed_cpus is not None and online - facts.allowed_cpus:
+        confined = f"the allowed CPUs {format_cpulist(facts.allowed_cpus & online)} ({facts.allowed_source})"
     return LaunchPlan(rank, gpu, node, node_source, mode, cpus, mem, method, argv, tuple(command), set_env,
-                      tuple(reasons), tuple(warnings), cpu_kinds=shares, nic=nic, torch=torch)
+                      tuple(reasons), tuple(warnings), cpu_kinds=shares, nic=nic, torch=torch,
+                      confined=confined)
 
 
 def _torch_line(view: TorchView) -> str:

@@ -33,4 +33,5 @@ def summary_line(plan: LaunchPlan) -> str:
     if mem.weights:
         memory += " weights " + ",".join(f"{n}:{w}" for n, w in mem.weights.items())
     nic = f", nic {plan.nic.rdma or plan.nic.netdev or plan.nic.bdf}" if plan.nic is not None else ""
-    return f"{who}: {cpus}, {memory}{nic}, via {plan.method}"
+    inside = f", inside {plan.confined}" if plan.confined else ""
+    return f"{who}: {cpus}, {memory}{nic}, via {plan.method}{inside}"

@@ -8,6 +8,8 @@
 #     (udev provides the virtio-serial links that carry command output back).
 #   - numactl, ndctl, daxctl, pciutils, iproute2: run *inside* the guest from the shared host root.
 #   - file: virtme-ng reads the kernel version from the image with it.
+#   - slurmctld, slurmd, slurm-client, munge: a one-node Slurm run inside the two-socket guest from the host
+#     root (checks_slurm.py); prometheus, prometheus-node-exporter: the Prometheus pipeline tests.
 #   - linux-image-6.12.*+deb12-amd64: Debian's stock kernel, downloaded and unpacked (not installed)
 #     into tests/vm/.cache/kernel, with depmod run so the guest can load modules.
 #   - virtme-ng (PyPI, provides `vng`) into the project venv.
@@ -30,7 +32,8 @@ if [ "$(id -u)" -ne 0 ]; then
     fi
 fi
 
-apt_pkgs=(qemu-system-x86 busybox-static numactl ndctl daxctl kmod udev pciutils iproute2 file)
+apt_pkgs=(qemu-system-x86 busybox-static numactl ndctl daxctl kmod udev pciutils iproute2 file
+          slurmctld slurmd slurm-client munge prometheus prometheus-node-exporter)
 # Debian 12 ships the `cxl` tool inside ndctl; a separate package exists on some releases.
 missing=()
 for p in "${apt_pkgs[@]}"; do
