@@ -12,7 +12,7 @@ RULE_MODULES = (
     "numatune.analysis.irq",  # irq (NT2xx)
     "numatune.analysis.policy",  # check --policy (NT3xx)
     "numatune.analysis.locality",  # audit, check --pid (NT4xx)
-    "numatune.analysis.probe",  # probe (NT501-NT510)
+    "numatune.analysis.probe",  # probe (NT501-NT511)
     "numatune.analysis.scheduler",  # check --slurm-conf/--gres-conf/--kubelet-config (NT520-NT534)
 )
 
