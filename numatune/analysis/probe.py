@@ -61,11 +61,7 @@ def finding(code: str, message: str, fix: str = "", subject: str = "") -> Findin
 
 def hmat_for(target: NumaNode, initiator: int) -> tuple[int | None, int | None]:
     """(read latency ns, read bandwidth MB/s) HMAT gives for this initiator (CPU class first), else Nones."""
-    for cls in (1, 0):
-        for e in target.hmat:
-            if e.access_class == cls and initiator in e.initiators:
-                return e.read_latency_ns, e.read_bandwidth_mbps
-    return None, None
+    return target.hmat_from(initiator)
 
 
 def expected(topo: Topology, initiator: int, target: int) -> Expected:
