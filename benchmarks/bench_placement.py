@@ -31,7 +31,7 @@ from _timing import compile_package  # noqa: E402
 def _interleaved(nbytes: int, nodes: tuple[int, ...]):  # noqa: ANN202 - (mmap, address)
     import ctypes
 
-    from numatune import memsys
+    from numatune.system import memsys
 
     ps = memsys.page_size()
     size = nbytes + (-nbytes % ps)

@@ -157,9 +157,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="per measurement")
     args = parser.parse_args()
     compile_package()
-    from numatune import memsys
+    from numatune.commands.probe import parse_size
     from numatune.measure import bench, helper
-    from numatune.probe_run import parse_size
+    from numatune.system import memsys
 
     size = parse_size(args.size)
     cpus = sorted(os.sched_getaffinity(0))

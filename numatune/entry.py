@@ -15,7 +15,7 @@ importing click, which is most of numatune's start-up:
 format, which is plain text built without click or rich; `inspect`'s tables need rich only on a
 terminal or when a cell must wrap). Any other command line goes to the click CLI,
 which parses, validates and explains as usual. Both paths build the report with the same library
-calls (`numatune.reports`) and report errors through the same `describe_failure`; a test checks
+calls (`numatune.commands.inspect`) and report errors through the same `describe_failure`; a test checks
 that they print the same bytes and exit with the same codes.
 """
 
@@ -105,18 +105,18 @@ def _run_fast(call: FastCall) -> int:
 
     try:
         if call.command == "diff":
-            from numatune.diff_run import diff_report
+            from numatune.commands.diff import diff_report
 
             text, differ = diff_report(*call.args, fmt=call.fmt)
             sys.stdout.write(text)
             sys.stdout.flush()
             return int(ExitCode.FINDINGS) if differ else 0
-        from numatune import reports
-        from numatune.host import Host
+        from numatune.commands import inspect as reports
+        from numatune.system.host import Host
 
         host = Host.open(call.root)
         if call.command == "check":
-            from numatune.check_run import check_report
+            from numatune.commands.check import check_report
 
             text, failed, skipped = check_report(host, call.root, fmt=call.fmt)
             sys.stdout.write(text)

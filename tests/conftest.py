@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from numatune.cli import main
-from numatune.host import Host
+from numatune.system.host import Host
 from tests.fixture_archives import FIXTURES, extracted, fixture_archive, fixture_names, unpack  # noqa: F401
 
 PROJECT = Path(__file__).resolve().parent.parent

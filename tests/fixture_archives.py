@@ -27,8 +27,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from numatune.capture import Capture
-from numatune.host import Host
+from numatune.commands.snapshot import Capture
+from numatune.system.host import Host
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SUFFIX = ".tar.gz"

@@ -1,4 +1,4 @@
-"""numatune.audit_run used directly, without click: job targets of a real launcher, errors, --sample progress."""
+"""numatune.commands.audit used directly, without click: job targets of a real launcher, errors, --sample progress."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import textwrap
 import pytest
 
 from numatune.analysis.locality import Thresholds
-from numatune.audit_run import AuditRun, prefetch_numa_maps
+from numatune.commands.audit import AuditRun, prefetch_numa_maps
 from numatune.errors import ProcessGone
-from numatune.host import Host
+from numatune.system.host import Host
 
 # A launcher with two ranks (LOCAL_RANK 0 and 1), each touching 4 MiB.
 PARENT = textwrap.dedent("""\
@@ -92,7 +92,7 @@ def test_sample_reports_progress_and_closes_it(launcher):
 
 
 def test_library_imports_neither_click_nor_rich():
-    code = ("import sys, numatune.audit_run; "
+    code = ("import sys, numatune.commands.audit; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('click', 'rich')))")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from numatune import fleet_run
+from numatune.commands import fleet as fleet_run
 from numatune.errors import InputError
 from tests.analysis.test_fleet_grouping import DOC
 

@@ -4,7 +4,7 @@ import tarfile
 import pytest
 
 from numatune.errors import InputError, NotASysfsTree, ParseError, describe_failure
-from numatune.host import Host, natural_key
+from numatune.system.host import Host, natural_key
 
 
 def make_tree(tmp_path):

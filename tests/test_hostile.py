@@ -17,9 +17,9 @@ import tempfile
 
 import pytest
 
-import numatune.host as host_module
+import numatune.system.host as host_module
 from numatune.errors import ArchiveRefused, ExitCode, PermissionDenied
-from numatune.host import DENIED, ESCAPES, Host
+from numatune.system.host import DENIED, ESCAPES, Host
 from tests.conftest import fixture_copy
 
 

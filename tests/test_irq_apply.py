@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from numatune.errors import ApplyError, InputError, PermissionDenied
-from numatune.host import Host
-from numatune.irq_apply import (
+from numatune.live.irq_apply import (
     Change,
     default_state_path,
     plan_changes,
@@ -25,6 +24,7 @@ from numatune.irq_apply import (
 from numatune.plan.irq import plan_irqs
 from numatune.readers.irqs import read_irq_report
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tests.conftest import fixture_copy, fixture_root  # noqa: E402

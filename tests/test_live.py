@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from numatune.host import Host
-from numatune.live import enrich_topology
+from numatune.live.enrich import enrich_topology
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 from tests.conftest import fixture_root
 
 

@@ -1,4 +1,4 @@
-"""numatune.memsys: nodemasks, syscall numbers, errno mapping, and the real calls on this kernel.
+"""numatune.system.memsys: nodemasks, syscall numbers, errno mapping, and the real calls on this kernel.
 
 The live tests use node 0 (every NUMA kernel has it) and a node id no machine here has (63) for the
 refusals; multi-node moves are proven in the VM stage (tests/vm).
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from numatune import memsys
 from numatune.errors import ExitCode, NumatuneError
+from numatune.system import memsys
 
 PS = memsys.page_size()
 ABSENT = 63  # a node id that is not online on the test machines (and below MAX_NUMNODES)
@@ -111,7 +111,7 @@ def test_mode_names_and_status_words():
 
 def test_import_is_light():
     """memsys must not pull click, rich or ctypes into a process that only imports it."""
-    code = "import sys, numatune.memsys; print(sorted(m for m in ('click','rich','ctypes') if m in sys.modules))"
+    code = "import sys, numatune.system.memsys; print(sorted(m for m in ('click','rich','ctypes') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -186,7 +186,7 @@ def test_move_pages_of_a_vanished_process_is_process_gone():
 
 
 def test_set_mempolicy_is_per_thread_and_bind_goes_through_memsys():
-    from numatune import bind
+    from numatune.live import bind
 
     seen: list = []
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from numatune.bind import cgroup_cpuset, read_launch_devices, read_launch_topology
 from numatune.errors import BindingError
-from numatune.host import Host
+from numatune.live.bind import cgroup_cpuset, read_launch_devices, read_launch_topology
 from numatune.model.launch import CpuBind, LaunchFacts, LaunchOptions, RankInfo
+from numatune.model.resolve import ENV_KEYS, cgroup_cpuset_dirs, gpus_in_pci_order, pci_sort_key, rank_gpu
 from numatune.plan.launch import choose_gpu as launch_gpu
 from numatune.plan.launch import detect_rank
 from numatune.readers.procs import ENVIRON_KEYS, local_rank
 from numatune.readers.procs import choose_gpu as audit_gpu
 from numatune.readers.topology import read_topology
-from numatune.resolve import ENV_KEYS, cgroup_cpuset_dirs, gpus_in_pci_order, pci_sort_key, rank_gpu
+from numatune.system.host import Host
 from tests.conftest import fixture_root, tree_fixtures
 
 

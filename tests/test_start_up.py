@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from numatune.host import _is_fd_link, natural_key, numbered
 from numatune.readers.pci import _is_host_bridge, is_bdf
 from numatune.readers.settings import bracketed_choice
+from numatune.system.host import _is_fd_link, natural_key, numbered
 
 NAMES = ["cpu0", "cpu12", "cpu", "cpux", "xcpu1", "cpu1a", "cpu٣", "node10", "memory_tier4", "hugepages-2048kB",
          "hugepages-kB", "hugepages-1x2kB", "access0", "index12", "thread_siblings_list", "online", "", "10", "_",
@@ -80,7 +80,7 @@ def test_only_the_process_own_fast_command_line_turns_the_cyclic_collector_off()
 
 
 def test_host_entries_lists_without_sorting_and_tolerates_a_missing_directory(tmp_path):
-    from numatune.host import Host
+    from numatune.system.host import Host
 
     (tmp_path / "sys" / "d").mkdir(parents=True)
     for name in ("cpu10", "cpu9", "online"):
@@ -110,9 +110,9 @@ def test_json_writer_is_json_dumps_indent_2(doc):
 def test_json_reports_on_every_fixture_are_what_json_dumps_writes():
     import json
 
-    from numatune import reports
-    from numatune.check_run import check_report
-    from numatune.host import Host
+    from numatune.commands import inspect as reports
+    from numatune.commands.check import check_report
+    from numatune.system.host import Host
     from tests.conftest import fixture_root
     from tests.fixture_archives import fixture_names
 

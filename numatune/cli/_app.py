@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from numatune.host import Host
+from numatune.system.host import Host
 
 
 class App:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from numatune.audit_run import AuditRun, prefetch_numa_maps
 from numatune.cli._app import App
 from numatune.cli._options import format_option
+from numatune.commands.audit import AuditRun, prefetch_numa_maps
 
 
 def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -134,7 +134,7 @@ def audit_cmd(
         if bar is not None:
             bar.close()
     if fmt in ("json", "prometheus"):
-        from numatune.reports import audit_doc
+        from numatune.commands.inspect import audit_doc
 
         doc = audit_doc(run, audits, job, notes, thresholds, min_size=min_bytes)
         if fmt == "json":

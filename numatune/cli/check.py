@@ -53,7 +53,7 @@ def check_cmd(
     /proc/interrupts, numactl's version on a saved tree) is reported as skipped, never as passed.
     """
     from numatune.analysis.policy import load_policy
-    from numatune.check_run import SchedFiles, check_report
+    from numatune.commands.check import SchedFiles, check_report
     from numatune.errors import ExitCode, InputError
 
     policy = load_policy(policy_path) if policy_path is not None else None

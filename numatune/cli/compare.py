@@ -63,8 +63,8 @@ def compare_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN0
     if not host.is_live:
         raise InputError(f"compare runs a command on the live node, not on --root {app.root}")
 
-    from numatune.bind import gather_facts, read_launch_devices, read_launch_topology
-    from numatune.compare_run import CommandFailed, plan_placements, run_compare
+    from numatune.commands.compare import CommandFailed, plan_placements, run_compare
+    from numatune.live.bind import gather_facts, read_launch_devices, read_launch_topology
     from numatune.model.launch import LaunchOptions
     from numatune.plan.launch import normalize_bdf, parse_cpu_bind
 

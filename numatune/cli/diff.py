@@ -23,7 +23,7 @@ def diff_cmd(app: App, a: str, b: str, ignore: tuple[str, ...], fmt: str) -> Non
     (GPU, NIC, NVMe, CXL, accelerators and each GPU's nearest NIC) and the kernel version and
     settings. Use `/` for the live node. Exit status 0 when they match, 1 when they differ.
     """
-    from numatune.diff_run import diff_report
+    from numatune.commands.diff import diff_report
     from numatune.errors import ExitCode
 
     text, differ = diff_report(a, b, tuple(ignore), fmt)

@@ -69,7 +69,7 @@ def emit_group() -> None:
 def slurm_cmd(app: App, node_name: str | None, reserve_cores: int, reserve_memory: int | None,
               numa_as_socket: bool, nic_gres: bool, allow_ecores: bool, fmt: str, output: Path | None) -> None:
     """The slurm.conf NodeName line and gres.conf lines (one per GPU, Cores= in Slurm's abstract numbering)."""
-    from numatune.emit_run import read_emit_topology, slurm_emit
+    from numatune.commands.emit import read_emit_topology, slurm_emit
     from numatune.render.emit_out import slurm_document, slurm_text
 
     topo = read_emit_topology(app.host)
@@ -95,7 +95,7 @@ def slurm_cmd(app: App, node_name: str | None, reserve_cores: int, reserve_memor
 def kubelet_cmd(app: App, reserve_cores: int, kube_reserved: int, system_reserved: int, topology_policy: str,
                 scope: str, fmt: str, output: Path | None) -> None:
     """A KubeletConfiguration fragment: static CPU manager, topology manager, Static memory manager."""
-    from numatune.emit_run import read_emit_topology
+    from numatune.commands.emit import read_emit_topology
     from numatune.plan.kubelet import kubelet_plan
     from numatune.readers.irqs import read_isolated
     from numatune.render.emit_out import kubelet_document, kubelet_text
@@ -114,7 +114,7 @@ def kubelet_cmd(app: App, reserve_cores: int, kube_reserved: int, system_reserve
 @click.pass_obj
 def nfd_cmd(app: App, fmt: str, output: Path | None) -> None:
     """A node-feature-discovery local feature file: NUMA nodes, GPUs per node, GPU-NIC path, CXL capacity and tier."""
-    from numatune.emit_run import read_emit_topology
+    from numatune.commands.emit import read_emit_topology
     from numatune.plan.nfd import features_file, nfd_labels
     from numatune.render.emit_out import nfd_document
 

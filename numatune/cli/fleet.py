@@ -25,8 +25,8 @@ def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: s
     Reports are read as a stream: memory grows with the number of topologies, not of nodes.
     `--format html` (or `-o fleet.html`) writes one page with a row and a picture per group.
     """
+    from numatune.commands.fleet import run_fleet
     from numatune.errors import ExitCode
-    from numatune.fleet_run import run_fleet
     from numatune.render.fleet_out import fleet_document, render_fleet_text
 
     fleet, unreadable = run_fleet(reports)

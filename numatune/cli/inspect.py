@@ -11,8 +11,8 @@ from numatune.cli._options import format_option, write_output
 
 
 def build_inspect(app: App):  # noqa: ANN201 - returns (topology, matrix, findings)
+    from numatune.commands.inspect import inspect_report
     from numatune.readers.pci import pci_ids_from_env
-    from numatune.reports import inspect_report
 
     return inspect_report(app.host, pci_ids_from_env())
 
@@ -29,8 +29,8 @@ def inspect_cmd(app: App, fmt: str, output: Path | None) -> None:
     self-contained page with the picture, the tables and the findings.
     """
     if fmt == "json" and output is None:
+        from numatune.commands.inspect import inspect_json
         from numatune.readers.pci import pci_ids_from_env
-        from numatune.reports import inspect_json
 
         click.echo(inspect_json(app.host, pci_ids_from_env()))
         return

@@ -35,7 +35,7 @@ def cpu_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build_report(app: App):  # noqa: ANN201 - (topology, report)
-    from numatune.reports import irq_report
+    from numatune.commands.inspect import irq_report
 
     return irq_report(app.host)
 
@@ -160,7 +160,7 @@ def _writable(app: App) -> None:
     from pathlib import Path
 
     from numatune.errors import InputError
-    from numatune.irq_apply import require_write_access
+    from numatune.live.irq_apply import require_write_access
 
     if app.root not in ("", "/") and Path(app.root).is_file():
         raise InputError("--root is a snapshot archive: irq apply/restore needs a writable directory",
@@ -188,7 +188,7 @@ def apply_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: 
     """
     from pathlib import Path
 
-    from numatune.irq_apply import default_state_path, plan_changes, read_plan, run_changes
+    from numatune.live.irq_apply import default_state_path, plan_changes, read_plan, run_changes
     if not dry_run:
         _writable(app)
     if plan_file:
@@ -211,7 +211,7 @@ def apply_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: 
 @click.pass_obj
 def restore_cmd(app: App, fmt: str, state_file: str, dry_run: bool) -> None:
     """Put back exactly the affinity saved in STATE_FILE by `irq apply` (all or nothing)."""
-    from numatune.irq_apply import read_state, restore_changes, run_changes
+    from numatune.live.irq_apply import read_state, restore_changes, run_changes
     saved = read_state(state_file)
     if not dry_run:
         _writable(app)

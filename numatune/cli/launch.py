@@ -95,7 +95,7 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
         raise UsageError(f"launch can only run a command on the live node, not on --root {app.root}",
                          hint="add --dry-run or --json to see the plan for that root")
 
-    from numatune.bind import gather_facts, read_launch_devices, read_launch_topology
+    from numatune.live.bind import gather_facts, read_launch_devices, read_launch_topology
     from numatune.plan.launch import plan_launch
 
     topo = read_launch_topology(host, node_kinds=opts.mem_policy in _KIND_POLICIES)
@@ -118,7 +118,7 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
 
         click.echo(render_dry_run(plan), nl=False)
         return
-    from numatune.bind import apply_plan
+    from numatune.live.bind import apply_plan
     from numatune.render.launch_text import summary_line
 
     for w in plan.warnings:

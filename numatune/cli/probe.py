@@ -45,8 +45,8 @@ def probe_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the option
     checked page by page (move_pages) before it is timed. SLIT and HMAT figures are shown beside the
     measurement. Unprivileged: hardware prefetchers stay on, so the chase uses random order.
     """
+    from numatune.commands.probe import parse_size, run_probe
     from numatune.model.probe import ProbeOptions
-    from numatune.probe_run import parse_size, run_probe
     from numatune.readers.topology import read_topology
 
     opts = ProbeOptions(

@@ -23,7 +23,7 @@ def snapshot_cmd(app: App, output: Path, pids: tuple[int, ...]) -> None:
     and no process environments are taken (with --pid, only the named keys such as LOCAL_RANK and
     CUDA_VISIBLE_DEVICES). The archive replays with `numatune --root FILE COMMAND`.
     """
-    from numatune.capture import snapshot
+    from numatune.commands.snapshot import snapshot
 
     cap = snapshot(app.host, output, pids)
     app.note(f"wrote {output}: {len(cap.files)} files, {len(cap.links)} links")

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from numatune import memsys
+from numatune.system import memsys
 
 LINE = 64
 GROUP = 2 << 20  # chase locality group: one transparent huge page

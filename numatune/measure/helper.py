@@ -28,7 +28,7 @@ def cache_dir() -> str:
 
 def find_compiler() -> str | None:
     """$CC when set (empty: none), else cc, gcc or clang on PATH."""
-    from numatune.bind import which
+    from numatune.live.bind import which
 
     if "CC" in os.environ:
         cc = os.environ["CC"].strip()

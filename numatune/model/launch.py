@@ -9,15 +9,16 @@ Never mutate the shared empty-dict defaults.
 
 from __future__ import annotations
 
-# Linux uapi/linux/mempolicy.h: defined once, in numatune.memsys (which imports no more than errors.py)
-from numatune.memsys import (
+from numatune.model._record import record
+
+# Linux uapi/linux/mempolicy.h: defined once, in numatune.system.memsys (which imports no more than errors.py)
+from numatune.system.memsys import (
     MPOL_BIND,
     MPOL_INTERLEAVE,
     MPOL_PREFERRED,
     MPOL_PREFERRED_MANY,
     MPOL_WEIGHTED_INTERLEAVE,
 )
-from numatune.model._record import record
 
 CPU_BIND_MODES = ("node", "socket", "exclusive", "cores:N", "none")
 CPU_KIND_CHOICES = ("performance", "efficiency", "any")  # --cpu-kind: which CPU kinds a rank gets first

@@ -17,11 +17,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from numatune import memsys
 from numatune.errors import ApplyError, InputError, NumatuneError, Unsupported
 from numatune.placement import targets as _targets
 from numatune.placement.pages import PageCounts, Span, count, page_status
 from numatune.placement.targets import LiveContext, Target
+from numatune.system import memsys
 
 MADV_HUGEPAGE = 14
 MADV_POPULATE_WRITE = 23  # Linux 5.14
@@ -295,8 +295,8 @@ def _populate(m: mmap.mmap, addr: int, size: int) -> None:
 
 def node_free_bytes(node: int) -> int | None:
     """MemFree of a node, read now (the topology read earlier may be stale)."""
-    from numatune.host import Host
     from numatune.readers.nodes import parse_node_meminfo
+    from numatune.system.host import Host
 
     text = Host.open("/").read_optional(f"/sys/devices/system/node/node{node}/meminfo")
     if text is None:

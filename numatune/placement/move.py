@@ -21,12 +21,12 @@ from __future__ import annotations
 import errno
 from typing import Any, NamedTuple
 
-from numatune import memsys
 from numatune.errors import ApplyError, InputError, NumatuneError, PermissionDenied, Unsupported
 from numatune.placement import targets as _targets
 from numatune.placement.arena import Check, expected_check, fmt_bytes
 from numatune.placement.pages import Span, count, page_status, span_of
 from numatune.placement.targets import LiveContext, Target
+from numatune.system import memsys
 
 CAP_SYS_NICE = 23
 
@@ -107,7 +107,7 @@ def place(obj: Any, target: Any, *, allow_shared_pages: bool = False, move_share
           context: LiveContext | None = None) -> PlaceReport:
     """Move `obj`'s pages to `target` and verify. strict (default): raise ApplyError, with the report as
     `.report`, when any present page is left off target; else return the report and let the caller look."""
-    from numatune.host import Host
+    from numatune.system.host import Host
 
     span: Span = span_of(obj)
     ps = memsys.page_size()

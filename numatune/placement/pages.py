@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from numatune import memsys
 from numatune.errors import InputError
+from numatune.system import memsys
 
 BATCH = 1 << 16  # pages per move_pages call (bounds the arrays: 64 Ki pages = 256 MiB of 4 KiB pages)
 

@@ -117,7 +117,7 @@ def pin(obj: Any, *, register: Callable[[int, int], None] | None = None, zones: 
     `register` replaces the CUDA call (tests, other runtimes); `zones` replaces /proc/zoneinfo.
     """
     span = span_of(obj)
-    from numatune import memsys
+    from numatune.system import memsys
 
     ps = memsys.page_size()
     start, end = span.pages(ps)
@@ -126,8 +126,8 @@ def pin(obj: Any, *, register: Callable[[int, int], None] | None = None, zones: 
     else:
         api = getattr(register, "__name__", "register")
     if zones is None:
-        from numatune.host import Host
         from numatune.readers.zones import read_zones
+        from numatune.system.host import Host
 
         zones = read_zones(Host.open("/"))
     before = page_status(start, end, ps=ps)

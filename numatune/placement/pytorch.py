@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from numatune import memsys
 from numatune.errors import InputError
 from numatune.placement import targets as _targets
 from numatune.placement.arena import Arena, ArenaReport, fmt_bytes
 from numatune.placement.targets import LiveContext, Target
 from numatune.plan.memory import MemoryPlan, latency_first, training_items
+from numatune.system import memsys
 
 
 class PlannedMemory(NamedTuple):

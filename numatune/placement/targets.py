@@ -385,7 +385,7 @@ def live_context(*, devices: bool = False, topology: Topology | None = None,
                  environ: Mapping[str, str] | None = None) -> LiveContext:
     """Topology (read once per process, CXL scan included), the calling thread's node, the cpuset."""
     global _TOPOLOGY
-    from numatune.host import Host
+    from numatune.system.host import Host
 
     host = Host.open("/")
     if topology is None:
@@ -397,12 +397,12 @@ def live_context(*, devices: bool = False, topology: Topology | None = None,
     here, why = _here(host, topology)
     devs: tuple[PciDevice, ...] = ()
     if devices:
-        from numatune.bind import read_launch_devices
+        from numatune.live.bind import read_launch_devices
 
         devs = tuple(read_launch_devices(host, topology))
-    from numatune import memsys
     from numatune.plan.launch import ENV_KEYS
     from numatune.readers.procs import parse_cgroup
+    from numatune.system import memsys
 
     env = environ if environ is not None else os.environ
     try:

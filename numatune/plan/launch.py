@@ -23,10 +23,7 @@ from numatune.model.launch import (
     MemPolicy,
     RankInfo,
 )
-from numatune.model.topology import NumaNode, PciDevice, Topology
-from numatune.plan.cxl import nearest_cpu_node
-from numatune.readers.nodes import WEIGHT_DIR
-from numatune.resolve import (  # noqa: F401 - re-exported: the CLI, irq plan and tests use them from here
+from numatune.model.resolve import (  # noqa: F401 - re-exported: the CLI, irq plan and tests use them from here
     ENV_KEYS,
     GPU_VARS,
     RANK_VARS,
@@ -38,6 +35,9 @@ from numatune.resolve import (  # noqa: F401 - re-exported: the CLI, irq plan an
     pci_sort_key,
     rank_gpu,
 )
+from numatune.model.topology import NumaNode, PciDevice, Topology
+from numatune.plan.cxl import nearest_cpu_node
+from numatune.readers.nodes import WEIGHT_DIR
 
 
 # -- option parsing (pure, used by the CLI) ---------------------------------------------------------

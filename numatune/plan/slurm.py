@@ -228,7 +228,7 @@ class GresLine:
 
 def gpus_in_bus_order(topo: Topology) -> list[PciDevice]:
     """Slurm's GPU device index: GPUs sorted by PCI bus id (gres.conf(5), Links)."""
-    from numatune.resolve import gpus_in_pci_order
+    from numatune.model.resolve import gpus_in_pci_order
 
     gpus, kind = gpus_in_pci_order(topo.devices)
     return gpus if kind == "gpu" else []

@@ -1,15 +1,15 @@
 """Readers: Host -> model. Each module owns one subsystem; `read_topology` assembles them.
 
 Pure `parse_*` functions take text; `read_*` functions take a Host. No reader imports click, rich,
-psutil, pyudev or py-cpuinfo: those only enrich live runs, from `numatune.live`.
+psutil, pyudev or py-cpuinfo: those only enrich live runs, from `numatune.live.enrich`.
 """
 
 from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from numatune.host import Host
     from numatune.model.findings import Skipped
+    from numatune.system.host import Host
 
 
 def host_skipped(host: Host, already: tuple[Skipped, ...] = ()) -> tuple[Skipped, ...]:

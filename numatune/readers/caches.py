@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numatune.host import Host
+from numatune.system.host import Host
 
 
 def parse_size(text: str | None) -> int | None:

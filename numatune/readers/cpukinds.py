@@ -15,8 +15,8 @@ every kind (core type on x86, capacity, base, max frequency) until they tell all
 
 from __future__ import annotations
 
-from numatune.host import Host
 from numatune.model.topology import Cpu, CpuKind, CpuKinds
+from numatune.system.host import Host
 
 CPU_DIR = "/sys/devices/system/cpu"
 PMU_TYPES = (("cpu_core", "core"), ("cpu_atom", "atom"), ("cpu_lowpower", "lowpower"))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from numatune.host import Host, numbered
 from numatune.model.topology import Cpu, CpuSummary
 from numatune.readers.cpukinds import hybrid_core_types
+from numatune.system.host import Host, numbered
 
 CPU_DIR = "/sys/devices/system/cpu"
 

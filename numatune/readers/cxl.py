@@ -7,8 +7,8 @@ node of its host PCI device, not where its memory lands.
 
 from __future__ import annotations
 
-from numatune.host import Host
 from numatune.model.topology import CxlDecoder, CxlMemdev, CxlPort, CxlRegion, CxlTopology, DaxDevice
+from numatune.system.host import Host
 
 CXL_DEVICES = "/sys/bus/cxl/devices"
 DAX_DEVICES = "/sys/bus/dax/devices"

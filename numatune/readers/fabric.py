@@ -7,9 +7,9 @@ PCIe-only machine.
 
 from __future__ import annotations
 
-from numatune.host import Host
 from numatune.model.topology import FabricLink, GpuFabric, NvidiaGpuInfo, PciDevice
 from numatune.readers.kfd import Kfd, xgmi_count, xgmi_links
+from numatune.system.host import Host
 
 NVIDIA = 0x10DE
 

@@ -17,12 +17,12 @@ from itertools import compress
 
 from numatune.cpulist import parse_cpulist, parse_cpumask
 from numatune.errors import NumatuneError
-from numatune.host import Host
 from numatune.model._record import record
 from numatune.model.findings import Skipped
 from numatune.model.irq import DeviceIrqs, InterruptRow, InterruptsTable, Irq, IrqReport
 from numatune.model.topology import PciDevice, Topology
 from numatune.readers import host_skipped
+from numatune.system.host import Host
 
 INTERRUPTS = "/proc/interrupts"
 PROC_IRQ = "/proc/irq"

@@ -8,8 +8,8 @@ link between CPU agents), nodes/N/p2p_links/M the indirect GPU-to-GPU paths the 
 
 from __future__ import annotations
 
-from numatune.host import Host
 from numatune.model._record import record
+from numatune.system.host import Host
 
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
 # CRAT io_link types (linux drivers/gpu/drm/amd/amdkfd/kfd_crat.h)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from numatune.host import Host, natural_key, numbered
 from numatune.model.findings import Skipped
 from numatune.model.topology import HmatEntry, HugePages, MemorySideCache, NumaNode
+from numatune.system.host import Host, natural_key, numbered
 
 NODE_DIR = "/sys/devices/system/node"
 TIER_DIR = "/sys/devices/virtual/memory_tiering"

@@ -13,8 +13,8 @@ anywhere. pynvml and json are imported only when a root has NVIDIA GPUs.
 from __future__ import annotations
 
 from numatune.errors import ParseError
-from numatune.host import Host
 from numatune.model.topology import FabricLink, GpuFabric, NvmlGpu
+from numatune.system.host import Host
 
 FORMAT = "numatune.nvml-record/1"
 SAVED = "/numatune/nvml.json"  # in a snapshot's root, beside sys/ and proc/

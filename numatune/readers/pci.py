@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 
 from numatune.errors import ParseError
-from numatune.host import Host
 from numatune.model.findings import Skipped
 from numatune.model.topology import NumaNode, NvidiaGpuInfo, PciDevice, PciLink
 from numatune.readers.kfd import Kfd, read_kfd
 from numatune.readers.topology import NVIDIA_GPUS
+from numatune.system.host import Host
 
 TYPE_CHECKING = False  # annotations only: collections.abc imports collections (~5% of a start-up)
 if TYPE_CHECKING:

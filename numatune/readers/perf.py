@@ -20,8 +20,8 @@ import struct
 from collections.abc import Callable
 
 from numatune.errors import PmuUnavailable
-from numatune.host import Host
 from numatune.model._record import record
+from numatune.system.host import Host
 
 PERF_TYPE_HW_CACHE = 3
 PERF_TYPE_RAW = 4

@@ -1,7 +1,7 @@
 """Per-process readers for `audit`: numa_maps, status, task stat, sched NUMA faults, cgroup cpuset, GPUs.
 
 Everything goes through the Host, so a saved tree (`numatune snapshot --pid`) reads the same way as
-the live node (the snapshot copies whatever `audit PID` reads here, see numatune/capture.py).
+the live node (the snapshot copies whatever `audit PID` reads here, see numatune/commands/snapshot.py).
 `ENVIRON_KEYS` are the only environment variables ever read from /proc/PID/environ: the rest of an
 environment can hold secrets and is dropped as soon as the file is split, never kept or printed (and
 never stored by a snapshot).
@@ -15,10 +15,8 @@ from operator import itemgetter
 
 from numatune.cpulist import parse_cpulist
 from numatune.errors import BindingError, NumatuneError, ParseError, PermissionDenied, ProcessGone, ReadError
-from numatune.host import Host
 from numatune.model.process import GpuUse, MappingPlacement, NumaMemory, PolicyUse, ProcessInfo, ThreadInfo
-from numatune.model.topology import Topology
-from numatune.resolve import (
+from numatune.model.resolve import (
     ENV_KEYS,
     GPU_VARS,
     RANK_VARS,
@@ -27,7 +25,9 @@ from numatune.resolve import (
     parse_cgroup,
     rank_gpu,
 )
-from numatune.resolve import local_rank as resolve_local_rank
+from numatune.model.resolve import local_rank as resolve_local_rank
+from numatune.model.topology import Topology
+from numatune.system.host import Host
 
 # The environment keys, local-rank order, GPU ordering and cgroup parsing are the resolver's (shared with launch).
 RANK_KEYS: tuple[str, ...] = tuple(k for k, _ in RANK_VARS)

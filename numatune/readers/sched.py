@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from numatune.host import Host
 from numatune.model.topology import PciDevice, Topology
+from numatune.system.host import Host
 
 CPU_DIR = "/sys/devices/system/cpu"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from numatune.host import Host
 from numatune.model.topology import KernelSettings
 from numatune.readers.nodes import read_weighted_interleave_auto
+from numatune.system.host import Host
 
 
 def bracketed_choice(text: str | None) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from numatune.host import Host
+from numatune.system.host import Host
 
 ZONEINFO = "/proc/zoneinfo"
 _HEAD = re.compile(r"^Node\s+(\d+),\s+zone\s+(\S+)")

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from numatune.analysis.compare import analyse
-from numatune.compare_run import Run, parse_metric
+from numatune.commands.compare import Run, parse_metric
 
 
 def runs(name: str, values: list[float], by_node=None, share=1.0):  # noqa: ANN001

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from numatune.analysis.topology_findings import check_capacity_frequency, check_gpu_on_efficiency_cores
-from numatune.host import Host
 from numatune.model.topology import NumaNode, PciDevice
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 from tests.conftest import fixture_root
 
 A725 = (0, 1, 2, 3, 4, 10, 11, 12, 13, 14)

@@ -19,7 +19,7 @@ PAGE = 4096
 
 @pytest.fixture(scope="module")
 def two_socket():
-    from numatune.host import Host
+    from numatune.system.host import Host
     from tests.conftest import fixture_root
 
     return read_topology(Host.open(fixture_root("intel-xeon-L5640-2node")))
@@ -27,7 +27,7 @@ def two_socket():
 
 @pytest.fixture(scope="module")
 def tiers():
-    from numatune.host import Host
+    from numatune.system.host import Host
     from tests.conftest import fixture_root
 
     return read_topology(Host.open(fixture_root("fakeheteromemtiers")))
@@ -173,7 +173,7 @@ def test_a_process_with_only_file_mappings_is_judged_on_them(two_socket):
 # -- CPU kinds: a rank on efficiency cores (NT405), on the real DGX Spark GB10 tree ------------------------------
 @pytest.fixture(scope="module")
 def gb10():
-    from numatune.host import Host
+    from numatune.system.host import Host
     from tests.conftest import fixture_root
 
     return read_topology(Host.open(fixture_root("nvidia-dgx-gb10")))

@@ -28,7 +28,7 @@ EXAMPLES = sorted((PROJECT / "examples").glob("*.toml"))
 
 @pytest.fixture(scope="module")
 def topo_of():
-    from numatune.host import Host
+    from numatune.system.host import Host
     from tests.conftest import fixture_root
 
     cache = {}

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-import numatune.host as host_module
+import numatune.system.host as host_module
 from tests.conftest import fixture_copy
 
 ALLOC = textwrap.dedent("""\
@@ -236,7 +236,7 @@ def test_process_exits_between_listing_and_reading_is_skipped_in_a_tree(cli, tmp
 # A process that mbinds one 8 MiB private anonymous region to node 0 (a placement arena, seen from outside).
 MBIND_ALLOC = textwrap.dedent("""\
     import ctypes, mmap, sys
-    from numatune import memsys
+    from numatune.system import memsys
     size = 8 << 20
     m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     addr = ctypes.addressof(ctypes.c_char.from_buffer(m))

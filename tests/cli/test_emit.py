@@ -29,8 +29,8 @@ def _emit_json(cli, name: str, *args: str) -> dict:
 
 @pytest.mark.parametrize("name", DONE_TREES)
 def test_emit_slurm_node_line_and_one_gpu_line_per_gpu(cli, name):
-    from numatune.host import Host
     from numatune.readers.topology import read_topology
+    from numatune.system.host import Host
 
     topo = read_topology(Host.open(fixture_root(name)))
     doc = _emit_json(cli, name, "slurm")
@@ -96,8 +96,8 @@ TYPE_CHECK = {
                                   "fakememinitiators-1np2c+1npp+gi"])
 def test_kubelet_yaml_has_only_real_fields_and_sums_right(cli, name):
     from numatune.analysis.scheduler import _mib
-    from numatune.host import Host
     from numatune.readers.topology import read_topology
+    from numatune.system.host import Host
 
     doc, _ = _kubelet(cli, name)
     fields = KUBELET_TYPES["KubeletConfiguration"]
@@ -126,9 +126,9 @@ def test_kubelet_yaml_has_only_real_fields_and_sums_right(cli, name):
 
 
 def test_kubelet_reserved_cpus_are_the_irq_plan_housekeeping_cores(cli):
-    from numatune.host import Host
     from numatune.plan.irq import housekeeping_cores
     from numatune.readers.topology import read_topology
+    from numatune.system.host import Host
 
     doc, _ = _kubelet(cli, "handmade-launch-2s4gpu-cxl", "--reserve-cores", "2")
     topo = read_topology(Host.open(fixture_root("handmade-launch-2s4gpu-cxl")))

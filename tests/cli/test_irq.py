@@ -116,7 +116,7 @@ def test_apply_from_plan_file_and_default_state(cli, root, tmp_path):
 
 
 def test_apply_failure_exit_5_and_nothing_changed(cli, root, monkeypatch):
-    from numatune.host import Host
+    from numatune.system.host import Host
 
     before = tree_digest(root)
     real = Host.write_text

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from numatune.capture import DRY_RUN, PID_DRY_RUN
 from numatune.cli import COMMANDS
+from numatune.commands.snapshot import DRY_RUN, PID_DRY_RUN
 from tests.cli.test_audit import ALLOC, start, stop
 from tests.parity import comparable
 

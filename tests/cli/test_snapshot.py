@@ -93,8 +93,8 @@ def test_snapshot_of_a_saved_root_replays_it(cli, tmp_path, name):
 
 def test_unreadable_files_are_listed_and_replayed_as_unreadable(cli, tmp_path, monkeypatch):
     """Taken without root, a file the commands read is listed in SNAPSHOT.txt and noted on replay as live."""
-    import numatune.capture as capture
-    from numatune.host import DENIED
+    import numatune.commands.snapshot as capture
+    from numatune.system.host import DENIED
 
     real = capture._read_bounded
 
@@ -130,12 +130,12 @@ def test_only_device_fds_and_named_environment_keys_are_kept(cli, tmp_path):
 
 
 def test_a_dry_run_command_that_hits_a_bug_is_named(cli, tmp_path, monkeypatch):
-    import numatune.reports
+    import numatune.commands.inspect
 
     def broken(*_args):  # noqa: ANN002, ANN202
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(numatune.reports, "inspect_json", broken)
+    monkeypatch.setattr(numatune.commands.inspect, "inspect_json", broken)
     out = tmp_path / "snap"
     result = cli("snapshot", "-o", str(out))
     assert result.exit_code == 0 and "may be incomplete: inspect --json: RuntimeError: boom" in result.stderr

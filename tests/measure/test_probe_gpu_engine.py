@@ -11,8 +11,8 @@ import types
 
 import pytest
 
-from numatune.host import Host
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 
 
 def fake_torch(calls: list[str]) -> types.ModuleType:

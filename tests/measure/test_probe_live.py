@@ -199,9 +199,9 @@ def test_short_latency_samples_read_memory_not_the_cache(fresh_cache):
     import ctypes
     import statistics
 
-    from numatune.host import Host
     from numatune.measure import bench
     from numatune.readers.caches import last_level_cache
+    from numatune.system.host import Host
 
     lib, _ = helper.load()
     cpus = sorted(os.sched_getaffinity(0))

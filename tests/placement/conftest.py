@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from numatune.bind import read_launch_devices
-from numatune.host import Host
+from numatune.live.bind import read_launch_devices
 from numatune.placement.targets import LiveContext
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 from tests.conftest import fixture_root
 
 HM = "handmade-launch-2s4gpu-cxl"  # 2 sockets, 4 GPUs (2 per node), CXL nodes 2 and 3 with HMAT

@@ -10,7 +10,6 @@ import mmap
 
 import pytest
 
-from numatune import memsys
 from numatune.errors import InputError, Unsupported
 from numatune.placement import Arena, Stripe, place, where
 from numatune.placement.arena import check_free
@@ -18,6 +17,7 @@ from numatune.placement.move import glibc_mmapped_chunk, has_cap_sys_nice, own_m
 from numatune.placement.pages import span_of
 from numatune.placement.pinning import pin, pin_outcome, pin_warnings
 from numatune.placement.targets import Target, live_context
+from numatune.system import memsys
 from tests.placement.conftest import context_of
 
 PS = memsys.page_size()
@@ -227,8 +227,8 @@ def test_zoneinfo_of_a_real_cxl_guest_says_the_cxl_node_is_movable():
 
 
 def test_zones_through_host_on_a_saved_root_without_zoneinfo():
-    from numatune.host import Host
     from numatune.readers.zones import read_zones
+    from numatune.system.host import Host
     from tests.conftest import fixture_root
 
     assert read_zones(Host.open(fixture_root("vm-two-socket"))) == {}

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from numatune.analysis.irq import irq_findings
-from numatune.host import Host
 from numatune.model.irq import DeviceIrqs, Irq, IrqReport
 from numatune.model.launch import CpuBind
 from numatune.plan.irq import exclusive_split, plan_irqs
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 from tests.conftest import fixture_root
 from tests.plan.test_launch import plan
 

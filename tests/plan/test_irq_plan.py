@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from numatune.host import Host
 from numatune.plan.irq import (
     exclusive_split,
     irqbalance_lines,
@@ -21,6 +20,7 @@ from numatune.plan.irq import (
 )
 from numatune.readers.irqs import read_irq_report
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.irq_roots import GPU, NIC, NVME, build_root  # noqa: E402

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from numatune.bind import read_launch_devices, read_launch_topology
 from numatune.cpulist import format_cpulist
 from numatune.errors import BindingError, InputError, UsageError
-from numatune.host import Host
+from numatune.live.bind import read_launch_devices, read_launch_topology
 from numatune.model.launch import CpuBind, LaunchFacts, LaunchOptions, Numactl
 from numatune.plan.launch import (
     RANK_VARS,
@@ -20,6 +19,7 @@ from numatune.plan.launch import (
     slurm_tasks_on_node,
 )
 from numatune.readers.nodes import read_interleave_weights
+from numatune.system.host import Host
 from tests.conftest import fixture_root
 
 HM = "handmade-launch-2s4gpu-cxl"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from numatune.host import Host
 from numatune.plan.slurm import gpus_in_bus_order, gres_lines, slurm_layout
 from numatune.readers.sched import read_cpu_groups, read_render_nodes
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 from tests.conftest import PROJECT, fixture_root
 
 SLURMD = PROJECT / "tests" / "data" / "slurmd"
@@ -223,7 +223,7 @@ def test_e_cores_are_the_cpu_kinds_of_intel_atom_only():
 def test_reserved_cores_are_the_least_performant_ones_as_irq_plan_leaves_them():
     """--reserve-cores on the Alder Lake tree: E-cores 8-9 are kept for the system by launch, irq plan and emit
     alike; slurmd leaves E-cores out, so CpuSpecList names none and says why; with --allow-ecores it maps them."""
-    from numatune.emit_run import slurm_emit
+    from numatune.commands.emit import slurm_emit
     from numatune.plan.irq import housekeeping_cores, physical_cores
     from numatune.plan.launch import without_reserved
 

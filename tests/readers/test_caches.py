@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from numatune.host import Host
 from numatune.measure.bench import thp_of
 from numatune.readers.caches import last_level_cache, parse_size
+from numatune.system.host import Host
 
 
 def _cache(root, cpu, index, level, kind, size, shared):  # noqa: ANN001

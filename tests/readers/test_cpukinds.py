@@ -14,10 +14,10 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from numatune.errors import ParseError
-from numatune.host import Host
 from numatune.model.topology import Cpu
 from numatune.readers.cpukinds import arm_part_name, group_cpu_kinds, parse_cpuinfo_midr
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 from tests.conftest import fixture_copy, fixture_root
 from tests.readers.test_hwloc_reference import hwloc_bitmap
 

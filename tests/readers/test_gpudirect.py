@@ -8,9 +8,9 @@ import os
 import struct
 
 from numatune.analysis.topology_findings import topology_findings
-from numatune.host import Host
 from numatune.readers.fabric import acs_redirect, read_peer_memory
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 from tests.conftest import fixture_copy
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from numatune.host import Host
 from numatune.readers.irqs import identify_action, parse_interrupts, read_irq_report
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.conftest import fixture_root  # noqa: E402

@@ -12,11 +12,11 @@ import pytest
 from numatune.analysis.paths import path_matrix
 from numatune.analysis.vendor import compare_with_nvidia_smi, parse_nvidia_smi_topo
 from numatune.errors import ParseError
-from numatune.host import Host
 from numatune.readers import nvml
 from numatune.readers.nvml import FORMAT, fabric_from_record, nvml_bdf
 from numatune.readers.procs import read_process
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 from tests.conftest import FIXTURES, fixture_copy, fixture_root
 
 H100 = "h100-vm-1gpu"

@@ -12,9 +12,8 @@ import textwrap
 
 import pytest
 
-import numatune.host as host_module
+import numatune.system.host as host_module
 from numatune.errors import ParseError, PermissionDenied, PmuUnavailable, ProcessGone, describe_failure
-from numatune.host import Host
 from numatune.readers import perf
 from numatune.readers.procs import (
     ENVIRON_KEYS,
@@ -29,6 +28,7 @@ from numatune.readers.procs import (
     unescape_octal,
 )
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
 
 MIB = 1024 * 1024
 

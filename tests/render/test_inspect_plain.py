@@ -7,9 +7,9 @@ import io
 import pytest
 from rich.console import Console
 
-from numatune.host import Host
+from numatune.commands.inspect import inspect_report
 from numatune.render.inspect_text import plain_inspect, plain_width, render_inspect
-from numatune.reports import inspect_report
+from numatune.system.host import Host
 from tests.conftest import fixture_root, tree_fixtures
 
 

@@ -9,9 +9,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from numatune.analysis.topology_findings import topology_findings
-from numatune.host import Host
 from numatune.readers.topology import read_topology
 from numatune.render.prometheus import Exposition, audit_metrics, inspect_metrics, irq_metrics
+from numatune.system.host import Host
 from tests.conftest import fixture_root, tree_fixtures
 
 

@@ -118,14 +118,23 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     env = _SESSION._env
     if env is not None:
         tr.write_line(f"kernel {env.kernel_version}, accel {env.accel} ({env.accel_reason})")
+    tr.write_line(f"limits: {vm_runner.BOOT_TIMEOUT} s a boot, {vm_runner.STALL_TIMEOUT} s without news from the"
+                  " guest (NUMATUNE_VM_TIMEOUT, NUMATUNE_VM_STALL_TIMEOUT; per check in the guest:"
+                  " NUMATUNE_VM_CHECK_TIMEOUT, default 400 s)")
     for name, run in _SESSION.runs.items():
         for b in run.boots:
-            tr.write_line(f"{name}: boot+batch {b.seconds:.0f}s rc={b.returncode} log={b.console_log}")
+            share = 100 * b.seconds / vm_runner.BOOT_TIMEOUT
+            stopped = f" STOPPED: {b.why_stopped}" if b.why_stopped else ""
+            tr.write_line(f"{name}: boot+batch {b.seconds:.0f}s ({share:.0f}% of the limit; waited {b.lock_wait:.0f}s"
+                          f" for the boot lock) rc={b.returncode}{stopped} log={b.console_log}",
+                          red=bool(stopped or share > 50))
         if run.results:
             checks = run.results.get("checks", {})
             bad = [k for k, v in checks.items() if v.get("status") != "passed"]
             tr.write_line(f"{name}: {len(checks) - len(bad)}/{len(checks)} checks passed in the guest"
                           f" (set-up {run.results.get('setup', {}).get('seconds')}s)")
+            slowest = sorted(checks.items(), key=lambda kv: -(kv[1].get("seconds") or 0))[:6]
+            tr.write_line(f"{name}: slowest checks: " + ", ".join(f"{k} {v.get('seconds')}s" for k, v in slowest))
         if run.skip_reason:
             tr.write_line(f"!!! VM TESTS FOR {name!r} SKIPPED: {run.skip_reason}", red=True, bold=True)
         if run.fixture_note:

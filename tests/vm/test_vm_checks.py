@@ -23,12 +23,22 @@ def test_vm_check(vm_session, topology: str, check: str) -> None:
     if run.skip_reason:
         pytest.skip(run.skip_reason)
     assert run.results is not None
-    log = run.boots[-1].console_log
+    boot = run.boots[-1]
+    log = boot.console_log
     entry = run.results.get("checks", {}).get(check)
     if entry is None:
-        state = "finished" if run.results.get("finished") else "died before finishing"
-        pytest.fail(f"check {check!r} has no result: the guest batch {state}; see {log}\n"
-                    f"set-up log: {json.dumps(run.results.get('setup'), indent=1)[-2000:]}")
+        running = run.results.get("running")
+        if boot.why_stopped:
+            state = (f"was running when the harness stopped the guest after {boot.seconds:.0f} s: {boot.why_stopped}"
+                     if running == check else
+                     f"never ran: the harness stopped the guest after {boot.seconds:.0f} s ({boot.why_stopped})"
+                     f" while {running!r} was running")
+        elif run.results.get("finished"):
+            state = "has no result although the guest batch finished"
+        else:
+            state = f"has no result: the guest batch died before finishing (last running: {running!r})"
+        pytest.fail(f"[{topology}] {check} {state}; see {log}\n"
+                    f"set-up log: {json.dumps(run.results.get('setup'), indent=1)[-2000:]}", pytrace=False)
     if entry["status"] != "passed":
         pytest.fail(f"[{topology}] {check} {entry['status']} in the guest ({entry.get('seconds')}s):\n"
                     f"{entry['details']}\n(console: {log})", pytrace=False)

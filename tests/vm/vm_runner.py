@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import shlex
 import shutil
@@ -32,8 +33,21 @@ import vm_topology
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-CACHE = Path(os.environ.get("NUMATUNE_VM_CACHE", HERE / ".cache"))
-RUNS = CACHE / "runs"
+CACHE = Path(os.environ.get("NUMATUNE_VM_CACHE", HERE / ".cache")).resolve()
+
+
+def _runs_dir() -> Path:
+    """Where the guest writes its results: inside the cache, one folder per checkout.
+
+    A cache shared by several checkouts (NUMATUNE_VM_CACHE) keeps one kernel and one boot lock for
+    the machine; each checkout's runs stay apart so one boot never deletes another's results.
+    """
+    if CACHE.is_relative_to(REPO):
+        return CACHE / "runs"
+    return CACHE / "runs" / f"{REPO.name}-{hashlib.sha256(str(REPO).encode()).hexdigest()[:8]}"
+
+
+RUNS = _runs_dir()
 BATCH = HERE / "guest" / "batch.py"
 
 #: Modules the guest never needs; udev would load them at boot, which costs seconds under TCG
@@ -43,8 +57,21 @@ GUEST_MODULE_BLACKLIST = (
     "powernow_k8,pcspkr,amd64_edac,edac_mce_amd,joydev,evdev,sg,serio_raw"
 )
 
-#: Seconds one boot may take, batch included (TCG, 4 vCPUs on 2 shared host cores).
-BOOT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_TIMEOUT", "720"))
+#: Host settings the guest batch reads: opt-in PyTorch checks (guest/checks_placement.py), the README's
+#: text reports (guest/checks_probe.py), the per-check watchdog (guest/batch.py).
+GUEST_ENV = ("NUMATUNE_VM_TORCH", "NUMATUNE_VM_README", "NUMATUNE_VM_CHECK_TIMEOUT")
+
+#: Seconds one boot may take, batch included (TCG, 4 vCPUs on 2 shared host cores). The slowest
+#: batch seen on a loaded 2-core machine is the cxl one (see README "VM stage"); this is more than
+#: twice that, and a guest that stops making progress is stopped much earlier by STALL_TIMEOUT.
+BOOT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_TIMEOUT", "2100"))
+#: Seconds without any news from the guest (results.json is rewritten when the batch starts, after
+#: its set-up and before and after every check) before the boot is stopped: the guest's own
+#: per-check watchdog (NUMATUNE_VM_CHECK_TIMEOUT, 400 s) fires well before this.
+STALL_TIMEOUT = int(os.environ.get("NUMATUNE_VM_STALL_TIMEOUT", "900"))
+#: Seconds for the guest to reach the batch (boots take 20-100 s under TCG): a boot that never gets there
+#: is a failure outside the project, retried once and then skipped, and must not cost CI half an hour.
+START_TIMEOUT = int(os.environ.get("NUMATUNE_VM_START_TIMEOUT", "420"))
 
 
 @dataclass
@@ -144,6 +171,8 @@ class BootResult:
     run_dir: Path
     console_log: Path
     command: list[str]
+    why_stopped: str = ""
+    lock_wait: float = 0.0
 
     @property
     def results_path(self) -> Path:
@@ -153,8 +182,9 @@ class BootResult:
 def guest_command(topo: vm_topology.Topology, run_dir: Path, extra: list[str] | None = None) -> str:
     """Shell command virtme-ng runs in the guest (the host venv's python, via the shared root)."""
     argv = [sys.executable, str(BATCH), "--topology", str(topo.path), "--out", str(run_dir), *(extra or [])]
-    if os.environ.get("NUMATUNE_VM_TORCH") == "1":  # opt-in PyTorch checks (guest/checks_placement.py)
-        argv = ["env", "NUMATUNE_VM_TORCH=1", *argv]
+    passed = [f"{k}={os.environ[k]}" for k in GUEST_ENV if os.environ.get(k)]
+    if passed:  # the guest does not inherit the host's environment
+        argv = ["env", *passed, *argv]
     return shlex.join(argv)
 
 
@@ -169,6 +199,7 @@ def vng_command(env: Environment, topo: vm_topology.Topology, run_dir: Path,
         "--cpus", str(topo.ncpus),
         "--memory", f"{topo.memory_mib}M",
         "--rwdir", str(REPO),
+        *(() if RUNS.is_relative_to(REPO) else ("--rwdir", str(RUNS))),
         "--cwd", str(REPO),
         "--name", f"numatune-{topo.name}",
         # "=" form: the value starts with "-", which argparse would take for an option.
@@ -195,8 +226,14 @@ def boot_lock() -> Iterator[None]:
 
 
 def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEOUT,
-         extra_batch_args: list[str] | None = None) -> BootResult:
-    """Boot ``topo`` once and run the guest batch; the guest writes run_dir/results.json."""
+         extra_batch_args: list[str] | None = None, stall: int = STALL_TIMEOUT) -> BootResult:
+    """Boot ``topo`` once and run the guest batch; the guest writes run_dir/results.json.
+
+    The clock starts once this machine's boot lock is held (waiting for another checkout's boot
+    is not the guest's time). The boot is stopped after ``timeout`` seconds in all, or after
+    STALL_TIMEOUT seconds in which results.json did not change; either way the results the guest
+    wrote so far stay, and ``why_stopped`` says which limit was hit.
+    """
     run_dir = RUNS / topo.name
     if run_dir.exists():
         shutil.rmtree(run_dir)
@@ -204,11 +241,14 @@ def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEO
     vm_topology.prepare_backing_files(topo, run_dir)
     cmd = vng_command(env, topo, run_dir, extra_batch_args)
     console = run_dir / "console.log"
+    results = run_dir / "results.json"
     path_env = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     child_env = {**os.environ, "PATH": path_env}
-    start = time.monotonic()
+    asked = time.monotonic()
     timed_out = False
+    why = ""
     with boot_lock(), console.open("wb") as log:
+        start = time.monotonic()
         log.write(("$ " + " ".join(cmd) + "\n").encode())
         log.flush()
         # stdout must be a pipe (QEMU truncates a regular-file stdout); stdin must not be a tty.
@@ -223,6 +263,7 @@ def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEO
         )
         assert proc.stdout is not None
         deadline = start + timeout
+        last_news, last_mtime = start, None
         os.set_blocking(proc.stdout.fileno(), False)
         while True:
             chunk = proc.stdout.read(65536)
@@ -233,12 +274,22 @@ def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEO
                 break
             else:
                 time.sleep(0.2)
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            mtime = _mtime(results)
+            if mtime != last_mtime:
+                last_news, last_mtime = now, mtime
+            if now > deadline:
+                why = f"the boot's limit of {timeout} s (NUMATUNE_VM_TIMEOUT)"
+            elif last_mtime is None and now - start > min(stall, START_TIMEOUT):
+                why = f"the guest batch not starting within {min(stall, START_TIMEOUT)} s (NUMATUNE_VM_START_TIMEOUT)"
+            elif now - last_news > stall:
+                why = f"{stall} s without news from the guest (NUMATUNE_VM_STALL_TIMEOUT)"
+            if why:
                 timed_out = True
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                log.write(f"\n[harness] killed after {timeout}s\n".encode())
+                log.write(f"\n[harness] killed after {now - start:.0f}s: {why}\n".encode())
                 break
         rest = proc.stdout.read()
         if rest:
@@ -248,10 +299,19 @@ def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEO
         returncode=proc.returncode,
         seconds=time.monotonic() - start,
         timed_out=timed_out,
+        why_stopped=why,
+        lock_wait=start - asked,
         run_dir=run_dir,
         console_log=console,
         command=cmd,
     )
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def tail(path: Path, lines: int = 40) -> str:

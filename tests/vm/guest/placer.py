@@ -243,8 +243,8 @@ def bench() -> dict[str, Any]:
 
 
 def zones() -> dict[str, Any]:
-    from numatune.host import Host
     from numatune.readers.zones import movable_share, read_zones
+    from numatune.system.host import Host
 
     z = read_zones(Host.open("/"))
     cxl = cxl_node()

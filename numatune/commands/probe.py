@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 
 from numatune.errors import InputError, NumatuneError, Unsupported
-from numatune.host import Host
 from numatune.model.probe import Cell, CellPlacement, Figure, ProbeOptions, ProbeResult
 from numatune.model.topology import Topology
+from numatune.system.host import Host
 
 MIN_SIZE = 4 << 20
 DEFAULT_CELL_SECONDS = 5.0
@@ -77,10 +77,10 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
     if not host.is_live:
         raise InputError(f"probe measures the live node, not a saved root ({host.label})",
                          hint="run numatune probe on the machine itself")
-    from numatune import memsys
     from numatune.analysis.probe import expected
     from numatune.measure import bench, helper
     from numatune.readers.caches import last_level_cache
+    from numatune.system import memsys
 
     allowed = frozenset(os.sched_getaffinity(0))
     try:

@@ -4,10 +4,10 @@ what Slurm, kubelet and node-feature-discovery should be told. The CLI only pars
 
 from __future__ import annotations
 
-from numatune.host import Host
 from numatune.model._record import record
 from numatune.model.topology import Topology
 from numatune.plan.slurm import GresLine, NodeLine, SlurmLayout
+from numatune.system.host import Host
 
 DEFAULT_NODE_NAME = "NODE"
 
@@ -34,8 +34,8 @@ def node_name(host: Host) -> str:
 
 
 def read_emit_topology(host: Host) -> Topology:
+    from numatune.commands.inspect import read_inspect_topology
     from numatune.readers.pci import pci_ids_from_env
-    from numatune.reports import read_inspect_topology
 
     return read_inspect_topology(host, pci_ids_from_env())
 

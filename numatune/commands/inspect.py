@@ -6,8 +6,8 @@ is built one way whichever path runs it. No click, no rich.
 
 from __future__ import annotations
 
-from numatune.host import Host
 from numatune.render.envelope import dumps
+from numatune.system.host import Host
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ def read_inspect_topology(host: Host, pci_ids: str | None):  # noqa: ANN201 - To
 
     topo = read_topology(host, pci_ids=pci_ids)
     if topo.live:
-        from numatune.live import enrich_topology
+        from numatune.live.enrich import enrich_topology
 
         topo = enrich_topology(topo)
     return topo
@@ -59,7 +59,7 @@ def irq_json(host: Host) -> str:
 
 def audit_json(host: Host, pids: Sequence[int]) -> str:
     """`audit PID... --json` with the default thresholds (the common, scripted case)."""
-    from numatune.audit_run import AuditRun, prefetch_numa_maps
+    from numatune.commands.audit import AuditRun, prefetch_numa_maps
 
     thread, prefetched = prefetch_numa_maps(host, tuple(pids))  # first: the kernel builds numa_maps meanwhile
     from numatune.analysis.locality import Thresholds

@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from numatune.errors import BindingError, InputError, NumatuneError
-from numatune.host import Host
 from numatune.model.launch import MEM_POLICIES, LaunchFacts, LaunchOptions, LaunchPlan
 from numatune.model.topology import PciDevice, Topology
+from numatune.system.host import Host
 
 NAMED = ("local", "remote", "interleave", "cxl", "cxl-spill", "weighted")
 PENALTY = 0.15  # above this slowdown, placement matters (the standard advice)
@@ -97,7 +97,7 @@ def placement_options(name: str, base: LaunchOptions, topo: Topology, home: int)
 
 def plan_placements(names: Sequence[str], base: LaunchOptions, topo: Topology, devices: Sequence[PciDevice],
                     facts: LaunchFacts, command: Sequence[str]) -> list[Placement]:
-    from numatune.bind import which
+    from numatune.live.bind import which
     from numatune.plan.launch import plan_launch
 
     program = command[0] if command else ""
@@ -189,7 +189,7 @@ def _status(rc: int) -> int:
 def run_once(host: Host, placement: Placement, environ: Mapping[str, str], metric: re.Pattern[str] | None,
              interval: float, rnd: int) -> tuple[Run, str]:
     """One run: (the record, the output tail)."""
-    from numatune.bind import bind_direct
+    from numatune.live.bind import bind_direct
 
     plan = placement.plan
     env = dict(environ)

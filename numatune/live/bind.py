@@ -14,12 +14,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
-from numatune import memsys
 from numatune.cpulist import format_cpulist
 from numatune.errors import CommandNotExecutable, CommandNotRunnable, NumatuneError
-from numatune.host import Host
 from numatune.model.launch import LaunchFacts, LaunchPlan, Numactl
 from numatune.model.topology import PciDevice, Topology
+from numatune.system import memsys
+from numatune.system.host import Host
 
 ISOLATED = "/sys/devices/system/cpu/isolated"
 
@@ -78,7 +78,7 @@ def cgroup_cpuset(host: Host) -> tuple[frozenset[int] | None, str | None]:
     The path is parsed by the resolver audit uses; one that leaves the hierarchy (a cgroup namespace's
     "/.." path) gives no cpuset rather than an error.
     """
-    from numatune.resolve import cgroup_cpuset_dirs
+    from numatune.model.resolve import cgroup_cpuset_dirs
 
     for base, cpus_file, _ in cgroup_cpuset_dirs(host.read_optional("/proc/self/cgroup") or ""):
         logical = f"{base}/{cpus_file}"
@@ -90,8 +90,8 @@ def cgroup_cpuset(host: Host) -> tuple[frozenset[int] | None, str | None]:
 
 def gather_facts(host: Host, environ: Mapping[str, str], *, probe: bool) -> LaunchFacts:
     """Everything the plan needs beyond the topology. `probe` runs numactl to learn its options."""
+    from numatune.model.resolve import ENV_KEYS
     from numatune.readers.nodes import read_interleave_weights
-    from numatune.resolve import ENV_KEYS
 
     env = {k: environ[k] for k in ENV_KEYS if k in environ}
     allowed = mems = None
@@ -181,7 +181,7 @@ def read_pci_function(host: Host, bdf: str, topo: Topology) -> PciDevice | None:
 
 # -- applying -----------------------------------------------------------------------------------------------
 def set_mempolicy(mode: int, nodes: Sequence[int]) -> None:
-    """set_mempolicy(2) for the calling thread; inherited by the exec'd command (numatune.memsys does the call)."""
+    """set_mempolicy(2) for the calling thread; inherited by the exec'd command (memsys does the call)."""
     memsys.set_mempolicy(mode, nodes)
 
 

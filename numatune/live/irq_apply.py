@@ -19,9 +19,9 @@ from pathlib import Path
 
 from numatune.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
 from numatune.errors import ApplyError, InputError, PermissionDenied, ReadError
-from numatune.host import Host
 from numatune.model._record import record
 from numatune.render.envelope import SCHEMAS, dumps, envelope, is_document
+from numatune.system.host import Host
 
 STATE_DIR = "/var/lib/numatune"
 Writer = Callable[[str, str], None]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from numatune import __version__
 from numatune.errors import InputError, NumatuneError, ProcessGone
-from numatune.host import MAX_FILE_BYTES, Host
+from numatune.system.host import MAX_FILE_BYTES, Host
 
 # The one declaration of what numatune reads: every command a snapshot must replay, run dry.
 # `launch` is run twice: for the GPU/device path and for the node-kind/weights path.

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from numatune.analysis.locality import Thresholds
-    from numatune.host import Host
     from numatune.model.process import ProcessAudit, ProcessInfo
+    from numatune.system.host import Host
 
 PMU_NOT_SAMPLED = "hardware counters not sampled: pass --sample SECONDS to count local/remote DRAM loads"
 

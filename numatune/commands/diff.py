@@ -36,10 +36,10 @@ def sniff(path: str) -> str:
 
 def inspect_doc_of_root(spec: str) -> dict[str, Any]:
     """Read a root or snapshot the way `numatune --root SPEC inspect --json` does."""
-    from numatune.host import Host
+    from numatune.commands.inspect import inspect_report
     from numatune.readers.pci import pci_ids_from_env
     from numatune.render.inspect_json import inspect_document
-    from numatune.reports import inspect_report
+    from numatune.system.host import Host
 
     return inspect_document(*inspect_report(Host.open(spec), pci_ids_from_env()))
 

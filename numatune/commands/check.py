@@ -6,11 +6,11 @@ dataclasses, typing) is imported only when there is a policy.
 
 from __future__ import annotations
 
-from numatune.host import Host
 from numatune.model._record import record
 from numatune.model.check import CheckResult, IrqPlacement
 from numatune.model.findings import Severity
 from numatune.model.topology import Topology
+from numatune.system.host import Host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def run_checks(host: Host, policy: Policy | None, pids: Sequence[int] = (),
                pci_ids: str | None = None, sched: SchedFiles | None = None) -> tuple[list[CheckResult], Topology]:
     """(results with the policy's ignore/severity applied and superseded findings dropped, topology)."""
     from numatune.analysis.check import supersede, topology_results
-    from numatune.reports import read_inspect_topology
+    from numatune.commands.inspect import read_inspect_topology
 
     topo = read_inspect_topology(host, pci_ids)
     results = topology_results(topo)
@@ -123,7 +123,7 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
 
     out: list[CheckResult] = []
     if files.slurm_conf or files.gres_conf:
-        from numatune.emit_run import node_name, slurm_emit
+        from numatune.commands.emit import node_name, slurm_emit
 
         params = schedconf.slurmd_parameters(files.slurm_conf) if files.slurm_conf else set()
         layout_opts = {"numa_as_socket": "numa_node_as_socket" in params, "allow_ecores": "allow_ecores" in params}
@@ -174,7 +174,7 @@ def _audit_results(host: Host, topo: Topology, pids: Sequence[int]) -> list[Chec
 
 def numactl_version(host: Host) -> tuple[str | None, str]:
     """numactl's installed version on the live node, and why not when it cannot be known."""
-    from numatune.bind import installed_numactl_version, which
+    from numatune.live.bind import installed_numactl_version, which
 
     if not host.is_live:
         return None, "numactl's version is only known on the live node, not in a saved root"

@@ -1,0 +1,106 @@
+"""The harness's own limits, without a VM: a stand-in for virtme-ng plays a guest that stalls or overruns.
+
+These run in the quick loop (no ``vm`` mark): they prove that a boot which runs out of time keeps every
+result the guest wrote, says which limit stopped it and which check was running, and that waiting for
+another checkout's boot does not count against the guest.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import vm_runner
+import vm_topology
+
+#: A stand-in for ``vng``: finds ``--out RUN_DIR`` in its --exec command, writes results.json as the real
+#: batch does (two checks done, a third running), then sleeps for the seconds given in $FAKE_GUEST_SLEEP.
+FAKE_VNG = textwrap.dedent('''\
+    import json, os, shlex, sys, time
+    exec_arg = next(a for a in sys.argv if a.startswith("--exec="))
+    argv = shlex.split(exec_arg[len("--exec="):])
+    out = argv[argv.index("--out") + 1]
+    checks = {"first": {"status": "passed", "seconds": 0.1}, "second": {"status": "failed", "seconds": 0.1,
+              "details": "it disagreed"}}
+    doc = {"started": True, "finished": False, "running": "third", "checks": checks, "setup": {}}
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(doc, f)
+    print("[vm-batch] first: passed", flush=True)
+    time.sleep(float(os.environ["FAKE_GUEST_SLEEP"]))
+''')
+
+
+@pytest.fixture
+def fake_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> vm_runner.Environment:
+    script = tmp_path / "vng"
+    script.write_text(f"#!{sys.executable}\n{FAKE_VNG}")
+    script.chmod(0o755)
+    kernel = tmp_path / "vmlinuz-6.12.0"
+    kernel.write_bytes(b"")
+    monkeypatch.setattr(vm_runner, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(vm_runner, "CACHE", tmp_path / "cache")
+    return vm_runner.Environment(vng=str(script), qemu="qemu-system-x86_64", kernel_image=kernel,
+                                 kernel_version="6.12.0")
+
+
+def test_stalled_guest_is_stopped_and_keeps_its_results(fake_env, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_GUEST_SLEEP", "60")
+    start = time.monotonic()
+    boot = vm_runner.boot(fake_env, vm_topology.load("two-socket"), timeout=120, stall=2)
+    assert time.monotonic() - start < 30
+    assert boot.timed_out
+    assert "without news from the guest" in boot.why_stopped
+    results = json.loads(boot.results_path.read_text())
+    assert results["running"] == "third"
+    assert set(results["checks"]) == {"first", "second"}
+    assert "killed after" in boot.console_log.read_text()
+
+
+def test_overall_limit_names_itself(fake_env, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_GUEST_SLEEP", "60")
+    boot = vm_runner.boot(fake_env, vm_topology.load("two-socket"), timeout=2, stall=100)
+    assert boot.timed_out
+    assert "NUMATUNE_VM_TIMEOUT" in boot.why_stopped
+
+
+def test_guest_that_finishes_is_not_stopped(fake_env, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_GUEST_SLEEP", "0")
+    boot = vm_runner.boot(fake_env, vm_topology.load("two-socket"), timeout=60, stall=30)
+    assert not boot.timed_out and boot.why_stopped == ""
+    assert boot.returncode == 0
+
+
+def test_waiting_for_the_boot_lock_is_not_guest_time(fake_env, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_GUEST_SLEEP", "0")
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with vm_runner.boot_lock():
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(5)
+    threading.Timer(3, release.set).start()
+    boot = vm_runner.boot(fake_env, vm_topology.load("two-socket"), timeout=2, stall=2)
+    t.join()
+    assert boot.lock_wait >= 2.5
+    assert not boot.timed_out, boot.why_stopped
+
+
+def test_shared_cache_keeps_each_checkouts_runs_apart(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(vm_runner, "CACHE", tmp_path / "shared")
+    runs = vm_runner._runs_dir()
+    assert runs.parent == tmp_path / "shared" / "runs"
+    assert runs.name.startswith(vm_runner.REPO.name + "-")
+    monkeypatch.setattr(vm_runner, "RUNS", runs)
+    env = vm_runner.Environment(vng="vng", kernel_image=tmp_path / "vmlinuz")
+    cmd = vm_runner.vng_command(env, vm_topology.load("two-socket"), runs / "two-socket")
+    assert cmd[cmd.index(str(runs)) - 1] == "--rwdir"  # the guest can write its results there
