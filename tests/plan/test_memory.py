@@ -175,3 +175,67 @@ def test_the_published_allocators_worked_example():
     assert not any(p_.interleaved for p_ in split.parts)
     with pytest.raises(InputError, match="straddle 'half'"):
         latency_first(items, dram_budget=GIB, dram_node=0, straddle="half")
+
+
+def reference_latency_first(local: int, cxl: int, n_cxl: int, levels: dict[int, list[int]]
+                            ) -> tuple[list[tuple[str, int, int]], bool]:
+    """The published allocator as the paper and its repository describe it, written here independently of
+    numatune: levels in order 1..4, items in order within a level; an item that fits in what is left of the
+    local budget goes local; else, while some local budget is left, it is interleaved over local and every CXL
+    device with local charged min(left, size // (1 + n)) and CXL the rest; else it goes to CXL. The CXL budget
+    is checked once at the end. Returns ([(kind, local bytes, cxl bytes)] in order, whether CXL sufficed)."""
+    out = []
+    for level in sorted(levels):
+        for size in levels[level]:
+            if size <= local:
+                out.append(("local", size, 0))
+                local -= size
+            elif local > 0:
+                here = min(local, size // (1 + n_cxl))
+                out.append(("local+cxl", here, size - here))
+                local -= here
+                cxl -= size - here
+            else:
+                out.append(("cxl", 0, size))
+                cxl -= size
+    return out, cxl >= 0
+
+
+def _kind(plan, name: str) -> tuple[str, int, int]:  # noqa: ANN001
+    parts = plan.parts_of(name)
+    d = sum(p.nbytes for p in parts if p.tier == "dram")
+    c = sum(p.nbytes for p in parts if p.tier == "cxl")
+    kind = "local+cxl" if any(p.interleaved for p in parts) else ("local" if not c else "cxl" if not d else "split")
+    return kind, d, c
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_latency_first_matches_an_independent_reference_of_the_published_allocator(seed):
+    """Random item sizes (whole pages, so numatune's page padding is zero), budgets and 1-3 CXL nodes: every item
+    gets the same kind, the same local bytes and the same CXL bytes as the reference; the plan fits exactly when
+    the reference's CXL budget holds."""
+    import random
+
+    rng = random.Random(seed)
+    page = 4096
+    n_cxl = rng.randint(1, 3)
+    names = {1: ["momentum", "variance", "master gradients", "master weights"], 2: ["bf16 weights"],
+             3: ["activations"], 4: ["bf16 gradients"]}
+    sizes = {lv: [rng.randint(1, 1 << 20) * page for _ in ns] for lv, ns in names.items()}
+    total = sum(sum(v) for v in sizes.values())
+    local = rng.randint(0, total // page) * page
+    cxl = rng.randint(0, total // page) * page
+    items = [Item(n, s, lv) for lv in (4, 3, 2, 1) for n, s in zip(names[lv], sizes[lv], strict=True)]  # any order
+    nodes = range(2, 2 + n_cxl)
+    plan = latency_first(items, dram_budget=local, cxl_budget=cxl, dram_node=0,
+                         cxl_free={n: total + GIB for n in nodes}, cxl_bandwidth=dict.fromkeys(nodes, 1.0),
+                         strict=False)
+    ref, fits = reference_latency_first(local, cxl, n_cxl, sizes)
+    order = [n for lv in sorted(names) for n in names[lv]]
+    assert [i.name for i in plan.items] == order
+    if fits:
+        assert [_kind(plan, n) for n in order] == ref
+        assert plan.fits
+    else:  # the reference runs out of CXL: numatune says what does not fit instead
+        assert not plan.fits
+        assert sum(b for _, b in plan.unplaced) == sum(c for _, _, c in ref) - cxl
