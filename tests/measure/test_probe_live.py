@@ -191,13 +191,18 @@ def test_each_latency_sample_continues_where_the_last_one_stopped(fresh_cache):
         assert start == end  # never back to the buffer's start: the walk goes on round the cycle
 
 
+CACHED_MAX_NS = 35  # a last-level cache hit: 10-35 ns on most servers; more: evicted meanwhile (or a slow L3)
+
+
 @needs_cc
 def test_short_latency_samples_read_memory_not_the_cache(fresh_cache):
-    """A short budget must give the latency of a walk round the whole cycle (which no cache can hold), not
-    the cache latency a restarted chase reads: probe's samples at 10 ms (about 1 MiB of lines each, which a
-    restarted chase finds in L2/L3) are compared with full laps of the cycle."""
+    """A short budget must give memory latency, not the cache latency a restarted chase reads: probe's samples
+    at 10 ms (about 1 MiB of lines each, which a chase restarted at the buffer's start finds in L2/L3 from the
+    second sample on) are compared with the same chase over a buffer that fits in the last-level cache. Minimums
+    on both sides: other work on the machine only ever lengthens a sample, so the least disturbed sample of
+    each is the one to compare (a comparison of medians with whole laps failed under load 10 on 2 CPUs). On a
+    host whose other tenants evict the cache even the cached chase reads memory: then it skips, saying so."""
     import ctypes
-    import statistics
 
     from numatune.measure import bench
     from numatune.readers.caches import last_level_cache
@@ -209,21 +214,27 @@ def test_short_latency_samples_read_memory_not_the_cache(fresh_cache):
     size = max(4 * llc, 64 << 20)
     r = bench.measure_latency(lib, cpus[0], 0, size, 0.01)
     assert isinstance(r, bench.LatencyResult)
+    small = max(llc // 8 // (2 << 20) * (2 << 20), 2 << 20)  # well inside the last-level cache
 
-    def laps() -> list[float]:
-        buf = bench.Buffer(size, 0)
+    def cached() -> list[float]:
+        buf = bench.Buffer(small, 0)
         try:
-            lines = lib.nt_chase_init(buf.addr, size, 64, 2 << 20, 0x5EED)
+            lines = lib.nt_chase_init(buf.addr, small, 64, 2 << 20, 0x5EED)
             end = ctypes.c_void_p(buf.addr)
-            lib.nt_chase(end, lines, ctypes.byref(end))  # one lap untimed
-            return [lib.nt_chase(end, lines, ctypes.byref(end)) / (-(-lines // 16) * 16) for _ in range(3)]
+            lib.nt_chase(end, lines, ctypes.byref(end))  # one lap untimed: the lines are now in the caches
+            steps = 4 * lines
+            return [lib.nt_chase(end, steps, ctypes.byref(end)) / (-(-steps // 16) * 16) for _ in range(9)]
         finally:
             buf.close()
 
-    full = statistics.median(bench._pinned(cpus[0], laps))
-    short = statistics.median(r.samples_ns)
-    # a busy machine moves both; cache-resident samples read well under half of a full lap's latency
-    assert short > 0.7 * full, f"samples {short:.1f} ns per load against {full:.1f} ns for full laps"
+    cache = min(min(bench._pinned(cpus[0], cached)) for _ in range(3))
+    if cache > CACHED_MAX_NS:
+        pytest.skip(f"a chase over {small >> 20} MiB read {cache:.0f} ns at best: other work keeps evicting the "
+                    "last-level cache here, so there is no cache latency to compare with")
+    short = min(r.samples_ns)
+    # memory latency is several times the last-level cache's (here about 100 ns against 14 ns); cache-resident
+    # samples would read about the same as the cached chase
+    assert short > 3 * cache, f"samples {short:.1f} ns per load against {cache:.1f} ns for a cached chase"
 
 
 @needs_cc
