@@ -5,7 +5,7 @@ Finding codes NT501-NT511 are declared here, in the project's one registry (`reg
 
 from __future__ import annotations
 
-from numatune.model.findings import Finding, Severity, register
+from numatune.model.findings import REGISTRY, Finding, Severity, register
 from numatune.model.probe import Cell, Expected, GpuProbe, ProbeResult
 from numatune.model.topology import NumaNode, Topology
 
@@ -47,7 +47,6 @@ NT511 = register("NT511", Severity.WARNING, _P, "the latency buffer is small eno
     The pointer chase's buffer is under 4x the last-level cache plus the memory-side caches: a good part of
     its loads can be served by caches, so the latency shown is partly cache latency, not memory latency.
     Drop --size (the default is 4x the caches or 64 MiB, whichever is larger) or give a larger one.""")
-CODES = {c.code: c for c in (NT501, NT502, NT503, NT504, NT505, NT506, NT507, NT508, NT509, NT510, NT511)}
 CACHE_FACTOR = 4  # a chase buffer under this many times the caches is partly cache-resident (NT511)
 GPU_FAR = 0.8  # far/near host↔GPU copy bandwidth below this is a wrong-socket penalty (NT510)
 
@@ -56,7 +55,7 @@ SLIT_SAYS_FAR = 1.3  # SLIT ratio from which a remote node should be visibly slo
 
 
 def finding(code: str, message: str, fix: str = "", subject: str = "") -> Finding:
-    return CODES[code](message, fix, subject)
+    return REGISTRY[code](message, fix, subject)
 
 
 def hmat_for(target: NumaNode, initiator: int) -> tuple[int | None, int | None]:

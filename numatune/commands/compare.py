@@ -20,15 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from numatune.errors import BindingError, InputError, NumatuneError
+from numatune.model.compare import PENALTY, PROOF_SHARE, Run  # noqa: F401 - the command's vocabulary
 from numatune.model.launch import MEM_POLICIES, LaunchFacts, LaunchOptions, LaunchPlan
 from numatune.model.topology import PciDevice, Topology
 from numatune.system.host import Host
 
 NAMED = ("local", "remote", "interleave", "cxl", "cxl-spill", "weighted")
 DEFAULT_PLACEMENTS = ("local", "remote")  # without --placements: those of these that exist on this machine
-PENALTY = 0.15  # above this slowdown, placement matters (the standard advice)
-PROOF_SHARE = 0.90  # a run whose own memory is less than this on the asked nodes is flagged
-SPREAD_SHARE = 0.5  # interleave over n nodes: a run where some asked node holds under this x 1/n is flagged
 MIN_PROOF_BYTES = 1 << 20
 TAIL_BYTES = 4096
 
@@ -46,18 +44,6 @@ class Placement(NamedTuple):
     name: str  # as the user wrote it
     plan: LaunchPlan
     expect: tuple[int, ...]  # nodes its memory should be on (empty: anywhere)
-
-
-class Run(NamedTuple):
-    placement: str
-    round: int  # -1 for warm-up
-    seconds: float
-    value: float  # what is compared: seconds, or the --metric figure
-    status: int
-    by_node: dict[int, int]  # own bytes per node at the largest sample
-    samples: int  # numa_maps samples taken
-    on_expected: float | None  # share of own memory on the expected nodes (None: not judged)
-    spread: float | None = None  # interleave: n x the smallest asked node's share (1 even, 0 a node got none)
 
 
 class NotHere(BindingError):

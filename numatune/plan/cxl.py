@@ -13,13 +13,14 @@ missing. Pure: the Topology comes in.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
 
 from numatune.cpulist import format_cpulist
+from numatune.model._record import record
 from numatune.model.topology import NumaNode, Topology
 
 
-class CxlChoice(NamedTuple):
+@record
+class CxlChoice:
     nodes: tuple[int, ...]
     reason: str  # how they were chosen (names far-socket nodes)
     far: tuple[int, ...]  # the chosen nodes that sit behind another socket

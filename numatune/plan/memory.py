@@ -313,10 +313,9 @@ def _live_figures(ctx: Any, gpu: Any, chosen: Sequence[int] | None, measured: Ma
                              tuple[str, str]]:
     """(dram node, its free bytes, its total, {cxl node: free}, {cxl node: weight}, why, warnings) from a
     LiveContext: the CXL nodes of the DRAM node's socket (or `chosen`), weighted from that node's row."""
-    from numatune.placement import targets as _targets
     from numatune.plan import cxl as _cxl
 
-    tgt = _targets.resolve(("local", gpu) if gpu is not None else "local", ctx)
+    tgt = ctx.local(gpu)  # the placement layer resolves; planning only reads the figures
     node = tgt.nodes[0]
     topo = ctx.topology
     n = topo.node(node)
