@@ -11,7 +11,7 @@ from numatune.cli._options import format_option
 
 
 def _output_option(func):  # noqa: ANN001, ANN201 - click decorator
-    return click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    return click.option("--output", "-o", type=click.Path(dir_okay=False, readable=False, path_type=Path), default=None,
                         help="Write to this file (atomically: a dot file renamed into place) instead of stdout.")(func)
 
 
@@ -19,17 +19,9 @@ def _write(app: App, text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    import os
+    from numatune.system.outfile import write_file
 
-    from numatune.errors import InputError
-
-    tmp = output.with_name(f".{output.name}.numatune-tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, output)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_file(output, text)
     app.note(f"wrote {output}")
 
 

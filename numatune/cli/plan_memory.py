@@ -125,12 +125,11 @@ def _probe_figures(path: str, ctx, gpu):  # noqa: ANN001, ANN202
 
     from numatune.errors import InputError
     from numatune.placement.targets import probe_bandwidths, resolve
+    from numatune.system.infile import read_input
 
+    raw = read_input(path, "--probe file")
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except OSError as exc:
-        raise InputError(f"cannot read --probe {path}: {exc.strerror or exc}") from None
+        doc = json.loads(raw.decode("utf-8"))
     except ValueError:
         raise InputError(f"--probe {path} is not JSON (expected numatune probe --json output)") from None
     node = resolve(("local", gpu) if gpu is not None else "local", ctx).nodes[0]

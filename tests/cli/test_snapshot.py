@@ -98,10 +98,10 @@ def test_unreadable_files_are_listed_and_replayed_as_unreadable(cli, tmp_path, m
 
     real = capture._read_bounded
 
-    def denying(path):  # noqa: ANN001, ANN202 - root reads everything: EACCES is simulated
+    def denying(src, path):  # noqa: ANN001, ANN202 - root reads everything: EACCES is simulated
         if path.endswith("/proc/sys/kernel/numa_balancing"):
             raise PermissionError(13, "Permission denied")
-        return real(path)
+        return real(src, path)
 
     monkeypatch.setattr(capture, "_read_bounded", denying)
     out = tmp_path / "snap"
