@@ -67,6 +67,7 @@ class ProbeResult(NamedTuple):
     numa_balancing: int | None
     demotion_enabled: bool | None
     transparent_hugepage: str | None
+    memory_side_cache_bytes: int | None = None  # HMAT memory-side caches of the nodes (0: none listed)
 
 
 class GpuDevice(NamedTuple):

@@ -38,6 +38,7 @@ from numatune.model.resolve import (  # noqa: F401 - re-exported: the CLI, irq p
 )
 from numatune.model.topology import NumaNode, PciDevice, Topology
 from numatune.plan.cores import even_share, is_linear, topology_order
+from numatune.plan.cxl import nearest_cpu_node
 from numatune.plan.nic import choose_nic, nic_env
 from numatune.readers.nodes import WEIGHT_DIR
 
@@ -468,18 +469,13 @@ def _core_complex(
 
 
 # -- memory -------------------------------------------------------------------------------------------------
-def _nearest_cpu_node(topo: Topology, mem: NumaNode) -> int | None:
-    dists = [(n.distances.get(mem.id), n.id) for n in topo.nodes if n.cpus and n.distances.get(mem.id) is not None]
-    return min(dists)[1] if dists else None
-
-
 def local_memory_nodes(topo: Topology, node: int) -> list[int]:
     """CPU-less memory nodes (CXL, HBM, PMem, unknown; not GPU memory) whose nearest CPU node is `node`."""
     out = []
     for m in topo.nodes:
         if m.cpus or m.kind in ("gpu", "memoryless") or m.memory_total_kib == 0:
             continue
-        if _nearest_cpu_node(topo, m) == node:
+        if nearest_cpu_node(topo, m) == node:
             out.append(m.id)
     return out
 
