@@ -132,20 +132,17 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
                         placed = r.placement
                         latency = Figure(r.samples_ns, _median(r.samples_ns), min(r.samples_ns))
                 bw_share = 0.25 if lib is not None else 0.5
-                if failed is None and lib is not None:
-                    r = bench.measure_bandwidth("read", lib, cores, t, size, per_cell * bw_share, 3, smaps)
+                bandwidth: dict[str, Figure] = {}
+                for mode in ("read", "copy") if lib is not None else ("copy",):  # read needs the compiled loop
+                    if failed is not None:
+                        break
+                    r = bench.measure_bandwidth(mode, lib, cores, t, size, per_cell * bw_share, 3, smaps)
                     if isinstance(r, bench.Placement):
                         failed = r
                     else:
                         placed = placed or r.placement
-                        read = Figure(r.gbps, _median(r.gbps), max(r.gbps))
-                if failed is None:
-                    r = bench.measure_bandwidth("copy", lib, cores, t, size, per_cell * bw_share, 3, smaps)
-                    if isinstance(r, bench.Placement):
-                        failed = r
-                    else:
-                        placed = placed or r.placement
-                        copy = Figure(r.gbps, _median(r.gbps), max(r.gbps))
+                        bandwidth[mode] = Figure(r.gbps, _median(r.gbps), max(r.gbps))
+                read, copy = bandwidth.get("read"), bandwidth.get("copy")
             except NumatuneError as exc:
                 cells.append(Cell(i, t, kind, cpu, len(cores), "skipped", exc.message, None, None, None, None, exp))
                 continue
