@@ -26,8 +26,10 @@ VOLATILE = (
 )
 IGNORED = ORIGIN + LIVE_ONLY + VOLATILE
 # Between two reads of a live process (not a snapshot, whose bytes stay put) its pages and threads move.
+# Its run state (R/S) changes with the scheduler; its policies' byte counts with its pages.
 MOVING = tuple(f"processes.*.{f}" for f in ("memory_by_node", "memory_by_kind", "memory_total", "mappings", "threads",
-                                            "access_counters", "remote_bytes", "slow_tier_bytes"))
+                                            "access_counters", "remote_bytes", "slow_tier_bytes", "state",
+                                            "policies.*.bytes"))
 
 
 def comparable(doc: Any, ignored: tuple[str, ...] = IGNORED, at: str = "") -> Any:
@@ -46,3 +48,20 @@ def comparable(doc: Any, ignored: tuple[str, ...] = IGNORED, at: str = "") -> An
     if isinstance(doc, list):
         return [comparable(v, ignored, f"{at}.{i}" if at else str(i)) for i, v in enumerate(doc)]
     return doc
+
+
+def differences(a: Any, b: Any, at: str = "") -> list[str]:
+    """The dotted paths where two comparable documents differ, with both values (the assertion message
+    of a parity test: a failure under load must say which field moved)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(set(a) | set(b), key=str):
+            path = f"{at}.{key}" if at else str(key)
+            if key not in a or key not in b:
+                out.append(f"{path}: only in {'second' if key not in a else 'first'}")
+            else:
+                out += differences(a[key], b[key], path)
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{at}.{i}" if at else str(i))]
+    return [] if a == b else [f"{at or '.'}: {str(a)[:200]} != {str(b)[:200]}"]

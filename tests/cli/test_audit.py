@@ -292,7 +292,7 @@ def test_mappings_never_take_the_json_fast_path():
 
 
 def test_mappings_replayed_from_a_snapshot_equal_live(cli, bound_child, tmp_path):
-    from tests.parity import comparable
+    from tests.parity import comparable, differences
 
     p, addr = bound_child
     archive = tmp_path / "node.tar.gz"
@@ -300,7 +300,7 @@ def test_mappings_replayed_from_a_snapshot_equal_live(cli, bound_child, tmp_path
     live = json.loads(cli("audit", str(p.pid), "--json", "--mappings", "--min-size", "0").stdout)
     saved = json.loads(cli("--root", str(archive), "audit", str(p.pid), "--json", "--mappings", "--min-size",
                            "0").stdout)
-    assert comparable(saved) == comparable(live)
+    assert not (diff := differences(comparable(saved), comparable(live))), diff
     region = next(m for m in saved["processes"][0]["mapping_placement"]["mappings"] if m["start"] == addr)
     assert region["policy"] == "bind:0" and region["pages_by_node"] == {"0": 2048}
 

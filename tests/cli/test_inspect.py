@@ -156,6 +156,6 @@ def test_snapshot_round_trip_matches_live(cli, tmp_path):
     assert cli("snapshot", "-o", str(archive)).exit_code == 0
     live = json.loads(cli("inspect", "--json").stdout)
     saved = json.loads(cli("--root", str(archive), "inspect", "--json").stdout)
-    from tests.parity import comparable
+    from tests.parity import comparable, differences
 
-    assert comparable(saved) == comparable(live)
+    assert not (diff := differences(comparable(saved), comparable(live))), diff

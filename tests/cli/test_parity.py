@@ -11,7 +11,7 @@ import pytest
 from numatune.cli import COMMANDS
 from numatune.commands.snapshot import DRY_RUN, PID_DRY_RUN
 from tests.cli.test_audit import ALLOC, start, stop
-from tests.parity import comparable
+from tests.parity import comparable, differences
 
 PCI_IDS = next((p for p in ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids") if os.path.isfile(p)), "")
 # The snapshot's own lines, less the launch lines for a GPU or weights (this machine may lack both: they fail
@@ -55,7 +55,7 @@ def test_replay_equals_live(live_and_snapshot, line):
     assert (a.exit_code, b.exit_code) in ((0, 0), (1, 1)), (a.stderr, b.stderr)  # check exits 1 on findings
     live_doc, saved_doc = json.loads(a.stdout), json.loads(b.stdout)
     assert saved_doc["source"].endswith("node.tar.gz") and saved_doc.get("live", False) is False
-    assert comparable(saved_doc) == comparable(live_doc)
+    assert not (diff := differences(comparable(saved_doc), comparable(live_doc))), diff
 
 
 def test_the_audited_process_is_really_in_the_snapshot(live_and_snapshot):
