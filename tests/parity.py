@@ -63,5 +63,6 @@ def differences(a: Any, b: Any, at: str = "") -> list[str]:
                 out += differences(a[key], b[key], path)
         return out
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{at}.{i}" if at else str(i))]
+        pairs = enumerate(zip(a, b, strict=True))
+        return [d for i, (x, y) in pairs for d in differences(x, y, f"{at}.{i}" if at else str(i))]
     return [] if a == b else [f"{at or '.'}: {str(a)[:200]} != {str(b)[:200]}"]
