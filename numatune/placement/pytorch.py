@@ -5,6 +5,7 @@ torch is imported by the functions that make tensors, never at import time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from numatune.errors import InputError
@@ -57,7 +58,7 @@ def apply(plan: MemoryPlan, *, populate: bool = True, context: LiveContext | Non
         raise InputError("the plan has DRAM parts but no DRAM node")
     # each item starts on a page of its own (the plan pads), so it owns [its offset, the next item's)
     starts = sorted({p.offset for p in plan.parts if p.offset % ps == 0})
-    total = max(p.offset + p.nbytes for p in plan.parts)
+    total = plan_extent(plan.parts)
     size = total + (-total % ps)
     layout: list[tuple[int, int, tuple[int, ...]]] = []
     for k, start in enumerate(starts):
@@ -75,6 +76,16 @@ def apply(plan: MemoryPlan, *, populate: bool = True, context: LiveContext | Non
         off, n = regions.get(p.item, (p.offset, 0))
         regions[p.item] = (off, n + p.nbytes)
     return PlannedMemory(plan, arena, regions)
+
+
+def plan_extent(parts: Sequence[Any]) -> int:
+    """Bytes from the plan's start to the end of its last item. An interleaved item's DRAM and CXL parts
+    share one offset and lie over each other's pages, so an item ends at its offset plus all its parts."""
+    items: dict[str, list[Any]] = {}
+    for p in parts:
+        items.setdefault(p.item, []).append(p)
+    return max(max(max(p.offset + p.nbytes for p in ps), min(p.offset for p in ps) + sum(p.nbytes for p in ps))
+               for ps in items.values())
 
 
 def _item_layout(plan: MemoryPlan, parts: list, start: int, end: int, ps: int

@@ -78,14 +78,23 @@ def arenas() -> dict[str, Any]:
     cxl = cxl_node()
     out = {"cxl_node": cxl}
     keep = []
+    from numatune.cpulist import parse_cpulist
+
+    with open("/sys/devices/system/node/node0/cpulist") as f:
+        node0_cpus = parse_cpulist(f.read())
+    own_cpus = os.sched_getaffinity(0)
     for name, size, target in (("local", 8 * MIB, "local"), ("node0", 8 * MIB, 0), ("cxl", 2 * MIB, "cxl"),
                                ("stripe_given", 4 * MIB, Stripe([FAR, cxl], {FAR: 3, cxl: 1})),
                                ("stripe_hmat", 6 * MIB, Stripe([0, FAR]))):
+        # A stripe's shares come from the caller's HMAT row, and the kernel shows each target's figures
+        # for its best initiator only (node 0 for nodes 0 and 2 here): that stripe is made from node 0.
+        os.sched_setaffinity(0, node0_cpus if name == "stripe_hmat" else own_cpus)
         a = Arena(size, target)
         keep.append(a)
         out[name] = record(a, report=a.report.describe(), ok=a.report.check.ok,
                            shares=[list(s) for s in a.target.shares], source=a.target.share_source,
                            found=dict(a.report.check.found))
+    os.sched_setaffinity(0, own_cpus)
     return out
 
 
