@@ -1,7 +1,7 @@
 """The CXL tree (host bridge -> switch -> memdev, links, decoders, interleave sets).
 
 fixtures/vm-cxl-switch is a real 6.12 kernel behind QEMU's emulated switch; beside it,
-vm-cxl-switch.cxl-list.json is what ndctl's `cxl list` and the PCI link files said in the same boot.
+its cxl-list.json is what ndctl's `cxl list` and the PCI link files said in the same boot.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import pytest
 from numatune.model.links import CXL2_X16_GBPS, gbps, generation, parse_gts
 from numatune.readers.cxl import read_cxl
 from numatune.system.host import Host
-from tests.conftest import FIXTURES, fixture_copy, fixture_root
+from tests.conftest import fixture_copy, fixture_root
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "vm" / "guest"))
 import cxl_compare  # noqa: E402
 
 SWITCH = "vm-cxl-switch"
-LISTS = json.loads((FIXTURES / f"{SWITCH}.cxl-list.json").read_text())
+LISTS = json.loads((fixture_root(SWITCH) / "cxl-list.json").read_text())
 PCI = "sys/devices/pci0000:80/0000:80:00.0/0000:81:00.0/0000:82:00.0/0000:83:00.0"
 
 

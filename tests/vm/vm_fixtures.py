@@ -70,11 +70,11 @@ def update(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_runne
             else staging
         note = provenance(topo, boot, env, results)
         (root / "PROVENANCE.md").write_text(note)
+        lists = boot.run_dir / "cxl-list.json"  # ndctl's view of the same boot (tests/readers/test_cxl_tree.py)
+        if lists.exists():
+            (root / "cxl-list.json").write_text(lists.read_text())
         dest = pack(root, FIXTURES / f"{name}{SUFFIX}", name=name)
     (FIXTURES / f"{name}.md").write_text(note)
-    lists = boot.run_dir / "cxl-list.json"  # ndctl's view of the same boot, for tests/test_cxl_vm_fixture.py
-    if lists.exists():
-        (FIXTURES / f"{name}.cxl-list.json").write_text(lists.read_text())
     return dest
 
 

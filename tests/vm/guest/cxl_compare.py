@@ -2,7 +2,7 @@
 
 Standard library only: the guest check (checks_cxl.py) runs it live, and the quick loop runs it on
 the captured fixture beside the `cxl list` output saved in the same boot
-(fixtures/vm-cxl-switch.cxl-list.json), so both compare the same facts.
+(cxl-list.json inside fixtures/vm-cxl-switch.tar.gz), so both compare the same facts.
 """
 
 from __future__ import annotations
