@@ -99,7 +99,7 @@ def narrow_uplinks(topo: Topology) -> list[tuple[CxlRegion, CxlLink, float]]:
             continue
         link = next(iter(shared.values()))
         own = [topo.cxl.memdev(m).link for m in shared]
-        rates = [x.gbps for x in own if x is not None]
+        rates = [x.gbps for x in own if x is not None and x.gbps is not None]
         if len(rates) != len(own) or link.gbps is None:
             continue
         total = round(sum(rates), 2)

@@ -67,6 +67,8 @@ class ProbeResult(NamedTuple):
     numa_balancing: int | None
     demotion_enabled: bool | None
     transparent_hugepage: str | None
+    cxl_traffic: tuple = ()  # readers.perf.CxlTraffic per CXL PMU, counted while the matrix ran
+    cxl_traffic_note: str | None = None  # why there are none (no CXL PMU, no permission, a saved tree)
 
 
 class GpuDevice(NamedTuple):

@@ -214,7 +214,6 @@ class CxlMemdev:
     parent_dport: str | None = None  # the root port or switch downstream port it sits behind (BDF)
     switches: tuple[str, ...] = ()  # switch ports between it and the host bridge, nearest first
     link: CxlLink | None = None
-    dynamic_capacity: int | None = None  # bytes of dynamic-capacity partitions (dc*/size), where exposed
 
 
 @record
@@ -285,6 +284,28 @@ class CxlRegion:
     dax: tuple[str, ...]
     nodes: tuple[int, ...]  # NUMA node(s) the region's memory became
     members: tuple[CxlRegionMember, ...] = ()
+    uuid: str | None = None  # pmem regions: kept in the devices' label areas, so every host assembling it agrees
+
+
+@record
+class CxlPmuEvent:
+    name: str  # m2s_req_memrd
+    config: int
+    config1: int = 0
+    config2: int = 0
+
+
+@record
+class CxlPmu:
+    """A CXL performance monitoring unit (CPMU) as perf exposes it: /sys/bus/event_source/devices/cxl_pmu_memX.Y."""
+
+    name: str  # cxl_pmu_mem0.0
+    memdev: str | None  # mem0
+    pmu_type: int | None  # perf_event_attr.type (the PMU's `type` file)
+    cpu: int | None  # the CPU to open its system-wide counters on (first of `cpumask`)
+    events: tuple[str, ...]  # every event it documents
+    read: CxlPmuEvent | None  # host reads it serves (M2S MemRd requests, 64 bytes each)
+    write: CxlPmuEvent | None  # host writes (M2S RwD MemWr, 64 bytes each)
 
 
 @record
@@ -295,6 +316,7 @@ class CxlTopology:
     regions: tuple[CxlRegion, ...] = ()
     dax: tuple[DaxDevice, ...] = ()
     links: tuple[CxlLink, ...] = ()
+    pmus: tuple[CxlPmu, ...] = ()
 
     @property
     def present(self) -> bool:

@@ -14,6 +14,8 @@ from numatune.model.topology import (
     CxlDport,
     CxlLink,
     CxlMemdev,
+    CxlPmu,
+    CxlPmuEvent,
     CxlPort,
     CxlRegion,
     CxlRegionMember,
@@ -24,6 +26,10 @@ from numatune.readers.pci import read_link
 from numatune.system.host import Host
 
 CXL_DEVICES = "/sys/bus/cxl/devices"
+EVENT_SOURCES = "/sys/bus/event_source/devices"
+#: Events that count host memory traffic per request of one 64-byte line (CXL PMU event names, CXL 3.0 13.2).
+READ_EVENTS = ("m2s_req_memrd", "s2m_drs_memdata")
+WRITE_EVENTS = ("m2s_rwd_memwr",)
 DAX_DEVICES = "/sys/bus/dax/devices"
 ND_DEVICES = "/sys/bus/nd/devices"
 _BDF = r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"  # patterns: `re` is imported only with CXL/DAX
@@ -43,7 +49,7 @@ def _int_auto(host: Host, path: str) -> int | None:
 def read_cxl(host: Host) -> CxlTopology:
     names = host.listdir(CXL_DEVICES)
     if not names and not host.is_dir(DAX_DEVICES):  # most nodes: nothing to match (and `re` stays unloaded)
-        return CxlTopology()
+        return CxlTopology(pmus=read_cxl_pmus(host))
     import re
 
     memdevs, ports, decoders, regions = [], [], [], []
@@ -113,13 +119,69 @@ def read_cxl(host: Host) -> CxlTopology:
                 dax=(),  # filled below, once pmem regions' DAX devices are matched too
                 nodes=(),
                 members=(),  # filled below, once the tree is linked
+                uuid=host.read_optional(f"{base}/uuid") or None,
             )
         )
     dax = _attach_pmem_dax_to_regions(host, dax, regions)
     regions = [_with_dax(r, dax) for r in regions]
     ports, memdevs, links = _link_tree(host, ports, memdevs)
     regions = [_with_members(r, region_positions.get(r.name, []), ports, memdevs) for r in regions]
-    return CxlTopology(tuple(memdevs), tuple(ports), tuple(decoders), tuple(regions), tuple(dax), tuple(links))
+    return CxlTopology(tuple(memdevs), tuple(ports), tuple(decoders), tuple(regions), tuple(dax), tuple(links),
+                       read_cxl_pmus(host))
+
+
+def read_cxl_pmus(host: Host) -> tuple[CxlPmu, ...]:
+    """The CXL PMUs perf has registered (cxl_pmu driver, kernel 6.5+); () when there are none."""
+    names = [n for n in host.listdir(EVENT_SOURCES) if n.startswith("cxl_pmu_")]
+    out = []
+    for name in sorted(names):
+        base = f"{EVENT_SOURCES}/{name}"
+        memdev = name.removeprefix("cxl_pmu_").split(".")[0] or None
+        try:
+            pmu_type = host.read_int(f"{base}/type")
+        except ParseError:
+            pmu_type = None
+        try:
+            cpus = host.read_cpulist(f"{base}/cpumask")
+        except ParseError:
+            cpus = None
+        formats = {f: host.read_optional(f"{base}/format/{f}") or "" for f in host.listdir(f"{base}/format")}
+        events = sorted(host.listdir(f"{base}/events"))
+        read, write = (_first_event(host, base, events, formats, choices) for choices in (READ_EVENTS, WRITE_EVENTS))
+        out.append(CxlPmu(name, memdev if memdev and memdev.startswith("mem") else None, pmu_type,
+                          min(cpus) if cpus else None, tuple(events), read, write))
+    return tuple(out)
+
+
+def _first_event(host: Host, base: str, events: list[str], formats: dict[str, str],
+                 choices: tuple[str, ...]) -> CxlPmuEvent | None:
+    for e in choices:
+        if e in events:
+            made = pmu_event(e, host.read_optional(f"{base}/events/{e}") or "", formats)
+            if made is not None:
+                return made
+    return None
+
+
+def pmu_event(name: str, spec: str, formats: dict[str, str]) -> CxlPmuEvent | None:
+    """An event's "vid=0x1e98,gid=0x10,mask=0x1" placed into config/config1/config2 by the PMU's format
+    files ("config:0-15", "config1:32"); None when a term has no format or a value does not parse."""
+    words = {"config": 0, "config1": 0, "config2": 0}
+    for term in (t.strip() for t in spec.split(",") if t.strip()):
+        key, _, value = term.partition("=")
+        fmt = formats.get(key.strip(), "").strip()
+        field, _, bits = fmt.partition(":")
+        if field not in words or not bits:
+            return None
+        try:
+            number = int(value, 0) if value else 1
+            lo, _, hi = bits.partition("-")
+            lo_bit, hi_bit = int(lo), int(hi or lo)
+        except ValueError:
+            return None
+        width = hi_bit - lo_bit + 1
+        words[field] |= (number & ((1 << width) - 1)) << lo_bit
+    return CxlPmuEvent(name, words["config"], words["config1"], words["config2"])
 
 
 def _read_port(host: Host, name: str, kind: str, base: str) -> CxlPort:

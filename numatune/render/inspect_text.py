@@ -427,7 +427,20 @@ def _cxl_tree(topo: Topology):  # noqa: ANN202 - rich Tree
     for dec in cxl.decoders:
         if dec.size and dec.port is None:
             root.add(_decoder_line(dec))
+    if cxl.memdevs:
+        root.add(_pmu_line(cxl))
     return root
+
+
+def _pmu_line(cxl: CxlTopology) -> str:
+    if not cxl.pmus:
+        return ("CXL PMUs: none (no /sys/bus/event_source/devices/cxl_pmu_*): per-device CXL traffic cannot be "
+                "measured (probe, audit --watch)")
+    parts = []
+    for p in cxl.pmus:
+        events = ", ".join(f"{what} {e.name}" for what, e in (("reads", p.read), ("writes", p.write)) if e)
+        parts.append(f"{p.name} ({p.memdev or '?'}: {events or 'no read/write event'})")
+    return "CXL PMUs: " + "; ".join(parts)
 
 
 def link_text(link: CxlLink | None) -> str:

@@ -24,7 +24,7 @@ import vm_topology  # noqa: E402
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("topology", choices=vm_topology.available())
+    ap.add_argument("topology", choices=vm_topology.available(capture_only=True))
     ap.add_argument("--update-fixtures", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="print the vng command and exit")
     ap.add_argument("--only", action="append", default=[], help="run only this check (repeatable)")

@@ -88,6 +88,7 @@ class Topology:
     expanders: tuple[Expander, ...]
     cxl: Cxl | None
     append: tuple[str, ...] = field(default=())
+    capture_only: bool = False  # booted by hand to refresh its fixture (run_vm.py), not in the VM test stage
 
     @property
     def ncpus(self) -> int:
@@ -176,6 +177,7 @@ def load(name_or_path: str | os.PathLike[str]) -> Topology:
         expanders=expanders,
         cxl=cxl,
         append=tuple(machine.get("append", [])),
+        capture_only=bool(data.get("capture_only", False)),
     )
     _validate(topo)
     return topo
@@ -190,10 +192,13 @@ def _validate(topo: Topology) -> None:
         raise ValueError(f"{topo.path}: node ids must be 0..N-1 in order, got {ids}")
 
 
-def available() -> list[str]:
-    """Names of all topology files, in a stable order (boot order of the test session)."""
+def available(capture_only: bool = False) -> list[str]:
+    """Names of the topologies the VM stage boots, in a stable order (boot order of the test session);
+    with capture_only, also those booted only by hand to refresh their fixture."""
     order = {"two-socket": 0, "cxl": 1, "cxl-switch": 2}
     names = [p.stem for p in TOPOLOGY_DIR.glob("*.toml")]
+    if not capture_only:
+        names = [n for n in names if not tomllib.loads((TOPOLOGY_DIR / f"{n}.toml").read_text()).get("capture_only")]
     return sorted(names, key=lambda n: (order.get(n, 99), n))
 
 

@@ -74,7 +74,7 @@ def _tier_number(value: Any) -> int | None:
 # The machine itself (harness sanity: proves the topology file reached the guest kernel)
 
 
-@check("two-socket", "cxl", "cxl-switch")
+@check("two-socket", "cxl", "cxl-switch", "cxl-pool")
 def guest_matches_topology(ctx: Context) -> dict[str, Any]:
     """numactl --hardware and sysfs show the nodes, CPUs, distances and PCI NUMA nodes of the topology file."""
     hw = numactl_hardware()
@@ -95,7 +95,7 @@ def guest_matches_topology(ctx: Context) -> dict[str, Any]:
     return {"numactl_cpus": hw.cpus, "numactl_size_mb": hw.size_mb, "distances": hw.distances}
 
 
-@check("cxl", "cxl-switch")
+@check("cxl", "cxl-switch", "cxl-pool")
 def cxl_region_online(ctx: Context) -> dict[str, Any]:
     """The CXL Type-3 memory became a CPU-less NUMA node through region -> devdax -> system-ram."""
     node = ctx.cxl_node()
@@ -237,7 +237,8 @@ SNAPSHOT_MUST_HAVE = ("sys/devices/system/node/node1/cpulist", "proc/interrupts"
 
 #: The cxl-switch boot exists for its CXL tree (checks_cxl.py); `snapshot` (160 s under TCG) is tested by
 #: the other two boots, so there it runs only to refresh its fixture (NUMATUNE_VM_UPDATE_FIXTURES=1).
-SNAPSHOT_TOPOLOGIES = ("two-socket", "cxl") + (
+#: cxl-pool (capture-only, never in the test stage) is booted for its snapshot.
+SNAPSHOT_TOPOLOGIES = ("two-socket", "cxl", "cxl-pool") + (
     ("cxl-switch",) if os.environ.get("NUMATUNE_VM_UPDATE_FIXTURES") == "1" else ())
 
 
