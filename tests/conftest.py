@@ -33,6 +33,22 @@ def fixture_copy(name: str, dest: Path) -> Path:
     return unpack(fixture_archive(name), Path(dest))
 
 
+def write_process(root: Path, pid: int, environ: str, numa_maps: str = "") -> Path:
+    """A hand-made process in a tree's /proc (one thread on CPU 0, `python train.py`, the given
+    NUL-separated environment): what `audit PID` reads of a saved process."""
+    proc = root / "proc" / str(pid)
+    (proc / "task" / str(pid)).mkdir(parents=True, exist_ok=True)
+    stat = f"{pid} (python) S 1 " + " ".join(["0"] * 33) + " 0 " + " ".join(["0"] * 10)
+    status = "Name:\tpython\nPPid:\t1\nCpus_allowed_list:\t0-23\nMems_allowed_list:\t0-1\n"
+    for where in (proc, proc / "task" / str(pid)):
+        (where / "stat").write_text(stat + "\n")  # field 39 = CPU 0
+        (where / "status").write_text(status)
+    (proc / "cmdline").write_text("python\x00train.py\x00")
+    (proc / "environ").write_text(environ)
+    (proc / "numa_maps").write_text(numa_maps)
+    return proc
+
+
 @pytest.fixture
 def host_of():
     return lambda name: Host.open(fixture_root(name))

@@ -8,7 +8,7 @@ import pytest
 from numatune.errors import BindingError
 from numatune.live.bind import cgroup_cpuset, read_launch_devices, read_launch_topology
 from numatune.model.launch import CpuBind, LaunchFacts, LaunchOptions, RankInfo
-from numatune.model.resolve import ENV_KEYS, cgroup_cpuset_dirs, gpus_in_pci_order, pci_sort_key, rank_gpu
+from numatune.model.resolve import ENV_KEYS, cgroup_cpuset_dirs, gpu_order, pci_sort_key, rank_gpu
 from numatune.plan.launch import choose_gpu as launch_gpu
 from numatune.plan.launch import detect_rank
 from numatune.readers.procs import ENVIRON_KEYS, local_rank
@@ -16,10 +16,11 @@ from numatune.readers.procs import choose_gpu as audit_gpu
 from numatune.readers.topology import read_topology
 from numatune.system.host import Host
 from tests.conftest import fixture_root, tree_fixtures
+from tests.gpu_oracle import gpu_numbering, hex_key, selected
 
 
 def _envs(topo) -> list[dict[str, str]]:
-    gpus, _ = gpus_in_pci_order(topo.devices)
+    gpus, _ = gpu_order(topo.devices)
     n = len(gpus)
     envs: list[dict[str, str]] = [{"LOCAL_RANK": str(r)} for r in range(n + 1)]
     envs.append({"MV2_COMM_WORLD_LOCAL_RANK": "0"})
@@ -37,10 +38,20 @@ def _envs(topo) -> list[dict[str, str]]:
 
 @pytest.mark.parametrize("name", tree_fixtures())
 def test_launch_and_audit_resolve_the_same_gpu(name):
-    host = Host.open(fixture_root(name))
+    """Both resolve every environment to the GPU that tests/gpu_oracle.py selects from the tree's own files
+    (hex PCI order for NVIDIA, KFD node order for AMD): not to whatever one shared function returns."""
+    root = fixture_root(name)
+    host = Host.open(root)
     topo = read_topology(host, pci_ids=None, settings=False)
     launch_topo = read_launch_topology(host, node_kinds=False)
     devices = read_launch_devices(host, launch_topo)
+    gpus = [d for d in topo.devices if d.kind == "gpu"]
+    if gpus:
+        order = gpu_numbering(root, [(d.bdf, d.vendor_id) for d in gpus])
+    else:  # no GPU: accelerators (NEC Vector Engines) in PCI order
+        order = sorted((d.bdf for d in topo.devices if d.kind == "accelerator"), key=hex_key)
+    vendor = {d.bdf: d.vendor_id for d in topo.devices}
+    uuid = {d.bdf: d.nvidia.uuid for d in topo.devices if d.nvidia and d.nvidia.uuid}
     for env in _envs(topo):
         rank, _ = local_rank(env)
         info = detect_rank(env, LaunchOptions(cpu_bind=CpuBind("none")))
@@ -51,9 +62,24 @@ def test_launch_and_audit_resolve_the_same_gpu(name):
         except BindingError:
             launched = None
         audited, note = audit_gpu((), env, rank, topo)
-        assert (audited.bdf if audited else None) == launched, (name, env, note)
-        if launched is None and gpus_in_pci_order(devices)[0]:
+        assert rank is not None  # every environment of _envs names a local rank
+        expected = selected(env, rank, order, vendor, uuid)
+        assert launched == expected, (name, env)
+        assert (audited.bdf if audited else None) == expected, (name, env, note)
+        if launched is None and order:
             assert note  # audit says why, as launch raised
+
+
+def test_the_oracle_can_tell_kfd_order_from_pci_order():
+    """On the MI210 tree the oracle's GPU0 (KFD node 2) is not the first in PCI order: the test above would
+    fail if numatune numbered AMD GPUs by PCI address (or NVIDIA ones by directory name)."""
+    root = fixture_root("topo-mi210-xgmi-pcie")
+    gpus = [d for d in read_topology(Host.open(root), pci_ids=None, settings=False).devices if d.kind == "gpu"]
+    order = gpu_numbering(root, [(d.bdf, d.vendor_id) for d in gpus])
+    assert order[0] == "0000:63:00.0" and order != sorted(order, key=hex_key)
+    env = {"LOCAL_RANK": "0", "HIP_VISIBLE_DEVICES": "1,0"}
+    vendor = {d.bdf: d.vendor_id for d in gpus}
+    assert selected(env, 0, order, vendor, {}) == order[1] == "0000:43:00.0"
 
 
 def test_gpu_order_is_numeric_on_wide_pci_domains():
@@ -78,9 +104,14 @@ def test_cuda_visible_devices_counts_nvidia_gpus_only():
     amd = read_topology(Host.open(fixture_root("topo-mi210-xgmi-pcie")), pci_ids=None, settings=False).gpus
     mixed = (*amd, *nv)
     first_nvidia = sorted(nv, key=lambda d: pci_sort_key(d.bdf))[0]
-    first_amd = sorted(amd, key=lambda d: pci_sort_key(d.bdf))[0]
+    # ROCm counts AMD GPUs in KFD node order (ROCr walks the KFD nodes upwards), not PCI order: on the
+    # MI210 tree the first GPU node (KFD node 2) is 0000:63:00.0, while PCI order starts at 0000:03:00.0.
+    first_amd = min(amd, key=lambda d: d.amd_kfd_node)
+    assert first_amd.bdf == "0000:63:00.0" != sorted(amd, key=lambda d: pci_sort_key(d.bdf))[0].bdf
     assert rank_gpu({"CUDA_VISIBLE_DEVICES": "0"}, 0, mixed)[0] == first_nvidia
     assert rank_gpu({"ROCR_VISIBLE_DEVICES": "0"}, 0, mixed)[0] == first_amd
+    assert rank_gpu({"HIP_VISIBLE_DEVICES": "0"}, 0, amd)[0] == first_amd
+    assert "differs from PCI bus order" in rank_gpu({"HIP_VISIBLE_DEVICES": "0"}, 0, amd)[2]
 
 
 def test_mvapich_local_rank_is_known_to_launch_and_audit():

@@ -13,7 +13,7 @@ RULE_MODULES = (
     "numatune.analysis.policy",  # check --policy (NT3xx)
     "numatune.analysis.locality",  # audit, check --pid (NT4xx)
     "numatune.analysis.probe",  # probe (NT501-NT510)
-    "numatune.analysis.scheduler",  # check --slurm-conf/--gres-conf/--kubelet-config (NT520-NT534)
+    "numatune.analysis.scheduler",  # check --slurm-conf/--gres-conf/--kubelet-config (NT520-NT535)
 )
 
 GROUPS = {

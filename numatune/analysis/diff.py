@@ -1,6 +1,6 @@
 """Compare two nodes' topologies: what a BIOS update, a new kernel or a swapped card changed.
 
-Both sides are `numatune.inspect/2` (or /1) documents (a root or snapshot is turned into one first), so a
+Both sides are `numatune.inspect/3` (or /2, /1) documents (a root or snapshot is turned into one first), so a
 live node, a saved tree and a report gathered last month compare the same way. A document is
 flattened into a *view*: ordered keys ("node 1 cpus", "device 0000:18:00.0") with short string
 values; the difference of two views is the list of keys whose values differ. Fields that change
@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 INSPECT_SCHEMA = SCHEMAS["inspect"]
-READABLE_SCHEMAS = ("numatune.inspect/1", INSPECT_SCHEMA)  # /2 added fabric links and cpu_kinds (absent from /1)
+READABLE_SCHEMAS = ("numatune.inspect/1", "numatune.inspect/2", INSPECT_SCHEMA)  # /2 added fabric links and
+# cpu_kinds (absent from /1); /3 renumbered GPUi (numatune.model.order): devices are compared by BDF, never by label
 PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")
 MEMORY_TOLERANCE = 0.02  # node memory within 2% is "the same" (firmware and kernels reserve a little)
 
@@ -41,7 +42,7 @@ def check_inspect_document(doc: Any, where: str) -> dict[str, Any]:
         raise InputError(f"{where} is a {schema} report; expected {INSPECT_SCHEMA} "
                          "(made by `numatune inspect --json`)")
     if schema not in READABLE_SCHEMAS:
-        raise InputError(f"{where} has schema {schema}; this numatune reads {' and '.join(READABLE_SCHEMAS)}")
+        raise InputError(f"{where} has schema {schema}; this numatune reads {', '.join(READABLE_SCHEMAS)}")
     for key in ("cpu", "nodes", "devices", "settings"):
         if key not in doc:
             raise InputError(f"{where}: the report has no {key!r} field")

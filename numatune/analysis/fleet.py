@@ -28,7 +28,7 @@ from numatune.analysis.diff import _PATH_RANK, cpu_kinds_summary
 @dataclass(frozen=True)
 class NodeReport:
     name: str  # hostname, file name or pdsh/clush prefix
-    doc: dict[str, Any]  # numatune.inspect/2 (or /1)
+    doc: dict[str, Any]  # numatune.inspect/3 (or /2, /1)
 
 
 @dataclass(frozen=True)

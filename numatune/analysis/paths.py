@@ -11,6 +11,7 @@ NVML) and XGMI / XGMI# (AMD Infinity Fabric, # links when more than one, from th
 from __future__ import annotations
 
 from numatune.model._record import record
+from numatune.model.order import gpu_order, nic_order, order_note
 from numatune.model.topology import FabricLink, PciDevice, Topology
 
 LEGEND = {
@@ -35,6 +36,24 @@ class PathMatrix:
     links: tuple[FabricLink, ...] = ()  # the fabric links among these devices
     nvlink: str = "n/a"  # "nvml" | "saved" | "not visible" | "n/a" (no NVIDIA GPU)
     nvlink_note: str = ""
+    legend: tuple[str, ...] = ()  # "GPU0 = 0000:18:00.0 NVIDIA H100", "NIC0 = 0000:1a:00.0 mlx5_0 ibp26s0"
+    order_note: str = ""  # where the GPU numbering differs from PCI bus order (numatune.model.order)
+
+
+def device_name(d: PciDevice) -> str:
+    """A device's model as people know it: the NVIDIA driver's, else pci.ids', else vendor:device."""
+    if d.nvidia and d.nvidia.model:
+        return d.nvidia.model
+    named = " ".join(x for x in (d.vendor_name, d.device_name) if x)
+    return named or f"{d.vendor_id or 0:04x}:{d.device_id or 0:04x}"
+
+
+def legend_line(label: str, d: PciDevice) -> str:
+    """nvidia-smi's legend: GPUi = BDF and model; NICi = BDF, RDMA device and network interface."""
+    if label.startswith("NIC"):
+        return " ".join([f"{label} = {d.bdf}", *d.rdma, *d.netdevs] if (d.rdma or d.netdevs) else
+                        [f"{label} = {d.bdf}", device_name(d)])
+    return f"{label} = {d.bdf} {device_name(d)}"
 
 
 def connection(a: PciDevice, b: PciDevice) -> str:
@@ -76,8 +95,9 @@ def cell(topo: Topology, a: PciDevice, b: PciDevice) -> str:
 
 
 def path_matrix(topo: Topology) -> PathMatrix:
-    gpus = [d for d in topo.devices if d.kind == "gpu"]
-    nics = [d for d in topo.devices if d.kind == "nic"]
+    gpus, kind = gpu_order(topo.devices)  # the one numbering (numatune.model.order): GPUi here = GPUi everywhere
+    gpus = gpus if kind == "gpu" else []
+    nics = nic_order(topo.devices)
     devs = gpus + nics
     labels = [f"GPU{i}" for i in range(len(gpus))] + [f"NIC{i}" for i in range(len(nics))]
     cells = tuple(tuple(cell(topo, a, b) for b in devs) for a in devs)
@@ -91,6 +111,8 @@ def path_matrix(topo: Topology) -> PathMatrix:
         links=tuple(x for x in topo.fabric.links if x.a in bdfs and x.b in bdfs),
         nvlink=topo.fabric.nvlink,
         nvlink_note=topo.fabric.nvlink_note,
+        legend=tuple(legend_line(label, d) for label, d in zip(labels, devs, strict=True)),
+        order_note=order_note(topo.devices),
     )
 
 

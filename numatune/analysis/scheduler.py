@@ -1,5 +1,5 @@
 """Scheduler configuration against the topology (`check --slurm-conf/--gres-conf/--kubelet-config`).
-Codes NT520-NT534 are stable. Pure: parsed files and what `emit` derives in, findings out; the
+Codes NT520-NT535 are stable. Pure: parsed files and what `emit` derives in, findings out; the
 expected values are the ones `numatune emit` writes, so each fix names the right line.
 """
 
@@ -54,6 +54,11 @@ NT534 = register("NT534", Severity.ERROR, "scheduler", "kubelet's static CPU man
     cpuManagerPolicy is static but neither reservedSystemCPUs nor a cpu quantity in kubeReserved/systemReserved
     is given: kubelet refuses to start ("the static policy requires systemreserved.cpu + kubereserved.cpu to be
     greater than zero").""")
+NT535 = register(
+    "NT535", Severity.ERROR, "scheduler", "kubelet's NUMA managers cannot represent this machine's NUMA ids", """
+    topologyManagerPolicy or memoryManagerPolicy Static is set on a machine with a NUMA node id above 63 (POWER9
+    GPU memory nodes are 250-255): kubelet keeps NUMA nodes in a 64-bit mask (topologymanager/bitmask, "bit
+    number must be in range 0-63") and cannot describe such a node; leave both managers at none there.""")
 
 
 def _int(value: str | None) -> int | None:
@@ -203,7 +208,16 @@ def check_kubelet(doc: Mapping[str, Any], topo: Topology, where: str) -> Iterato
         if abs(got - want) > 0.5:
             yield NT531(f"reservedMemory sums to {got:g}Mi, kubeReserved + systemReserved + evictionHard = {want:g}Mi",
                         "make them equal (numatune emit kubelet writes a matching set)", where)
-    if len(cpu_nodes) > 1:
+    from numatune.plan.kubelet import BITMASK_MAX_NODE
+
+    too_high = [n.id for n in topo.nodes if n.id > BITMASK_MAX_NODE] if topo.numa_kernel else []
+    topo_policy = str(doc.get("topologyManagerPolicy") or "none").lower()
+    if too_high and (topo_policy != "none" or doc.get("memoryManagerPolicy") == "Static"):
+        mem_policy = doc.get("memoryManagerPolicy") or "None"
+        yield NT535(f"topologyManagerPolicy={topo_policy}, memoryManagerPolicy={mem_policy}"
+                    f" on a machine with NUMA node id(s) {format_cpulist(too_high)} above {BITMASK_MAX_NODE}",
+                    "leave topologyManagerPolicy and memoryManagerPolicy unset (numatune emit kubelet)", where)
+    if len(cpu_nodes) > 1 and not too_high:
         cpu_policy = str(doc.get("cpuManagerPolicy") or "none").lower()
         topo_policy = str(doc.get("topologyManagerPolicy") or "none").lower()
         if cpu_policy != "static" or topo_policy == "none":

@@ -115,10 +115,10 @@ def kubelet_cmd(app: App, reserve_cores: int, kube_reserved: int, system_reserve
 def nfd_cmd(app: App, fmt: str, output: Path | None) -> None:
     """A node-feature-discovery local feature file: NUMA nodes, GPUs per node, GPU-NIC path, CXL capacity and tier."""
     from numatune.commands.emit import read_emit_topology
-    from numatune.plan.nfd import features_file, nfd_labels
+    from numatune.plan.nfd import features_file, nfd_labels, omitted
     from numatune.render.emit_out import nfd_document
 
     topo = read_emit_topology(app.host)
     labels = nfd_labels(topo)
-    text = features_file(labels, topo.source)
+    text = features_file(labels, topo.source, omitted(topo))
     _render(app, fmt, (nfd_document(labels, text, topo.source), text), output)

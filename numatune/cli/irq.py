@@ -149,9 +149,11 @@ def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: i
 
         click.echo(dumps(plan_document(plan, report, balance, tuned), ROW_KEYS))
         return
-    from numatune.render.irq_text import render_plan
+    from numatune.render.irq_text import paste_blocks, print_verbatim, render_plan
 
-    app.console().print(render_plan(plan, balance, tuned))
+    console = app.console()
+    console.print(render_plan(plan, balance, tuned))
+    print_verbatim(console, paste_blocks(balance, tuned))
     for s in report.skipped:
         app.note(f"skipped {s.subject}: {s.reason}")
 

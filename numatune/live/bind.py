@@ -141,6 +141,15 @@ def read_launch_devices(host: Host, topo: Topology, bdf: str | None = None) -> l
     from numatune.readers.pci import read_pci_devices
 
     devices, _ = read_pci_devices(host, topo.nodes)
+    if not host.is_live and any(d.vendor_id == 0x10DE and not (d.nvidia and d.nvidia.uuid) for d in devices):
+        # A saved root without /proc/driver/nvidia: the UUIDs of its saved NVML record, as audit reads them
+        # (CUDA_VISIBLE_DEVICES=GPU-... must resolve the same way). Live, NVML stays off launch's start-up.
+        from numatune.readers.fabric import with_nvml_uuids
+        from numatune.readers.nvml import fabric_from_record, load_record
+
+        doc, note = load_record(host)
+        if doc is not None:
+            devices = with_nvml_uuids(devices, fabric_from_record(doc, note, "nvml record"))
     out = [d for d in devices if d.kind in ("gpu", "accelerator") or (bdf and d.bdf.lower() == bdf)]
     if bdf and not any(d.bdf.lower() == bdf for d in out):
         dev = read_pci_function(host, bdf, topo)

@@ -98,6 +98,7 @@ class GpuChoice:
     bdf: str
     kind: str
     pci_index: int | None  # position among the node's GPUs in PCI bus order
+    index: int | None  # GPUi of inspect: position in numatune's one device order (model/order.py)
     source: str  # how it was chosen
     ordering: str | None  # the device ordering assumed, when indices were involved
     uuid: str | None = None

@@ -102,6 +102,7 @@ class GpuUse:
     node: int | None
     source: str  # "fd /dev/nvidia3", "CUDA_VISIBLE_DEVICES=2,3 + LOCAL_RANK=1 (PCI bus order assumed)"
     index: int | None = None  # NVIDIA minor / render node number / visible-device index
+    label: str | None = None  # GPUi of inspect (numatune.model.order), when the GPU is one of the machine's
 
 
 @record

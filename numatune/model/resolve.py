@@ -4,8 +4,8 @@ the same way.
 
 - Local rank: the first launcher variable set (torchrun, Slurm, Open MPI, MPICH/Intel MPI, PMI, PMIx,
   MVAPICH).
-- GPU order: PCI bus order with every field compared as a number (domain, bus, device, function):
-  domains may be 5+ hex digits ("10000:00:04.0"), where a string sort goes wrong.
+- GPU order: numatune.model.order, the one numbering of every command (NVIDIA in PCI bus order with
+  every field compared as a number, AMD as ROCm enumerates them: KFD node order).
 - Visible-devices lists: CUDA_VISIBLE_DEVICES indexes NVIDIA GPUs only, ROCR/HIP_VISIBLE_DEVICES
   AMD GPUs only (other vendors' GPUs are not in the runtime's enumeration); entries are indices or
   UUIDs, and a UUID may be given by a unique prefix as CUDA accepts it.
@@ -21,7 +21,10 @@ import re
 from collections.abc import Mapping, Sequence
 
 from numatune.errors import BindingError
+from numatune.model.order import AMD, NVIDIA, amd_vs_pci, gpu_order, pci_sort_key, runtime_devices
 from numatune.model.topology import PciDevice
+
+__all__ = ["gpu_order", "pci_sort_key"]  # re-exported: the order callers of the resolver use
 
 RANK_VARS: tuple[tuple[str, str], ...] = (
     ("LOCAL_RANK", "torchrun"),
@@ -43,7 +46,7 @@ SIZE_VARS: tuple[tuple[str, str], ...] = (
     ("MV2_COMM_WORLD_LOCAL_SIZE", "MVAPICH"),
 )
 GPU_VARS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
-GPU_VAR_VENDOR = {"CUDA_VISIBLE_DEVICES": 0x10DE, "ROCR_VISIBLE_DEVICES": 0x1002, "HIP_VISIBLE_DEVICES": 0x1002}
+GPU_VAR_VENDOR = {"CUDA_VISIBLE_DEVICES": NVIDIA, "ROCR_VISIBLE_DEVICES": AMD, "HIP_VISIBLE_DEVICES": AMD}
 # Every environment key numatune ever reads (launch from its own environment, audit from
 # /proc/PID/environ, snapshot --pid keeps these and nothing else): never the rest of an environment.
 ENV_KEYS: tuple[str, ...] = (
@@ -73,29 +76,11 @@ def normalize_bdf(text: str) -> str | None:
     return f"{domain.lower()}:{m.group(2).lower()}:{m.group(3).lower()}.{m.group(4)}"
 
 
-def pci_sort_key(bdf: str) -> tuple[int, ...]:
-    """PCI bus order: domain, bus, device, function as numbers (domains may be 5+ hex digits)."""
-    m = _BDF.match(bdf)
-    if not m:
-        return (1 << 40,)
-    return (int(m.group(1) or "0", 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4)))
-
-
-def gpus_in_pci_order(devices: Sequence[PciDevice]) -> tuple[list[PciDevice], str]:
-    """GPUs in PCI bus order; when there are none, accelerators (e.g. NEC Vector Engines)."""
-    for kind in ("gpu", "accelerator"):
-        found = sorted((d for d in devices if d.kind == kind), key=lambda d: pci_sort_key(d.bdf))
-        if found:
-            return found, kind
-    return [], "gpu"
-
-
 def enumerated_by(var: str, gpus: Sequence[PciDevice]) -> list[PciDevice]:
     """The GPUs a runtime enumerates for its visible-devices variable: its vendor's only (all when no
-    GPU of that vendor is known, e.g. a partial tree without vendor ids)."""
+    GPU of that vendor is known, e.g. a partial tree without vendor ids), in numatune's order."""
     vendor = GPU_VAR_VENDOR.get(var)
-    mine = [d for d in gpus if d.vendor_id == vendor]
-    return mine or list(gpus)
+    return list(gpus) if vendor is None else runtime_devices(vendor, gpus)
 
 
 # -- rank ------------------------------------------------------------------------------------------------
@@ -161,8 +146,15 @@ def visible_devices(
 
 def ordering_note(env: Mapping[str, str], gpus: Sequence[PciDevice], var: str | None) -> str:
     """What the index → GPU mapping assumes about the runtime's enumeration order."""
-    if var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
-        return "ROCm enumerates GPUs in KFD node order, assumed to be PCI bus order"
+    if var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES") or (
+            var is None and gpus and all(d.vendor_id == AMD for d in gpus)):
+        amd = runtime_devices(AMD, gpus)
+        unlisted, differs = amd_vs_pci(amd, first=gpus.index(amd[0]) if amd[0] in gpus else 0)
+        if unlisted and all(d.amd_kfd_node is None for d in amd):
+            return f"PCI bus order assumed: {unlisted}"
+        said = ("ROCm enumerates GPUs in KFD topology node order (ROCr registers one GPU agent per KFD node, "
+                "from node 0 up), " + (differs or "the same as PCI bus order here"))
+        return said + (f"; {unlisted}" if unlisted else "")
     order = env.get("CUDA_DEVICE_ORDER")
     if order == "PCI_BUS_ID":
         return "CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA indices follow PCI bus order"
@@ -186,7 +178,7 @@ def rank_gpu(
     None when nothing names one (no visible-devices variable and no rank). Raises BindingError when the
     environment names a GPU that cannot be (an index past the end, an unknown UUID, a rank past the list).
     """
-    gpus, kind = gpus_in_pci_order(devices)
+    gpus, kind = gpu_order(devices)
     if not gpus:
         return None
     var, visible, uuids = visible_devices(env, gpus)
@@ -194,7 +186,7 @@ def rank_gpu(
         if len(visible) == 1:
             dev, pos = visible[0], 0
             in_use = gpus[:local_size] if local_size else gpus
-            note = "; one visible GPU per rank: the other ranks' GPUs are assumed to be the first in PCI order"
+            note = "; one visible GPU per rank: the other ranks' GPUs are assumed to be GPU0.. of inspect"
         elif rank is not None and rank < len(visible):
             dev, pos = visible[rank], rank
             in_use = visible[:local_size] if local_size else visible
@@ -211,7 +203,8 @@ def rank_gpu(
     if rank >= len(gpus):
         raise BindingError(f"local rank {rank} but this root has {len(gpus)} {kind}(s) and no --gpu")
     in_use = gpus[:local_size] if local_size else gpus
-    return gpus[rank], f"local rank {rank} → {kind} {rank} in PCI bus order", ordering_note(env, gpus, None), in_use
+    return gpus[rank], f"local rank {rank} → {kind} {rank} ({kind.upper()}{rank} of inspect)", ordering_note(
+        env, gpus, None), in_use
 
 
 # -- cgroups ---------------------------------------------------------------------------------------------

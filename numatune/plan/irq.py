@@ -84,9 +84,9 @@ def rank_nodes(topo: Topology, ranks: int) -> list[int]:
     """The node of each local rank, as `launch` picks it: rank i uses the i-th GPU (accelerator when there
     is no GPU) in PCI order; when some rank has no such device with a known node, ranks go in
     contiguous blocks over the nodes that have CPUs."""
-    from numatune.plan.launch import gpus_in_pci_order
+    from numatune.model.order import gpu_order
 
-    gpus, _ = gpus_in_pci_order([d for d in topo.devices if d.path])
+    gpus, _ = gpu_order([d for d in topo.devices if d.path])
     if len(gpus) >= ranks and all(g.node is not None for g in gpus[:ranks]):
         return [g.node for g in gpus[:ranks]]  # type: ignore[misc]
     nodes = [n.id for n in topo.nodes if n.cpus]

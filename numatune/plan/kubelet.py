@@ -6,7 +6,14 @@ Pure. The rules kubelet enforces at start-up and that this module keeps:
   interrupts), so every NUMA node keeps CPUs for pods and for the node's own work;
 - the Static memory manager refuses to start unless the `reservedMemory` of all NUMA nodes sums to
   kubeReserved + systemReserved + evictionHard's memory.available (memory only);
-- the topology manager refuses more than 8 NUMA nodes unless `max-allowable-numa-nodes` is raised.
+- the topology manager refuses more than 8 NUMA nodes unless `max-allowable-numa-nodes` is raised;
+- the topology and memory managers hold NUMA nodes in a 64-bit mask (kubelet's
+  pkg/kubelet/cm/topologymanager/bitmask: "bit number must be in range 0-63"): a machine with a NUMA id
+  above 63 (POWER9 GPU memory nodes 250-255) cannot be described to them, so they are left off and the
+  fragment says why.
+What cannot be derived safely is not written: no static CPU manager without cores to reserve (a tree
+without CPU topology, or --reserve-cores 0), no topology or memory manager without NUMA information or
+with NUMA ids kubelet cannot represent; each omission is a note (a comment in the YAML).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 SCOPES = ("container", "pod")
 EVICTION_MIB = 100  # kubelet's default evictionHard memory.available
 TOPOLOGY_MANAGER_MAX_NODES = 8  # kubelet's limit without max-allowable-numa-nodes
+BITMASK_MAX_NODE = 63  # kubelet's NUMA bitmask holds node ids 0-63
 
 
 @record
@@ -40,37 +48,55 @@ def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: i
     config: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "cpuManagerPolicy": "static",
     }
-    if topo.cpu.threads_per_core > 1:
-        config["cpuManagerPolicyOptions"] = {"full-pcpus-only": "true"}
-        notes.append(f"SMT ({topo.cpu.threads_per_core} threads per core): full-pcpus-only gives guaranteed pods whole "
-                     "cores, never a sibling shared with another pod")
-    config["topologyManagerPolicy"] = topology_policy
-    config["topologyManagerScope"] = scope
     all_nodes = topo.nodes if topo.numa_kernel else ()  # kubelet (cAdvisor) counts every node, CPU-less too
-    if len(all_nodes) > TOPOLOGY_MANAGER_MAX_NODES:
+    too_high = [n.id for n in all_nodes if n.id > BITMASK_MAX_NODE]
+    numa = bool(all_nodes) and not too_high
+    if too_high:
+        notes.append(f"NUMA node id(s) {format_cpulist(too_high)} above {BITMASK_MAX_NODE}: kubelet's topology "
+                     "and memory managers keep NUMA nodes in a 64-bit mask and cannot represent them, so neither "
+                     "is enabled (topologyManagerPolicy and memoryManagerPolicy stay at kubelet's default, none)")
+    elif not all_nodes:
+        notes.append("no NUMA information in this tree (no /sys/devices/system/node): topology and memory manager "
+                     "settings are not written (nothing to align to)")
+    if reserved:
+        config["cpuManagerPolicy"] = "static"
+        if topo.cpu.threads_per_core > 1:
+            config["cpuManagerPolicyOptions"] = {"full-pcpus-only": "true"}
+            notes.append(f"SMT ({topo.cpu.threads_per_core} threads per core): full-pcpus-only gives guaranteed pods "
+                         "whole cores, never a sibling shared with another pod")
+    elif reserve_cores:
+        notes.append("cpuManagerPolicy not written (kubelet's default, none): the static CPU manager needs CPUs to "
+                     "reserve and this tree gives no CPU topology to pick them from; add cpuManagerPolicy: static "
+                     "with reservedSystemCPUs by hand")
+    else:
+        notes.append("--reserve-cores 0: cpuManagerPolicy not written (kubelet's default, none), since the static "
+                     "CPU manager refuses to start without a CPU reservation")
+    if numa:
+        config["topologyManagerPolicy"] = topology_policy
+        config["topologyManagerScope"] = scope
+    if numa and len(all_nodes) > TOPOLOGY_MANAGER_MAX_NODES:
         config["topologyManagerPolicyOptions"] = {"max-allowable-numa-nodes": str(len(all_nodes))}
         notes.append(f"{len(all_nodes)} NUMA nodes: kubelet's topology manager refuses more than "
                      f"{TOPOLOGY_MANAGER_MAX_NODES} unless max-allowable-numa-nodes is raised (Kubernetes >= 1.31)")
-    config["memoryManagerPolicy"] = "Static"
+    if numa:
+        config["memoryManagerPolicy"] = "Static"
     if reserved:
         config["reservedSystemCPUs"] = format_cpulist(reserved)
         notes.append(f"reservedSystemCPUs: {reserve_cores} core(s) of each of {len(cpu_nodes)} node(s) with CPUs "
                      "(the first, on hybrid CPUs the least performant: where `numatune irq plan --reserve-cores` "
                      "puts interrupts); kubeReserved/systemReserved cpu are then ignored by kubelet")
-    else:
-        notes.append("no --reserve-cores: the static CPU manager still needs a CPU reservation (kubeReserved or "
-                     "systemReserved cpu); add one")
     config["kubeReserved"] = {"memory": f"{kube_reserved_mib}Mi"}
     config["systemReserved"] = {"memory": f"{system_reserved_mib}Mi"}
     config["evictionHard"] = {"memory.available": f"{EVICTION_MIB}Mi"}
     total = kube_reserved_mib + system_reserved_mib + EVICTION_MIB
-    config["reservedMemory"] = [{"numaNode": nid, "limits": {"memory": f"{mib}Mi"}}
-                                for nid, mib in split_reserved_memory(topo, reserved, total)]
-    notes.append(f"reservedMemory sums to {total}Mi = kubeReserved {kube_reserved_mib}Mi + systemReserved "
-                 f"{system_reserved_mib}Mi + evictionHard {EVICTION_MIB}Mi, as the Static memory manager requires; "
-                 "evictionHard lists memory.available only: set mergeDefaultEvictionSettings or add nodefs/imagefs")
+    if numa:
+        config["reservedMemory"] = [{"numaNode": nid, "limits": {"memory": f"{mib}Mi"}}
+                                    for nid, mib in split_reserved_memory(topo, reserved, total)]
+        notes.append(f"reservedMemory sums to {total}Mi = kubeReserved {kube_reserved_mib}Mi + systemReserved "
+                     f"{system_reserved_mib}Mi + evictionHard {EVICTION_MIB}Mi, as the Static memory manager "
+                     "requires; evictionHard lists memory.available only: set mergeDefaultEvictionSettings or add "
+                     "nodefs/imagefs")
     cxl = [n.id for n in topo.nodes if not n.cpus and n.kind in ("cxl", "pmem", "unknown") and n.memory_total_kib]
     if cxl:
         notes.append(f"CPU-less memory node(s) {', '.join(map(str, cxl))}: the memory manager does not pin pods there; "

@@ -29,7 +29,7 @@ from numatune.model.resolve import (  # noqa: F401 - re-exported: the CLI, irq p
     RANK_VARS,
     SIZE_VARS,
     UUID,
-    gpus_in_pci_order,
+    gpu_order,
     match_uuid,
     normalize_bdf,
     pci_sort_key,
@@ -121,7 +121,7 @@ def choose_gpu(
     env: Mapping[str, str], opts: LaunchOptions, rank: RankInfo, devices: Sequence[PciDevice]
 ) -> tuple[PciDevice, GpuChoice, list[PciDevice]]:
     """The rank's device and the devices in use by the node's local ranks (to split cores among them)."""
-    gpus, kind = gpus_in_pci_order(devices)
+    gpus, kind = gpu_order(devices)
     if opts.gpu is not None:
         dev, source, ordering = _gpu_option(opts.gpu, gpus, devices)
         in_use = gpus if dev in gpus else [dev]
@@ -134,7 +134,8 @@ def choose_gpu(
     choice = GpuChoice(
         bdf=dev.bdf,
         kind=dev.kind,
-        pci_index=gpus.index(dev) if dev in gpus else None,
+        pci_index=sorted(gpus, key=lambda d: pci_sort_key(d.bdf)).index(dev) if dev in gpus else None,
+        index=gpus.index(dev) if dev in gpus else None,
         source=source,
         ordering=ordering,
         uuid=dev.nvidia.uuid if dev.nvidia else None,

@@ -33,10 +33,12 @@ def nfd_labels(topo: Topology) -> dict[str, str]:
 
     labels: dict[str, str] = {}
     cpu_nodes = [n for n in topo.nodes if n.cpus]
-    labels["numa.nodes"] = str(len(topo.nodes) if topo.numa_kernel else 1)
-    labels["numa.cpu-nodes"] = str(len(cpu_nodes) if topo.numa_kernel else 1)
-    labels["cpu.sockets"] = str(len(topo.cpu.sockets))
-    labels["cpu.threads-per-core"] = str(topo.cpu.threads_per_core)
+    if cpu_topology_known(topo):  # unknowns are left out, never written as 0 (see `omitted`)
+        labels["numa.nodes"] = str(len(topo.nodes) if topo.numa_kernel else 1)
+        labels["numa.cpu-nodes"] = str(len(cpu_nodes) if topo.numa_kernel else 1)
+        if topo.cpu.sockets:
+            labels["cpu.sockets"] = str(len(topo.cpu.sockets))
+            labels["cpu.threads-per-core"] = str(topo.cpu.threads_per_core)
     gpus = gpus_in_bus_order(topo)
     labels["gpu.count"] = str(len(gpus))
     if gpus:
@@ -68,8 +70,24 @@ def nfd_labels(topo: Topology) -> dict[str, str]:
     return {PREFIX + k: v for k, v in labels.items()}
 
 
-def features_file(labels: dict[str, str], source: str) -> str:
+def cpu_topology_known(topo: Topology) -> bool:
+    """Whether the tree says anything about CPUs (a tree of PCI or KFD files only does not)."""
+    return any(c.online for c in topo.cpus)
+
+
+def omitted(topo: Topology) -> list[str]:
+    """Why labels a node would normally carry are not written (said as comments in the file)."""
+    if not cpu_topology_known(topo):
+        return ["no CPU topology in this tree (no online CPUs under /sys/devices/system/cpu): numa.* and cpu.* "
+                "labels are not written"]
+    if not topo.cpu.sockets:
+        return ["no CPU package ids in this tree: cpu.sockets and cpu.threads-per-core are not written"]
+    return []
+
+
+def features_file(labels: dict[str, str], source: str, notes: list[str] | None = None) -> str:
     lines = [f"# node-feature-discovery local features written by numatune emit nfd for {source}",
              "# install as /etc/kubernetes/node-feature-discovery/features.d/numatune (write .numatune, then rename)"]
+    lines += [f"# note: {n}" for n in notes or ()]
     lines += [f"{k}={v}" for k, v in labels.items()]
     return "\n".join(lines) + "\n"

@@ -228,9 +228,9 @@ class GresLine:
 
 def gpus_in_bus_order(topo: Topology) -> list[PciDevice]:
     """Slurm's GPU device index: GPUs sorted by PCI bus id (gres.conf(5), Links)."""
-    from numatune.model.resolve import gpus_in_pci_order
+    from numatune.model.order import gpu_order
 
-    gpus, kind = gpus_in_pci_order(topo.devices)
+    gpus, kind = gpu_order(topo.devices)
     return gpus if kind == "gpu" else []
 
 

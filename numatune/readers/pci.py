@@ -11,6 +11,7 @@ import os
 
 from numatune.errors import ParseError
 from numatune.model.findings import Skipped
+from numatune.model.order import pci_sort_key
 from numatune.model.topology import NumaNode, NvidiaGpuInfo, PciDevice, PciLink
 from numatune.readers.kfd import Kfd, read_kfd
 from numatune.readers.topology import NVIDIA_GPUS
@@ -130,6 +131,8 @@ def read_pci_devices(
     devices = _merge_kfd(host, devices, nodes, read_kfd(host) if kfd is None else kfd)
     if pci_ids is not None and devices:
         devices = _name_devices(devices, pci_ids)
+    # PCI bus order by number (the directory listing's natural sort reads "3b" before "18")
+    devices.sort(key=lambda d: pci_sort_key(d.bdf))
     return tuple(devices), skipped
 
 

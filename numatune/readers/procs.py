@@ -15,13 +15,14 @@ from operator import itemgetter
 
 from numatune.cpulist import parse_cpulist
 from numatune.errors import BindingError, NumatuneError, ParseError, PermissionDenied, ProcessGone, ReadError
+from numatune.model.order import gpu_order
+from numatune.model.order import labels as device_labels
 from numatune.model.process import GpuUse, MappingPlacement, NumaMemory, PolicyUse, ProcessInfo, ThreadInfo
 from numatune.model.resolve import (
     ENV_KEYS,
     GPU_VARS,
     RANK_VARS,
     cgroup_cpuset_dirs,
-    gpus_in_pci_order,
     parse_cgroup,
     rank_gpu,
 )
@@ -377,6 +378,8 @@ def read_process(
     faults = _read_numa_faults(r, [t.tid for t in thread_infos] or [pid])
     gpus_open = read_open_gpus(host, pid, topo) if topo is not None and not kernel_thread else ()
     gpu, gpu_note = choose_gpu(gpus_open, environ, rank, topo, pid) if topo is not None else (None, None)
+    if gpu is not None and gpu.bdf and topo is not None:  # named as inspect, launch and emit name it
+        gpu = GpuUse(gpu.bdf, gpu.node, gpu.source, gpu.index, device_labels(topo.devices).get(gpu.bdf.lower()))
     if gpu_note:
         notes.append(gpu_note)
     if r.gone():
@@ -534,13 +537,15 @@ def _gpu_from_env(environ: dict[str, str], rank: int | None, topo: Topology) -> 
         return None, None
     dev, source, ordering, _ = found
     index = None
-    gpus, _ = gpus_in_pci_order(topo.devices)
+    gpus, _ = gpu_order(topo.devices)
     if dev in gpus:
         index = gpus.index(dev)
     if ordering and "assumed" in ordering and "UUID" not in source:
         source += " (PCI bus order assumed)"
     elif ordering and "PCI_BUS_ID" in ordering:
         source += " (PCI bus order)"
+    elif ordering and "KFD topology node order" in ordering:
+        source += " (ROCm's KFD node order)"
     minor = dev.nvidia.minor if dev.nvidia else index
     return GpuUse(dev.bdf, dev.node, source, minor), None
 

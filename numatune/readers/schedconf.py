@@ -109,7 +109,7 @@ def gres_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:
 
 
 def load_kubelet_config(path: str | Path) -> dict[str, Any]:
-    """A kubelet config file: JSON always; YAML through PyYAML (the optional `numatune[k8s]` extra)."""
+    """A kubelet config file: JSON, or YAML through PyYAML (a default dependency, imported only here)."""
     text = _read(path)
     if text.lstrip().startswith("{"):
         import json
@@ -122,8 +122,8 @@ def load_kubelet_config(path: str | Path) -> dict[str, Any]:
         try:
             import yaml
         except ImportError:
-            raise InputError(f"reading YAML ({path}) needs PyYAML", hint="pip install 'numatune[k8s]', or give the "
-                             "kubelet config as JSON") from None
+            raise InputError(f"reading YAML ({path}) needs PyYAML", hint="reinstall numatune (PyYAML is one of its "
+                             "dependencies: pip install pyyaml), or give the kubelet config as JSON") from None
         try:
             doc = yaml.safe_load(text)
         except yaml.YAMLError as exc:

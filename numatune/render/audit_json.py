@@ -18,7 +18,7 @@ def _nodes(d: dict[int, int]) -> dict[str, int]:
 def _gpu(g: GpuUse | None) -> dict[str, Any] | None:
     if g is None:
         return None
-    return {"bdf": g.bdf, "node": g.node, "source": g.source, "index": g.index}
+    return {"bdf": g.bdf, "node": g.node, "source": g.source, "index": g.index, "label": g.label}
 
 
 def mapping_placement(a: ProcessAudit, min_size: int) -> dict[str, Any]:

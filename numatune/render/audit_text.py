@@ -34,7 +34,7 @@ def _gpu(a: ProcessAudit) -> str:
     if g is None:
         return f"{len(a.process.gpus_open)} open" if a.process.gpus_open else "-"
     node = "?" if g.node is None else str(g.node)
-    return f"{g.bdf or '?'} (node {node})"
+    return f"{g.label + ' ' if g.label else ''}{g.bdf or '?'} (node {node})"
 
 
 def _verdict(v: str) -> Text:

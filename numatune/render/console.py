@@ -1,19 +1,43 @@
-"""The rich console every human-readable report prints through (one place for its settings)."""
+"""The rich console every human-readable report prints through (one place for its settings).
+
+Off a terminal (a pipe, a file) nothing is laid out for a screen that is not there: tables grow to fit
+their widest value and text lines are not wrapped, so no value is cut ("0,2,4,…") and no token is split
+over two lines ("0000:00:06" / ".0"), whatever COLUMNS says (a narrower layout would have to cut or
+fold values). On a terminal rich sizes everything to the terminal (and COLUMNS) as before.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 
+# Off a terminal without COLUMNS: wide enough that no table or line of numatune's is ever narrowed.
+UNLIMITED = 100_000
+
+
+def output_width(stream, environ) -> int | None:  # noqa: ANN001 - a text file, os.environ
+    """The width to lay out for on STREAM: None on a terminal (or when FORCE_COLOR/TTY_COMPATIBLE make
+    rich treat it as one: rich measures it), else UNLIMITED."""
+    if "FORCE_COLOR" in environ or "TTY_COMPATIBLE" in environ:
+        return None
+    try:
+        if stream.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return UNLIMITED
+
 
 def make_console(color: bool = True, *, stderr: bool = False):  # noqa: ANN201 - rich is imported lazily
     from rich.console import Console
 
+    stream = sys.stderr if stderr else sys.stdout
     return Console(
-        file=sys.stderr if stderr else sys.stdout,
+        file=stream,
         no_color=not color or "NO_COLOR" in os.environ,
         highlight=False,
         emoji=False,
         markup=False,  # device names and sysfs values contain brackets ("[ConnectX-3]", "[root]")
         soft_wrap=False,
+        width=output_width(stream, os.environ),
     )

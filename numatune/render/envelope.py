@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 # document kind -> schema name/version. Bump the version on any incompatible change.
 SCHEMAS = {
-    "inspect": "numatune.inspect/2",
+    "inspect": "numatune.inspect/3",
     "audit": "numatune.audit/1",
     "launch": "numatune.launch/1",
     "irq": "numatune.irq/1",

@@ -123,6 +123,10 @@ def inspect_sections(doc: Mapping[str, Any]) -> list[str]:
         legend = "; ".join(f"{k}: {v}" for k, v in (pm.get("legend") or {}).items() if k != "X")
         out += ["<h2>GPU/NIC paths</h2>", _table(["", *labels, "NUMA node"], rows),
                 f'<p class="sub">{esc(legend)}</p>']
+    if pm.get("names"):  # the numbering every command uses: GPUi = BDF and model, NICi = BDF, RDMA, netdev
+        out += ['<p class="sub">' + "<br>".join(esc(x) for x in pm["names"]) + "</p>"]
+    if pm.get("order_note"):
+        out += [f'<p class="sub">GPU order: {esc(pm["order_note"])}</p>']
     cxl = doc.get("cxl") or {}
     if cxl.get("memdevs") or cxl.get("regions") or cxl.get("dax"):
         rows = [[m.get("name"), "memdev", f"ram {gib((m.get('ram_size') or 0) // 1024)}, pmem "

@@ -1,4 +1,4 @@
-"""The `numatune.inspect/2` JSON document (documented in docs/json-schemas.md)."""
+"""The `numatune.inspect/3` JSON document (documented in docs/json-schemas.md)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,8 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
             "legend": LEGEND,
             "devices": list(matrix.devices),
             "labels": list(matrix.labels),
+            "names": list(matrix.legend),
+            "order_note": matrix.order_note,
             "cells": [list(row) for row in matrix.cells],
             "numa_nodes": list(matrix.nodes),
             "links": [dict(to_jsonable(x), label=fabric_label(x)) for x in matrix.links],

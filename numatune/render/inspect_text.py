@@ -9,7 +9,7 @@ colour on a terminal, wrapped cells, the CXL tree.
 
 from __future__ import annotations
 
-from numatune.analysis.paths import LEGEND, PathMatrix, fabric_label
+from numatune.analysis.paths import LEGEND, PathMatrix, device_name, fabric_label
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Finding, Severity
 from numatune.model.topology import CpuKind, CxlDecoder, CxlLink, CxlMemdev, CxlPort, CxlTopology, Topology
@@ -70,6 +70,10 @@ def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> list:
         parts.append(_devices_table(topo))
     if len(matrix.devices) > 1:
         parts.append(_matrix_table(matrix))
+    if matrix.legend:
+        parts.append([("\n".join(("Legend:", *(f"  {x}" for x in matrix.legend))), "")])
+    if matrix.order_note:
+        parts.append([(f"GPU order: {matrix.order_note}", "yellow")])
     if matrix.links:
         parts.append(_links_table(matrix))
     if matrix.nvlink == "not visible":
@@ -105,31 +109,11 @@ def print_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding], c
 
 
 def plain_width(stream, environ) -> int | None:  # noqa: ANN001 - a text file, os.environ
-    """The width rich would lay out for on STREAM, or None when rich must draw (a terminal: colour).
+    """The width rich lays out for on STREAM (numatune.render.console.output_width), or None when rich
+    must draw (a terminal: colour)."""
+    from numatune.render.console import output_width
 
-    Mirrors rich.Console's sizing for a file that is not a terminal: the first of stdin, stdout and
-    stderr that is a terminal gives the width, COLUMNS overrides it, else 80.
-    """
-    import os
-
-    if "FORCE_COLOR" in environ or "TTY_COMPATIBLE" in environ:
-        return None
-    try:
-        if stream.isatty():
-            return None
-    except (AttributeError, ValueError):
-        return None
-    width = None
-    for fd in (0, 1, 2):
-        try:
-            width = os.get_terminal_size(fd).columns
-        except (AttributeError, ValueError, OSError):
-            continue
-        break
-    columns = environ.get("COLUMNS")
-    if columns is not None and columns.isdigit():
-        width = int(columns)
-    return width or 80
+    return output_width(stream, environ)
 
 
 def plain_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding], width: int) -> str | None:
@@ -347,11 +331,7 @@ def _devices_table(topo: Topology) -> _Table:
                _cols("BDF", "kind", "node", "name", "interfaces", "link", "local CPUs",
                      no_wrap=("BDF", "kind", "node")))
     for d in topo.devices:
-        name = " ".join(x for x in (d.vendor_name, d.device_name) if x) or (
-            f"{d.vendor_id or 0:04x}:{d.device_id or 0:04x}"
-        )
-        if d.nvidia and d.nvidia.model:
-            name = d.nvidia.model
+        name = device_name(d)
         link = ""
         if d.link.current_speed or d.link.current_width:
             link = f"{d.link.current_speed or '?'} x{d.link.current_width or '?'}"

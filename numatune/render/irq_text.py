@@ -106,14 +106,27 @@ def render_plan(plan, irqbalance: list[str], tuned: str) -> Group:  # noqa: ANN0
     parts.append(Text(f"{counts['set']} to move, {counts['keep']} already in place, {counts['skip']} skipped"))
     for note in plan.notes:
         parts.append(Text(f"note: {note}"))
-    if irqbalance:
-        parts.append(Text("\nPersistent form, irqbalance (/etc/default/irqbalance or /etc/sysconfig/irqbalance):",
-                          style="bold"))
-        parts.extend(Text(line) for line in irqbalance)
-    if tuned:
-        parts.append(Text("\nPersistent form, tuned profile fragment:", style="bold"))
-        parts.append(Text(tuned.rstrip("\n")))
     return Group(*parts)
+
+
+def paste_blocks(irqbalance: list[str], tuned: str) -> list[tuple[str, str]]:
+    """(heading, body) of the configuration meant for pasting; the body is printed line for line, outside
+    any table and never wrapped or cut (`print_verbatim`), whatever the width."""
+    blocks = []
+    if irqbalance:
+        blocks.append(("Persistent form, irqbalance (/etc/default/irqbalance or /etc/sysconfig/irqbalance):",
+                       "\n".join(irqbalance)))
+    if tuned:
+        blocks.append(("Persistent form, tuned profile fragment:", tuned.rstrip("\n")))
+    return blocks
+
+
+def print_verbatim(console, blocks: list[tuple[str, str]]) -> None:  # noqa: ANN001 - rich Console
+    """Each block after a blank line: its heading (bold), then its body exactly as written."""
+    for heading, body in blocks:
+        console.print()
+        console.print(Text(heading, style="bold"))
+        console.print(body, soft_wrap=True, crop=False)
 
 
 def render_apply(result, *, dry_run: bool, restore: bool = False) -> Group:  # noqa: ANN001

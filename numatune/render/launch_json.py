@@ -25,6 +25,7 @@ def launch_document(plan: LaunchPlan, source: str) -> dict[str, Any]:
             "bdf": gpu.bdf,
             "kind": gpu.kind,
             "pci_index": gpu.pci_index,
+            "index": gpu.index,
             "uuid": gpu.uuid,
             "source": gpu.source,
             "ordering": gpu.ordering,

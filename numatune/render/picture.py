@@ -774,8 +774,27 @@ def _panels(svg: Svg, doc: Mapping[str, Any], y: float) -> float:
             svg.rect(lx, ly - 10, 12, 12, PATH_FILL.get(kind, FABRIC_FILL), "#ffffff", sw=0, rx=2)
             svg.text(lx + 16, ly, f"{kind} {meaning}", size=11, fill=MUTED)
             lx += 16 + len(f"{kind} {meaning}") * CH * 11 / 12 + 14
+        ly = _device_legend(svg, pm, x, ly)
         bottom = max(bottom, ly + 4)
     return bottom + 10 if bottom > y else y
+
+
+def _device_legend(svg: Svg, pm: Mapping[str, Any], x: float, y: float) -> float:
+    """nvidia-smi's legend under the matrix: GPUi = BDF and model, NICi = BDF, RDMA device, netdev (the
+    numbering of every command), and where the GPU numbers differ from PCI bus order; returns its bottom."""
+    names = list(pm.get("names") or [])
+    if not names:
+        return y
+    y += 20
+    svg.text(x, y, "Devices (the same GPUi/NICi in inspect, launch, audit and emit)", size=11, weight="bold",
+             fill=MUTED)
+    for name in names:
+        y += 14
+        svg.text(x, y, name, size=11, fill=MUTED)
+    for line in wrap(f"GPU order: {pm['order_note']}", 100) if pm.get("order_note") else []:
+        y += 14
+        svg.text(x, y, line, size=11, fill=MUTED)
+    return y
 
 
 def _findings(svg: Svg, doc: Mapping[str, Any], y: float) -> float:

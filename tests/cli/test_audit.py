@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 import numatune.system.host as host_module
-from tests.conftest import fixture_copy
+from tests.conftest import fixture_copy, write_process
 
 ALLOC = textwrap.dedent("""\
     import mmap, sys
@@ -178,20 +178,9 @@ def test_sample_reports_its_source(cli, child):
 # -- a saved procfs tree (hand-made per-PID files on the real two-socket ghw sys tree) -----------------
 def _saved_tree(tmp_path):
     root = fixture_copy("intel-xeon-L5640-2node", tmp_path / "root")
-    pid = root / "proc" / "4242"
-    (pid / "task" / "4242").mkdir(parents=True)
-    stat = "4242 (python) S 1 " + " ".join(["0"] * 33) + " 0 " + " ".join(["0"] * 10)
-    (pid / "stat").write_text(stat + "\n")
-    (pid / "task" / "4242" / "stat").write_text(stat + "\n")  # field 39 = CPU 0 (node 0)
-    status = "Name:\tpython\nPPid:\t1\nCpus_allowed_list:\t0-23\nMems_allowed_list:\t0-1\n"
-    (pid / "status").write_text(status)
-    (pid / "task" / "4242" / "status").write_text(status)
-    (pid / "cmdline").write_text("python\x00train.py\x00")
-    (pid / "environ").write_text("LOCAL_RANK=0\x00API_KEY=secret\x00")
-    (pid / "numa_maps").write_text(
-        "55d000000000 default heap anon=100 dirty=100 N0=100 kernelpagesize_kB=4\n"
-        "7f0000000000 default anon=600 dirty=600 N0=300 N1=300 kernelpagesize_kB=4\n"
-    )
+    write_process(root, 4242, "LOCAL_RANK=0\x00API_KEY=secret\x00",  # CPU 0 is on node 0
+                  "55d000000000 default heap anon=100 dirty=100 N0=100 kernelpagesize_kB=4\n"
+                  "7f0000000000 default anon=600 dirty=600 N0=300 N1=300 kernelpagesize_kB=4\n")
     return root
 
 

@@ -114,7 +114,7 @@ def test_edited_tree(cli, tmp_path):
     [
         ("not json at all", "neither a sysfs tree, a snapshot archive nor a numatune JSON report"),
         ("{ broken", "is not valid JSON"),
-        ('{"schema": "numatune.audit/1"}', "is a numatune.audit/1 report; expected numatune.inspect/2"),
+        ('{"schema": "numatune.audit/1"}', "is a numatune.audit/1 report; expected numatune.inspect/3"),
         ('{"schema": "numatune.inspect/9", "cpu": {}}', "has schema numatune.inspect/9"),
         ('{"schema": "numatune.inspect/1"}', "the report has no 'cpu' field"),
         ("[1, 2]", "neither a sysfs tree"),
@@ -131,3 +131,24 @@ def test_bad_inputs(cli, tmp_path, content, message):
 def test_missing_input_and_usage(cli, tmp_path):
     assert cli("diff", str(tmp_path / "nope"), str(fixture_root(SMALL))).exit_code == 3
     assert cli("diff", str(fixture_root(SMALL))).exit_code == 2
+
+
+def test_a_version_2_report_diffs_clean_against_version_3(cli, tmp_path):
+    """inspect/3 renumbered GPUi (NVIDIA by PCI bus number): on the hand-made four-GPU tree, version 2
+    called 0000:3b:00.0 GPU0. diff compares devices by BDF, so a saved /2 report of the same machine shows
+    no difference."""
+    root = str(fixture_root("handmade-launch-2s4gpu-cxl"))
+    doc = json.loads(cli("--root", root, "inspect", "--json").stdout)
+    pm = doc["path_matrix"]
+    assert pm["devices"][:2] == ["0000:18:00.0", "0000:3b:00.0"]
+    old = dict(doc, schema="numatune.inspect/2")
+    swap = [1, 0, *range(2, len(pm["devices"]))]  # version 2's order: 3b before 18
+    old["path_matrix"] = dict(pm, devices=[pm["devices"][i] for i in swap],
+                              cells=[[pm["cells"][i][j] for j in swap] for i in swap])
+    for key in ("names", "order_note"):
+        old["path_matrix"].pop(key)
+    saved = tmp_path / "v2.json"
+    saved.write_text(json.dumps(old))
+    result = cli("diff", "--json", str(saved), root)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["differences"] == []

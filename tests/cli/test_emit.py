@@ -8,7 +8,7 @@ import re
 import pytest
 
 from numatune.cpulist import parse_cpulist
-from tests.conftest import PROJECT, fixture_root
+from tests.conftest import PROJECT, fixture_root, tree_fixtures
 
 yaml = pytest.importorskip("yaml")  # tests extra; numatune itself writes YAML without it
 
@@ -111,9 +111,12 @@ def test_kubelet_yaml_has_only_real_fields_and_sums_right(cli, name):
         else:
             assert TYPE_CHECK[kind](value), (key, value)
     for key, allowed in KUBELET_TYPES["enums"].items():
-        assert doc[key] in allowed
+        assert doc.get(key, allowed[0]) in allowed
     assert doc["apiVersion"] == KUBELET_TYPES["apiVersion"] and doc["kind"] == "KubeletConfiguration"
-    total = sum(_mib(e["limits"]["memory"]) for e in doc["reservedMemory"])
+    total = sum(_mib(e["limits"]["memory"]) for e in doc.get("reservedMemory", ()))
+    if "memoryManagerPolicy" not in doc:  # NUMA ids kubelet cannot represent (nvidiagpunumanodes): no reservedMemory
+        assert name == "nvidiagpunumanodes" and total == 0
+        return
     assert total == _mib(doc["kubeReserved"]["memory"]) + _mib(doc["systemReserved"]["memory"]) + \
         _mib(doc["evictionHard"]["memory.available"])
     topo = read_topology(Host.open(fixture_root(name)))
@@ -142,8 +145,9 @@ def test_kubelet_many_numa_nodes_raise_the_topology_manager_limit(cli):
     assert doc["topologyManagerPolicyOptions"]["max-allowable-numa-nodes"].isdigit()
 
 
-@pytest.mark.parametrize("name", DONE_TREES)
+@pytest.mark.parametrize("name", tree_fixtures())
 def test_emitted_configs_pass_check(cli, tmp_path, name):
+    """What numatune writes, numatune accepts: on every fixture machine, CPU-less and NUMA-less trees included."""
     root = _root(name)
     text = cli("--root", root, "emit", "slurm", "--node-name", "gpu01").stdout
     conf = [x for x in text.splitlines() if x.startswith(("NodeName", "GresTypes"))]
@@ -307,3 +311,31 @@ def test_numa_as_socket_round_trip(cli, tmp_path):
     (tmp_path / "slurm.conf").write_text(doc["node"]["line"] + "\n")
     bad = cli("--root", root, "check", "--slurm-conf", str(tmp_path / "slurm.conf"), "--json")
     assert {f["code"] for f in json.loads(bad.stdout)["findings"] if f["code"] >= "NT520"} == {"NT520"}
+
+
+def test_kubelet_leaves_numa_managers_off_when_node_ids_exceed_63(cli, tmp_path):
+    # POWER9 AC922: GPU memory nodes 250-255; kubelet's NUMA bitmask holds ids 0-63 only.
+    doc, text = _kubelet(cli, "nvidiagpunumanodes")
+    assert "topologyManagerPolicy" not in doc and "memoryManagerPolicy" not in doc and "reservedMemory" not in doc
+    assert "250-255 above 63" in text
+    conf = tmp_path / "k.json"
+    conf.write_text(json.dumps({**doc, "topologyManagerPolicy": "restricted"}))
+    result = cli("--root", _root("nvidiagpunumanodes"), "check", "--kubelet-config", str(conf), "--json")
+    assert [f["code"] for f in json.loads(result.stdout)["findings"] if f["code"] >= "NT520"] == ["NT535"]
+
+
+@pytest.mark.parametrize("name", ["topo-mi210-xgmi-pcie", "procfs-4cpu-kvm", "pcp-8cpu-x86_64"])
+def test_kubelet_without_cpu_topology_writes_no_static_cpu_manager(cli, name):
+    doc, text = _kubelet(cli, name)
+    assert "cpuManagerPolicy" not in doc and "reservedSystemCPUs" not in doc
+    assert "cpuManagerPolicy not written" in text
+
+
+def test_nfd_writes_no_unknown_as_a_fact(cli):
+    text = cli("--root", _root("topo-mi210-xgmi-pcie"), "emit", "nfd").stdout
+    labels = [x for x in text.splitlines() if not x.startswith("#")]
+    assert not any("cpu." in x or "numa." in x for x in labels)  # the tree has KFD files only: no CPU facts
+    assert "gpu.count=8" in text and "# note: no CPU topology" in text
+    for name in tree_fixtures():
+        out = cli("--root", _root(name), "emit", "nfd").stdout
+        assert "cpu.sockets=0" not in out and "numa.nodes=0" not in out, name

@@ -162,12 +162,15 @@ def test_vm_gpu_with_numa_node_minus_one_on_a_one_node_guest():
 def test_amd_kfd_gpus_on_two_nodes_via_rocr_visible_devices():
     p = plan("topo-mi210-xgmi-pcie", {"LOCAL_RANK": "1", "ROCR_VISIBLE_DEVICES": "4,5"},
              cpu_bind=CpuBind("none"), mem_policy="none", best_effort=True)
-    assert p.gpu.bdf == "0000:a3:00.0" and p.gpu.inferred_node is None
-    assert "KFD node order" in p.gpu.ordering
+    # ROCm's indices count GPUs in KFD node order (nodes 2-9 = 63, 43, 03, 26, e3, c3, 83, a3 in this
+    # tree's properties' location_id), not PCI order: index 5 is KFD node 7, 0000:c3:00.0.
+    assert p.gpu.bdf == "0000:c3:00.0" and p.gpu.inferred_node is None
+    assert "KFD topology node order" in p.gpu.ordering
+    assert "GPU5 = 0000:c3:00.0 (PCI order: 0000:a3:00.0)" in p.gpu.ordering  # said, not assumed away
     assert any("KFD CPU agent 1" in w for w in p.warnings)  # explained, not shown as a node the tree lacks
     first = plan("topo-mi210-xgmi-pcie", {"HIP_VISIBLE_DEVICES": "0"}, cpu_bind=CpuBind("none"),
                  mem_policy="none", best_effort=True)
-    assert first.gpu.bdf == "0000:03:00.0"
+    assert first.gpu.bdf == "0000:63:00.0"
     with pytest.raises(BindingError, match="cannot be inferred .*KFD CPU agent 0"):
         plan("topo-mi210-xgmi-pcie", {"HIP_VISIBLE_DEVICES": "0"}, mem_policy="none")
 

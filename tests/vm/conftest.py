@@ -119,8 +119,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if env is not None:
         tr.write_line(f"kernel {env.kernel_version}, accel {env.accel} ({env.accel_reason})")
     tr.write_line(f"limits: {vm_runner.BOOT_TIMEOUT} s a boot, {vm_runner.STALL_TIMEOUT} s without news from the"
-                  " guest (NUMATUNE_VM_TIMEOUT, NUMATUNE_VM_STALL_TIMEOUT; per check in the guest:"
-                  " NUMATUNE_VM_CHECK_TIMEOUT, default 400 s)")
+                  " guest, {vm_runner.CHECK_TIMEOUT} s a check (NUMATUNE_VM_TIMEOUT, NUMATUNE_VM_STALL_TIMEOUT,"
+                  " NUMATUNE_VM_CHECK_TIMEOUT)")
     for name, run in _SESSION.runs.items():
         for b in run.boots:
             share = 100 * b.seconds / vm_runner.BOOT_TIMEOUT

@@ -58,9 +58,9 @@ GUEST_MODULE_BLACKLIST = (
 )
 
 #: Host settings the guest batch reads: opt-in PyTorch checks (guest/checks_placement.py), the README's
-#: text reports (guest/checks_probe.py), the per-check watchdog (guest/batch.py), fixture refreshes (the
-#: cxl-switch boot takes its snapshot only then: guest/checks_inspect.py).
-GUEST_ENV = ("NUMATUNE_VM_TORCH", "NUMATUNE_VM_README", "NUMATUNE_VM_CHECK_TIMEOUT", "NUMATUNE_VM_UPDATE_FIXTURES")
+#: text reports (guest/checks_probe.py), fixture refreshes (the cxl-switch boot takes its snapshot only
+#: then: guest/checks_inspect.py). The per-check watchdog's limit (CHECK_TIMEOUT) is always passed.
+GUEST_ENV = ("NUMATUNE_VM_TORCH", "NUMATUNE_VM_README", "NUMATUNE_VM_UPDATE_FIXTURES")
 
 #: Seconds one boot may take, batch included (TCG, 4 vCPUs on 2 shared host cores). The slowest
 #: batch seen on a loaded 2-core machine is the cxl one (see README "VM stage"); this is more than
@@ -68,8 +68,13 @@ GUEST_ENV = ("NUMATUNE_VM_TORCH", "NUMATUNE_VM_README", "NUMATUNE_VM_CHECK_TIMEO
 BOOT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_TIMEOUT", "2100"))
 #: Seconds without any news from the guest (results.json is rewritten when the batch starts, after
 #: its set-up and before and after every check) before the boot is stopped: the guest's own
-#: per-check watchdog (NUMATUNE_VM_CHECK_TIMEOUT, 400 s) fires well before this.
-STALL_TIMEOUT = int(os.environ.get("NUMATUNE_VM_STALL_TIMEOUT", "900"))
+#: per-check watchdog (CHECK_TIMEOUT) fires before this.
+STALL_TIMEOUT = int(os.environ.get("NUMATUNE_VM_STALL_TIMEOUT", "1200"))
+#: Seconds one check may take in the guest before the batch's watchdog fails it (a hung numatune must
+#: not eat the boot budget). The slowest check seen, cxl's launch_mem_policies, took 352 s on a 2-core
+#: host running three guests at once (53 s on a quiet one); this is more than twice that. Always passed
+#: to the guest (guest/batch.py reads it from here).
+CHECK_TIMEOUT = int(os.environ.get("NUMATUNE_VM_CHECK_TIMEOUT", "900"))
 #: Seconds for the guest to reach the batch (boots take 20-100 s under TCG): a boot that never gets there
 #: is a failure outside the project, retried once and then skipped, and must not cost CI half an hour.
 START_TIMEOUT = int(os.environ.get("NUMATUNE_VM_START_TIMEOUT", "420"))
@@ -184,8 +189,8 @@ def guest_command(topo: vm_topology.Topology, run_dir: Path, extra: list[str] | 
     """Shell command virtme-ng runs in the guest (the host venv's python, via the shared root)."""
     argv = [sys.executable, str(BATCH), "--topology", str(topo.path), "--out", str(run_dir), *(extra or [])]
     passed = [f"{k}={os.environ[k]}" for k in GUEST_ENV if os.environ.get(k)]
-    if passed:  # the guest does not inherit the host's environment
-        argv = ["env", *passed, *argv]
+    passed.append(f"NUMATUNE_VM_CHECK_TIMEOUT={CHECK_TIMEOUT}")  # the guest inherits no host environment
+    argv = ["env", *passed, *argv]
     return shlex.join(argv)
 
 

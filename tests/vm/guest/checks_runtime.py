@@ -22,6 +22,7 @@ from typing import Any
 
 from vm_checks import Context, check
 from vm_guest import (
+    READY_TIMEOUT,
     CheckFailed,
     NotImplementedYet,
     irq_affinity,
@@ -91,7 +92,7 @@ class Launched:
 
     def finish(self) -> None:
         """Wait for the report (or the launcher's exit) and fill report/error."""
-        wait_for(lambda: self.ready.exists() or self.proc.poll() is not None, timeout=150)
+        wait_for(lambda: self.ready.exists() or self.proc.poll() is not None, timeout=READY_TIMEOUT)
         if self.ready.exists():
             self.report = json.loads(self.ready.read_text())
             return
@@ -158,8 +159,9 @@ class DdRun:
         def ready() -> bool:  # the launcher's own Python heap must not be taken for dd's buffer
             return read(f"/proc/{pid}/comm", "") == "dd" and _big_mapping(pid, self.mib) is not None
 
-        if not wait_for(lambda: self.proc.poll() is not None or ready(), 100):
-            self.error = f"$ {' '.join(self.argv)}\n-> no {self.mib} MiB buffer in numa_maps after 100 s"
+        if not wait_for(lambda: self.proc.poll() is not None or ready(), READY_TIMEOUT):
+            self.error = (f"$ {' '.join(self.argv)}\n-> no {self.mib} MiB buffer in numa_maps after"
+                          f" {READY_TIMEOUT} s")
         elif self.proc.poll() is not None:
             err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
             self.error = f"$ {' '.join(self.argv)}\n-> exited {self.proc.returncode}: {err[-1500:]}"
@@ -298,6 +300,10 @@ def _fill_round(ctx: Context, rnd: Round, procs: list[subprocess.Popen[bytes]]) 
     starts += [(f"policy-{name}", case.args, False) for name, case in rnd.cases.items()]
     for label, args, stay in starts:
         rnd.launched[label] = _start_launch(label, args, out, stay=stay, mib=LOCAL_MIB if stay else LAUNCH_MIB)
+    for launched in rnd.launched.values():
+        launched.finish()
+    # After the launched workloads are ready, not beside them: on a loaded host a toucher started
+    # while a dozen guest processes fault in their memory took over two minutes to get ready.
     roles = [("remote", ["numactl", "--cpunodebind=0", "--membind=1"])]
     if cxl is None and ctx.topo.cxl:
         rnd.errors["slow"] = f"no CXL node: {ctx.cxl_error}"
@@ -308,8 +314,6 @@ def _fill_round(ctx: Context, rnd: Round, procs: list[subprocess.Popen[bytes]]) 
             rnd.touchers[role] = json.loads(ready.read_text())["pid"]
         except CheckFailed as exc:
             rnd.errors[role] = str(exc)
-    for launched in rnd.launched.values():
-        launched.finish()
     if cxl is not None:
         # One at a time and after the Python workloads: CXL accesses are MMIO under QEMU's big
         # lock, so concurrent CXL writers stall every vCPU.

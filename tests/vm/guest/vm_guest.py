@@ -172,15 +172,21 @@ def msi_irqs(netdev: str) -> list[int]:
     return sorted(int(p.name) for p in d.iterdir()) if d.exists() else []
 
 
+#: Seconds a guest workload (toucher, launched child, dd) may take to start and fault in its memory.
+#: 64 MiB takes 2-10 s on an idle TCG guest; on a host loaded with other guests one took over 120 s
+#: (remote memory, beside launched workloads). A wide margin: every wait ends as soon as it is ready.
+READY_TIMEOUT = 300
+
+
 def spawn_toucher(argv_prefix: list[str], mib: int, ready: Path) -> subprocess.Popen[bytes]:
     """Start ``PREFIX python toucher.py MIB READY`` and wait until its memory is touched."""
     ready.unlink(missing_ok=True)
     toucher = Path(__file__).with_name("toucher.py")
     proc = subprocess.Popen([*argv_prefix, sys.executable, str(toucher), str(mib), str(ready)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if not wait_for(lambda: ready.exists() or proc.poll() is not None, timeout=120):
+    if not wait_for(lambda: ready.exists() or proc.poll() is not None, timeout=READY_TIMEOUT):
         proc.kill()
-        raise CheckFailed(f"toucher under {argv_prefix} did not get ready in 120 s")
+        raise CheckFailed(f"toucher under {argv_prefix} did not get ready in {READY_TIMEOUT} s")
     if proc.poll() is not None:
         out, err = proc.communicate()
         raise CheckFailed(f"toucher under {argv_prefix} exited {proc.returncode}: {err.decode()[-800:]}")

@@ -1,0 +1,108 @@
+"""Text redirected to a file (`inspect > f`, `irq > f`, `irq plan > f`): every value whole, pasteable blocks valid.
+
+The runner's stdout is not a terminal, as a redirect is; COLUMNS=80 is what rich would otherwise lay out
+for. The values to find whole come from the --json of the same command, not from the text.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import shlex
+
+import pytest
+
+from numatune.cpulist import format_cpulist
+from tests.conftest import fixture_root, tree_fixtures
+
+NARROW = {"COLUMNS": "80"}
+
+
+def _lines_holding(text: str, value: str) -> bool:
+    return any(value in line for line in text.split("\n"))
+
+
+@pytest.mark.parametrize("name", tree_fixtures())
+def test_inspect_to_a_file_keeps_every_value_whole(cli, name):
+    root = str(fixture_root(name))
+    doc = json.loads(cli("--root", root, "inspect", "--json").stdout)
+    text = cli("--root", root, "inspect", env=NARROW).stdout
+    assert "…" not in text
+    values = [format_cpulist(n["cpus"]) for n in doc["nodes"] if n["cpus"]]
+    for d in doc["devices"]:
+        values.append(d["bdf"])
+        values += d["netdevs"] + d["rdma"]
+        name_ = (d.get("nvidia") or {}).get("model") or " ".join(
+            x for x in (d["vendor_name"], d["device_name"]) if x)
+        if name_:
+            values.append(name_)
+        if d["local_cpus"]:
+            values.append(format_cpulist(d["local_cpus"]))
+    values += doc["path_matrix"]["names"] if doc["path_matrix"] else []
+    for v in values:
+        assert _lines_holding(text, v), (name, v)
+
+
+@pytest.mark.parametrize("name", tree_fixtures())
+def test_irq_to_a_file_keeps_every_value_whole(cli, name):
+    root = str(fixture_root(name))
+    doc = json.loads(cli("--root", root, "irq", "--json").stdout)
+    text = cli("--root", root, "irq", env=NARROW).stdout
+    assert "…" not in text
+    for d in doc["devices"]:
+        assert _lines_holding(text, d["label"]), (name, d["label"])
+        for q in d["irqs"]:
+            for action in q["actions"]:
+                assert _lines_holding(text, action), (name, action)
+
+
+@pytest.mark.parametrize("name", tree_fixtures())
+def test_irq_plan_to_a_file_prints_pasteable_blocks(cli, name):
+    root = str(fixture_root(name))
+    doc = json.loads(cli("--root", root, "irq", "plan", "--json").stdout)
+    text = cli("--root", root, "irq", "plan", env=NARROW).stdout
+    assert "…" not in text
+    lines = text.split("\n")
+    balance = [x for x in lines if x.startswith(("IRQBALANCE_ARGS=", "IRQBALANCE_BANNED_CPULIST="))]
+    for line in balance:
+        key, _, value = line.partition("=")
+        words = shlex.split(value)  # a shell assignment: one quoted word, or one bare word
+        assert len(words) == 1, line
+        if key == "IRQBALANCE_ARGS":
+            assert all(w.startswith("--banirq=") and w[9:].isdigit() for w in words[0].split()), line
+    if "Persistent form, tuned profile fragment:" in text:
+        fragment = text.split("Persistent form, tuned profile fragment:\n", 1)[1]
+        ini = configparser.ConfigParser()
+        ini.read_string(fragment)  # raises on a stray line that is neither a section, key nor comment
+        sections = [s for s in ini.sections() if s.startswith("numatune_irq")]
+        assert sections and all(ini[s]["type"] == "irq" for s in sections)
+        assert fragment.rstrip("\n") == doc["persistent"]["tuned"].rstrip("\n")  # line for line
+    assert balance == doc["persistent"]["irqbalance"]
+
+
+def test_shell_redirects_to_files_keep_blocks_and_values_whole(tmp_path):
+    """The commands as a user types them: `numatune irq plan > plan.txt` (and inspect, irq) run by a shell
+    with stdout a real file and COLUMNS=80 in the environment; IRQBALANCE_ARGS stays one line and the
+    tuned fragment parses as ini, line for line as --json gives it."""
+    import os
+    import subprocess
+    import sys
+
+    exe = os.path.join(os.path.dirname(sys.executable), "numatune")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": "80", "LANG": "C.UTF-8"}
+    irq_root, wide_root = str(fixture_root("vm-two-socket")), str(fixture_root("intel-xeon-L5640-2node"))
+    for name, cmd in (("plan.txt", f"{exe} --root {irq_root} irq plan"), ("irq.txt", f"{exe} --root {irq_root} irq"),
+                      ("inspect.txt", f"{exe} --root {wide_root} inspect")):
+        subprocess.run(["bash", "-c", f"{cmd} > {tmp_path / name}"], env=env, check=True, timeout=120,
+                       stderr=subprocess.DEVNULL)
+        assert "…" not in (tmp_path / name).read_text(), name
+    text = (tmp_path / "plan.txt").read_text()
+    args = [x for x in text.split("\n") if x.startswith("IRQBALANCE_ARGS=")]
+    assert args == ['IRQBALANCE_ARGS="--banirq=42 --banirq=43 --banirq=44 --banirq=45"']
+    fragment = text.split("Persistent form, tuned profile fragment:\n", 1)[1]
+    configparser.ConfigParser().read_string(fragment)
+    plan = subprocess.run([exe, "--root", irq_root, "irq", "plan", "--json"], env=env, capture_output=True,
+                          text=True, check=True, timeout=120)
+    assert fragment.rstrip("\n") == json.loads(plan.stdout)["persistent"]["tuned"].rstrip("\n")
+    inspect = (tmp_path / "inspect.txt").read_text()
+    assert "Corporation" in inspect and not any(line.rstrip().endswith("Corporati") for line in inspect.split("\n"))

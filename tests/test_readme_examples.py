@@ -1,0 +1,98 @@
+"""Every README example that names a fixture runs as written: the command line is copied out of the
+README's code blocks and run by a shell from the project directory with the installed `numatune` (one
+edit: `/tmp` becomes a private directory), and the output lines the README shows under it are in what
+it prints, in that order ("..." stands for lines left out)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import PROJECT
+
+README = (PROJECT / "README.md").read_text()
+BIN = os.path.dirname(sys.executable)  # the environment's `numatune` script sits beside its python
+
+
+def examples(text: str) -> list[tuple[str, list[str]]]:
+    """(command line, the output lines shown under it) for every command in a fenced code block that
+    names a fixture; continuation lines (a trailing backslash) are joined as the shell joins them."""
+    out: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", text, re.M | re.S):
+        lines = block.split("\n")
+        i = 0
+        current: list[str] | None = None
+        while i < len(lines):
+            line = lines[i]
+            console = line.startswith("$ ")
+            if console or line.startswith(("numatune ", "tar ")):
+                cmd = line[2:] if console else line
+                while cmd.endswith("\\") and i + 1 < len(lines):
+                    i += 1
+                    cmd = cmd[:-1] + " " + lines[i].strip()
+                current = []
+                if "fixtures/" in cmd:
+                    out.append((cmd, current))
+                if not console:
+                    current = None  # sh blocks show no output
+            elif current is not None and line.strip():
+                current.append(line.rstrip())
+            i += 1
+    return out
+
+
+EXAMPLES = examples(README)
+
+
+def test_the_examples_are_found():
+    cmds = [c for c, _ in EXAMPLES]
+    assert len(cmds) >= 5, cmds
+    assert any("nvidia-dgx-gb10.tar.gz inspect" in c for c in cmds)
+    assert any(c.startswith("tar -xzf fixtures/") for c in cmds)
+    assert all(" \\" not in c for c in cmds)  # continuations joined
+
+
+def test_the_extractor_reads_console_blocks():
+    sample = "```console\n$ numatune --root fixtures/a.tar.gz x \\\n    --y 1\nout 1\n  ...\nout 2\n$ ls\n```\n"
+    assert examples(sample) == [("numatune --root fixtures/a.tar.gz x  --y 1", ["out 1", "  ...", "out 2"])]
+
+
+def _in_order(shown: list[str], printed: list[str]) -> list[str]:
+    """The shown lines not found, in order, among the printed ones ("..." lines are skipped)."""
+    missing, at = [], 0
+    for line in shown:
+        if line.strip() == "...":
+            continue
+        try:
+            at = printed.index(line, at) + 1
+        except ValueError:
+            missing.append(line)
+    return missing
+
+
+@pytest.mark.parametrize("cmd, shown", EXAMPLES, ids=[c[:60] for c, _ in EXAMPLES])
+def test_readme_example_runs_as_written(cmd, shown, tmp_path):
+    env = {"PATH": BIN + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
+           "LANG": "C.UTF-8", "TMPDIR": str(tmp_path)}
+    run = re.sub(r"(?<![\w.])/tmp(?=/|\s|$)", str(tmp_path), cmd)
+    proc = subprocess.run(["bash", "-c", run], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr and "numatune: error" not in proc.stderr, (cmd, proc.stderr)
+    assert proc.returncode in ((0, 1) if " check" in cmd or " diff" in cmd else (0,)), (cmd, proc.stderr)
+    printed = [line.rstrip() for line in proc.stdout.split("\n")]
+    assert not _in_order(shown, printed), (cmd, _in_order(shown, printed))
+
+
+def test_the_default_install_reads_yaml_kubelet_configs():
+    """The Kubernetes recipe's `check --kubelet-config kubelet.yaml` needs PyYAML: it is a dependency of
+    the package itself, not of an extra."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    project = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]
+    assert any(re.match(r"pyyaml\b", d, re.I) for d in project["dependencies"])
+    assert "numatune[k8s]" not in README.replace("`numatune[k8s]` extra is now empty", "")
