@@ -137,3 +137,12 @@ def test_host_without_cxl(tmp_path) -> None:
     (tmp_path / "sys").mkdir()
     assert read_cxl(Host.open(str(tmp_path))).links == ()
     shutil.rmtree(tmp_path / "sys")
+
+
+def test_picture_names_ways_switch_and_link_rates(cli, tmp_path) -> None:
+    out = tmp_path / "node.svg"
+    result = cli("--root", str(fixture_root(SWITCH)), "inspect", "-o", str(out))
+    assert result.exit_code in (0, 1), result.output
+    svg = out.read_text()
+    assert "region0 (2-way)" in svg and "via switch port2" in svg
+    assert "mem0 at 0000:84:00.0 (0.25 GB/s)" in svg or "mem0 at 0000:83:00.0 (0.25 GB/s)" in svg
