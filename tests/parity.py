@@ -16,13 +16,16 @@ ORIGIN = ("source", "live")
 LIVE_ONLY = ("settings.irqbalance_running", "irqbalance.running")
 # Values that change by the second on a running node.
 VOLATILE = (
-    "nodes.*.memory_free_kib",  # inspect
+    "nodes.*.memory_free_kib", "nodes.*.hugepages.*.free",  # inspect
     "devices.*.irqs.*.total", "devices.*.irqs.*.per_cpu", "devices.*.irqs.*.per_node",  # irq: counters
     "devices.*.irqs.*.remote_share",
     "processes.*.threads.*.cpu",  # audit: where a thread last ran
     "processes.*.access_counters.values",  # audit: NUMA hinting-fault counters
 )
 IGNORED = ORIGIN + LIVE_ONLY + VOLATILE
+# Between two reads of a live process (not a snapshot, whose bytes stay put) its pages and threads move.
+MOVING = tuple(f"processes.*.{f}" for f in ("memory_by_node", "memory_by_kind", "memory_total", "mappings", "threads",
+                                            "access_counters", "remote_bytes", "slow_tier_bytes"))
 
 
 def comparable(doc: Any, ignored: tuple[str, ...] = IGNORED, at: str = "") -> Any:

@@ -88,3 +88,41 @@ def test_a_superseding_finding_replaces_the_other_on_the_same_subject():
     assert [f.subject for f in got[0].findings] == [other]  # NT203 kept only where NT340 does not speak
     assert got[1] == policy
     assert supersede([irq]) == [irq]
+
+
+def test_the_registry_is_the_only_collection_of_codes():
+    """No module keeps its own dict, list or set of Code objects beside REGISTRY (probe's CODES dict was one),
+    and nothing lists the rule modules by name (all_codes imports the whole analysis package)."""
+    import ast
+    import sys
+
+    from numatune.model.findings import Code
+
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("numatune.") or module is None:
+            continue
+        for attr, value in vars(module).items():
+            items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple, set,
+                                                                                                frozenset)) else ()
+            if value is not REGISTRY and any(isinstance(v, Code) for v in items):
+                raise AssertionError(f"{name}.{attr} is a second collection of finding codes")
+    for path in (PROJECT / "numatune").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not node.value.startswith("numatune.analysis."), f"{path}: names a rule module"
+
+
+def test_a_new_rule_module_is_found_without_a_list():
+    """all_codes finds codes in any module of numatune.analysis, one it has never heard of too."""
+    import sys
+
+    new = PROJECT / "numatune" / "analysis" / "zz_test_only_rules.py"
+    new.write_text('from numatune.model.findings import Severity, register\n'
+                   'NT099 = register("NT099", Severity.INFO, "topology", "a test-only code",\n'
+                   '                 "Only while a test runs.")\n')
+    try:
+        assert "NT099" in {c.code for c in all_codes()}
+    finally:
+        new.unlink()
+        REGISTRY.pop("NT099", None)
+        sys.modules.pop("numatune.analysis.zz_test_only_rules", None)

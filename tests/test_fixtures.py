@@ -38,6 +38,19 @@ def test_fixture_is_documented(name):
     assert f"| {name} |" in readme or (FIXTURES / f"{name}.md").is_file(), f"{name}: no provenance"
 
 
+def test_the_readme_claims_no_more_than_the_archives_show():
+    """Hand-made trees are named handmade-*, listed in the hand-made table and labelled there; while one
+    exists the README may not say that none was written by the team."""
+    readme = (FIXTURES / "README.md").read_text()
+    handmade = [n for n in tree_fixtures() if n.startswith("handmade-")]
+    table = readme[readme.index("## Hand-made"):] if handmade else ""
+    for name in handmade:
+        row = next(line for line in table.splitlines() if line.startswith(f"| {name} |"))
+        assert "**hand-made**" in row, name
+    if handmade:
+        assert "none was written by" not in " ".join(readme.lower().split())
+
+
 @pytest.mark.parametrize("name", tree_fixtures())
 def test_archive_is_safe_and_canonical(name):
     """What `pack` writes: one top directory NAME/, data members only, no link leaving the tree, sorted

@@ -200,14 +200,14 @@ def test_links_inside_the_root_still_work(tmp_path):
 def test_unreadable_file_is_noted_and_each_caller_chooses(tmp_path, monkeypatch):
     """root reads everything, so EACCES is simulated at the one open the Host makes."""
     host = Host.open(_copy_of("dev-1node-x86", tmp_path / "tree"))
-    real_open = Host._open
+    real_open = Host._saved_fd  # the one open the Host makes in a saved root
 
-    def denying(self, logical, mode):  # noqa: ANN001, ANN202
+    def denying(self, logical):  # noqa: ANN001, ANN202
         if logical == MEMINFO:
             raise PermissionError(13, "Permission denied")
-        return real_open(self, logical, mode)
+        return real_open(self, logical)
 
-    monkeypatch.setattr(Host, "_open", denying)
+    monkeypatch.setattr(Host, "_saved_fd", denying)
     assert host.read_optional("/sys/devices/system/node/node0/nothing") is None and host.notes == []  # missing: quiet
     assert host.read_optional(MEMINFO, denied="quiet") is None and host.notes == []
     assert host.read_optional(MEMINFO) is None and host.notes == [(MEMINFO, DENIED)]
@@ -218,14 +218,14 @@ def test_unreadable_file_is_noted_and_each_caller_chooses(tmp_path, monkeypatch)
 
 def test_unreadable_file_reaches_the_reports(tmp_path, monkeypatch, cli):
     root = _copy_of("dev-1node-x86", tmp_path / "tree")
-    real_open = Host._open
+    real_open = Host._saved_fd  # the one open the Host makes in a saved root
 
-    def denying(self, logical, mode):  # noqa: ANN001, ANN202
+    def denying(self, logical):  # noqa: ANN001, ANN202
         if logical == MEMINFO:
             raise PermissionError(13, "Permission denied")
-        return real_open(self, logical, mode)
+        return real_open(self, logical)
 
-    monkeypatch.setattr(Host, "_open", denying)
+    monkeypatch.setattr(Host, "_saved_fd", denying)
     item = {"subject": MEMINFO, "reason": DENIED}
     assert item in json.loads(cli("--root", root, "inspect", "--json").stdout)["skipped"]
     assert item in json.loads(cli("--root", root, "irq", "--json").stdout)["skipped"]

@@ -109,3 +109,33 @@ def test_record_rejects_fields_a_namedtuple_would_reject():
         class Order:
             a: int = 0
             b: int
+
+
+def test_the_model_docstring_names_every_module_that_uses_another_record_mechanism():
+    """model/__init__.py says which modules use typing.NamedTuple or dataclasses instead of @record: a module
+    that starts using one (or stops) makes this fail until the docstring says so."""
+    import ast
+    import re
+
+    import numatune.model
+    from tests.conftest import PROJECT
+
+    doc = " ".join(numatune.model.__doc__.split())
+    uses = {"NamedTuple": set(), "dataclass": set()}
+    for path in sorted((PROJECT / "numatune").rglob("*.py")):
+        rel = path.relative_to(PROJECT / "numatune").as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                if any(getattr(b, "id", getattr(b, "attr", None)) == "NamedTuple" for b in node.bases):
+                    uses["NamedTuple"].add(rel)
+                for d in node.decorator_list:
+                    d = d.func if isinstance(d, ast.Call) else d
+                    if getattr(d, "id", getattr(d, "attr", None)) == "dataclass":
+                        uses["dataclass"].add(rel)
+    said = {kind: set(re.findall(r"\(([\w/]+(?:\.py|/))\)", part))
+            for kind, part in zip(("NamedTuple", "dataclass"), doc.split("`typing.NamedTuple`")[1].split(
+                "`dataclasses.dataclass`"), strict=True)}
+    for kind, modules in uses.items():
+        expected = {m for m in modules if not m.startswith("placement/")} | (
+            {"placement/"} if any(m.startswith("placement/") for m in modules) else set())
+        assert said[kind] == expected, kind

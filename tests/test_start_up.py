@@ -139,3 +139,27 @@ def test_severity_and_exit_code_behave_as_the_enums_they_replace():
         Severity["rank"]
     codes = list(ExitCode)
     assert codes[:3] == [0, 1, 2] and ExitCode.INTERNAL == 70 and len(ExitCode) == len(codes) == len(set(codes))
+
+
+DAX_PATHS = ["/sys/devices/platform/ACPI0017:00/root0/nvdimm-bridge0/ndbus0/region0/dax0.0/dax0.0",
+             "/sys/devices/platform/e820_pmem/ndbus1/region1/dax1.0/dax1.0", "/sys/devices/ndbus1/region1",
+             "/sys/devices/platform/ACPI0017:00/root0/decoder0.0/region2/dax_region2/dax2.0",
+             "/sys/devices/root0/decoder0/region2/x", "/sys/devices/root0/decoder0.1.2/region2/x",
+             "/sys/devices/platform/hmem.0/dax3.0", "/x/root1/nvdimm-bridge2/ndbus3/region4/y",
+             "/xroot1/ndbus3/region4/",
+             "/root٣/nvdimm-bridge2/ndbus3/region4/y", "/a/ndbus/region1/b", "", "/"]
+
+
+@pytest.mark.parametrize("real", DAX_PATHS)
+def test_dax_region_matching_is_the_regular_expressions_it_replaces(real):
+    from numatune.readers.cxl import dax_region_at
+
+    parts = real.split("/")
+    for kinds, pattern, groups in (
+            (("root", "nvdimm-bridge", "ndbus"), r"/(root\d+)/nvdimm-bridge\d+/ndbus\d+/(region\d+)/", (0, 3)),
+            (("ndbus",), r"/ndbus\d+/(region\d+)/", (1,)),
+            (("decoder.",), r"/decoder\d+\.\d+/(region\d+)/", (1,))):
+        m, at = re.search(pattern, real), dax_region_at(parts, *kinds)
+        assert (at is None) == (m is None), (real, pattern)
+        if m:
+            assert tuple(parts[at + g] for g in groups) == m.groups()

@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 from numatune.model.findings import REGISTRY, Code
-
-# The modules whose rules report findings; importing one registers its codes.
-RULE_MODULES = (
-    "numatune.analysis.topology_findings",  # inspect (NT0xx)
-    "numatune.analysis.irq",  # irq (NT2xx)
-    "numatune.analysis.policy",  # check --policy (NT3xx)
-    "numatune.analysis.locality",  # audit, check --pid (NT4xx)
-    "numatune.analysis.probe",  # probe (NT501-NT510)
-    "numatune.analysis.scheduler",  # check --slurm-conf/--gres-conf/--kubelet-config (NT520-NT535)
-)
 
 GROUPS = {
     "topology": "numatune inspect (and check)",
@@ -27,7 +18,10 @@ GROUPS = {
 
 
 def all_codes() -> list[Code]:
-    """Every registered code, in code order."""
-    for name in RULE_MODULES:
-        importlib.import_module(name)
+    """Every registered code, in code order. The rules live in numatune.analysis, and importing a module
+    registers its codes: so every module of the package is imported (no list of them to keep)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py") and name != "__init__.py":
+            importlib.import_module(f"{__package__}.{name[:-3]}")
     return sorted(REGISTRY.values(), key=lambda c: c.code)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from numatune.analysis import stats
-from numatune.commands.compare import PENALTY, PROOF_SHARE, Run
+from numatune.model.compare import PENALTY, PROOF_SHARE, Run
 
 ALPHA = 0.05
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from numatune.cpulist import format_cpulist
 from numatune.errors import InputError
 from numatune.model._record import record
-from numatune.render.envelope import SCHEMAS
+from numatune.model.schemas import SCHEMAS
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import; diff starts without them
 if TYPE_CHECKING:

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from numatune.analysis.paths import RANK, nearest_nic
 from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.errors import InputError
 from numatune.model._record import record
 from numatune.model.check import CheckResult, IrqPlacement
 from numatune.model.findings import Code, Finding, Severity, register
+from numatune.model.paths import RANK, nearest_nic
 from numatune.model.topology import Topology
 
 PATH_KINDS = ("PIX", "PXB", "PHB", "NODE")  # allowed values of nic_max_path (SYS would allow anything)

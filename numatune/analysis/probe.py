@@ -5,7 +5,7 @@ Finding codes NT501-NT510 are declared here, in the project's one registry (`reg
 
 from __future__ import annotations
 
-from numatune.model.findings import Finding, Severity, register
+from numatune.model.findings import REGISTRY, Finding, Severity, register
 from numatune.model.probe import Cell, Expected, GpuProbe, ProbeResult
 from numatune.model.topology import NumaNode, Topology
 
@@ -43,7 +43,6 @@ NT510 = register("NT510", Severity.WARNING, _P, "a GPU copies much slower from a
     well below the bandwidth from the GPU's own node (below 0.8x): the wrong-socket penalty. Keep the pinned
     staging buffers (DataLoader pin_memory, NCCL/RDMA buffers) of the rank driving that GPU on the GPU's node
     (numatune launch does).""")
-CODES = {c.code: c for c in (NT501, NT502, NT503, NT504, NT505, NT506, NT507, NT508, NT509, NT510)}
 GPU_FAR = 0.8  # far/near host↔GPU copy bandwidth below this is a wrong-socket penalty (NT510)
 
 FLAT_LATENCY = 1.10  # remote/local latency below this (and bandwidth within 10%) is no NUMA effect
@@ -51,7 +50,7 @@ SLIT_SAYS_FAR = 1.3  # SLIT ratio from which a remote node should be visibly slo
 
 
 def finding(code: str, message: str, fix: str = "", subject: str = "") -> Finding:
-    return CODES[code](message, fix, subject)
+    return REGISTRY[code](message, fix, subject)
 
 
 def hmat_for(target: NumaNode, initiator: int) -> tuple[int | None, int | None]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from numatune.analysis.paths import nearest_nic
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Code, Finding, Severity, register
+from numatune.model.paths import nearest_nic
 from numatune.model.topology import Topology
 
 TYPE_CHECKING = False  # annotations only: collections.abc imports collections (~5% of a start-up)

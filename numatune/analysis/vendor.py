@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from numatune.analysis.paths import PathMatrix
 from numatune.model._record import record
+from numatune.model.paths import PathMatrix
 from numatune.model.topology import Topology
 
 _LABELS = re.compile(r"GPU\d+|NIC\d+|[a-z]+\d*_\d+")

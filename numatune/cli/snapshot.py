@@ -23,9 +23,10 @@ def snapshot_cmd(app: App, output: Path, pids: tuple[int, ...]) -> None:
     and no process environments are taken (with --pid, only the named keys such as LOCAL_RANK and
     CUDA_VISIBLE_DEVICES). The archive replays with `numatune --root FILE COMMAND`.
     """
+    from numatune.cli import main
     from numatune.commands.snapshot import snapshot
 
-    cap = snapshot(app.host, output, pids)
+    cap = snapshot(app.host, output, pids, main, lambda host: App(root=host.root, color=False, host=host))
     app.note(f"wrote {output}: {len(cap.files)} files, {len(cap.links)} links")
     for error in cap.errors:
         app.warn(f"this snapshot may be incomplete: {error} (a bug: please report it)")

@@ -33,7 +33,7 @@ def run_checks(host: Host, policy: Policy | None, pids: Sequence[int] = (),
                pci_ids: str | None = None, sched: SchedFiles | None = None) -> tuple[list[CheckResult], Topology]:
     """(results with the policy's ignore/severity applied and superseded findings dropped, topology)."""
     from numatune.analysis.check import supersede, topology_results
-    from numatune.commands.inspect import read_inspect_topology
+    from numatune.live.enrich import read_inspect_topology
 
     topo = read_inspect_topology(host, pci_ids)
     results = topology_results(topo)

@@ -20,13 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from numatune.errors import BindingError, InputError, NumatuneError
+from numatune.model.compare import PENALTY, PROOF_SHARE, Run  # noqa: F401 - the command's vocabulary
 from numatune.model.launch import MEM_POLICIES, LaunchFacts, LaunchOptions, LaunchPlan
 from numatune.model.topology import PciDevice, Topology
 from numatune.system.host import Host
 
 NAMED = ("local", "remote", "interleave", "cxl", "cxl-spill", "weighted")
-PENALTY = 0.15  # above this slowdown, placement matters (the standard advice)
-PROOF_SHARE = 0.90  # a run whose own memory is less than this on the asked nodes is flagged
 MIN_PROOF_BYTES = 1 << 20
 TAIL_BYTES = 4096
 
@@ -44,17 +43,6 @@ class Placement(NamedTuple):
     name: str  # as the user wrote it
     plan: LaunchPlan
     expect: tuple[int, ...]  # nodes its memory should be on (empty: anywhere)
-
-
-class Run(NamedTuple):
-    placement: str
-    round: int  # -1 for warm-up
-    seconds: float
-    value: float  # what is compared: seconds, or the --metric figure
-    status: int
-    by_node: dict[int, int]  # own bytes per node at the largest sample
-    samples: int  # numa_maps samples taken
-    on_expected: float | None  # share of own memory on the expected nodes (None: not judged)
 
 
 def farthest_dram(topo: Topology, node: int) -> int | None:

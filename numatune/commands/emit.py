@@ -4,24 +4,11 @@ what Slurm, kubelet and node-feature-discovery should be told. The CLI only pars
 
 from __future__ import annotations
 
-from numatune.model._record import record
 from numatune.model.topology import Topology
-from numatune.plan.slurm import GresLine, NodeLine, SlurmLayout
+from numatune.plan.slurm import GresLine, NodeLine, SlurmEmit, SlurmLayout
 from numatune.system.host import Host
 
 DEFAULT_NODE_NAME = "NODE"
-
-
-@record
-class SlurmEmit:
-    source: str
-    layout: SlurmLayout
-    node: NodeLine
-    gres: tuple[GresLine, ...]
-    nic_gres: tuple[GresLine, ...]
-    autodetect: str
-    notes: tuple[str, ...]
-    memory_mib: int | None
 
 
 def node_name(host: Host) -> str:
@@ -34,7 +21,7 @@ def node_name(host: Host) -> str:
 
 
 def read_emit_topology(host: Host) -> Topology:
-    from numatune.commands.inspect import read_inspect_topology
+    from numatune.live.enrich import read_inspect_topology
     from numatune.readers.pci import pci_ids_from_env
 
     return read_inspect_topology(host, pci_ids_from_env())
@@ -43,7 +30,7 @@ def read_emit_topology(host: Host) -> Topology:
 def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_cores: int = 0,
                reserve_memory_mib: int | None = None, numa_as_socket: bool = False,
                nic_gres: bool = False, allow_ecores: bool = False) -> SlurmEmit:
-    from numatune.analysis.paths import connection
+    from numatune.model.paths import connection
     from numatune.plan.slurm import (
         autodetect_note,
         device_cores,

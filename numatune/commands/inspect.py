@@ -6,6 +6,7 @@ is built one way whichever path runs it. No click, no rich.
 
 from __future__ import annotations
 
+from numatune.live.enrich import read_inspect_topology
 from numatune.render.envelope import dumps
 from numatune.system.host import Host
 
@@ -15,21 +16,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def read_inspect_topology(host: Host, pci_ids: str | None):  # noqa: ANN201 - Topology
-    """The topology inspect and check report: everything read, plus what only the live node tells."""
-    from numatune.readers.topology import read_topology
-
-    topo = read_topology(host, pci_ids=pci_ids)
-    if topo.live:
-        from numatune.live.enrich import enrich_topology
-
-        topo = enrich_topology(topo)
-    return topo
-
-
 def inspect_report(host: Host, pci_ids: str | None):  # noqa: ANN201 - (topology, path matrix, findings)
-    from numatune.analysis.paths import path_matrix
     from numatune.analysis.topology_findings import topology_findings
+    from numatune.model.paths import path_matrix
 
     topo = read_inspect_topology(host, pci_ids)
     return topo, path_matrix(topo), topology_findings(topo)

@@ -24,9 +24,10 @@ import stat
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from numatune import __version__
 from numatune.errors import InputError, NumatuneError, ProcessGone
@@ -76,9 +77,9 @@ class RecordingHost(Host):
         self.listed[logical] = None
         return super().entries(logical)
 
-    def _open(self, logical: str, mode: str):  # noqa: ANN202 - a saved root's reads skip path()
+    def _saved_fd(self, logical: str) -> int:  # a saved root's reads skip path()
         self.touched[logical] = None
-        return super()._open(logical, mode)
+        return super()._saved_fd(logical)
 
     def write_text(self, logical: str, text: str) -> None:
         raise RuntimeError(f"a snapshot's dry run tried to write {logical}")  # never: every DRY_RUN is read-only
@@ -261,12 +262,12 @@ def _named_keys(raw: bytes) -> bytes:
     return b"\0".join(kept) + (b"\0" if kept else b"")
 
 
-def dry_run(src: Host, pids: Iterable[int] = ()) -> RecordingHost:
-    """Run every command of DRY_RUN (and PID_DRY_RUN per pid) on `src`, output discarded; what they read."""
-    import click
+def dry_run(src: Host, pids: Iterable[int], main: Any, make_obj: Callable[[RecordingHost], object]) -> RecordingHost:
+    """Run every command of DRY_RUN (and PID_DRY_RUN per pid) on `src`, output discarded; what they read.
 
-    from numatune.cli import main
-    from numatune.cli._app import App
+    `main` is the CLI's click group and `make_obj` its context object over a Host: the command line
+    layer hands them in (a use case does not import the layer above it)."""
+    import click
 
     rec = RecordingHost(src.root, src.label)
     runs = [*DRY_RUN, *(tuple(a.format(pid=pid) for a in cmd) for pid in pids for cmd in PID_DRY_RUN)]
@@ -281,7 +282,7 @@ def dry_run(src: Host, pids: Iterable[int] = ()) -> RecordingHost:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             try:
                 command.main(args=list(args[1:]), prog_name=f"numatune {args[0]}", standalone_mode=False,
-                             obj=App(root=src.root, color=False, host=rec))
+                             obj=make_obj(rec))
             except (NumatuneError, click.ClickException, click.exceptions.Exit, SystemExit):
                 pass
             except Exception as exc:  # noqa: BLE001 - a snapshot is still worth taking
@@ -289,13 +290,13 @@ def dry_run(src: Host, pids: Iterable[int] = ()) -> RecordingHost:
     return rec
 
 
-def capture(src: Host, pids: Iterable[int] = ()) -> Capture:
-    """What a snapshot of `src` holds: every path the dry run touched or listed, copied."""
+def capture(src: Host, pids: Iterable[int], main: Any, make_obj: Callable[[RecordingHost], object]) -> Capture:
+    """What a snapshot of `src` holds: every path the dry run touched or listed, copied (see dry_run)."""
     pids = tuple(pids)
     for pid in pids:
         if not src.is_dir(f"/proc/{pid}"):
             raise ProcessGone(f"no process {pid}")
-    rec = dry_run(src, pids)
+    rec = dry_run(src, pids, main, make_obj)
     self_pid = src.read_link("/proc/self")
     cap = Capture(src, pids=frozenset(pids) | ({int(self_pid)} if self_pid and self_pid.isdigit() else set()),
                   errors=rec.errors)
@@ -320,14 +321,15 @@ def _has_nvidia_gpu(src: Host) -> bool:
     )
 
 
-def snapshot(src: Host, dest: Path, pids: Iterable[int] = ()) -> Capture:
+def snapshot(src: Host, dest: Path, pids: Iterable[int], main: Any,
+             make_obj: Callable[[RecordingHost], object]) -> Capture:
     """Capture `src` (usually the live node) into `dest`: a directory, or an archive for .tar/.tar.gz/.tgz."""
     pids = tuple(pids)
     name = dest.name
     archive = name.endswith((".tar.gz", ".tgz", ".tar"))
     if not archive and dest.exists() and any(dest.iterdir()):
         raise InputError(f"{dest} exists and is not empty")
-    cap = capture(src, pids)
+    cap = capture(src, pids, main, make_obj)
     note = (
         f"numatune {__version__} snapshot of {src.label}\n"
         f"taken: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"

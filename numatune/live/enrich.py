@@ -7,9 +7,21 @@ node, they are imported lazily, and their absence or failure leaves the report a
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from numatune.model.topology import PciDevice, Topology
+
+TYPE_CHECKING = False  # annotations only: the reports start without collections.abc
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from numatune.system.host import Host
+
+
+def read_inspect_topology(host: Host, pci_ids: str | None) -> Topology:
+    """The topology inspect, check and emit report: everything read, plus what only the live node tells."""
+    from numatune.readers.topology import read_topology
+
+    topo = read_topology(host, pci_ids=pci_ids)
+    return enrich_topology(topo) if topo.live else topo
 
 
 def enrich_topology(topo: Topology, *, cpu_brand: Callable[[], str | None] | None = None,

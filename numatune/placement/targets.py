@@ -73,6 +73,10 @@ class LiveContext(NamedTuple):
     mems_allowed: frozenset[int] | None = None
     cgroup: str | None = None  # cgroup path whose cpuset.mems limits us (for messages)
 
+    def local(self, gpu: Any = None) -> Target:
+        """The local DRAM target (of `gpu`'s node when given): what a latency-first memory plan fills first."""
+        return resolve(("local", gpu) if gpu is not None else "local", self)
+
 
 # -- resolution --------------------------------------------------------------------------------------------
 def resolve(spec: Any, ctx: LiveContext, *, bandwidths: Mapping[int, float] | None = None) -> Target:

@@ -253,10 +253,9 @@ def _nodes(nodes: Mapping[int, Any]) -> str:
 
 def _live_figures(ctx: Any, gpu: Any) -> tuple[int, int | None, int | None, dict[int, int], dict[int, float], str]:
     """(dram node, its free bytes, its total, {cxl node: free}, {cxl node: MB/s}, why) from a LiveContext."""
-    from numatune.placement import targets as _targets
     from numatune.plan.launch import hmat_bandwidth
 
-    tgt = _targets.resolve(("local", gpu) if gpu is not None else "local", ctx)
+    tgt = ctx.local(gpu)  # the placement layer resolves; planning only reads the figures
     node = tgt.nodes[0]
     topo = ctx.topology
     n = topo.node(node)

@@ -28,7 +28,7 @@ def valid_label(name: str, value: str) -> bool:
 def nfd_labels(topo: Topology) -> dict[str, str]:
     """label -> value. GPU-NIC path is the worst, over the GPUs, of each GPU's best NIC path (PIX < PXB < PHB <
     NODE < SYS): a pod selecting `gpu-nic.path In (PIX,PXB)` gets a node where every GPU has a close NIC."""
-    from numatune.analysis.paths import RANK, nearest_nic
+    from numatune.model.paths import RANK, nearest_nic
     from numatune.plan.slurm import gpus_in_bus_order
 
     labels: dict[str, str] = {}

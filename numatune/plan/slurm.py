@@ -337,3 +337,17 @@ def autodetect_note(topo: Topology, lines: Sequence[GresLine], one_socket: bool 
         return f"{plugin} would find the GPUs, but these lines are incomplete here (see notes)"
     return (f"{plugin} would give the same File= and Cores= ({source}, mapped to abstract cores); with AutoDetect "
             "these lines are a cross-check: slurmd drains the node when they disagree")
+
+
+@record
+class SlurmEmit:
+    """What `numatune emit slurm` tells Slurm about one node (rendered by render.emit_out)."""
+
+    source: str
+    layout: SlurmLayout
+    node: NodeLine
+    gres: tuple[GresLine, ...]
+    nic_gres: tuple[GresLine, ...]
+    autodetect: str
+    notes: tuple[str, ...]
+    memory_mib: int | None

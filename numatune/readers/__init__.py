@@ -11,6 +11,8 @@ if TYPE_CHECKING:
     from numatune.model.findings import Skipped
     from numatune.system.host import Host
 
+NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # the NVIDIA driver's per-GPU directories (pci and topology read them)
+
 
 def host_skipped(host: Host, already: tuple[Skipped, ...] = ()) -> tuple[Skipped, ...]:
     """`already` plus what the Host noted while reading (files that exist but are unreadable, links

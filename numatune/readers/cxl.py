@@ -23,7 +23,7 @@ from numatune.model.topology import (
     DaxDevice,
 )
 from numatune.readers.pci import read_link
-from numatune.system.host import Host
+from numatune.system.host import Host, numbered
 
 CXL_DEVICES = "/sys/bus/cxl/devices"
 EVENT_SOURCES = "/sys/bus/event_source/devices"
@@ -50,7 +50,8 @@ def read_cxl(host: Host) -> CxlTopology:
     names = host.listdir(CXL_DEVICES)
     if not names and not host.is_dir(DAX_DEVICES):  # most nodes: nothing to match (and `re` stays unloaded)
         return CxlTopology(pmus=read_cxl_pmus(host))
-    import re
+    if names:  # DAX alone (hmem, NVDIMM) is matched without the regex engine
+        import re
 
     memdevs, ports, decoders, regions = [], [], [], []
     region_positions: dict[str, list[tuple[int, str]]] = {}
@@ -360,9 +361,25 @@ def _read_memdev(host: Host, name: str, base: str) -> CxlMemdev:
     )
 
 
-def read_dax(host: Host) -> list[DaxDevice]:
-    import re
+def dax_region_at(parts: list[str], *kinds: str) -> int | None:
+    r"""Where in a real path's components (`real.split("/")`) the first run KIND0N/KIND1N/.../regionN/ starts
+    (each KIND decimal digits; "decoder." is decoderN.M), with a component after the region: as
+    re.search(r"/KIND0\d+/.../(region\d+)/"), without loading `re` (DAX-only nodes start without it)."""
+    kinds = (*kinds, "region")
+    for at in range(1, len(parts) - len(kinds)):
+        if all(_numbered_part(parts[at + k], kind) for k, kind in enumerate(kinds)):
+            return at
+    return None
 
+
+def _numbered_part(part: str, kind: str) -> bool:
+    if kind == "decoder.":
+        major, dot, minor = part[len("decoder"):].partition(".") if part.startswith("decoder") else ("", "", "")
+        return major.isdecimal() and dot == "." and minor.isdecimal()
+    return numbered(part, kind) is not None
+
+
+def read_dax(host: Host) -> list[DaxDevice]:
     out = []
     for name in host.listdir(DAX_DEVICES):
         base = f"{DAX_DEVICES}/{name}"
@@ -370,14 +387,15 @@ def read_dax(host: Host) -> list[DaxDevice]:
         driver = host.link_name(f"{base}/driver")
         target = host.read_int(f"{base}/target_node")
         region = None
-        if "/nvdimm-bridge" in real and (m := re.search(r"/(root\d+)/nvdimm-bridge\d+/ndbus\d+/(region\d+)/", real)):
-            backing, region = "cxl-nvdimm", f"nd:{m.group(1)}/{m.group(2)}"  # resolved to a CXL region below
+        parts = real.split("/")
+        if "/nvdimm-bridge" in real and (at := dax_region_at(parts, "root", "nvdimm-bridge", "ndbus")) is not None:
+            backing, region = "cxl-nvdimm", f"nd:{parts[at]}/{parts[at + 3]}"  # resolved to a CXL region below
         elif "/ndbus" in real:
             backing = "nvdimm"
-            m = re.search(r"/ndbus\d+/(region\d+)/", real)
-            region = f"nd:{m.group(1)}" if m else None
-        elif m := re.search(r"/decoder\d+\.\d+/(region\d+)/", real):
-            backing, region = "cxl", m.group(1)
+            at = dax_region_at(parts, "ndbus")
+            region = f"nd:{parts[at + 1]}" if at is not None else None
+        elif (at := dax_region_at(parts, "decoder.")) is not None:
+            backing, region = "cxl", parts[at + 1]
         elif "hmem" in real:
             backing = "hmem"
         else:
@@ -402,12 +420,10 @@ def _attach_pmem_dax_to_regions(host: Host, dax: list[DaxDevice], regions: list[
     bus sits under the CXL root (`rootN/nvdimm-bridgeM/ndbusK`), and among that root's pmem regions
     the one of the same size is it (the only one, on most machines).
     """
-    import re
-
     by_root: dict[str, list[CxlRegion]] = {}
     for r in regions:
         real = host.resolve(f"{CXL_DEVICES}/{r.name}") or ""
-        root = next((p for p in real.split("/") if re.match(r"^root\d+$", p)), None)
+        root = next((p for p in real.split("/") if numbered(p, "root") is not None), None)
         if root and r.mode == "pmem":
             by_root.setdefault(root, []).append(r)
     out = []

@@ -13,8 +13,8 @@ from numatune.errors import ParseError
 from numatune.model.findings import Skipped
 from numatune.model.order import pci_sort_key
 from numatune.model.topology import NumaNode, NvidiaGpuInfo, PciDevice, PciLink
+from numatune.readers import NVIDIA_GPUS
 from numatune.readers.kfd import Kfd, read_kfd
-from numatune.readers.topology import NVIDIA_GPUS
 from numatune.system.host import Host
 
 TYPE_CHECKING = False  # annotations only: collections.abc imports collections (~5% of a start-up)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from numatune.model.findings import Skipped
 from numatune.model.topology import CxlTopology, GpuFabric, KernelSettings, NumaNode, PciDevice, Topology
-from numatune.readers import host_skipped
+from numatune.readers import NVIDIA_GPUS, host_skipped
 from numatune.readers.cpukinds import group_cpu_kinds, read_kind_facts
 from numatune.readers.cpus import read_cpus, summarize_cpus
 from numatune.readers.nodes import read_memory_tiers, read_nodes
 from numatune.system.host import Host
-
-NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
 
 
 def read_topology(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from numatune.commands.emit import SlurmEmit
+from numatune.plan.slurm import SlurmEmit
 from numatune.render.envelope import envelope
 
 

@@ -9,28 +9,11 @@ row lists (irq) import it, for its C encoder (see `dumps`).
 from __future__ import annotations
 
 from numatune import __version__
+from numatune.model.schemas import SCHEMAS  # the one list; here for the writers that name it
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
 if TYPE_CHECKING:
     from typing import Any
-
-# document kind -> schema name/version. Bump the version on any incompatible change.
-SCHEMAS = {
-    "inspect": "numatune.inspect/3",
-    "audit": "numatune.audit/1",
-    "launch": "numatune.launch/1",
-    "irq": "numatune.irq/1",
-    "irq-plan": "numatune.irq-plan/1",
-    "irq-apply": "numatune.irq-apply/1",
-    "irq-state": "numatune.irq-state/1",
-    "check": "numatune.check/1",
-    "diff": "numatune.diff/1",
-    "fleet": "numatune.fleet/1",
-    "emit": "numatune.emit/1",
-    "plan-memory": "numatune.plan-memory/1",
-    "probe": "numatune.probe/1",
-    "compare": "numatune.compare/1",
-}
 
 
 def envelope(kind: str, **fields: Any) -> dict[str, Any]:

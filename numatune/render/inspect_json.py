@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from numatune.analysis.paths import LEGEND, PathMatrix, fabric_label
 from numatune.model.findings import Finding
+from numatune.model.paths import LEGEND, PathMatrix, fabric_label
 from numatune.model.topology import PciDevice, Topology
 from numatune.render.envelope import envelope
 from numatune.render.jsonable import to_jsonable

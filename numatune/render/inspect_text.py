@@ -9,9 +9,9 @@ colour on a terminal, wrapped cells, the CXL tree.
 
 from __future__ import annotations
 
-from numatune.analysis.paths import LEGEND, PathMatrix, device_name, fabric_label
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Finding, Severity
+from numatune.model.paths import LEGEND, PathMatrix, device_name, fabric_label
 from numatune.model.topology import CpuKind, CxlDecoder, CxlLink, CxlMemdev, CxlPort, CxlTopology, Topology
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}

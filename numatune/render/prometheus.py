@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from numatune import __version__
-from numatune.analysis.paths import nearest_nic
 from numatune.model.findings import Finding, Severity
+from numatune.model.paths import nearest_nic
 from numatune.model.topology import Topology
 
 

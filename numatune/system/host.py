@@ -72,6 +72,19 @@ def _is_fd_link(name: str) -> bool:
             and parts[-1].isdecimal())
 
 
+def _read_fd(fd: int) -> bytes:
+    """Everything up to end of file, then the descriptor closed."""
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
 def _clean(text: str) -> str:
     return text.replace("\x00", "").strip()
 
@@ -163,9 +176,21 @@ class Host:
 
     def resolve(self, logical: str) -> str | None:
         """Follow symlinks inside the root; None if the link dangles or leaves the root."""
-        real = os.path.realpath(self.path(logical))
-        if not os.path.exists(real):
-            return None
+        if self.root == "/":
+            real = os.path.realpath(self.path(logical))
+            if not os.path.exists(real):
+                return None
+        else:  # as _contained: one O_PATH open and a readlink instead of an lstat per component
+            try:
+                fd = os.open(self.path(logical), _O_PATH | os.O_CLOEXEC)
+            except OSError:
+                return None
+            try:
+                real = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                real = os.path.realpath(self.path(logical))
+            finally:
+                os.close(fd)
         root = self.root
         if root != "/" and not (real == root or real.startswith(root.rstrip("/") + "/")):
             return None
@@ -222,8 +247,11 @@ class Host:
         PermissionDenied.
         """
         try:
-            with self._open(logical, "rb") as fh:  # bytes: no text wrapper per small file
-                data = fh.read()
+            if self.root == "/":
+                with self._open(logical, "rb") as fh:  # bytes: no text wrapper per small file
+                    data = fh.read()
+            else:  # a saved root's regular files: read the descriptor (no buffer's fstat, ioctl and seeks)
+                data = _read_fd(self._saved_fd(logical))
         except (FileNotFoundError, NotADirectoryError, _Escapes):
             if self._was_denied(logical):
                 return self._denied(logical, denied)
@@ -256,18 +284,22 @@ class Host:
         if self.root == "/":
             path = self.path(logical)
             return open(path, "rb") if mode == "rb" else open(path, encoding="utf-8", errors="replace")
+        fd = self._saved_fd(logical)
+        return open(fd, "rb") if mode == "rb" else open(fd, encoding="utf-8", errors="replace")
+
+    def _saved_fd(self, logical: str) -> int:
+        """A saved root's file, opened (see _open)."""
         rel = logical.strip("/")
         if ".." in rel.split("/"):
             raise InputError(f"path escapes the root: {logical}")
         head, _, name = rel.rpartition("/")
         parent = self._dirs.get(head) or self._real_dir(head)
         try:
-            fd = os.open(f"{parent}/{name}", _NOFOLLOW_FLAGS)
+            return os.open(f"{parent}/{name}", _NOFOLLOW_FLAGS)
         except OSError as exc:
             if exc.errno != errno.ELOOP:
                 raise
-            fd = os.open(self._contained(logical), _NOFOLLOW_FLAGS & ~os.O_NOFOLLOW)
-        return open(fd, "rb") if mode == "rb" else open(fd, encoding="utf-8", errors="replace")
+            return os.open(self._contained(logical), _NOFOLLOW_FLAGS & ~os.O_NOFOLLOW)
 
     def _list_saved(self, logical: str) -> list[str]:
         """The names in a saved root's directory at its checked real path; the subdirectories

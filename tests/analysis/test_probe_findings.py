@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from numatune.analysis.probe import CODES, expected, probe_findings, ratios
+from numatune.analysis.probe import expected, probe_findings, ratios
+from numatune.model.findings import REGISTRY
 from numatune.model.probe import Cell, CellPlacement, Expected, Figure, ProbeResult
 from numatune.render.probe_out import probe_document, render_text
 from tests.conftest import fixture_root
@@ -36,7 +37,8 @@ def codes(res, topo=None):  # noqa: ANN001
 
 
 def test_codes_are_distinct_and_in_the_nt5xx_range():
-    assert all(c.startswith("NT5") and len(c) == 5 for c in CODES)
+    probe = [c.code for c in REGISTRY.values() if c.group == "probe"]
+    assert len(probe) == 10 and all(c.startswith("NT5") and len(c) == 5 for c in probe)
 
 
 def test_flat_nodes_are_no_numa_effect_and_contradict_slit():

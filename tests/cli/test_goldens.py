@@ -1,4 +1,4 @@
-"""Golden outputs of irq, check (text and JUnit) and launch on fixture trees (`pytest --update-golden`
+"""Golden outputs of irq, check (text and JUnit), launch and audit on fixture trees (`pytest --update-golden`
 rewrites them; review the diff). inspect's goldens are in test_inspect.py."""
 
 from __future__ import annotations
@@ -63,3 +63,16 @@ def test_launch_golden(cli, golden, args, golden_name):
     assert result.exit_code == 0, result.stderr
     out = _json(result, GPU_TREE) if golden_name.endswith(".json") else _text(result, GPU_TREE)
     golden(f"{GPU_TREE}/{golden_name}", out)
+
+
+AUDIT_TREE = "h100-vm-1gpu"  # a real capture (`snapshot --pid 1248`): a CUDA process on an H100 VM
+AUDIT_PID = "1248"
+
+
+@pytest.mark.parametrize("args, golden_name", [((), "audit.txt"), (("--json",), "audit.json")])
+def test_audit_golden(cli, golden, args, golden_name):
+    result = cli("--root", str(fixture_root(AUDIT_TREE)), "audit", AUDIT_PID, *args)
+    assert result.exit_code == 0, result.stderr
+    out = _json(result, AUDIT_TREE) if golden_name.endswith(".json") else _text(result, AUDIT_TREE)
+    assert AUDIT_PID in out
+    golden(f"{AUDIT_TREE}/{golden_name}", out)

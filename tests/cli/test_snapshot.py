@@ -8,6 +8,7 @@ import tarfile
 
 import pytest
 
+from numatune.commands.snapshot import DRY_RUN
 from tests.cli.test_audit import ALLOC, start, stop
 
 
@@ -72,8 +73,7 @@ REPLAYED = {
     "nvidiagpunumanodes": "NVIDIA GPU memory nodes (numa_status)",
     "handmade-launch-2s4gpu-cxl": "launch's GPU and CXL paths",
 }
-SAVED_COMMANDS = (("inspect", "--json"), ("irq", "--json"), ("irq", "plan", "--json"), ("check", "--json"),
-                  ("launch", "--dry-run", "--json", "--node", "0", "--", "true"))
+SAVED_COMMANDS = DRY_RUN  # every line a snapshot is made from replays the same
 
 
 @pytest.mark.parametrize("name", list(REPLAYED))

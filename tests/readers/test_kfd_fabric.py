@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from numatune.analysis.paths import path_matrix
+from numatune.model.paths import path_matrix
 from numatune.readers.kfd import read_kfd, rocm_smi_topology, xgmi_count, xgmi_links
 from numatune.readers.topology import read_topology
 from tests.conftest import fixture_root

@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from numatune.analysis.paths import path_matrix
 from numatune.analysis.vendor import compare_with_nvidia_smi, parse_nvidia_smi_topo
 from numatune.errors import ParseError
+from numatune.model.paths import path_matrix
 from numatune.readers import nvml
 from numatune.readers.nvml import FORMAT, fabric_from_record, nvml_bdf
 from numatune.readers.procs import read_process
@@ -114,7 +114,7 @@ def test_bridge_pair_counts_links_once_as_nv_n():
     (link,) = fabric.links
     assert (link.a, link.b, link.kind, link.count) == ("0000:18:00.0", "0000:3b:00.0", "nvlink", 2)
     vendor = parse_nvidia_smi_topo(vendor_output("nvlink-bridge-2x-titan-rtx"))
-    from numatune.analysis.paths import fabric_label
+    from numatune.model.paths import fabric_label
 
     assert fabric_label(link) == vendor.cell("GPU0", "GPU1") == "NV2"
 
@@ -128,7 +128,7 @@ def test_nvswitch_gpus_show_nv18_like_a_dgx_h100():
     fabric = fabric_from_record(doc, "test", "nvml")
     assert len(fabric.links) == 28 and {x.kind for x in fabric.links} == {"nvswitch"}
     vendor = parse_nvidia_smi_topo(vendor_output("dgx-h100-nvswitch-gpu-block"))
-    from numatune.analysis.paths import fabric_label
+    from numatune.model.paths import fabric_label
 
     cells = {vendor.cell(f"GPU{i}", f"GPU{j}") for i in range(8) for j in range(8) if i != j}
     assert cells == {fabric_label(fabric.links[0])} == {"NV18"}

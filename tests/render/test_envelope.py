@@ -7,6 +7,7 @@ from tests.conftest import PROJECT
 
 # render/fleet_out.py is being rewritten on the `perf` branch; it moves to envelope() there.
 NOT_YET = {"numatune/render/envelope.py", "numatune/render/fleet_out.py"}
+THE_LIST = "numatune/model/schemas.py"  # where the schema names are declared, once
 
 
 def test_no_module_writes_the_envelope_by_hand():
@@ -16,7 +17,7 @@ def test_no_module_writes_the_envelope_by_hand():
             continue
         text = path.read_text()
         assert '"numatune_version"' not in text, rel
-        assert not any(f'"{s}"' in text for s in SCHEMAS.values()), rel
+        assert rel == THE_LIST or not any(f'"{s}"' in text for s in SCHEMAS.values()), rel
 
 
 def test_envelope_comes_first_and_rows_stay_on_one_line():
