@@ -4,7 +4,9 @@ against a C pointer chase written here (lmbench/multichase style). The goal: wit
 Same node, same CPU(s), same buffer sizes, THP requested on both sides, rounds interleaved (probe, C,
 probe, C, ...) and medians compared. The reference C is compiled here, independently of probe's
 helper: its own random cycle (a 64-bit LCG, Sattolo's algorithm within 2 MiB windows, windows in
-random order), its own timing loop, and a plain `for (r...) memcpy(dst, src, n)` loop for copy.
+random order), its own timing loop that walks on from where the last sample stopped (one continuous
+walk round the cycle, never a restart at the buffer's start), and a plain
+`for (r...) memcpy(dst, src, n)` loop for copy.
 Usage: .venv/bin/python benchmarks/bench_probe.py [--rounds N] [--size 192M] [--threads N]
 """
 
@@ -51,10 +53,11 @@ void ref_init(char *buf, size_t bytes, size_t window) {
     }
     *(char **)prev = first; free(w); free(l);
 }
-double ref_chase(char *start, uint64_t steps) {
-    char **p = (char **)start; double t0 = now();
+/* Walk on from *where (and leave the pointer reached there): successive calls go round the one cycle. */
+double ref_chase(char **where, uint64_t steps) {
+    char **p = (char **)*where; double t0 = now();
     for (uint64_t i = 0; i < steps; i++) p = (char **)*p;
-    double t1 = now(); if (!p) abort(); return (t1 - t0) / steps;
+    double t1 = now(); if (!p) abort(); *where = (char *)p; return (t1 - t0) / steps;
 }
 double ref_copy(char *dst, const char *src, size_t n, uint64_t reps) {
     double t0 = now(); for (uint64_t r = 0; r < reps; r++) memcpy(dst, src, n); return now() - t0;
@@ -68,7 +71,7 @@ def build_reference() -> ctypes.CDLL:
     subprocess.run(["cc", "-O2", "-fPIC", "-shared", "-o", str(tmp / "ref.so"), str(tmp / "ref.c")], check=True)
     lib = ctypes.CDLL(str(tmp / "ref.so"))
     lib.ref_init.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
-    lib.ref_chase.argtypes = (ctypes.c_void_p, ctypes.c_uint64)
+    lib.ref_chase.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint64)
     lib.ref_chase.restype = ctypes.c_double
     lib.ref_copy.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64)
     lib.ref_copy.restype = ctypes.c_double
@@ -95,10 +98,10 @@ def c_latency(ref, cpu: int, size: int, seconds: float) -> float:  # noqa: ANN00
         buf = Buffer(size, node)
         try:
             ref.ref_init(buf.addr, size, 2 << 20)
-            steps = 200_000
-            per = ref.ref_chase(buf.addr, steps)
+            where = ctypes.c_void_p(buf.addr)  # every sample continues where the last one stopped
+            per = ref.ref_chase(ctypes.byref(where), 200_000)
             steps = max(int(seconds / 6 * 1e9 / per), 100_000)
-            out = [ref.ref_chase(buf.addr, steps) for _ in range(6)]
+            out = [ref.ref_chase(ctypes.byref(where), steps) for _ in range(6)]
             return statistics.median(out[1:])
         finally:
             buf.close()

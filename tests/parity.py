@@ -12,8 +12,8 @@ from typing import Any
 
 # Where the report came from: differs by design.
 ORIGIN = ("source", "live")
-# Facts only a live node has (a process table, udev): null on a saved root.
-LIVE_ONLY = ("settings.irqbalance_running", "irqbalance.running")
+# Facts only a live node has: none left (irqbalance's process and numactl's version are kept in a snapshot).
+LIVE_ONLY: tuple[str, ...] = ()
 # Values that change by the second on a running node.
 VOLATILE = (
     "nodes.*.memory_free_kib", "nodes.*.hugepages.*.free",  # inspect
@@ -21,6 +21,8 @@ VOLATILE = (
     "devices.*.irqs.*.remote_share",
     "processes.*.threads.*.cpu",  # audit: where a thread last ran
     "processes.*.access_counters.values",  # audit: NUMA hinting-fault counters
+    "dram.budget_bytes", "dram.budget_source",  # plan-memory: the budget is the node's free memory now,
+    "reasons",  # and its reasons name it (and, live, the calling thread that chose the node: dram.node is compared)
 )
 IGNORED = ORIGIN + LIVE_ONLY + VOLATILE
 # Between two reads of a live process (not a snapshot, whose bytes stay put) its pages and threads move.

@@ -1,31 +1,52 @@
-"""Archives and trees from strangers: refused with exit 3 and nothing written outside, or read as missing.
+"""Archives and trees from strangers, tried as an attacker would: refused with exit 3 (one line) within
+10 s and 256 MiB, or read with the hostile part missing and noted; nothing written anywhere.
 
-Every archive here is hand-made in the test (none is a capture of a machine): each is the smallest
-member list that shows one attack.
+Every hostile archive here is hand-made in the test (none is a capture of a machine): each is the
+smallest member list that shows one attack, after the public descriptions of CPython's 2025 tarfile
+CVEs (CVE-2025-4517, CVE-2025-4138, CVE-2025-4330) where it is one of those. The damaged archives are
+real fixtures with bytes flipped or cut. Commands run in a child process under RLIMIT_AS and a timeout
+(tests/limits.py), with TMPDIR pointed at an empty directory that must stay empty.
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
 import shutil
-import subprocess
-import sys
+import stat
 import tarfile
-import tempfile
+import time
+import zlib
 
 import pytest
 
-import numatune.system.host as host_module
-from numatune.errors import ArchiveRefused, ExitCode, PermissionDenied
-from numatune.system.host import DENIED, ESCAPES, Host
-from tests.conftest import fixture_copy
+import numatune.system.rootdir as rootdir
+from numatune.errors import ArchiveRefused, NotASysfsTree, PermissionDenied
+from numatune.system import tarindex
+from numatune.system.host import DENIED, ESCAPES, TOO_LARGE, Host
+from tests.conftest import fixture_archive, fixture_copy, fixture_names
+from tests.limits import run_limited
+
+SECONDS, MIB = 10, 256
 
 
 def _sym(name: str, target: str) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.type, info.linkname = tarfile.SYMTYPE, target
+    return info
+
+
+def _hard(name: str, target: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = tarfile.LNKTYPE, target
+    return info
+
+
+def _dir(name: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE
     return info
 
 
@@ -35,12 +56,10 @@ def _file(name: str, data: bytes = b"x") -> tuple[tarfile.TarInfo, bytes]:
     return info, data
 
 
-def _archive(path, members) -> str:
+def _archive(path, members, *, gz: bool = False) -> str:
     """A tar with a sys/ directory (so it is a root) and then `members` in order."""
-    with tarfile.open(path, "w") as tar:
-        top = tarfile.TarInfo("sys")
-        top.type = tarfile.DIRTYPE
-        tar.addfile(top)
+    with tarfile.open(path, "w:gz" if gz else "w", format=tarfile.GNU_FORMAT) as tar:
+        tar.addfile(_dir("sys"))
         for m in members:
             info, data = m if isinstance(m, tuple) else (m, None)
             tar.addfile(info, io.BytesIO(data) if data is not None else None)
@@ -48,120 +67,268 @@ def _archive(path, members) -> str:
 
 
 @pytest.fixture
-def sandbox(tmp_path, monkeypatch):
-    """numatune's temporary directory is tmp/ inside an otherwise empty directory we can watch."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+def sandbox(tmp_path):
+    """An empty tmp/ for TMPDIR and an outside/ that an escape would write into; both must stay empty."""
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "outside").mkdir()
     return tmp_path
 
 
-def _device():
-    dev = tarfile.TarInfo("sys/null")
-    dev.type, dev.devmajor, dev.devminor = tarfile.CHRTYPE, 1, 3
-    return dev
+def _refused(sandbox, root: str, *args: str, match: str = "") -> None:
+    """`numatune --root ROOT ARGS` (inspect --json by default): exit 3, one line naming ROOT, within the
+    limits, and nothing written in TMPDIR or outside/."""
+    env = dict(os.environ, TMPDIR=str(sandbox / "tmp"))
+    before = sorted(p.name for p in sandbox.iterdir())
+    done = run_limited("--root", root, *(args or ("inspect", "--json")), seconds=SECONDS, mib=MIB, env=env)
+    assert done.returncode == 3, (done.returncode, done.stderr[-400:])
+    assert done.within(SECONDS, MIB), (done.wall, done.peak_mib)
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("numatune: error: ") and root in lines[0] or root in done.stderr, done.stderr
+    assert match in done.stderr, done.stderr
+    assert done.stdout == ""
+    assert sorted(p.name for p in sandbox.iterdir()) == before
+    assert os.listdir(sandbox / "tmp") == [] and os.listdir(sandbox / "outside") == []
 
 
-HOSTILE = {
-    # The chain from issue #10: a/b -> .., a/b/c -> .. (a/b/c is then the parent of the directory).
-    "symlink chain": [_sym("a/b", ".."), _sym("a/b/c", ".."), _file("a/b/c/FILE", b"escaped")],
-    "absolute link": [_sym("sys/passwd", "/etc/passwd")],
-    "link out by ..": [_sym("sys/up", "../../..")],
+# -- CPython's 2025 tarfile CVEs ---------------------------------------------------------------------------
+def _realpath_overflow(length: int, outside: str, steps: str = "abcdefghijklmnop") -> list:
+    """CVE-2025-4517's pattern: directories of `length`-character names reached through one-letter links,
+    until the resolved path passes PATH_MAX, then a link that climbs out and a file written through it."""
+    comp = "d" * length
+    members: list = []
+    path = "sys"
+    for step in steps:
+        members.append(_dir(f"{path}/{comp}"))
+        members.append(_sym(f"{path}/{step}", comp))
+        path = f"{path}/{comp}"
+    linkpath = "sys/" + "/".join(steps)
+    members.append(_sym(f"{linkpath}/{'l' * 254}", "../" * len(steps)))
+    members.append(_sym("sys/escape", f"{'l' * 254}/" + "../" * 8 + outside.lstrip("/")))
+    members.append(_file("sys/escape/evil", b"written outside"))
+    return members
+
+
+@pytest.mark.parametrize("length", [100, 150, 200, 230, 247, 254])
+def test_cve_2025_4517_realpath_overflow_is_refused(sandbox, length):
+    """As published (16 levels): the directory names pass the 1024-byte bound; with as many levels as fit
+    under it, the file written through the climbing link is what is refused (it lies below a link)."""
+    archive = _archive(sandbox / "evil.tar", _realpath_overflow(length, str(sandbox / "outside")))
+    _refused(sandbox, archive, match="longer than 1024 bytes")
+    fits = "abcdefghijklmnop"[:max(1, 1000 // (length + 1) - 1)]
+    archive = _archive(sandbox / "evil2.tar", _realpath_overflow(length, str(sandbox / "outside"), fits))
+    _refused(sandbox, archive, match="lies below")
+
+
+@pytest.mark.parametrize("depth", [40, 120, 400])
+def test_realpath_overflow_through_the_destination_length_is_refused(sandbox, depth):
+    """The same climb where the archive itself sits under a long path (the destination length varies)."""
+    deep = sandbox / "tmp" / ("p" * 200) / ("q" * min(depth, 250))
+    deep.mkdir(parents=True)
+    archive = _archive(deep / "evil.tar.gz", _realpath_overflow(247, str(sandbox / "outside"), "abc"), gz=True)
+    before = set(os.listdir(deep))
+    with pytest.raises(ArchiveRefused, match="lies below"):
+        Host.open(archive)
+    assert set(os.listdir(deep)) == before and os.listdir(sandbox / "outside") == []
+
+
+LINK_TRICKS = {
+    # CVE-2025-4138: a link placed through a link, then a file through both.
+    "link through link": [_sym("sys/a", "b"), _dir("sys/b"), _sym("sys/a/x", "../../../outside"),
+                          _file("sys/a/x/evil")],
+    # CVE-2025-4330: a hard link to a link, the link then replaced by one pointing out.
+    "hardlink to a link": [_sym("sys/s", "ok"), _file("sys/ok"), _hard("sys/h", "sys/s"),
+                           _sym("sys/s", "/etc/passwd")],
+    # ... and to a file that is then replaced by a link.
+    "hardlink to a replaced file": [_file("sys/f", b"x"), _hard("sys/h", "sys/f"), _sym("sys/f", "/etc/passwd")],
+    "hardlink out": [_hard("sys/h", "../../etc/passwd")],
+    "hardlink to nothing": [_hard("sys/h", "sys/absent")],
     "file through a link": [_sym("sys/out", "../.."), _file("sys/out/FILE")],
-    "device node": [_device()],
-    "fifo": [tarfile.TarInfo("sys/fifo")],
     "dot-dot name": [_file("sys/../../FILE")],
-    "hard link out": [],  # filled below: needs the type set
+    "device node": [],  # filled below
+    "fifo": [],
 }
-_hard = tarfile.TarInfo("sys/hard")
-_hard.type, _hard.linkname = tarfile.LNKTYPE, "../../etc/passwd"
-HOSTILE["hard link out"] = [_hard]
-HOSTILE["fifo"][0].type = tarfile.FIFOTYPE
+_dev = tarfile.TarInfo("sys/null")
+_dev.type, _dev.devmajor, _dev.devminor = tarfile.CHRTYPE, 1, 3
+LINK_TRICKS["device node"] = [_dev]
+_fifo = tarfile.TarInfo("sys/fifo")
+_fifo.type = tarfile.FIFOTYPE
+LINK_TRICKS["fifo"] = [_fifo]
 
 
-@pytest.mark.parametrize("name", list(HOSTILE))
-def test_hostile_archive_is_refused_and_writes_nothing_outside(sandbox, name):
-    archive = _archive(sandbox / "evil.tar", HOSTILE[name])
-    before = sorted(os.listdir(sandbox))
+@pytest.mark.parametrize("name", list(LINK_TRICKS))
+def test_link_tricks_are_refused(sandbox, name):
+    archive = _archive(sandbox / "evil.tar", LINK_TRICKS[name])
     with pytest.raises(ArchiveRefused, match="refusing snapshot"):
         Host.open(archive)
-    assert sorted(os.listdir(sandbox)) == before
-    assert os.listdir(sandbox / "tmp") == []  # the half-unpacked directory is gone too
+    _refused(sandbox, archive)
 
 
-def test_the_chain_through_the_fast_path_exits_3(sandbox):
-    """`numatune --root evil.tar inspect --json` (the click-free entry point) as the issue ran it."""
-    archive = _archive(sandbox / "evil.tar", HOSTILE["symlink chain"])
-    env = dict(os.environ, TMPDIR=str(sandbox / "tmp"), NUMATUNE_PCI_IDS="")
-    done = subprocess.run([sys.executable, "-m", "numatune", "--root", archive, "inspect", "--json"],
-                          capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == ExitCode.INPUT == 3
-    assert done.stdout == "" and done.stderr.count("\n") == 1 and "outside the destination" in done.stderr
-    assert sorted(os.listdir(sandbox)) == ["evil.tar", "tmp"] and os.listdir(sandbox / "tmp") == []
+DANGLING = {
+    "absolute link": ([_sym("sys/passwd", "/etc/passwd")], "/sys/passwd"),
+    "link out by ..": ([_sym("sys/up", "../../.."), _sym("sys/cpu", "up/etc")], "/sys/cpu/passwd"),
+    "symlink chain": ([_dir("sys/a"), _sym("sys/a/b", ".."), _sym("sys/c", "a/b/../../..")], "/sys/c/etc/passwd"),
+    "loop": ([_sym("sys/x", "y"), _sym("sys/y", "x")], "/sys/x"),
+}
 
 
-def test_declared_size_of_100_gb_is_refused_before_reading(sandbox):
-    """One header declaring 100 GB and no data: refused on the header, nothing is read or written."""
-    big = tarfile.TarInfo("sys/big")
-    big.size = 100 << 30
-    path = sandbox / "bomb.tar"
-    path.write_bytes(big.tobuf() + b"\0" * 1024)
-    with pytest.raises(ArchiveRefused, match="declares 107374182400 bytes"):
-        Host.open(path)
+@pytest.mark.parametrize("name", list(DANGLING))
+def test_links_that_leave_the_archive_dangle_and_are_noted(sandbox, name):
+    """Links are text resolved in the archive's own namespace: one that is absolute or climbs above the
+    top reads as missing and is listed (the host's /etc/passwd is never reached)."""
+    members, path = DANGLING[name]
+    host = Host.open(_archive(sandbox / "links.tar", members))
+    assert host.read_optional(path) is None and host.exists(path) is False
+    assert (path, ESCAPES) in host.notes or name == "loop"
     assert os.listdir(sandbox / "tmp") == []
 
 
-def test_too_many_members_or_bytes_or_levels_are_refused(sandbox, monkeypatch):
-    """The bounds themselves, made small so the test builds small archives (a 10**6-member bomb is
-    refused by the same count, at MAX_MEMBERS + 1 headers, before anything is written)."""
-    assert host_module.MAX_MEMBERS < 10**6 and host_module.MAX_TOTAL_BYTES < 100 << 30
-    monkeypatch.setattr(host_module, "MAX_MEMBERS", 50)
-    many = _archive(sandbox / "many.tar", [_file(f"sys/f{i}") for i in range(60)])
-    with pytest.raises(ArchiveRefused, match="more than 50 members"):
-        Host.open(many)
-    monkeypatch.setattr(host_module, "MAX_TOTAL_BYTES", 1000)
-    heavy = _archive(sandbox / "heavy.tar", [_file(f"sys/f{i}", b"y" * 400) for i in range(3)])
-    with pytest.raises(ArchiveRefused, match="more than 1000 bytes"):
-        Host.open(heavy)
-    deep = _archive(sandbox / "deep.tar", [_file("sys/" + "d/" * 70 + "f")])
-    with pytest.raises(ArchiveRefused, match="deeper than"):
-        Host.open(deep)
-    assert os.listdir(sandbox / "tmp") == []
-
-
-def test_exit_code_and_one_line_through_the_cli(sandbox, cli):
-    archive = _archive(sandbox / "evil.tar", HOSTILE["absolute link"])
-    result = cli("--root", archive, "inspect")
-    assert result.exit_code == 3
-    assert result.stderr.splitlines()[0].startswith("numatune: error: refusing snapshot")
-
-
-def test_a_process_device_link_is_the_one_absolute_link_kept(sandbox):
-    """proc/PID/fd/N -> /dev/nvidia0 is link text audit reads (never opened); anything else absolute is refused."""
-    archive = _archive(sandbox / "fd.tar", [_sym("proc/12/fd/3", "/dev/nvidia0")])
-    host = Host.open(archive)
+def test_a_process_device_link_keeps_its_text(sandbox):
+    """proc/PID/fd/N -> /dev/nvidia0 is link text audit reads; reading through it dangles."""
+    host = Host.open(_archive(sandbox / "fd.tar", [_sym("proc/12/fd/3", "/dev/nvidia0")]))
     assert host.read_link("/proc/12/fd/3") == "/dev/nvidia0"
-    assert host.read_optional("/proc/12/fd/3") is None  # reading through it leaves the root: missing
-    for evil in ("/etc/passwd", "/dev/../etc/passwd"):
-        bad = _archive(sandbox / "fd-bad.tar", [_sym("proc/12/fd/3", evil)])
-        with pytest.raises(ArchiveRefused):
-            Host.open(bad)
-    other = _archive(sandbox / "fd-other.tar", [_sym("proc/12/cwd", "/dev/nvidia0")])
-    with pytest.raises(ArchiveRefused):
-        Host.open(other)
+    assert host.read_optional("/proc/12/fd/3") is None
 
 
-# -- directory roots ---------------------------------------------------------------------------------
-def _copy_of(name: str, dest) -> str:
-    """A writable copy of a fixture root."""
-    return str(fixture_copy(name, dest))
+# -- bounds checked before the data they guard ----------------------------------------------------------
+def _header(name: str, typeflag: bytes, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.type, info.size = typeflag, 0
+    buf = bytearray(info.tobuf(format=tarfile.USTAR_FORMAT))
+    buf[124:136] = b"%011o\0" % size if size < 8**11 else b"\x80" + size.to_bytes(11, "big")  # GNU base-256
+    buf[148:156] = b" " * 8
+    buf[148:156] = b"%06o\0 " % sum(buf)
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("kind", [tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE])
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_1_gib_extended_header_is_refused_on_its_header(sandbox, kind, gz):
+    """A GNU long-name / long-link or pax header declaring 1 GiB, followed by 64 KiB of its 'data'."""
+    raw = _header("././@LongLink", kind, 1 << 30) + b"n" * (64 << 10)
+    path = sandbox / ("bomb.tar.gz" if gz else "bomb.tar")
+    path.write_bytes(gzip.compress(raw) if gz else raw)
+    _refused(sandbox, str(path), match="extended header declares 1073741824 bytes")
+
+
+def test_a_100_gb_member_is_refused_on_its_header(sandbox):
+    path = sandbox / "big.tar"
+    path.write_bytes(_header("sys/big", tarfile.REGTYPE, 100 << 30) + bytes(1024))
+    _refused(sandbox, str(path), match="declares 107374182400 bytes")
+
+
+def test_names_depth_and_total_bytes_are_bounded(sandbox):
+    deep = _archive(sandbox / "deep.tar", [_file("sys/" + "d/" * 40 + "f")])
+    with pytest.raises(ArchiveRefused, match="deeper than 32 levels"):
+        Host.open(deep)
+    long = _archive(sandbox / "long.tar", [_file("sys/" + "n" * 2000)])
+    with pytest.raises(ArchiveRefused, match="longer than 1024 bytes"):
+        Host.open(long)
+    # 3 files of 30 MiB (each under the per-file bound) pass the 64 MiB total: refused on the third header.
+    heavy = sandbox / "heavy.tar.gz"
+    with gzip.open(heavy, "wb", compresslevel=1) as gz:
+        gz.write(_header("sys/", tarfile.DIRTYPE, 0))
+        for i in range(3):
+            gz.write(_header(f"sys/f{i}", tarfile.REGTYPE, 30 << 20))
+            gz.write(bytes(30 << 20))
+        gz.write(bytes(1024))
+    _refused(sandbox, str(heavy), match=f"more than {64 << 20} bytes of files")
+
+
+def _million_members(path, count: int) -> None:
+    """A real archive of `count` empty files (sys/f0000000 ...), gzip-compressed as it is made."""
+    template = bytearray(_header("sys/f0000000", tarfile.REGTYPE, 0))
+    template[148:156] = b" " * 8
+    base = sum(template) - sum(b"0000000")
+    comp = zlib.compressobj(1, zlib.DEFLATED, 31)
+    with open(path, "wb") as out:
+        out.write(comp.compress(_header("sys/", tarfile.DIRTYPE, 0)))
+        batch = []
+        for i in range(count):
+            digits = b"%07d" % i
+            head = bytes(template[:5]) + digits + bytes(template[12:148])
+            batch.append(head + b"%06o\0 " % (base + sum(digits)) + bytes(template[156:]))
+            if len(batch) == 10000:
+                out.write(comp.compress(b"".join(batch)))
+                batch.clear()
+        out.write(comp.compress(b"".join(batch) + bytes(1024)))
+        out.write(comp.flush())
+
+
+def test_a_real_million_member_archive_is_refused_fast(sandbox):
+    """10**6 members (not a lowered bound): refused at member 100,001, in time and memory."""
+    path = sandbox / "million.tar.gz"
+    start = time.monotonic()
+    _million_members(path, 10**6)
+    assert time.monotonic() - start < 120
+    with tarfile.open(path) as tar:  # it is a real archive: the first members read as tarfile reads them
+        first = [tar.next() for _ in range(3)]
+    assert [m.name for m in first] == ["sys", "sys/f0000000", "sys/f0000001"]
+    _refused(sandbox, str(path), match="more than 100000 members")
+
+
+# -- damaged archives ------------------------------------------------------------------------------------
+def _damaged(sandbox, how: str) -> str:
+    data = bytearray(fixture_archive("dev-1node-x86").read_bytes())
+    if how == "crc":
+        data[-8] ^= 0xFF  # the gzip trailer's CRC32
+    elif how == "length":
+        data[-1] ^= 0x01  # the trailer's ISIZE
+    elif how == "body":
+        data[len(data) // 2] ^= 0x55  # deflate data: a bad code or a CRC mismatch
+    elif how == "truncated":
+        del data[len(data) * 2 // 3:]
+    elif how == "truncated tar":
+        data = bytearray(gzip.compress(gzip.decompress(bytes(data))[:20000]))
+    path = sandbox / f"{how.replace(' ', '-')}.tar.gz"
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("how", ["crc", "length", "body", "truncated", "truncated tar"])
+def test_a_damaged_or_truncated_archive_is_exit_3_naming_it(sandbox, how):
+    archive = _damaged(sandbox, how)
+    _refused(sandbox, archive, match="refusing snapshot")
+    _refused(sandbox, archive, "check", match="refusing snapshot")  # no NT009 blamed on firmware
+
+
+# -- directory roots --------------------------------------------------------------------------------------
+@pytest.fixture(params=["openat2", "walk"])
+def beneath(request, monkeypatch):
+    """Each directory-root test twice: with openat2 (where the kernel has it) and with the by-hand walk."""
+    if request.param == "walk":
+        monkeypatch.setattr(rootdir, "_OPENAT2", [None])
+    else:
+        probe = rootdir._openat2(os.open("/", os.O_RDONLY))
+        if probe is None:
+            pytest.skip("this kernel (or sandbox) has no openat2")
+    return request.param
+
+
+def test_a_root_holding_only_a_link_is_refused(sandbox, beneath):
+    root = sandbox / "node"
+    root.mkdir()
+    os.symlink("/", root / "rootfs")
+    _refused(sandbox, str(root), match="holds only a link")
+    os.unlink(root / "rootfs")
+    os.symlink("/sys", root / "sys")
+    _refused(sandbox, str(root), match="its sys is a link")
+    link = sandbox / "link-root"
+    os.symlink("/", link)
+    _refused(sandbox, str(link), match="is a link")
+
+
+def test_a_root_link_makes_irq_apply_write_nothing_live(sandbox, beneath):
+    root = sandbox / "node"
+    root.mkdir()
+    os.symlink("/", root / "rootfs")
+    _refused(sandbox, str(root), "irq", "apply", "--json", match="holds only a link")
 
 
 MEMINFO = "/sys/devices/system/node/node0/meminfo"
 
 
-def test_a_tree_link_out_of_the_root_reads_as_missing_with_a_note(tmp_path, cli):
-    root = _copy_of("dev-1node-x86", tmp_path / "tree")
+def test_a_tree_link_out_of_the_root_reads_as_missing_with_a_note(tmp_path, cli, beneath):
+    root = str(fixture_copy("dev-1node-x86", tmp_path / "tree"))
     secret = tmp_path / "secret"  # stands for /etc/shadow: outside the root, readable
     secret.write_text("Node 0 MemTotal:       12345 kB\n")
     os.unlink(root + MEMINFO)
@@ -169,46 +336,159 @@ def test_a_tree_link_out_of_the_root_reads_as_missing_with_a_note(tmp_path, cli)
     doc = json.loads(cli("--root", root, "inspect", "--json").stdout)
     assert doc["nodes"][0]["memory_total_kib"] != 12345
     assert {"subject": MEMINFO, "reason": ESCAPES} in doc["skipped"]
-    text = cli("--root", root, "inspect")
-    assert f"skipped {MEMINFO}: {ESCAPES}" in text.stderr
+    assert f"skipped {MEMINFO}: {ESCAPES}" in cli("--root", root, "inspect").stderr
 
 
-def test_a_tree_directory_link_out_of_the_root_reads_as_missing(tmp_path):
-    root = _copy_of("dev-1node-x86", tmp_path / "tree")
+def test_a_tree_directory_link_out_of_the_root_reads_as_missing(tmp_path, beneath):
+    root = str(fixture_copy("dev-1node-x86", tmp_path / "tree"))
+    node0 = root + "/sys/devices/system/node/node0"
     outside = tmp_path / "outside"
-    shutil.copytree(root + "/sys/devices/system/node/node0", outside, symlinks=True)
-    shutil.rmtree(root + "/sys/devices/system/node/node0")
-    os.symlink(str(outside), root + "/sys/devices/system/node/node0")  # absolute: leaves the root
+    shutil.copytree(node0, outside, symlinks=True)
+    shutil.rmtree(node0)
+    os.symlink(str(outside), node0)  # absolute: leaves the root
     host = Host.open(root)
     assert host.read_optional(MEMINFO) is None and host.listdir("/sys/devices/system/node/node0") == []
     assert ("/sys/devices/system/node/node0", ESCAPES) in host.notes
-    os.unlink(root + "/sys/devices/system/node/node0")
-    os.symlink("../../../../outside-copy", root + "/sys/devices/system/node/node0")  # relative, still out
-    shutil.copytree(outside, tmp_path / "outside-copy", symlinks=True)
+    os.unlink(node0)
+    os.symlink("../../../../../outside", node0)  # relative, still out
     assert Host.open(root).read_optional(MEMINFO) is None
 
 
-def test_links_inside_the_root_still_work(tmp_path):
-    root = _copy_of("dev-1node-x86", tmp_path / "tree")
+def test_links_inside_the_root_still_work(tmp_path, beneath):
+    root = str(fixture_copy("dev-1node-x86", tmp_path / "tree"))
     os.rename(root + MEMINFO, root + "/sys/meminfo-moved")
     os.symlink("../../../../meminfo-moved", root + MEMINFO)
     host = Host.open(root)
     assert "MemTotal" in host.read_optional(MEMINFO) and host.notes == []
+    assert host.resolve(MEMINFO) == "/sys/meminfo-moved"
+
+
+def test_a_directory_swapped_for_a_link_after_the_walk_is_not_followed(tmp_path, monkeypatch):
+    """Without openat2 the path is resolved by hand, then opened: a directory replaced by a link in
+    between (a race an attacker sharing the tree could win) fails the open, the outside file unread."""
+    monkeypatch.setattr(rootdir, "_OPENAT2", [None])
+    root = fixture_copy("dev-1node-x86", tmp_path / "tree")
+    outside = tmp_path / "outside" / "system"
+    (outside / "cpu").mkdir(parents=True)
+    (outside / "cpu" / "kernel_max").write_text("SECRET\n")
+    host = Host.open(root)
+    real_walk = rootdir.RootDir._walk
+
+    def walk_then_swap(self, rel, follow):  # noqa: ANN001, ANN202
+        out = real_walk(self, rel, follow)
+        if rel.startswith("sys/devices/system/") and (root / "sys/devices/system").is_dir():
+            os.rename(root / "sys/devices/system", root / "sys/devices/system.orig")
+            os.symlink(outside, root / "sys/devices/system")
+        return out
+
+    monkeypatch.setattr(rootdir.RootDir, "_walk", walk_then_swap)
+    text = host.read_optional("/sys/devices/system/cpu/kernel_max")
+    assert text is None or "SECRET" not in text
+    assert (root / "sys/devices/system").is_symlink()  # the swap did happen
+
+
+def test_a_device_node_or_fifo_in_a_tree_is_never_opened(tmp_path, beneath):
+    root = str(fixture_copy("dev-1node-x86", tmp_path / "tree"))
+    os.unlink(root + MEMINFO)
+    os.mkfifo(root + MEMINFO)  # opening a FIFO for reading would block: it is never opened
+    host = Host.open(root)
+    assert host.read_optional(MEMINFO) is None and host.notes and host.notes[0][0] == MEMINFO
+
+
+def test_irq_apply_never_opens_a_fifo_or_writes_a_hard_link_out_of_the_tree(tmp_path, cli, beneath):
+    """A FIFO opened for writing by a reader elsewhere would take the data; a hard link in the tree may
+    be a file outside it (the link count is all that shows it): neither is written, and the apply rolls
+    back (exit 5) with the outside file untouched."""
+    root = fixture_copy("dev-1node-x86", tmp_path / "tree")
+    plan = json.loads(cli("--root", str(root), "irq", "apply", "--dry-run", "--json").stdout)["would_write"]
+    assert len(plan) >= 2
+    first, last = (root / w["file"].lstrip("/") for w in (plan[0], plan[-1]))
+    outside = tmp_path / "outside.txt"
+    outside.write_text(last.read_text())
+    kept = outside.read_text()
+    last.unlink()
+    os.link(outside, last)
+    before = first.read_bytes()
+    r = cli("--root", str(root), "irq", "apply", "--save", str(tmp_path / "s.json"))
+    assert r.exit_code == 5 and "hard links" in r.stderr, r.stderr
+    assert outside.read_text() == kept and first.read_bytes() == before  # rolled back
+    last.unlink()
+    os.mkfifo(last)
+    r = cli("--root", str(root), "irq", "apply", "--save", str(tmp_path / "s2.json"))
+    assert r.exit_code in (0, 5) and "Traceback" not in r.stderr, r.stderr  # read as unreadable, never written
+    assert stat.S_ISFIFO(os.lstat(last).st_mode)
+
+
+def test_a_huge_sparse_file_is_refused_without_reading_it(sandbox, beneath):
+    """A 2 GiB sparse /proc/interrupts (and cpuinfo): the read stops at 32 MiB + one chunk, exit 3."""
+    root = str(fixture_copy("dev-1node-x86", sandbox / "tmp" / "tree"))
+    for name in ("/proc/interrupts", "/proc/cpuinfo"):
+        with open(root + name, "r+b") as fh:
+            fh.truncate(2 << 30)
+    for command in ("irq", "inspect"):
+        env = dict(os.environ)
+        done = run_limited("--root", root, command, "--json", seconds=SECONDS, mib=MIB, env=env)
+        assert done.returncode == 3 and done.within(SECONDS, MIB), (done.returncode, done.wall, done.peak_mib)
+        assert TOO_LARGE in done.stderr and done.stderr.count("\n") <= 2, done.stderr
+
+
+def test_a_symlinked_state_directory_is_refused_and_nothing_is_written(sandbox, beneath):
+    root = fixture_copy("dev-1node-x86", sandbox / "tmp" / "tree")
+    (root / "var" / "lib").mkdir(parents=True, exist_ok=True)
+    os.symlink(str(sandbox / "outside"), root / "var" / "lib" / "numatune")
+    irqs = {p: p.read_bytes() for p in (root / "proc" / "irq").rglob("smp_affinity*")}
+    done = run_limited("--root", str(root), "irq", "apply", "--json", seconds=SECONDS, mib=MIB)
+    assert done.returncode == 3 and done.within(SECONDS, MIB), done.stderr
+    assert "refusing to write" in done.stderr and "nothing was changed" in done.stderr
+    assert os.listdir(sandbox / "outside") == []
+    assert {p: p.read_bytes() for p in irqs} == irqs
+
+
+def test_irq_apply_into_an_archive_is_exit_3(sandbox):
+    _refused(sandbox, str(fixture_archive("dev-1node-x86")), "irq", "apply", match="snapshot archive")
+
+
+# -- every fixture through numatune's own reader ----------------------------------------------------------
+@pytest.mark.parametrize("name", fixture_names())
+def test_every_fixture_archive_reads_as_tarfile_lists_it(name):
+    """Each fixtures/NAME.tar.gz through tarindex: the same members, kinds, bytes and link texts as
+    tarfile reads, and the tree found at the archive's top directory."""
+    path = fixture_archive(name)
+    index = tarindex.read_archive(str(path), name)
+    kinds = {tarfile.REGTYPE: tarindex.REGULAR, tarfile.DIRTYPE: tarindex.DIRECTORY, tarfile.SYMTYPE: tarindex.SYMLINK}
+    with tarfile.open(path) as tar:
+        top = None  # NAME/ for a packed fixture; a user's snapshot keeps the name it was written with
+        for member in tar:
+            top = top or member.name
+            key = member.name.strip("/")
+            assert index.kinds[key] == kinds[member.type], key
+            if member.isfile():
+                assert index.data[key] == tar.extractfile(member).read(), key
+            elif member.issym():
+                assert index.links[key] == member.linkname, key
+    assert tarindex.tree_top(index) == top
+
+
+def test_reading_an_archive_writes_nothing(sandbox):
+    env = dict(os.environ, TMPDIR=str(sandbox / "tmp"), HOME=str(sandbox / "tmp"))
+    done = run_limited("--root", str(fixture_archive("256ppc-8n8s4t")), "check", "--json", env=env)
+    assert done.returncode in (0, 1) and done.within(SECONDS, MIB)
+    assert os.listdir(sandbox / "tmp") == []
 
 
 # -- unreadable files -----------------------------------------------------------------------------
 def test_unreadable_file_is_noted_and_each_caller_chooses(tmp_path, monkeypatch):
-    """root reads everything, so EACCES is simulated at the one open the Host makes."""
-    host = Host.open(_copy_of("dev-1node-x86", tmp_path / "tree"))
-    real_open = Host._saved_fd  # the one open the Host makes in a saved root
+    """root reads everything, so EACCES is simulated at the one raw read the Host makes."""
+    host = Host.open(fixture_copy("dev-1node-x86", tmp_path / "tree"))
+    real = Host._read_raw
 
     def denying(self, logical):  # noqa: ANN001, ANN202
         if logical == MEMINFO:
             raise PermissionError(13, "Permission denied")
-        return real_open(self, logical)
+        return real(self, logical)
 
-    monkeypatch.setattr(Host, "_saved_fd", denying)
-    assert host.read_optional("/sys/devices/system/node/node0/nothing") is None and host.notes == []  # missing: quiet
+    monkeypatch.setattr(Host, "_read_raw", denying)
+    assert host.read_optional("/sys/devices/system/node/node0/nothing") is None and host.notes == []
     assert host.read_optional(MEMINFO, denied="quiet") is None and host.notes == []
     assert host.read_optional(MEMINFO) is None and host.notes == [(MEMINFO, DENIED)]
     with pytest.raises(PermissionDenied, match="permission denied reading .*meminfo") as err:
@@ -217,15 +497,15 @@ def test_unreadable_file_is_noted_and_each_caller_chooses(tmp_path, monkeypatch)
 
 
 def test_unreadable_file_reaches_the_reports(tmp_path, monkeypatch, cli):
-    root = _copy_of("dev-1node-x86", tmp_path / "tree")
-    real_open = Host._saved_fd  # the one open the Host makes in a saved root
+    root = str(fixture_copy("dev-1node-x86", tmp_path / "tree"))
+    real = Host._read_raw
 
     def denying(self, logical):  # noqa: ANN001, ANN202
         if logical == MEMINFO:
             raise PermissionError(13, "Permission denied")
-        return real_open(self, logical)
+        return real(self, logical)
 
-    monkeypatch.setattr(Host, "_saved_fd", denying)
+    monkeypatch.setattr(Host, "_read_raw", denying)
     item = {"subject": MEMINFO, "reason": DENIED}
     assert item in json.loads(cli("--root", root, "inspect", "--json").stdout)["skipped"]
     assert item in json.loads(cli("--root", root, "irq", "--json").stdout)["skipped"]
@@ -233,7 +513,7 @@ def test_unreadable_file_reaches_the_reports(tmp_path, monkeypatch, cli):
     assert f"skipped {MEMINFO}: {DENIED}" in cli("--root", root, "inspect").stderr
 
 
-def test_unlistable_directory_is_noted(tmp_path, monkeypatch):
+def test_unlistable_directory_is_noted(monkeypatch):
     host = Host("/", "/")
     real_listdir = os.listdir
 
@@ -246,3 +526,10 @@ def test_unlistable_directory_is_noted(tmp_path, monkeypatch):
     assert host.listdir("/sys/kernel/debug/irq/irqs") == []
     assert host.notes == [("/sys/kernel/debug/irq/irqs", DENIED)]
     assert host.listdir("/sys/no/such/dir") == [] and len(host.notes) == 1
+
+
+def test_not_an_archive(tmp_path):
+    junk = tmp_path / "junk.tar"
+    junk.write_bytes(b"x" * 4096)
+    with pytest.raises(NotASysfsTree, match="neither a directory nor a tar archive"):
+        Host.open(junk)

@@ -11,7 +11,7 @@ import pytest
 
 from numatune.readers.pci import _is_host_bridge, is_bdf
 from numatune.readers.settings import bracketed_choice
-from numatune.system.host import _is_fd_link, natural_key, numbered
+from numatune.system.host import natural_key, numbered
 
 NAMES = ["cpu0", "cpu12", "cpu", "cpux", "xcpu1", "cpu1a", "cpu٣", "node10", "memory_tier4", "hugepages-2048kB",
          "hugepages-kB", "hugepages-1x2kB", "access0", "index12", "thread_siblings_list", "online", "", "10", "_",
@@ -29,7 +29,6 @@ def test_helpers_match_the_regular_expressions_they_replace(name):
         assert numbered(name, prefix, suffix) == (int(m.group(1)) if m else None)
     assert is_bdf(name) == bool(re.match(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$", name))
     assert _is_host_bridge(name) == bool(re.match(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$", name))
-    assert _is_fd_link(name) == bool(re.search(r"(^|/)proc/\d+/fd/\d+$", name))
 
 
 @pytest.mark.parametrize("text", ["always [madvise] never", "[] [x]", "a [] b", "[always] madvise", "plain ",

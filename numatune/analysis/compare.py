@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from numatune.analysis import stats
-from numatune.model.compare import PENALTY, PROOF_SHARE, Run
+from numatune.model.compare import PENALTY, PROOF_SHARE, SPREAD_SHARE, Run
 
 ALPHA = 0.05
 
@@ -59,7 +59,13 @@ def analyse(runs: Sequence[Run], names: Sequence[str], baseline: str, *, higher_
                             "another load on the machine, or caching; rerun on a quiet node or with more --runs")
         if stats.slow_first(vals):
             warnings.append(f"{name}: the first run was much slower than the rest: add --warmup 1")
-        if row["placement_proof"] == "misplaced":
+        spreads = [r.spread for r in by[name] if r.spread is not None]
+        row["spread"] = min(spreads) if spreads else None
+        if spreads and min(spreads) < SPREAD_SHARE:
+            warnings.append(f"{name}: pages not spread over node(s) {','.join(map(str, expect.get(name, ())))} in "
+                            f"some runs (the least-used node held {min(spreads) * 100:.0f}% of an even share): "
+                            "not interleaved as asked")
+        elif row["placement_proof"] == "misplaced":
             warnings.append(f"{name}: memory not where asked in some runs (lowest {min(judged) * 100:.0f}% on "
                             f"node(s) {','.join(map(str, expect.get(name, ())))}): its figures do not measure "
                             "this placement")
@@ -73,7 +79,7 @@ def analyse(runs: Sequence[Run], names: Sequence[str], baseline: str, *, higher_
 
 PROOF_WORDS = {
     "ok": f"at least {PROOF_SHARE * 100:.0f}% of its own memory on the asked node(s) in every run",
-    "misplaced": "memory not where asked in some runs",
+    "misplaced": "memory not where asked in some runs (interleave: or not spread over the asked nodes)",
     "unverified": "under 1 MiB of own memory seen: the command ran too briefly or used too little",
     "not-judged": "the policy names no node set",
 }
@@ -86,6 +92,8 @@ def _proof(name: str, runs: Sequence[Run], expect: tuple[int, ...]) -> str:
     judged = [r.on_expected for r in runs if r.on_expected is not None]
     if not judged:
         return "unverified"
+    if any(r.spread is not None and r.spread < SPREAD_SHARE for r in runs):
+        return "misplaced"  # interleave asked, but (nearly) all pages on fewer nodes than asked
     return "ok" if min(judged) >= PROOF_SHARE else "misplaced"
 
 

@@ -59,11 +59,9 @@ def load_policy(path: str | Path) -> Policy:
     else:  # pragma: no cover - exercised on 3.10 only
         import tomli as tomllib
 
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read policy {path}: {exc.strerror or exc}") from None
+    from numatune.system.infile import read_input
+
+    raw = read_input(path, "policy")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -1,6 +1,6 @@
 """Probe analysis (pure): what the firmware claims beside what was measured, the ratios, the findings.
 
-Finding codes NT501-NT510 are declared here, in the project's one registry (`register`).
+Finding codes NT501-NT511 are declared here, in the project's one registry (`register`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,11 @@ NT510 = register("NT510", Severity.WARNING, _P, "a GPU copies much slower from a
     well below the bandwidth from the GPU's own node (below 0.8x): the wrong-socket penalty. Keep the pinned
     staging buffers (DataLoader pin_memory, NCCL/RDMA buffers) of the rank driving that GPU on the GPU's node
     (numatune launch does).""")
+NT511 = register("NT511", Severity.WARNING, _P, "the latency buffer is small enough to stay in the caches", """
+    The pointer chase's buffer is under 4x the last-level cache plus the memory-side caches: a good part of
+    its loads can be served by caches, so the latency shown is partly cache latency, not memory latency.
+    Drop --size (the default is 4x the caches or 64 MiB, whichever is larger) or give a larger one.""")
+CACHE_FACTOR = 4  # a chase buffer under this many times the caches is partly cache-resident (NT511)
 GPU_FAR = 0.8  # far/near host↔GPU copy bandwidth below this is a wrong-socket penalty (NT510)
 
 FLAT_LATENCY = 1.10  # remote/local latency below this (and bandwidth within 10%) is no NUMA effect
@@ -55,11 +60,7 @@ def finding(code: str, message: str, fix: str = "", subject: str = "") -> Findin
 
 def hmat_for(target: NumaNode, initiator: int) -> tuple[int | None, int | None]:
     """(read latency ns, read bandwidth MB/s) HMAT gives for this initiator (CPU class first), else Nones."""
-    for cls in (1, 0):
-        for e in target.hmat:
-            if e.access_class == cls and initiator in e.initiators:
-                return e.read_latency_ns, e.read_bandwidth_mbps
-    return None, None
+    return target.hmat_from(initiator)
 
 
 def expected(topo: Topology, initiator: int, target: int) -> Expected:
@@ -131,6 +132,7 @@ def probe_findings(result: ProbeResult, topo: Topology) -> list[Finding]:
             out.append(finding("NT507", f"node {c.initiator} → node {c.target}: {c.placement.on_target} of "
                                f"{c.placement.pages} pages on node {c.target} ({where}); not timed",
                                "free memory on the target node, or check cpuset.mems", f"node {c.target}"))
+    out += _cache_resident(result)
     shares = [c.placement.huge_share for c in result.cells
               if c.placement is not None and c.placement.huge_share is not None]
     if shares and max(shares) < 0.5:
@@ -179,6 +181,26 @@ def probe_findings(result: ProbeResult, topo: Topology) -> list[Finding]:
                                "weighted-interleave weights from HMAT may be wrong", f"node {c.target}"))
     out += _cxl_vs_remote(result, rows)
     return out
+
+
+def cache_floor(result: ProbeResult) -> int | None:
+    """The smallest chase buffer that walks memory rather than caches: CACHE_FACTOR x (last-level cache +
+    memory-side caches); None when the last-level cache is unknown."""
+    if result.llc_bytes is None:
+        return None
+    return CACHE_FACTOR * (result.llc_bytes + (result.memory_side_cache_bytes or 0))
+
+
+def _cache_resident(result: ProbeResult) -> list[Finding]:
+    floor = cache_floor(result)
+    if not result.latency_available or floor is None or result.latency_bytes >= floor:
+        return []
+    side = result.memory_side_cache_bytes or 0
+    caches = f"last-level cache {result.llc_bytes >> 20} MiB" + (f" + memory-side caches {side >> 20} MiB"
+                                                                  if side else "")
+    return [finding("NT511", f"the latency buffer ({result.latency_bytes >> 20} MiB) is under {CACHE_FACTOR}x the "
+                    f"caches ({caches}): part of every sample can be served by caches, so latency reads low",
+                    f"drop --size, or give --size {-(-floor // (1 << 20))}M or more", "probe")]
 
 
 def _flat(r: dict[str, object]) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -136,16 +137,18 @@ def bootstrap_ratio(a: Sequence[float], b: Sequence[float], *, iterations: int =
     return lo, hi
 
 
-def outliers(xs: Sequence[float], threshold: float = 14.0) -> list[int]:
-    """Indices whose modified z-score (0.6745·|x − median| / MAD) exceeds `threshold` (14, as hyperfine:
-    a few runs make the MAD small, and a lower bar flags ordinary noise)."""
-    if len(xs) < 3:
+OUTLIER_MAD = 1.4826 * 10.0  # hyperfine's bar: 1.4826 turns the MAD into a standard deviation; ten of them
+
+
+def outliers(xs: Sequence[float], threshold: float = OUTLIER_MAD) -> list[int]:
+    """Indices whose modified z-score |x − median| / MAD exceeds `threshold`: hyperfine's rule (its
+    outlier_detection module: the score has no 0.6745 factor, the bar is 1.4826 × 10, and a MAD of 0 is
+    taken as the smallest positive float, so with most runs equal every differing run is an outlier)."""
+    if not xs:
         return []
     med = median(xs)
-    mad = median([abs(x - med) for x in xs])
-    if mad == 0:
-        return [i for i, x in enumerate(xs) if x != med] if sum(x != med for x in xs) * 2 < len(xs) else []
-    return [i for i, x in enumerate(xs) if 0.6745 * abs(x - med) / mad > threshold]
+    mad = median([abs(x - med) for x in xs]) or sys.float_info.epsilon
+    return [i for i, x in enumerate(xs) if abs(x - med) / mad > threshold]
 
 
 def slow_first(xs: Sequence[float], factor: float = 1.5) -> bool:

@@ -56,7 +56,8 @@ def format_option(*choices: str, default: str | None = "text",
             from pathlib import Path
 
             names = ", ".join(f"{s}" for s, f in SUFFIXES.items() if f in choices)
-            command = click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+            command = click.option("--output", "-o", type=click.Path(dir_okay=False, readable=False, path_type=Path),
+                                   default=None,
                                    help=f"Write the report to FILE; the format follows its suffix ({names}) "
                                         "unless --format is given.")(command)
         command = click.option("--json", "as_json", is_flag=True,
@@ -74,13 +75,10 @@ def guess_format(path: Any, choices: tuple[str, ...], fallback: str | None) -> s
 
 
 def write_output(path: Any, text: str) -> None:
-    """Write a report to the -o file; an unwritable path is a one-line input error."""
-    from numatune.errors import InputError
+    """Write a report to the -o file (system.outfile: atomic, no-follow); an unwritable path is one line, exit 3."""
+    from numatune.system.outfile import write_file
 
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    write_file(path, text)
 
 
 def format_choices(command: click.Command) -> tuple[str, ...]:

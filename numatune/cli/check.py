@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option
+from numatune.cli._options import format_option, write_output
 
 FAIL_ON = ("info", "warning", "error")
 
@@ -29,7 +29,7 @@ FAIL_ON = ("info", "warning", "error")
 @click.option("--node-name", default=None, metavar="NAME",
               help="The node's NodeName in slurm.conf/gres.conf [default: the root's short hostname].")
 @format_option("text", "json", "junit")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--output", "-o", type=click.Path(dir_okay=False, readable=False, path_type=Path),
               help="Write the report to this file instead of stdout (the exit status is unchanged).")
 @click.option("--verbose", "-v", is_flag=True, help="Text: list the checks that passed too.")
 @click.pass_obj
@@ -54,7 +54,7 @@ def check_cmd(
     """
     from numatune.analysis.policy import load_policy
     from numatune.commands.check import SchedFiles, check_report
-    from numatune.errors import ExitCode, InputError
+    from numatune.errors import ExitCode
 
     policy = load_policy(policy_path) if policy_path is not None else None
     sched = SchedFiles(slurm_conf, gres_conf, kubelet_config, node_name)
@@ -62,10 +62,7 @@ def check_cmd(
     text, failed, skipped = check_report(app.host, app.root, policy, policy_name, pids, fail_on, fmt, verbose,
                                          sched)
     if output is not None:
-        try:
-            output.write_text(text)
-        except OSError as exc:
-            raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+        write_output(output, text)
     else:
         click.echo(text, nl=False)
     if fmt == "text":

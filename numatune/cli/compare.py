@@ -12,9 +12,10 @@ from numatune.cli._options import format_option
 
 
 @click.command("compare", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--placements", "-p", default="local,remote", show_default=True, metavar="LIST",
+@click.option("--placements", "-p", default=None, metavar="LIST",
               help="Comma-separated: local, remote, interleave, cxl, cxl-spill, weighted, any launch --mem-policy, "
-                   "or POLICY:NODES (bind:1). The first is the baseline.")
+                   "or POLICY:NODES (bind:1). The first is the baseline. Default: local,remote, those of them that "
+                   "exist here (a one-node machine runs local only, and says so).")
 @click.option("--node", type=click.IntRange(min=0), help="Home node (CPUs and local memory); default: the GPU's "
                                                           "node (--gpu, rank) or the first node with CPUs.")
 @click.option("--gpu", metavar="INDEX|BDF|UUID", help="The device whose node is home (as numatune launch --gpu).")
@@ -50,7 +51,10 @@ def compare_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN0
         raise click.UsageError("no command given: numatune compare [OPTIONS] -- CMD [ARGS...]")
     if kw["higher_is_better"] and not kw["metric"]:
         raise click.UsageError("--higher-is-better needs --metric")
-    names = [n.strip() for n in kw["placements"].split(",") if n.strip()]
+    from numatune.commands.compare import DEFAULT_PLACEMENTS
+
+    given = kw["placements"] is not None
+    names = [n.strip() for n in kw["placements"].split(",") if n.strip()] if given else list(DEFAULT_PLACEMENTS)
     if not names or len(set(names)) != len(names):
         raise InputError(f"--placements {kw['placements']!r}: give distinct placement names")
     metric = None
@@ -82,7 +86,10 @@ def compare_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN0
         app.note(f"no GPU and no --node: home is node {node}, the first node with CPUs")
     base = LaunchOptions(gpu=kw["gpu"], node=node, cpu_bind=parse_cpu_bind(kw["cpu_bind"]))
     facts = gather_facts(host, os.environ, probe=True)
-    placements = plan_placements(names, base, topo, devices, facts, command)
+    placements, skipped = plan_placements(names, base, topo, devices, facts, command, skip_missing=not given)
+    for note in skipped:
+        app.note(note)
+    names = [p.name for p in placements]
     for p in placements:
         for w in p.plan.warnings:
             app.warn(f"{p.name}: {w}")
@@ -113,7 +120,7 @@ def compare_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN0
     unit = kw["unit"] or ("" if metric else "s")
     doc = compare_document(host.label, list(command), kw["runs"], kw["warmup"],
                            {"what": what, "unit": unit, "higher_is_better": kw["higher_is_better"]}, result,
-                           {p.name: summary_line(p.plan) for p in placements}, kw["seed"])
+                           {p.name: summary_line(p.plan) for p in placements}, kw["seed"], skipped)
     if kw["fmt"] == "json":
         app.echo_json(doc)
     elif kw["emit"] == "markdown":

@@ -11,7 +11,7 @@ from numatune.cli._options import format_option
 
 
 def _output_option(func):  # noqa: ANN001, ANN201 - click decorator
-    return click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    return click.option("--output", "-o", type=click.Path(dir_okay=False, readable=False, path_type=Path), default=None,
                         help="Write to this file (atomically: a dot file renamed into place) instead of stdout.")(func)
 
 
@@ -19,17 +19,9 @@ def _write(app: App, text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    import os
+    from numatune.system.outfile import write_file
 
-    from numatune.errors import InputError
-
-    tmp = output.with_name(f".{output.name}.numatune-tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, output)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_file(output, text)
     app.note(f"wrote {output}")
 
 
@@ -40,6 +32,16 @@ def _render(app: App, fmt: str, doc_text: tuple[dict, str], output: Path | None)
 
         text = dumps(doc) + "\n"
     _write(app, text, output)
+
+
+def _stand_in(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for v in values:
+        bdf, sep, file = v.partition("=")
+        if not sep or not bdf or not file.startswith("/"):
+            raise click.BadParameter(f"{v!r}: expected BDF=/absolute/device/file", ctx=ctx, param=param)
+        out.append((bdf, file))
+    return tuple(out)
 
 
 @click.group("emit")
@@ -63,18 +65,23 @@ def emit_group() -> None:
 @click.option("--nic-gres", is_flag=True, help="Also write Name=nic lines for RDMA NICs (/dev/infiniband/uverbsN).")
 @click.option("--allow-ecores", is_flag=True,
               help="Hybrid x86: count E-cores, for SlurmdParameters=allow_ecores (slurmd >= 23.02 drops them).")
+@click.option("--stand-in-gpu", "stand_ins", multiple=True, metavar="BDF=FILE", callback=_stand_in,
+              help="Test a Slurm set-up on a node without GPUs: a gpu line for PCI device BDF with File=FILE and "
+                   "Cores= from its NUMA node, labelled a stand-in. Repeatable.")
 @format_option("text", "json")
 @_output_option
 @click.pass_obj
 def slurm_cmd(app: App, node_name: str | None, reserve_cores: int, reserve_memory: int | None,
-              numa_as_socket: bool, nic_gres: bool, allow_ecores: bool, fmt: str, output: Path | None) -> None:
+              numa_as_socket: bool, nic_gres: bool, allow_ecores: bool, stand_ins: tuple[tuple[str, str], ...],
+              fmt: str, output: Path | None) -> None:
     """The slurm.conf NodeName line and gres.conf lines (one per GPU, Cores= in Slurm's abstract numbering)."""
     from numatune.commands.emit import read_emit_topology, slurm_emit
     from numatune.render.emit_out import slurm_document, slurm_text
 
     topo = read_emit_topology(app.host)
     e = slurm_emit(app.host, topo, name=node_name, reserve_cores=reserve_cores, reserve_memory_mib=reserve_memory,
-                   numa_as_socket=numa_as_socket, nic_gres=nic_gres, allow_ecores=allow_ecores)
+                   numa_as_socket=numa_as_socket, nic_gres=nic_gres, allow_ecores=allow_ecores,
+                   stand_ins=stand_ins)
     _render(app, fmt, (slurm_document(e), slurm_text(e)), output)
 
 

@@ -116,7 +116,7 @@ def irq_cpu_kind_option(func: Callable[..., Any]) -> Callable[..., Any]:
 @format_option("text", "json")
 @cpu_options
 @irq_cpu_kind_option
-@click.option("--emit", "emit", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+@click.option("--emit", "emit", type=click.Path(dir_okay=False, readable=False), default=None, metavar="FILE",
               help="Also write the plan as a shell script (for review or a configuration tool).")
 @click.pass_obj
 def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: int | None,
@@ -132,16 +132,9 @@ def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: i
     _, report, plan = _make_plan(app, exclude_cpus, ranks_per_node, reserve_cores, irq_cpu_kind)
     balance, tuned = irqbalance_lines(plan), tuned_snippet(plan)
     if emit:
-        import os
+        from numatune.system.outfile import write_file
 
-        try:
-            with open(emit, "w", encoding="utf-8") as fh:
-                fh.write(shell_script(plan, report.source))
-            os.chmod(emit, 0o755)
-        except OSError as exc:
-            from numatune.errors import InputError
-
-            raise InputError(f"cannot write {emit}: {exc.strerror or exc}") from exc
+        write_file(emit, shell_script(plan, report.source), mode=0o755)
         app.note(f"wrote {emit} ({len(plan.changes)} moves)")
     if fmt == "json":
         from numatune.render.envelope import dumps
@@ -159,13 +152,11 @@ def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: i
 
 
 def _writable(app: App) -> None:
-    from pathlib import Path
-
     from numatune.errors import InputError
     from numatune.live.irq_apply import require_write_access
 
-    if app.root not in ("", "/") and Path(app.root).is_file():
-        raise InputError("--root is a snapshot archive: irq apply/restore needs a writable directory",
+    if app.host.is_archive:
+        raise InputError(f"--root {app.root} is a snapshot archive: nothing is ever written into one",
                          hint="extract the archive (or copy the tree) and pass that directory")
     require_write_access(app.host)
 
@@ -176,7 +167,7 @@ def _writable(app: App) -> None:
 @irq_cpu_kind_option
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Apply this plan (from `irq plan --json`) instead of planning now.")
-@click.option("--save", "save", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+@click.option("--save", "save", type=click.Path(dir_okay=False, readable=False), default=None, metavar="FILE",
               help="State file for `irq restore` [default: /var/lib/numatune/irq-<UTC time>.json, "
                    "under the root with --root].")
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing, save nothing.")
@@ -212,9 +203,25 @@ def apply_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: 
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
 @click.pass_obj
 def restore_cmd(app: App, fmt: str, state_file: str, dry_run: bool) -> None:
-    """Put back exactly the affinity saved in STATE_FILE by `irq apply` (all or nothing)."""
-    from numatune.live.irq_apply import read_state, restore_changes, run_changes
-    saved = read_state(state_file)
+    """Put back exactly the affinity saved in STATE_FILE by `irq apply` (all or nothing).
+
+    The state file names the root it was taken from; that root is restored (a --root naming
+    another one is refused), so the undo line `irq apply` prints works as pasted.
+    """
+    from numatune.live.irq_apply import restore_changes, root_of, run_changes, state_of, undo_command
+
+    recorded, saved = state_of(state_file)
+    if recorded is not None:
+        from click.core import ParameterSource
+
+        named = click.get_current_context().find_root().get_parameter_source("root")
+        if named is ParameterSource.DEFAULT and recorded != "/":  # neither --root nor NUMATUNE_ROOT
+            app.root, app._host = recorded, None  # noqa: SLF001 - the recorded root, opened as --root would be
+        elif root_of(app.host) != recorded:
+            from numatune.errors import InputError
+
+            raise InputError(f"{state_file} holds the IRQ state of {recorded}, not of --root {app.root}",
+                             hint=f"run `{undo_command(state_file)}` without --root to restore {recorded}")
     if not dry_run:
         _writable(app)
     result = run_changes(app.host, restore_changes(saved), dry_run=dry_run)
@@ -229,4 +236,4 @@ def _report(app: App, fmt: str, result, *, dry_run: bool, restore: bool = False)
         return
     from numatune.render.irq_text import render_apply
 
-    app.console().print(render_apply(result, dry_run=dry_run, restore=restore))
+    app.console().print(render_apply(result, dry_run=dry_run, restore=restore), soft_wrap=True)

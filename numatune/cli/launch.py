@@ -44,7 +44,7 @@ _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 @click.option("--best-effort", is_flag=True, help="When a binding cannot be honoured, warn and run unbound.")
 @click.option("--dry-run", is_flag=True, help="Print the exact command and the reasoning; run nothing.")
 @format_option("text", "json", default=None)  # asking for a format prints the plan (text: as --dry-run)
-@click.option("--emit", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+@click.option("--emit", type=click.Path(dir_okay=False, readable=False), metavar="FILE",
               help="Write a POSIX sh wrapper that runs numatune launch per rank; run nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No stderr line saying what was bound (warnings still shown).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -156,12 +156,6 @@ def _emit(path: str, kw: dict, command: tuple[str, ...]) -> None:
     args = ["launch", *forwarded_args(kw)]
     parent = os.path.dirname(os.path.dirname(os.path.abspath(numatune.__file__)))
     text = render_wrapper(sys.executable, parent, args, command)
-    from numatune.errors import InputError
+    from numatune.system.outfile import write_file
 
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(path, 0o755)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    write_file(path, text, mode=0o755)

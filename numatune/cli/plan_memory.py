@@ -36,14 +36,21 @@ def parse_size(text: str, what: str) -> int:
 @click.option("--dram-budget", metavar="SIZE", help="DRAM to use (default: the node's free memory minus --reserve).")
 @click.option("--cxl-budget", metavar="SIZE", help="CXL to use (default: the CXL nodes' free memory).")
 @click.option("--reserve", metavar="SIZE", help="DRAM left free (default: max(2 GiB, 5% of the node)).")
+@click.option("--cxl-nodes", metavar="LIST",
+              help="CXL nodes to stripe over (default: those on the DRAM node's socket; a far-socket one is warned "
+                   "about).")
+@click.option("--straddle", type=click.Choice(["interleave", "split"]), default="interleave", show_default=True,
+              help="The item that straddles the DRAM budget: interleaved over DRAM and CXL, DRAM charged at most "
+                   "1/(1+n) (the published allocator), or split into DRAM then CXL.")
 @click.option("--probe", "probe_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="CXL shares from `numatune probe --json` read bandwidths instead of HMAT.")
 @format_option("text", "json")
 @click.pass_obj
 def plan_memory_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the options
     """Print which training buffers go to local DRAM and which to CXL: optimizer data first, then bf16
-    weights, activation checkpoints and bf16 gradients; an item that straddles the DRAM budget is split,
-    the rest is striped across the CXL nodes by bandwidth. Exit 7 when something fits nowhere."""
+    weights, activation checkpoints and bf16 gradients; the item that straddles the DRAM budget is
+    interleaved over DRAM and CXL (or split), the rest is striped over the CXL nodes of the DRAM node's
+    socket by bandwidth from that node. Exit 7 when something fits nowhere."""
     from numatune.errors import InputError
     from numatune.placement.targets import LiveContext
     from numatune.plan.memory import latency_first, not_fitting, training_items
@@ -84,8 +91,17 @@ def plan_memory_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the 
     if gpu is not None and gpu.isdigit():
         gpu = int(gpu)
     bws = _probe_figures(kw["probe_file"], ctx, gpu) if kw["probe_file"] else None
+    cxl_nodes = None
+    if kw["cxl_nodes"]:
+        from numatune.cpulist import parse_cpulist
+
+        try:
+            cxl_nodes = sorted(parse_cpulist(kw["cxl_nodes"]))
+        except ValueError:
+            raise InputError(f"--cxl-nodes {kw['cxl_nodes']!r}: expected a node list like 2,3 or 2-3") from None
     plan = latency_first(items, budgets["dram_budget"], budgets["cxl_budget"], dram_reserve=budgets["reserve"],
-                         context=ctx, gpu=gpu, strict=False, bandwidths=bws)
+                         context=ctx, gpu=gpu, strict=False, bandwidths=bws, cxl_nodes=cxl_nodes,
+                         straddle=kw["straddle"])
     model = {"params": int(params), "optimizer": kw["optimizer"], "layers": kw["layers"], "hidden": kw["hidden"],
              "seq_len": kw["seq_len"], "batch": kw["batch"]}
     if kw["fmt"] == "json":
@@ -109,12 +125,11 @@ def _probe_figures(path: str, ctx, gpu):  # noqa: ANN001, ANN202
 
     from numatune.errors import InputError
     from numatune.placement.targets import probe_bandwidths, resolve
+    from numatune.system.infile import read_input
 
+    raw = read_input(path, "--probe file")
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except OSError as exc:
-        raise InputError(f"cannot read --probe {path}: {exc.strerror or exc}") from None
+        doc = json.loads(raw.decode("utf-8"))
     except ValueError:
         raise InputError(f"--probe {path} is not JSON (expected numatune probe --json output)") from None
     node = resolve(("local", gpu) if gpu is not None else "local", ctx).nodes[0]

@@ -10,7 +10,7 @@ from numatune.cli._app import App
 
 
 @click.command("snapshot")
-@click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
+@click.option("-o", "--output", required=True, type=click.Path(readable=False, path_type=Path),
               help="Archive (.tar.gz, .tgz, .tar) or an empty directory to create.")
 @click.option("--pid", "pids", type=int, multiple=True,
               help="Also capture what `audit PID` reads of this process (repeatable).")

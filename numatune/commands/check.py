@@ -6,6 +6,7 @@ dataclasses, typing) is imported only when there is a policy.
 
 from __future__ import annotations
 
+from numatune.errors import ParseError
 from numatune.model._record import record
 from numatune.model.check import CheckResult, IrqPlacement
 from numatune.model.findings import Severity
@@ -172,12 +173,28 @@ def _audit_results(host: Host, topo: Topology, pids: Sequence[int]) -> list[Chec
     return grouped_results("audit", findings, "process locality rules")
 
 
+NUMACTL_SAVED = "/numatune/numactl.json"  # in a snapshot's root: what numactl_version said where it was taken
+
+
 def numactl_version(host: Host) -> tuple[str | None, str]:
-    """numactl's installed version on the live node, and why not when it cannot be known."""
+    """numactl's installed version on the live node (or as a snapshot recorded it), and why not when
+    it cannot be known."""
+    if not host.is_live:
+        import json
+
+        text = host.read_optional(NUMACTL_SAVED)
+        if text is None:
+            return None, "numactl's version is only known on the live node, not in a saved root"
+        try:
+            doc = json.loads(text)
+            version, note = doc["version"], doc["note"]
+            if not (version is None or isinstance(version, str)) or not isinstance(note, str):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            raise ParseError(NUMACTL_SAVED, "not a numatune record of numactl's version") from None
+        return version, note
     from numatune.live.bind import installed_numactl_version, which
 
-    if not host.is_live:
-        return None, "numactl's version is only known on the live node, not in a saved root"
     path = which("numactl")
     if path is None:
         return None, "numactl is not installed (not on PATH)"
@@ -185,3 +202,11 @@ def numactl_version(host: Host) -> tuple[str | None, str]:
     if version is None:
         return None, "numactl is installed but its version could not be found (no --version, dpkg or rpm)"
     return version, ""
+
+
+def numactl_record(host: Host) -> bytes:
+    """What a snapshot stores as NUMACTL_SAVED, so `check --policy` judges numactl on replay as live."""
+    import json
+
+    version, note = numactl_version(host)
+    return (json.dumps({"version": version, "note": note}) + "\n").encode()

@@ -26,6 +26,7 @@ from numatune.model.topology import PciDevice, Topology
 from numatune.system.host import Host
 
 NAMED = ("local", "remote", "interleave", "cxl", "cxl-spill", "weighted")
+DEFAULT_PLACEMENTS = ("local", "remote")  # without --placements: those of these that exist on this machine
 MIN_PROOF_BYTES = 1 << 20
 TAIL_BYTES = 4096
 
@@ -43,6 +44,10 @@ class Placement(NamedTuple):
     name: str  # as the user wrote it
     plan: LaunchPlan
     expect: tuple[int, ...]  # nodes its memory should be on (empty: anywhere)
+
+
+class NotHere(BindingError):
+    """A placement that cannot exist on this machine (no remote DRAM node, no CXL node)."""
 
 
 def farthest_dram(topo: Topology, node: int) -> int | None:
@@ -70,12 +75,12 @@ def placement_options(name: str, base: LaunchOptions, topo: Topology, home: int)
     if policy == "remote":
         far = farthest_dram(topo, home)
         if far is None:
-            raise BindingError(f"placement remote: node {home} is the only DRAM node; there is no remote memory")
+            raise NotHere(f"placement remote: node {home} is the only DRAM node; there is no remote memory")
         return base._replace(mem_policy="bind", mem_nodes=(far,)), f"CPUs on node {home}, memory on node {far}"
     if policy == "cxl":
         cxl = nearest_cxl_node(topo, home)
         if cxl is None:
-            raise BindingError("placement cxl: no CXL memory node here")
+            raise NotHere("placement cxl: no CXL memory node here")
         return base._replace(mem_policy="bind", mem_nodes=(cxl,)), f"CPUs on node {home}, memory on CXL node {cxl}"
     if policy in MEM_POLICIES:
         return base._replace(mem_policy=policy, mem_nodes=nodes), f"launch --mem-policy {policy}"
@@ -84,7 +89,10 @@ def placement_options(name: str, base: LaunchOptions, topo: Topology, home: int)
 
 
 def plan_placements(names: Sequence[str], base: LaunchOptions, topo: Topology, devices: Sequence[PciDevice],
-                    facts: LaunchFacts, command: Sequence[str]) -> list[Placement]:
+                    facts: LaunchFacts, command: Sequence[str], *, skip_missing: bool = False
+                    ) -> tuple[list[Placement], list[str]]:
+    """(the placements, notes on those skipped). skip_missing: a placement that cannot exist here (remote on
+    a one-node machine, cxl without CXL) is left out with a note instead of stopping compare (the defaults)."""
     from numatune.live.bind import which
     from numatune.plan.launch import plan_launch
 
@@ -95,17 +103,34 @@ def plan_placements(names: Sequence[str], base: LaunchOptions, topo: Topology, d
     probe = plan_launch(topo, devices, facts, base._replace(mem_policy="none"), command)
     if probe.node is None:
         raise BindingError("compare needs a home node: pass --node N or --gpu")
-    out = []
+    out: list[Placement] = []
+    skipped: list[str] = []
     for name in names:
-        opts, _ = placement_options(name, base._replace(node=probe.node) if base.gpu is None else base, topo,
-                                    probe.node)
+        try:
+            opts, _ = placement_options(name, base._replace(node=probe.node) if base.gpu is None else base, topo,
+                                        probe.node)
+        except NotHere as exc:
+            if not skip_missing:
+                raise
+            skipped.append(f"{exc.message}: skipped")
+            continue
         plan = plan_launch(topo, devices, facts, opts, command)
         expect = tuple(plan.memory.nodes) if plan.memory.policy in ("bind", "cxl-spill", "interleave", "weighted",
                                                                     "preferred-many") else ()
         if plan.memory.policy == "preferred":
             expect = tuple(plan.memory.nodes)
         out.append(Placement(name, plan, expect))
-    return out
+    return out, skipped
+
+
+def spread_of(by_node: Mapping[int, int], nodes: Sequence[int]) -> float | None:
+    """n x the smallest share any of the n asked nodes holds of what is on them (1.0: even; 0.0: one node got
+    none, all pages on the others); None for fewer than two nodes or nothing seen."""
+    if len(nodes) < 2:
+        return None
+    on = [by_node.get(n, 0) for n in nodes]
+    total = sum(on)
+    return len(nodes) * min(on) / total if total else None
 
 
 def parse_metric(regex: re.Pattern[str], output: str) -> float | None:
@@ -227,10 +252,12 @@ def run_once(host: Host, placement: Placement, environ: Mapping[str, str], metri
         value = got
     by_node = sampler.best
     total = sum(by_node.values())
-    share = None
+    share = spread = None
     if placement.expect and total >= MIN_PROOF_BYTES:
         share = sum(b for n, b in by_node.items() if n in placement.expect) / total
-    return Run(placement.name, rnd, seconds, value, status, by_node, sampler.count, share), tail
+        if placement.plan.memory.policy == "interleave":
+            spread = spread_of(by_node, placement.expect)
+    return Run(placement.name, rnd, seconds, value, status, by_node, sampler.count, share, spread), tail
 
 
 def run_compare(host: Host, placements: Sequence[Placement], *, runs: int, warmup: int, seed: int | None,

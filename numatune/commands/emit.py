@@ -29,7 +29,8 @@ def read_emit_topology(host: Host) -> Topology:
 
 def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_cores: int = 0,
                reserve_memory_mib: int | None = None, numa_as_socket: bool = False,
-               nic_gres: bool = False, allow_ecores: bool = False) -> SlurmEmit:
+               nic_gres: bool = False, allow_ecores: bool = False,
+               stand_ins: tuple[tuple[str, str], ...] = ()) -> SlurmEmit:
     from numatune.model.paths import connection
     from numatune.plan.slurm import (
         autodetect_note,
@@ -71,16 +72,17 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
     elif reserve_memory_mib is not None:
         mem_spec = reserve_memory_mib
     gpus = gpus_in_bus_order(topo)
+    standing = _stand_in_lines(topo, layout, stand_ins, first_index=len(gpus))
     node = NodeLine(name or node_name(host), layout.cpus, 0 if layout.problem else len(layout.sockets),
                     layout.cores_per_socket, layout.threads_per_core,
-                    memory, len(gpus), spec, mem_spec)
+                    memory, len(gpus) + len(standing), spec, mem_spec)
     if layout.unit == "numa" and not layout.problem:
         notes.append("sockets are NUMA nodes: needs SlurmdParameters=numa_node_as_socket in slurm.conf (hwloc 2)")
     links, links_note = fabric_link_counts(topo)
-    lines = tuple(gres_lines(topo, layout, read_render_nodes(host, topo.devices), links))
+    lines = tuple(gres_lines(topo, layout, read_render_nodes(host, topo.devices), links)) + standing
     same: dict[str, list[str]] = {}
     for g in lines:
-        if g.note:
+        if g.note and not g.stand_in:
             same.setdefault(g.note, []).append(f"{g.index} ({g.bdf})")
     notes += [f"GPU{'s' if len(who) > 1 else ''} {', '.join(who)}: {note}" for note, who in same.items()]
     if gpus and all(g.cores for g in lines):
@@ -116,6 +118,28 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
                 "clustering): slurmd rejects that affinity unless SlurmdParameters=numa_node_as_socket; keep these "
                 "lines, or use --numa-as-socket with that parameter")
     return SlurmEmit(topo.source, layout, node, lines, tuple(nics), auto, tuple(notes), memory)
+
+
+def _stand_in_lines(topo: Topology, layout: SlurmLayout, stand_ins: tuple[tuple[str, str], ...],
+                    first_index: int) -> tuple[GresLine, ...]:
+    """gres.conf gpu lines for PCI devices that stand in for GPUs (`--stand-in-gpu BDF=FILE`): Cores= from the
+    device's NUMA node exactly as for a GPU, File= the given file, each line labelled a stand-in."""
+    from numatune.errors import InputError
+    from numatune.model.resolve import normalize_bdf
+    from numatune.plan.slurm import device_cores
+
+    out = []
+    for i, (bdf_text, file) in enumerate(stand_ins):
+        bdf = normalize_bdf(bdf_text)
+        dev = next((d for d in topo.devices if d.bdf == bdf), None)
+        if dev is None:
+            raise InputError(f"--stand-in-gpu {bdf_text}: no such PCI device in {topo.source}")
+        cores, why = device_cores(topo, layout, dev)
+        note = (f"stand-in: {file} is not a GPU; PCI device {dev.bdf} ({dev.kind}, node "
+                f"{'unknown' if dev.node is None else dev.node}) stands in for one, to test Cores= binding on a node "
+                "without GPUs" + (f"; no Cores=: {why}" if why else ""))
+        out.append(GresLine(first_index + i, dev.bdf, "gpu", file, cores, note=note, stand_in=True))
+    return tuple(out)
 
 
 def _node_narrower_than_socket(topo: Topology, layout: SlurmLayout, node_id: int | None) -> bool:

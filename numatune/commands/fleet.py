@@ -5,7 +5,7 @@ one per line), or pdsh/clush output whose lines start with "host: " (lines of di
 interleaved). Each document is checked, folded into a `FleetTally` and dropped, so memory grows with
 the number of topology groups, not with the number of reports. A document that is not a
 numatune.inspect report, or bytes that are not JSON, become an "unreadable" line; the rest go on.
-A JSON array of reports is read whole (it is one document).
+A JSON array of reports (`jq -s`) is read element by element, in linear time and the memory of one report.
 `numatune fleet` is a thin layer over `run_fleet`.
 """
 
@@ -61,38 +61,67 @@ class _Source:
 
 def _decode_all(text: str, src: _Source) -> None:
     """Every JSON document in TEXT; stops at the first that is not valid JSON."""
-    pos = _WS.match(text).end()
-    while pos < len(text):
+    _decode_stream((text,), src)
+
+
+def _decode_stream(chunks, src: _Source) -> None:  # noqa: ANN001 - iterable of str
+    """Documents from text arriving in pieces, decoded as each completes; stops at the first that is
+    not valid JSON. A top-level JSON array (`jq -s` output) is walked element by element, each report
+    decoded and dropped on its own: linear time, memory of one report and one piece, whatever the
+    array's length (decoding the array whole held every report, and re-decoding it from its start
+    for each new piece of a stream was quadratic)."""
+    pieces = iter(chunks)
+    buf, pos = "", 0
+    in_array = False  # inside a top-level "[": elements, then "," or "]"
+    need_value = False  # after "[" or ",": an element must come (a "]" right after "[" is fine)
+    count = 0  # elements of the current array
+
+    def more() -> bool:
+        nonlocal buf, pos
+        piece = next(pieces, None)
+        if piece is None:
+            return False
+        buf, pos = buf[pos:] + piece, 0
+        return True
+
+    while True:
+        pos = _WS.match(buf, pos).end()
+        if pos == len(buf):
+            if more():
+                continue
+            break
+        ch = buf[pos]
+        if in_array and not need_value:
+            if ch == ",":
+                need_value, pos = True, pos + 1
+                continue
+            if ch == "]":
+                in_array, pos = False, pos + 1
+                continue
+            src.bad("not valid JSON: expected ',' or ']' between array elements")
+            return
+        if in_array and ch == "]" and not count:
+            in_array, pos = False, pos + 1
+            continue
+        if not in_array and ch == "[":
+            in_array, need_value, count, pos = True, True, 0, pos + 1
+            continue
         try:
-            doc, pos = _decoder.raw_decode(text, pos)
+            doc, end = _decoder.raw_decode(buf, pos)
         except json.JSONDecodeError as exc:
+            ran_off = exc.pos >= len(buf) - 4096 or exc.msg.startswith("Unterminated string")
+            if ran_off and more():  # cut by the piece's end (a cut string reports where it started)
+                continue
             src.bad(f"not valid JSON: {exc}")
             return
+        if end == len(buf) and more():  # a number or literal may go on in the next piece
+            continue
         src.take(doc)
-        pos = _WS.match(text, pos).end()
-
-
-def _decode_stream(chunks, src: _Source) -> None:  # noqa: ANN001 - iterator of str
-    """Documents from text arriving in pieces: decode what is complete, keep the unfinished tail."""
-    buf = ""
-    for chunk in chunks:
-        buf += chunk
-        pos = _WS.match(buf).end()
-        while pos < len(buf):
-            try:
-                doc, end = _decoder.raw_decode(buf, pos)
-            except json.JSONDecodeError as exc:
-                if exc.pos >= len(buf) - 4096 or exc.msg.startswith("Unterminated string"):
-                    break  # ran off the end (a cut string reports where it started): wait for more
-                src.bad(f"not valid JSON: {exc}")
-                return
-            if end == len(buf):  # a number or literal may go on in the next piece
-                break
-            src.take(doc)
-            pos = _WS.match(buf, end).end()
-        buf = buf[pos:]
-    if buf.strip():
-        _decode_all(buf, src)
+        pos = end
+        if in_array:
+            need_value, count = False, count + 1
+    if in_array:
+        src.bad("not valid JSON: the array is not closed")
 
 
 def _pdsh_lines(lines, where: str, tally: FleetTally, unreadable: list[tuple[str, str]]) -> None:  # noqa: ANN001

@@ -176,6 +176,7 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
         numa_balancing=s.numa_balancing,
         demotion_enabled=s.demotion_enabled,
         transparent_hugepage=s.transparent_hugepage,
+        memory_side_cache_bytes=side,
         cxl_traffic=counted,
         cxl_traffic_note=traffic_note,
     )

@@ -20,18 +20,17 @@ import gzip
 import io
 import os
 import re
-import stat
 import tarfile
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from numatune import __version__
 from numatune.errors import InputError, NumatuneError, ProcessGone
 from numatune.system.host import MAX_FILE_BYTES, Host
+from numatune.system.tarindex import Escapes
 
 # The one declaration of what numatune reads: every command a snapshot must replay, run dry.
 # `launch` is run twice: for the GPU/device path and for the node-kind/weights path.
@@ -63,8 +62,8 @@ class RecordingHost(Host):
 
     __slots__ = ("touched", "listed", "errors")
 
-    def __init__(self, root: str = "/", label: str = "/") -> None:
-        super().__init__(root, label)
+    def __init__(self, root: str = "/", label: str = "/", fs=None) -> None:  # noqa: ANN001 - a saved root's access
+        super().__init__(root, label, fs)
         self.touched: dict[str, None] = {}  # insertion-ordered set
         self.listed: dict[str, None] = {}
         self.errors: list[str] = []  # commands of the dry run that stopped on a bug, not on the node
@@ -77,9 +76,9 @@ class RecordingHost(Host):
         self.listed[logical] = None
         return super().entries(logical)
 
-    def _saved_fd(self, logical: str) -> int:  # a saved root's reads skip path()
+    def _rel(self, logical: str) -> str:  # a saved root's reads skip path()
         self.touched[logical] = None
-        return super()._saved_fd(logical)
+        return super()._rel(logical)
 
     def write_text(self, logical: str, text: str) -> None:
         raise RuntimeError(f"a snapshot's dry run tried to write {logical}")  # never: every DRY_RUN is read-only
@@ -95,6 +94,7 @@ class Capture:
     dirs: set[str] = field(default_factory=set)
     unreadable: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)  # dry-run commands that stopped on a bug
+    irqbalance: bool | None = None  # whether the daemon ran (recorded: replay cannot tell from a partial /proc)
     pids: frozenset[int] | None = None  # the processes whose /proc/PID may be copied (None: any)
     _resolved: dict[str, str | None] = field(default_factory=dict)
     _tried: set[str] = field(default_factory=set)  # real logical paths of files read (or tried)
@@ -115,19 +115,15 @@ class Capture:
         real = self._resolve(os.path.normpath("/" + logical.lstrip("/")), 0, final=True)
         if real is None or real not in self.dirs:
             return
-        try:
-            entries = list(os.scandir(self.src.path(real)))
-        except OSError:
-            return
-        for e in entries:
-            child = f"{real.rstrip('/')}/{e.name}"
+        for name, kind in self.src.scan(real):
+            child = f"{real.rstrip('/')}/{name}"
             if not self._allowed(child):
                 continue
-            if e.is_symlink():
+            if kind == "link":
                 self._link(child)
-            elif e.is_dir(follow_symlinks=False):
+            elif kind == "dir":
                 self.dirs.add(child)
-            elif e.is_file(follow_symlinks=False) and child not in self._tried:
+            elif kind == "file" and child not in self._tried:
                 self.files[child] = b""
 
     def _allowed(self, logical: str) -> bool:
@@ -147,19 +143,17 @@ class Capture:
         if parent_real is not None:
             here = f"{parent_real.rstrip('/')}/{name}"
             try:
-                st = os.lstat(self.src.path(here))
-            except (OSError, ValueError):
-                st = None
-            if st is None:
-                out = None
-            elif stat.S_ISLNK(st.st_mode):
+                kind = self.src.kind(here, follow=False)
+            except InputError:  # a ".." name
+                kind = None
+            if kind == "link":
                 target = self._link(here)
                 if target is not None and hops < _MAX_LINKS and not _FD.match(here):
                     out = self._resolve(os.path.normpath(target), hops + 1, final=final)
-            elif stat.S_ISDIR(st.st_mode):
+            elif kind == "dir":
                 self.dirs.add(here)
                 out = here
-            elif stat.S_ISREG(st.st_mode):
+            elif kind == "file":
                 self._file(here)
                 out = here
         self._resolved[logical] = out
@@ -170,14 +164,12 @@ class Capture:
             return
         self._tried.add(logical)
         try:
-            data = _read_bounded(self.src.path(logical))
+            data = _read_bounded(self.src, logical)
         except PermissionError:
             self.unreadable.add(logical)
             return
-        except OSError:
-            return  # write-only, EIO: the live read fails too
-        if data is None:
-            return
+        except (OSError, Escapes):
+            return  # write-only, EIO, past MAX_FILE_BYTES: the live read fails too
         if _ENVIRON.match(logical):
             data = _named_keys(data)
         self.files[logical] = data
@@ -188,9 +180,8 @@ class Capture:
             target = self.links[logical]
             return target if target.startswith("/") else os.path.normpath(
                 os.path.join(os.path.dirname(logical), target))
-        try:
-            target = os.readlink(self.src.path(logical))
-        except OSError:
+        target = self.src.read_link(logical)
+        if target is None:
             return None
         if _FD.match(logical):
             if target.startswith("/dev/"):  # which GPU a process holds; any other open file is private
@@ -207,24 +198,50 @@ class Capture:
 
     # -- writing ------------------------------------------------------------------------------
     def write_dir(self, dest: Path) -> None:
-        for d in sorted(self.dirs):
-            (dest / d.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        for path, data in self.files.items():
-            out = dest / path.lstrip("/")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(data)
-        for path, target in self.links.items():
-            out = dest / path.lstrip("/")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            if not out.exists() and not out.is_symlink():
-                os.symlink(target, out)
+        """Write the capture beneath DEST's directory handle: every directory made and opened with no
+        link followed, every file created new (O_EXCL | O_NOFOLLOW), so nothing placed in DEST (or
+        swapped in while writing) redirects a write out of it (OSError: ELOOP, EEXIST)."""
+        top = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        opened = {"": top}
 
-    def write_tar(self, dest: Path, top: str, *, mtime: int | None = None) -> None:
+        def dir_fd(rel: str) -> int:
+            if rel not in opened:
+                parent, name = os.path.split(rel)
+                at = dir_fd(parent)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=at)
+                opened[rel] = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=at)
+            return opened[rel]
+
+        try:
+            for d in sorted(self.dirs):
+                dir_fd(d.strip("/"))
+            for path, data in self.files.items():
+                parent, name = os.path.split(path.strip("/"))
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                             dir_fd=dir_fd(parent))
+                with open(fd, "wb") as fh:
+                    fh.write(data)
+            for path, target in self.links.items():
+                parent, name = os.path.split(path.strip("/"))
+                with contextlib.suppress(FileExistsError):
+                    os.symlink(target, name, dir_fd=dir_fd(parent))
+        finally:
+            for fd in opened.values():
+                os.close(fd)
+
+    def write_tar(self, dest: Path | BinaryIO, top: str, *, mtime: int | None = None, gzipped: bool = True) -> None:
         """Members sorted, owned by uid/gid 0, no name or time in the gzip header: with a fixed `mtime`
-        the same capture always gives the same bytes (fixtures/ is packed this way)."""
+        the same capture always gives the same bytes (fixtures/ is packed this way). `dest` is a path
+        or an open binary file (numatune.system.outfile's temporary file)."""
+        if not hasattr(dest, "write"):
+            with open(dest, "wb") as raw:
+                self.write_tar(raw, top, mtime=mtime, gzipped=gzipped)
+            return
         now = int(time.time()) if mtime is None else mtime
-        with open(dest, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        with contextlib.ExitStack() as stack:
+            out = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=dest, mtime=0)) if gzipped else dest
+            tar = stack.enter_context(tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT))
             for d in sorted(self.dirs | {os.path.dirname(p) for p in (*self.files, *self.links)}):
                 info = tarfile.TarInfo(f"{top}{d}" if d != "/" else top)
                 info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
@@ -239,25 +256,26 @@ class Capture:
                 tar.addfile(info)
 
 
-def _read_bounded(path: str) -> bytes | None:
-    """The file's bytes, None past MAX_FILE_BYTES; in 1 MiB reads (procfs refuses one huge read)."""
-    chunks, total = [], 0
-    with open(path, "rb", buffering=0) as fh:
-        while True:
-            chunk = fh.read(1 << 20)
-            if not chunk:
-                return b"".join(chunks)
-            total += len(chunk)
-            if total > MAX_FILE_BYTES:
-                return None
-            chunks.append(chunk)
+def _read_bounded(src: Host, logical: str) -> bytes:
+    """The file's bytes (TooLarge past MAX_FILE_BYTES); the live node in chunked reads (procfs refuses one
+    huge read), a saved root through its own bounded read."""
+    if not src.is_live:
+        return src._read_raw(logical)  # noqa: SLF001 - the Host's one raw read, errors as they are
+    from numatune.system.rootdir import read_fd
+
+    fd = os.open(src.path(logical), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        return read_fd(fd, MAX_FILE_BYTES)
+    finally:
+        os.close(fd)
 
 
 def _named_keys(raw: bytes) -> bytes:
     """Of an environment, only the keys the audit reader reads; the rest is dropped here, unseen."""
     from numatune.readers.procs import ENVIRON_KEYS
+    from numatune.readers.settings import IRQBALANCE_KEYS
 
-    keys = set(ENVIRON_KEYS)
+    keys = {*ENVIRON_KEYS, *IRQBALANCE_KEYS}
     kept = [item for item in raw.split(b"\0") if item.split(b"=", 1)[0].decode("ascii", "replace") in keys]
     return b"\0".join(kept) + (b"\0" if kept else b"")
 
@@ -269,7 +287,7 @@ def dry_run(src: Host, pids: Iterable[int], main: Any, make_obj: Callable[[Recor
     layer hands them in (a use case does not import the layer above it)."""
     import click
 
-    rec = RecordingHost(src.root, src.label)
+    rec = RecordingHost(src.root, src.label, src._fs)  # noqa: SLF001 - the same contained access
     runs = [*DRY_RUN, *(tuple(a.format(pid=pid) for a in cmd) for pid in pids for cmd in PID_DRY_RUN)]
     ctx = click.Context(main)
     for args in runs:
@@ -296,10 +314,13 @@ def capture(src: Host, pids: Iterable[int], main: Any, make_obj: Callable[[Recor
     for pid in pids:
         if not src.is_dir(f"/proc/{pid}"):
             raise ProcessGone(f"no process {pid}")
+    from numatune.readers.settings import irqbalance_process
+
     rec = dry_run(src, pids, main, make_obj)
     self_pid = src.read_link("/proc/self")
-    cap = Capture(src, pids=frozenset(pids) | ({int(self_pid)} if self_pid and self_pid.isdigit() else set()),
-                  errors=rec.errors)
+    running, daemon = irqbalance_process(src)  # whether it runs is part of the node's IRQ state: kept for replay
+    kept = {int(p) for p in (self_pid, daemon) if p and p.isdigit()}
+    cap = Capture(src, pids=frozenset(pids) | kept, errors=rec.errors, irqbalance=running)
     for logical in rec.touched:
         cap.touch(logical)
     for logical in rec.listed:
@@ -310,6 +331,10 @@ def capture(src: Host, pids: Iterable[int], main: Any, make_obj: Callable[[Recor
         record = snapshot_bytes(src)  # NVLink, fabric, UUIDs: not files, so the recording Host cannot see them
         if record is not None:
             cap.files[SAVED] = record
+    from numatune.commands.check import NUMACTL_SAVED, numactl_record
+
+    if src.is_live or src.exists(NUMACTL_SAVED):
+        cap.files[NUMACTL_SAVED] = numactl_record(src)  # a tool's version: not a file either
     return cap
 
 
@@ -327,6 +352,9 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int], main: Any,
     pids = tuple(pids)
     name = dest.name
     archive = name.endswith((".tar.gz", ".tgz", ".tar"))
+    if not archive and dest.is_symlink():
+        raise InputError(f"{dest} is a link: a snapshot directory is never written through one",
+                         hint="pass the directory itself, or a new name")
     if not archive and dest.exists() and any(dest.iterdir()):
         raise InputError(f"{dest} exists and is not empty")
     cap = capture(src, pids, main, make_obj)
@@ -335,21 +363,20 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int], main: Any,
         f"taken: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
         f"kernel: {src.read_optional('/proc/sys/kernel/osrelease') or 'unknown'}\n"
         f"pids: {' '.join(str(p) for p in pids) or '-'}\n"
+        + ("" if cap.irqbalance is None else f"irqbalance: {'running' if cap.irqbalance else 'not running'}\n")
         + "".join(f"unreadable: {p}\n" for p in sorted(cap.unreadable))
         + "".join(f"dry-run error: {e}\n" for e in cap.errors)
     )
     cap.files["/SNAPSHOT.txt"] = note.encode()
     if archive:
+        from numatune.system.outfile import write_file
+
         top = re.sub(r"\.(tar\.gz|tgz|tar)$", "", name) or "snapshot"
-        tmp = Path(tempfile.mkstemp(dir=dest.parent if dest.parent.exists() else None, suffix=".partial")[1])
-        try:
-            cap.write_tar(tmp, top)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, dest)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        write_file(dest, fill=lambda fh: cap.write_tar(fh, top, gzipped=not name.endswith(".tar")))
     else:
-        dest.mkdir(parents=True, exist_ok=True)
-        cap.write_dir(dest)
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+            cap.write_dir(dest)
+        except OSError as exc:
+            raise InputError(f"cannot write {dest}: {exc.strerror or exc}") from None
     return cap

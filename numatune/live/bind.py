@@ -99,6 +99,9 @@ def gather_facts(host: Host, environ: Mapping[str, str], *, probe: bool) -> Laun
     if host.is_live:
         allowed = frozenset(os.sched_getaffinity(0))
         source = "sched_getaffinity"
+        if env.get("SLURM_JOB_ID"):  # inside srun: those CPUs are the job step's, which launch must keep
+            step = f" step {env['SLURM_STEP_ID']}" if env.get("SLURM_STEP_ID") else ""
+            source = f"Slurm job {env['SLURM_JOB_ID']}{step}'s CPUs, sched_getaffinity"
         cg, where = cgroup_cpuset(host)
         if cg is not None and not allowed <= cg:
             allowed &= cg

@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -51,14 +50,27 @@ class Saved:
 class ApplyResult:
     """What an apply or restore did; filled in as it goes (an accumulator, hence not a record)."""
 
-    __slots__ = ("applied", "unchanged", "skipped", "planned", "state_file")
+    __slots__ = ("applied", "unchanged", "skipped", "planned", "state_file", "root")
 
-    def __init__(self) -> None:
+    def __init__(self, root: str = "/") -> None:
         self.applied: list[int] = []
         self.unchanged: list[int] = []
         self.skipped: list[tuple[int, str]] = []
         self.planned: list[Change] = []  # dry run: what would be written
         self.state_file: str | None = None
+        self.root = root  # the root written to (root_of): "/" for the live node
+
+    @property
+    def undo(self) -> str | None:
+        """The command that puts the saved state back, quoted for a POSIX shell so it runs as pasted."""
+        return undo_command(self.state_file) if self.state_file else None
+
+
+def undo_command(state_file: str) -> str:
+    """`numatune irq restore FILE`: no --root needed, the state file names its root."""
+    import shlex
+
+    return f"numatune irq restore {shlex.quote(state_file)}"
 
 
 def irq_path(irq: int, name: str) -> str:
@@ -80,12 +92,17 @@ def default_state_path(host: Host, now: float | None = None) -> Path:
     Never an existing file: a second apply in the same second gets a -2, -3... suffix.
     """
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now if now is not None else time.time()))
-    path = Path(host.path(f"{STATE_DIR}/irq-{stamp}.json"))
+    logical = f"{STATE_DIR}/irq-{stamp}.json"
     n = 2
-    while path.exists():
-        path = Path(host.path(f"{STATE_DIR}/irq-{stamp}-{n}.json"))
+    while host.kind(logical, follow=False) is not None:
+        logical = f"{STATE_DIR}/irq-{stamp}-{n}.json"
         n += 1
-    return path
+    return Path(host.real_path(logical))
+
+
+def root_of(host: Host) -> str:
+    """What a state file records as its root: "/" for the live node, else the root's real path."""
+    return "/" if host.is_live else host.root
 
 
 def _read_raw(host: Host, logical: str) -> str | None:
@@ -109,12 +126,19 @@ def snapshot(host: Host, irqs: Iterable[tuple[int, str]]) -> tuple[list[Saved], 
     return saved, gone
 
 
-def write_state(path: Path, saved: list[Saved], source: str, targets: dict[int, str] | None = None) -> None:
-    """Write the state file atomically (temporary file + rename) before any IRQ is touched."""
+def write_state(path: Path, saved: list[Saved], host: Host, targets: dict[int, str] | None = None) -> None:
+    """Write the state file atomically before any IRQ is touched, never over an existing one.
+
+    Under the root (the default place), it is created beneath the root's handle with no link
+    followed on the way (a linked var/lib/numatune in a saved root is refused: exit 3); elsewhere
+    (--save FILE) through numatune.system.outfile. It records the root, so `irq restore FILE` puts back
+    the same root whatever --root says.
+    """
     doc = envelope(
         "irq-state",
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        source=source,
+        source=host.label,
+        root=root_of(host),
         irqs=[
             {
                 "irq": s.irq,
@@ -126,46 +150,58 @@ def write_state(path: Path, saved: list[Saved], source: str, targets: dict[int, 
             for s in saved
         ],
     )
-    if path.exists():
+    data = (dumps(doc) + "\n").encode()
+    where = os.path.abspath(path)
+    top = host.real_path("/").rstrip("/")
+    if where.startswith(top + "/") and where.startswith(host.real_path(STATE_DIR) + "/"):
+        host.create_file(where[len(top):], data)
+        return
+    from numatune.system.outfile import write_file
+
+    if os.path.lexists(where):
         raise InputError(f"state file {path} already exists: it may hold an earlier original state",
                          hint="pass another --save FILE (or restore that one first)")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".irq-state-", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(dumps(doc) + "\n")
-        os.replace(tmp, path)
-    except PermissionError as exc:
-        raise PermissionDenied(f"cannot write the state file {path}: {exc.strerror}",
-                               hint="pass --save FILE in a writable place") from exc
-    except OSError as exc:
-        raise InputError(f"cannot write the state file {path}: {exc.strerror or exc}",
-                         hint="pass --save FILE in a writable place; nothing was changed") from exc
+    write_file(where, data, replace=False)
 
 
 def read_state(path: str | os.PathLike[str]) -> list[Saved]:
     """Load a state file written by `irq apply`; one clear error for anything else."""
+    return state_of(path)[1]
+
+
+def state_of(path: str | os.PathLike[str]) -> tuple[str | None, list[Saved]]:
+    """(the root the state file records, or None for files from before roots were recorded; its IRQs)."""
+    doc = _document(path, "irq-state", "irqs", "state file", "a numatune IRQ state file")
+    root = doc.get("root")
+    if root is not None and not (isinstance(root, str) and root.startswith("/")):
+        raise InputError(f"{path}: malformed root {root!r}")
     out = []
-    for entry in _rows(path, "irq-state", "irqs", "state file", "a numatune IRQ state file"):
+    for entry in doc["irqs"]:
         try:
             out.append(Saved(int(entry["irq"]), entry.get("smp_affinity_list"), entry.get("smp_affinity"),
                              str(entry.get("label", ""))))
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{path}: malformed IRQ entry {entry!r}") from exc
-    return out
+    return root, out
 
 
 def _rows(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> list:
     """The list `key` of a numatune JSON document of this kind, read from a file; one clear error otherwise."""
+    return _document(path, kind, key, what, written_by)[key]
+
+
+def _document(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> dict:
+    """A numatune JSON document of this kind with a list `key`, read from a file; one clear error otherwise."""
+    from numatune.system.infile import read_input
+
+    raw = read_input(path, what)
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InputError(f"{what} {path} does not exist") from exc
-    except (OSError, ValueError) as exc:
+        doc = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError included
         raise InputError(f"cannot read {what} {path}: {exc}") from exc
     if not is_document(doc, kind) or not isinstance(doc.get(key), list):
         raise InputError(f"{path} is not {written_by} (schema {SCHEMAS[kind]})")
-    return doc[key]
+    return doc
 
 
 def _cpus_of(text: str, file: str) -> frozenset[int]:
@@ -192,7 +228,7 @@ def run_changes(
 ) -> ApplyResult:
     """Apply `changes` all or nothing. `writer` replaces Host.write_text (tests inject faults with it)."""
     write = writer or host.write_text
-    result = ApplyResult()
+    result = ApplyResult(root_of(host))
     saved, gone = snapshot(host, [(c.irq, c.label) for c in changes])
     result.skipped += gone
     by_irq = {s.irq: s for s in saved}
@@ -201,8 +237,8 @@ def run_changes(
         result.planned = todo
         return result
     if state_path is not None:
-        write_state(state_path, saved, host.label, {c.irq: c.text.strip() for c in todo})
-        result.state_file = str(state_path)
+        write_state(state_path, saved, host, {c.irq: c.text.strip() for c in todo})
+        result.state_file = os.path.abspath(state_path)
     changed: list[Change] = []
     for change in todo:
         before = by_irq[change.irq]
@@ -254,7 +290,7 @@ def _fail(host: Host, changed: list[Change], by_irq: dict[int, Saved], write: Wr
     if problems:
         raise ApplyError(
             f"IRQ affinity write failed at IRQ {failed.irq} ({why}); rollback incomplete: " + "; ".join(problems),
-            hint=f"run `numatune irq restore {state_file}`" if state_file else "check /proc/irq by hand",
+            hint=f"run `{undo_command(state_file)}`" if state_file else "check /proc/irq by hand",
         )
     raise ApplyError(
         f"IRQ affinity write failed at IRQ {failed.irq} ({why}); rolled back the {done} IRQs already changed: "

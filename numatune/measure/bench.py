@@ -6,7 +6,9 @@ checked page by page with move_pages before any timing. A buffer whose pages are
 target is reported as failed, never timed.
 
 Latency: the compiled chase helper (helper.py) follows a random cycle, one dependent load per cache
-line; the first sample is dropped, the median and minimum of the rest are kept.
+line; each sample continues from the pointer the last one ended on, so together they walk the whole
+cycle and no sample re-reads what an earlier one left in the caches; the first sample is dropped,
+the median and minimum of the rest are kept.
 Bandwidth: one thread per core of the initiator; `copy` is ctypes.memmove (glibc memcpy; ctypes drops
 the GIL during the call), counted as bytes read + bytes written (write-allocate traffic not counted);
 `read` is the helper's 8-byte load loop, counted as bytes read.
@@ -119,6 +121,7 @@ class LatencyResult(NamedTuple):
     samples_ns: tuple[float, ...]  # per-load latency of each kept sample (the first is dropped)
     loads: int  # dependent loads per sample
     placement: Placement
+    cycle: int = 0  # cache lines in the cycle (the samples continue one another around it)
 
 
 def measure_latency(lib, cpu: int, node: int, size: int, seconds: float, samples: int = 5,
@@ -134,16 +137,19 @@ def measure_latency(lib, cpu: int, node: int, size: int, seconds: float, samples
             placed = buf.verify(smaps())
             if not placed.ok:
                 return placed
-            end = ctypes.c_void_p()
+            # Every call continues from the pointer the previous one ended on: across samples the chase walks
+            # the whole cycle, so a sample never re-reads lines an earlier one left in the caches (restarting
+            # at the buffer's start made a short sample measure the last-level cache, not memory).
+            end = ctypes.c_void_p(buf.addr)
             probe_steps = min(lines, 200_000)
-            ns = lib.nt_chase(buf.addr, probe_steps, ctypes.byref(end))
+            ns = lib.nt_chase(end, probe_steps, ctypes.byref(end))
             per = max(ns / probe_steps, 0.1)
             steps = max(int(seconds / (samples + 1) * 1e9 / per), 16 * 1024)
             out = []
             for _ in range(samples + 1):
-                ns = lib.nt_chase(buf.addr, steps, ctypes.byref(end))
+                ns = lib.nt_chase(end, steps, ctypes.byref(end))
                 out.append(ns / (((steps + 15) // 16) * 16))
-            return LatencyResult(tuple(out[1:]), steps, placed)
+            return LatencyResult(tuple(out[1:]), steps, placed, lines)
         finally:
             buf.close()
 

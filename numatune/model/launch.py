@@ -143,4 +143,5 @@ class LaunchPlan:
     warnings: tuple[str, ...] = ()
     unbound: bool = False  # --best-effort fell back to an unbound run
     cpu_kinds: tuple[KindShare, ...] = ()  # the CPU kinds the rank's CPUs belong to (hybrid CPUs only)
+    confined: str = ""  # "the allowed CPUs 3 (Slurm job 7 step 0's CPUs, ...)" when the process may not use them all
 

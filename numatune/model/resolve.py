@@ -60,6 +60,8 @@ ENV_KEYS: tuple[str, ...] = (
     "WORLD_SIZE",
     "SLURM_PROCID",
     "OMPI_COMM_WORLD_RANK",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
 )
 
 _BDF = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")

@@ -129,6 +129,16 @@ class NumaNode:
     has_normal_memory: bool | None = None
     generic_initiator: bool = False
 
+    def hmat_from(self, initiator: int) -> tuple[int | None, int | None]:
+        """(read latency ns, read bandwidth MB/s) HMAT lists for `initiator` reaching this node (CPU class
+        access1 first, then access0); Nones when the initiator is not one listed (sysfs lists only the
+        best initiators of each target, so a far socket's CPUs usually have no figure)."""
+        for cls in (1, 0):
+            for e in self.hmat:
+                if e.access_class == cls and initiator in e.initiators:
+                    return e.read_latency_ns, e.read_bandwidth_mbps
+        return None, None
+
 
 @record
 class PciLink:

@@ -7,6 +7,8 @@
     w16 = cxl.empty((n,), torch.bfloat16)       # bf16 weights streamed to the GPU from CXL
     place(existing_tensor, "cxl")               # move pages; raises when some cannot move
     where(w16)                                  # {3: 1024, 4: 512}: pages per node (move_pages)
+    with allocating(("local", 0)) as scope:     # a framework's own allocations (and its threads') placed
+        engine, *_ = deepspeed.initialize(...)  # as they are made and pinned; then scope.verify(*buffers)
 
 The latency-first plan (`latency_first`, `apply`) decides what goes where for CPU-offloaded
 fine-tuning; `numatune plan-memory` prints it. Importable without click or rich; torch and numpy are
@@ -21,6 +23,7 @@ from numatune.placement.pages import PageCounts, Span, span_of, where
 from numatune.placement.targets import Stripe, Target, live_context, resolve
 
 __all__ = [
+    "Allocation",
     "Arena",
     "ArenaReport",
     "Item",
@@ -31,6 +34,7 @@ __all__ = [
     "Span",
     "Stripe",
     "Target",
+    "allocating",
     "apply",
     "latency_first",
     "live_context",
@@ -54,6 +58,10 @@ def __getattr__(name: str):  # noqa: ANN202 - lazy: the plan and the torch helpe
         from numatune.placement import pytorch
 
         return getattr(pytorch, name)
+    if name in ("allocating", "Allocation"):
+        from numatune.placement import scope
+
+        return getattr(scope, name)
     if name == "pin":
         from numatune.placement.pinning import pin
 

@@ -172,7 +172,8 @@ class Arena:
         return memoryview(self._map)[off:off + nbytes]  # type: ignore[index]
 
     def empty(self, shape: Any, dtype: Any = None, *, align: int = 64) -> Any:
-        """A torch tensor (dtype a torch.dtype, or None: torch.float32) or numpy array (numpy dtype/str)."""
+        """A torch tensor (dtype a torch.dtype) or numpy array (numpy dtype/str); dtype None: torch.float32 where
+        torch is installed, else a numpy float32 array (neither installed: InputError; `buffer` needs none)."""
         shape, numel, itemsize, is_torch = _shape_dtype(shape, dtype)
         off = self._take(numel * itemsize, max(align, itemsize)) if numel else 0
         return self._make(off, shape, numel, dtype, is_torch)
@@ -197,6 +198,7 @@ class Arena:
             return torch.frombuffer(self._map, dtype=dtype, count=numel, offset=off).view(shape)
         import numpy as np
 
+        dtype = "float32" if dtype is None else dtype  # no torch: its default dtype, as numpy
         if numel == 0:
             return np.empty(shape, dtype=dtype)
         return np.frombuffer(self._map, dtype=np.dtype(dtype), count=numel, offset=off).reshape(shape)
@@ -256,11 +258,21 @@ def _shape_dtype(shape: Any, dtype: Any) -> tuple[tuple[int, ...], int, int, boo
             raise InputError(f"negative dimension in shape {shape}")
         numel *= d
     if dtype is None or type(dtype).__module__ == "torch":
-        import torch
-
-        return shape, numel, torch.empty((), dtype=dtype or torch.float32).element_size(), True
-    import numpy as np
-
+        try:
+            import torch
+        except ImportError:
+            if dtype is not None:
+                raise
+            torch = None
+        if torch is not None:
+            return shape, numel, torch.empty((), dtype=dtype or torch.float32).element_size(), True
+        dtype = "float32"  # no torch: the same default dtype, as a numpy array
+    try:
+        import numpy as np
+    except ImportError:
+        raise InputError("Arena.empty/zeros/at need torch or numpy to make a tensor or array, and neither is "
+                         "installed", hint="pip install numpy (or torch), or use Arena.buffer(nbytes) for a "
+                         "memoryview") from None
     return shape, numel, np.dtype(dtype).itemsize, False
 
 

@@ -42,9 +42,9 @@ class PlannedMemory(NamedTuple):
 
 
 def apply(plan: MemoryPlan, *, populate: bool = True, context: LiveContext | None = None) -> PlannedMemory:
-    """Allocate the plan: one arena whose DRAM region is bound to the DRAM node and whose CXL region is
-    striped over the CXL nodes, each item at its planned offset (an item split between the two is one
-    contiguous buffer). Populated and verified page by page (Arena)."""
+    """Allocate the plan: one arena, each item at its planned offset on pages of its own, bound to the DRAM
+    node, striped over the CXL nodes, or (the straddling item) interleaved over both in the plan's shares
+    (a split one: DRAM pages then CXL pages). Populated and verified page by page (Arena)."""
     if not plan.fits:
         from numatune.plan.memory import not_fitting
 
@@ -53,20 +53,17 @@ def apply(plan: MemoryPlan, *, populate: bool = True, context: LiveContext | Non
     if not plan.parts:
         raise InputError("the plan places nothing")
     dram = plan.dram_bytes
-    # parts start on pages (the plan pads between items): the regions end where their last part ends
-    dram_end = max((p.offset + p.nbytes for p in plan.parts if p.tier == "dram"), default=0)
-    dram_end += -dram_end % ps
+    if dram and plan.dram_node is None:
+        raise InputError("the plan has DRAM parts but no DRAM node")
+    # each item starts on a page of its own (the plan pads), so it owns [its offset, the next item's)
+    starts = sorted({p.offset for p in plan.parts if p.offset % ps == 0})
     total = max(p.offset + p.nbytes for p in plan.parts)
-    size = max(total + (-total % ps), dram_end)
+    size = total + (-total % ps)
     layout: list[tuple[int, int, tuple[int, ...]]] = []
-    if dram_end:
-        if plan.dram_node is None:
-            raise InputError("the plan has DRAM parts but no DRAM node")
-        layout.append((0, dram_end, (plan.dram_node,)))
-    if size > dram_end:
-        chunk = _targets.stripe_chunk(size - dram_end, ps)
-        layout += [(dram_end + o, ln, (n,)) for o, ln, n in _targets.stripe_layout(size - dram_end, plan.cxl_shares,
-                                                                                    chunk)]
+    for k, start in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else size
+        here = [p for p in plan.parts if start <= p.offset < end]
+        layout += _item_layout(plan, here, start, end, ps)
     nodes = tuple(sorted({n for _, _, ns in layout for n in ns}))
     shown = f"DRAM node {plan.dram_node} {fmt_bytes(dram)}" + (
         f", CXL {', '.join(f'node {n} {s:.0%}' for n, s in plan.cxl_shares)} {fmt_bytes(plan.cxl_bytes)}"
@@ -78,6 +75,28 @@ def apply(plan: MemoryPlan, *, populate: bool = True, context: LiveContext | Non
         off, n = regions.get(p.item, (p.offset, 0))
         regions[p.item] = (off, n + p.nbytes)
     return PlannedMemory(plan, arena, regions)
+
+
+def _item_layout(plan: MemoryPlan, parts: list, start: int, end: int, ps: int
+                 ) -> list[tuple[int, int, tuple[int, ...]]]:
+    """The mbind runs of one item's pages [start, end): DRAM, the CXL stripe, DRAM then CXL (split), or
+    interleaved: DRAM's charged share and the CXL nodes' equal parts of the rest, page-granular stripes."""
+    dram = sum(p.nbytes for p in parts if p.tier == "dram")
+    cxl = sum(p.nbytes for p in parts if p.tier == "cxl")
+    length = end - start
+    if any(p.interleaved for p in parts):
+        cxl_nodes = [n for n, _ in plan.cxl_shares]
+        shares = [(plan.dram_node, dram / (dram + cxl))] + [(n, cxl / (dram + cxl) / len(cxl_nodes)) for n in cxl_nodes]
+        runs = _targets.stripe_layout(length, [(n, s) for n, s in shares if s > 0], _targets.stripe_chunk(length, ps))
+        return [(start + o, ln, (n,)) for o, ln, n in runs]
+    if not cxl:
+        return [(start, length, (plan.dram_node,))]
+    dram_end = dram + (-dram % ps) if dram else 0
+    out = [(start, dram_end, (plan.dram_node,))] if dram_end else []
+    if length > dram_end:
+        runs = _targets.stripe_layout(length - dram_end, plan.cxl_shares, _targets.stripe_chunk(length - dram_end, ps))
+        out += [(start + dram_end + o, ln, (n,)) for o, ln, n in runs]
+    return out
 
 
 def plan_for(model: Any, optimizer: str = "adam", *, seq_len: int | None = None, batch: int = 1,

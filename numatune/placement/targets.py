@@ -5,10 +5,14 @@ Specs (what `Arena(..., target)`, `place(obj, target)` and the plan accept):
 - ("local", gpu): DRAM of a GPU's node, `gpu` as `launch --gpu` takes it (index, BDF, UUID) or a
   torch.device; an index honours CUDA_VISIBLE_DEVICES like `launch` does (the same resolver);
 - "dram": every DRAM node (MPOL_BIND over a set allocates from the nearest of them first);
-- "cxl": every CXL node; "cxl:nearest": the CXL node nearest to the calling thread's node;
+- "cxl": the CXL nodes on the calling thread's socket (every CXL node, the far ones named in the
+  reason, when that socket has none); "cxl:all": every CXL node; "cxl:nearest": the CXL node nearest
+  to the calling thread's node;
 - a node or a node list: 3, [2, 3], "2,3", "node:3";
-- a stripe: Stripe([2, 3]), Stripe("cxl"), "stripe:cxl", "stripe:2,3" (shares by bandwidth: HMAT,
-  or figures the caller passes, e.g. from `numatune probe`), "stripe:2=1,3=2" (shares given).
+- a stripe: Stripe([2, 3]), Stripe("cxl") (the caller's socket, as "cxl"), "stripe:cxl", "stripe:cxl:all",
+  "stripe:2,3" (shares by bandwidth seen from the caller's node: HMAT's row for that node, or figures
+  the caller passes, e.g. from `numatune probe`), "stripe:2=1,3=2" (shares given). A far-socket CXL
+  node in a stripe is named in the reason (numatune.plan.cxl).
 
 A stripe gives each node a share of the range in chunks, each chunk bound to one node: it does not
 depend on the system-wide weighted-interleave weights (shared with every other job, Linux 6.9+), and
@@ -25,6 +29,7 @@ from typing import Any, NamedTuple
 from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.errors import InputError, Unsupported
 from numatune.model.topology import NumaNode, PciDevice, Topology
+from numatune.plan.cxl import CxlChoice, caller_weights, default_cxl, far_of
 
 MIB = 1 << 20
 HUGE = 2 * MIB
@@ -115,9 +120,13 @@ def _from_string(text: str, ctx: LiveContext, bandwidths: Mapping[int, float] | 
         if not nodes:
             raise Unsupported(f"no DRAM node with memory in this root (nodes {_kinds(topo)})")
         return Target("dram", nodes, "every DRAM node (the kernel fills the nearest first)")
-    if low in ("cxl", "cxl:all"):
+    if low == "cxl":
+        pick = _caller_cxl(ctx)
+        return Target("cxl", pick.nodes, pick.reason + " (the kernel fills the nearest first)")
+    if low == "cxl:all":
         nodes = cxl_nodes(topo)
-        return Target("cxl", nodes, "every CXL node (the kernel fills the nearest first)")
+        far = _far(ctx, nodes)
+        return Target("cxl:all", nodes, "every CXL node (the kernel fills the nearest first)" + far)
     if low == "cxl:nearest":
         from numatune.plan.launch import nearest_cxl_node
 
@@ -129,8 +138,8 @@ def _from_string(text: str, ctx: LiveContext, bandwidths: Mapping[int, float] | 
         return Target("cxl:nearest", (node,), f"the CXL node nearest to node {here} (SLIT distance)")
     if low.startswith("stripe:"):
         body = text.split(":", 1)[1].strip()
-        if body.lower() == "cxl":
-            return _stripe(Stripe("cxl"), ctx, bandwidths)
+        if body.lower() in ("cxl", "cxl:all"):
+            return _stripe(Stripe(body.lower()), ctx, bandwidths)
         if "=" in body:
             weights = {}
             for part in body.split(","):
@@ -153,8 +162,8 @@ def _nodelist(text: str, spec: str) -> frozenset[int]:
     except ValueError:
         nodes = frozenset()
     if not nodes:
-        raise InputError(f"target {spec!r}: expected 'local', 'dram', 'cxl', 'cxl:nearest', a node list (2,3) "
-                         "or stripe:NODES")
+        raise InputError(f"target {spec!r}: expected 'local', 'dram', 'cxl', 'cxl:all', 'cxl:nearest', a node "
+                         "list (2,3) or stripe:NODES")
     return nodes
 
 
@@ -221,18 +230,43 @@ def _gpu_local(gpu: Any, ctx: LiveContext) -> Target:
     return Target(f"local of GPU {choice.bdf}", (mem,), reason)
 
 
+def _caller_node(ctx: LiveContext) -> int | None:
+    """The caller's node with memory (as "local" resolves it), None when unknown."""
+    try:
+        return _local_node(ctx)
+    except (InputError, Unsupported):
+        return None
+
+
+def _caller_cxl(ctx: LiveContext) -> CxlChoice:
+    """The CXL nodes on the caller's socket (every one, far ones named, when it has none)."""
+    cxl_nodes(ctx.topology)  # none at all: the usual error
+    return default_cxl(ctx.topology, _caller_node(ctx))
+
+
+def _far(ctx: LiveContext, nodes: Sequence[int]) -> str:
+    node = _caller_node(ctx)
+    far = far_of(ctx.topology, node, nodes)
+    return f"; far-socket CXL node(s) {format_cpulist(far)} for node {node} (every access crosses the " \
+           "inter-socket link)" if far else ""
+
+
 def _stripe(spec: Stripe, ctx: LiveContext, bandwidths: Mapping[int, float] | None) -> Target:
-    from numatune.plan.launch import hmat_bandwidth
 
     topo = ctx.topology
     if isinstance(spec.nodes, str):
-        if spec.nodes.lower() != "cxl":
+        if spec.nodes.lower() not in ("cxl", "cxl:all"):
             return _stripe(spec._replace(nodes=_nodelist(spec.nodes, spec.nodes)), ctx, bandwidths)
-        nodes = cxl_nodes(topo)
-        label = "stripe cxl"
+        if spec.nodes.lower() == "cxl":
+            pick = _caller_cxl(ctx)
+            nodes, label, chosen = pick.nodes, "stripe cxl", pick.reason
+        else:
+            nodes = cxl_nodes(topo)
+            label, chosen = "stripe cxl:all", "every CXL node" + _far(ctx, nodes)
     else:
         nodes = tuple(sorted(set(spec.nodes)))
         label = f"stripe {format_cpulist(nodes)}"
+        chosen = "given" + _far(ctx, nodes)
     if not nodes:
         raise InputError("a stripe needs at least one node")
     if spec.weights is not None:
@@ -241,23 +275,15 @@ def _stripe(spec: Stripe, ctx: LiveContext, bandwidths: Mapping[int, float] | No
     elif bandwidths is not None and all(bandwidths.get(n) for n in nodes):
         weights = {n: float(bandwidths[n]) for n in nodes}
         source = "caller's bandwidth figures"
-    else:
-        bws = {n: hmat_bandwidth(topo.node(n)) if topo.node(n) else None for n in nodes}
-        if all(bws.values()):
-            weights = {n: float(b) for n, b in bws.items()}  # type: ignore[arg-type]
-            source = "HMAT read bandwidth " + ", ".join(f"node {n} {b} MB/s" for n, b in bws.items())
-        else:
-            missing = [n for n, b in bws.items() if not b]
-            weights = dict.fromkeys(nodes, 1.0)
-            source = f"equal shares: no HMAT bandwidth for node(s) {format_cpulist(missing)}"
+    else:  # HMAT's row of the caller's node: what each node's own nearest CPUs get says nothing for this caller
+        weights, source = caller_weights(topo, _caller_node(ctx), nodes)
     if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
         raise InputError(f"stripe weights {weights} must be >= 0 with a positive total")
     total = sum(weights.values())
     shares = tuple((n, weights[n] / total) for n in nodes if weights[n] > 0)
     if spec.chunk is not None and (spec.chunk <= 0 or spec.chunk % os.sysconf("SC_PAGE_SIZE")):
         raise InputError(f"stripe chunk {spec.chunk} must be a positive multiple of the page size")
-    return Target(label, tuple(n for n, _ in shares), "given" if not isinstance(spec.nodes, str) else
-                  "every CXL node", shares, source, spec.chunk)
+    return Target(label, tuple(n for n, _ in shares), chosen, shares, source, spec.chunk)
 
 
 def check_nodes(target: Target, topo: Topology) -> None:

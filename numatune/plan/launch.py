@@ -36,6 +36,7 @@ from numatune.model.resolve import (  # noqa: F401 - re-exported: the CLI, irq p
     rank_gpu,
 )
 from numatune.model.topology import NumaNode, PciDevice, Topology
+from numatune.plan.cxl import nearest_cpu_node
 from numatune.readers.nodes import WEIGHT_DIR
 
 
@@ -388,18 +389,13 @@ def choose_cpus(
 
 
 # -- memory -------------------------------------------------------------------------------------------------
-def _nearest_cpu_node(topo: Topology, mem: NumaNode) -> int | None:
-    dists = [(n.distances.get(mem.id), n.id) for n in topo.nodes if n.cpus and n.distances.get(mem.id) is not None]
-    return min(dists)[1] if dists else None
-
-
 def local_memory_nodes(topo: Topology, node: int) -> list[int]:
     """CPU-less memory nodes (CXL, HBM, PMem, unknown; not GPU memory) whose nearest CPU node is `node`."""
     out = []
     for m in topo.nodes:
         if m.cpus or m.kind in ("gpu", "memoryless") or m.memory_total_kib == 0:
             continue
-        if _nearest_cpu_node(topo, m) == node:
+        if nearest_cpu_node(topo, m) == node:
             out.append(m.id)
     return out
 
@@ -650,8 +646,12 @@ def plan_launch(
     if shares:
         reasons.append("cpu kind: " + "; ".join(
             f"{len(s.cpus)} {s.name or '?'} ({s.role}) CPU(s) {format_cpulist(s.cpus)}" for s in shares))
+    online = frozenset(topo.cpu.online)
+    confined = ""
+    if cpus and facts.allowed_cpus is not None and online - facts.allowed_cpus:
+        confined = f"the allowed CPUs {format_cpulist(facts.allowed_cpus & online)} ({facts.allowed_source})"
     return LaunchPlan(rank, gpu, node, node_source, mode, cpus, mem, method, argv, tuple(command), set_env,
-                      tuple(reasons), tuple(warnings), cpu_kinds=shares)
+                      tuple(reasons), tuple(warnings), cpu_kinds=shares, confined=confined)
 
 
 def _share(

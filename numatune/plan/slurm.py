@@ -214,6 +214,7 @@ class GresLine:
     cores: tuple[int, ...]  # abstract core indices (empty: not known)
     links: tuple[int, ...] = ()
     note: str = ""
+    stand_in: bool = False  # a non-GPU PCI device standing in for a GPU (testing Cores= binding without GPUs)
 
     def text(self, node_name: str) -> str:
         parts = [f"NodeName={node_name}", f"Name={self.name}"]

@@ -22,6 +22,7 @@ from numatune.model.findings import Skipped
 from numatune.model.irq import DeviceIrqs, InterruptRow, InterruptsTable, Irq, IrqReport
 from numatune.model.topology import PciDevice, Topology
 from numatune.readers import host_skipped
+from numatune.readers.settings import IRQBALANCE_KEYS, irqbalance_process
 from numatune.system.host import Host
 
 INTERRUPTS = "/proc/interrupts"
@@ -503,14 +504,10 @@ def read_irqbalance(host: Host) -> tuple[bool | None, tuple[int, ...] | None]:
 
     From the daemon's environment only the two IRQBALANCE_BANNED_* keys are read, never the rest.
     """
-    pids = [p for p in host.listdir("/proc") if p.isdigit()]
-    running: bool | None = None if not pids and not host.is_live else False
+    running, pid = irqbalance_process(host)
     banned: tuple[int, ...] | None = None
-    for pid in pids:
-        if host.read_optional(f"/proc/{pid}/comm") == "irqbalance":
-            running = True
-            banned = _banned_from_environ(_read_raw(host, f"/proc/{pid}/environ"))
-            break
+    if pid is not None:
+        banned = _banned_from_environ(_read_raw(host, f"/proc/{pid}/environ"))
     if banned is None:
         for path in IRQBALANCE_CONFIGS:
             banned = _banned_from_config(host.read_optional(path))
@@ -541,7 +538,7 @@ def _banned_from_environ(text: str | None) -> tuple[int, ...] | None:
         return None
     for entry in text.split("\x00"):
         key, sep, value = entry.partition("=")
-        if sep and key in ("IRQBALANCE_BANNED_CPULIST", "IRQBALANCE_BANNED_CPUS"):
+        if sep and key in IRQBALANCE_KEYS:
             return _banned_value(key, value)
     return None
 
@@ -555,7 +552,7 @@ def _banned_from_config(text: str | None) -> tuple[int, ...] | None:
             continue
         key, sep, value = line.partition("=")
         key = key.strip()
-        if sep and key in ("IRQBALANCE_BANNED_CPULIST", "IRQBALANCE_BANNED_CPUS"):
+        if sep and key in IRQBALANCE_KEYS:
             return _banned_value(key, value.strip().strip("\"'"))
     return None
 

@@ -16,12 +16,12 @@ from numatune.errors import InputError
 
 
 def _read(path: str | Path) -> str:
+    from numatune.system.infile import read_input
+
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        return read_input(path, "configuration file").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
 
 
 def logical_lines(text: str) -> list[tuple[int, str]]:

@@ -37,12 +37,23 @@ def read_settings(host: Host) -> KernelSettings:
         zone_reclaim_mode=host.read_int("/proc/sys/vm/zone_reclaim_mode"),
         demotion_enabled=(demotion in ("true", "1", "Y")) if demotion is not None else None,
         weighted_interleave_auto=read_weighted_interleave_auto(host),
-        irqbalance_running=_irqbalance_running(host) if host.is_live else None,
+        irqbalance_running=irqbalance_process(host)[0],
     )
 
 
-def _irqbalance_running(host: Host) -> bool:
-    for pid in host.listdir("/proc"):
-        if pid.isdigit() and host.read_optional(f"/proc/{pid}/comm") == "irqbalance":
-            return True
-    return False
+IRQBALANCE_KEYS = ("IRQBALANCE_BANNED_CPULIST", "IRQBALANCE_BANNED_CPUS")  # all of its environment ever read
+
+
+def irqbalance_process(host: Host) -> tuple[bool | None, str | None]:
+    """(running, its PID). Live: from the process table. A snapshot records whether the daemon ran
+    (SNAPSHOT.txt's `irqbalance:` line) and keeps its /proc/PID/comm (and of its environment,
+    IRQBALANCE_KEYS), so replay sees what live saw. Any other saved tree: True if it holds the
+    daemon's /proc entry, else None (a partial process table cannot prove the daemon absent)."""
+    recorded = host.snapshot_facts("irqbalance")
+    pids = [p for p in host.listdir("/proc") if p.isdigit()]
+    for pid in pids:
+        if host.read_optional(f"/proc/{pid}/comm") == "irqbalance":
+            return True, pid
+    if host.is_live or (recorded and recorded[0] == "not running"):
+        return False, None
+    return None, None

@@ -27,6 +27,8 @@ def render_text(doc: dict) -> str:
            f"  {doc['runs']} run(s) per placement after {doc['warmup']} warm-up, interleaved in shuffled order; "
            f"compared: {doc['metric']['what']} ({'higher' if doc['metric']['higher_is_better'] else 'lower'} is "
            "better)", ""]
+    if doc.get("skipped"):
+        out += ["Not run here:"] + [f"  {s}" for s in doc["skipped"]] + [""]
     for row in doc["placements"]:
         out.append(f"{row['placement']}: {row['plan']}")
         out.append(f"  {row['mean']:.4g} {unit} ± {row['stdev']:.3g}   median {row['median']:.4g}   "
@@ -60,14 +62,16 @@ def render_markdown(doc: dict) -> str:
         proof = row["placement_proof"]
         out.append(f"| {row['placement']} | {_fmt(row['mean'])} ± {row['stdev']:.3g} | {_fmt(row['median'])} | "
                    f"{_fmt(row['min'])} … {_fmt(row['max'])} | {rel} | {p} | {_split(row)} ({proof}) |")
-    out += ["", "**Verdict**", ""] + [f"- {v}" for v in doc["verdict"]]
+    out += ["", "**Verdict**", ""] + ([f"- {v}" for v in doc["verdict"]] or ["- one placement: nothing to compare"])
+    if doc.get("skipped"):
+        out += ["", "**Not run here**", ""] + [f"- {s}" for s in doc["skipped"]]
     if doc["warnings"]:
         out += ["", "**Warnings**", ""] + [f"- {w}" for w in doc["warnings"]]
     return "\n".join(out) + "\n"
 
 
 def compare_document(host: str, command: list[str], runs: int, warmup: int, metric: dict, analysis: dict,
-                     plans: dict[str, str], seed: int | None) -> dict:
+                     plans: dict[str, str], seed: int | None, skipped: list[str] | None = None) -> dict:
     rows = []
     for row in analysis["placements"]:
         r = {k: v for k, v in row.items()}
@@ -75,4 +79,4 @@ def compare_document(host: str, command: list[str], runs: int, warmup: int, metr
         rows.append(r)
     return {**envelope("compare"), "host": host, "command": command, "runs": runs, "warmup": warmup, "seed": seed,
             "metric": metric, "baseline": analysis["baseline"], "placements": rows,
-            "warnings": analysis["warnings"], "verdict": analysis["verdict"]}
+            "skipped": list(skipped or []), "warnings": analysis["warnings"], "verdict": analysis["verdict"]}

@@ -29,10 +29,12 @@ def slurm_text(e: SlurmEmit) -> str:
     if e.autodetect:
         out.append(f"# {e.autodetect}")
     # Slurm requires File= on gpu lines: one without it is written commented out, to be completed by hand
-    out += [g.text(e.node.name) if g.file else f"# {g.text(e.node.name)}  (File= unknown: complete before use)"
-            for g in e.gres + e.nic_gres]
-    if not e.gres:
-        out.append("# no GPU on this node")
+    for g in e.gres + e.nic_gres:
+        if g.stand_in:
+            out.append(f"# {g.note}")
+        out.append(g.text(e.node.name) if g.file else f"# {g.text(e.node.name)}  (File= unknown: complete before use)")
+    if not any(not g.stand_in for g in e.gres):
+        out.append("# no GPU on this node" + (" (the gpu lines above are stand-ins)" if e.gres else ""))
     out += _comments(e.notes)
     return "\n".join(out) + "\n"
 
@@ -56,7 +58,8 @@ def slurm_document(e: SlurmEmit) -> dict[str, Any]:
             "sockets": [[{"core": c.index, "cpus": list(c.cpus)} for c in s] for s in e.layout.sockets],
         },
         gres=[{"index": g.index, "bdf": g.bdf, "name": g.name, "file": g.file, "cores": list(g.cores),
-               "links": list(g.links) or None, "note": g.note or None, "line": g.text(e.node.name)}
+               "links": list(g.links) or None, "note": g.note or None, "stand_in": g.stand_in,
+               "line": g.text(e.node.name)}
               for g in e.gres + e.nic_gres],
         autodetect=e.autodetect or None,
         notes=list(e.notes),

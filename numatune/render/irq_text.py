@@ -144,6 +144,6 @@ def render_apply(result, *, dry_run: bool, restore: bool = False) -> Group:  # n
     for irq, why in result.skipped:
         parts.append(Text(f"  skipped IRQ {irq}: {why}", style="yellow"))
     if result.state_file:
-        parts.append(Text(f"previous affinity saved in {result.state_file}; undo with "
-                          f"`numatune irq restore {result.state_file}`"))
+        parts.append(Text(f"previous affinity saved in {result.state_file}; undo with:"))
+        parts.append(Text(f"  {result.undo}"))  # printed soft-wrapped (cli): one line to paste, whatever the width
     return Group(*parts)

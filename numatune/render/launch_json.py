@@ -35,7 +35,8 @@ def launch_document(plan: LaunchPlan, source: str) -> dict[str, Any]:
         },
         node=plan.node,
         node_source=plan.node_source,
-        cpu_bind={"mode": plan.cpu_mode, "cpus": list(plan.cpus), "cpulist": format_cpulist(plan.cpus)},
+        cpu_bind={"mode": plan.cpu_mode, "cpus": list(plan.cpus), "cpulist": format_cpulist(plan.cpus),
+                  "confined": plan.confined or None},
         cpu_kinds=[
             {"rank": k.rank, "role": k.role, "name": k.name, "cpus": list(k.cpus)} for k in plan.cpu_kinds
         ],

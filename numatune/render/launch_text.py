@@ -32,4 +32,5 @@ def summary_line(plan: LaunchPlan) -> str:
     memory = f"memory {mem.policy}:{format_cpulist(mem.nodes)}" if mem.mode is not None else "memory unbound"
     if mem.weights:
         memory += " weights " + ",".join(f"{n}:{w}" for n, w in mem.weights.items())
-    return f"{who}: {cpus}, {memory}, via {plan.method}"
+    inside = f", inside {plan.confined}" if plan.confined else ""
+    return f"{who}: {cpus}, {memory}, via {plan.method}{inside}"

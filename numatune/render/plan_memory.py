@@ -27,6 +27,8 @@ def _rows(plan: MemoryPlan) -> list[dict[str, Any]]:
             "dram_bytes": sum(p.nbytes for p in parts if p.tier == "dram"),
             "cxl_bytes": sum(p.nbytes for p in parts if p.tier == "cxl"),
             "unplaced_bytes": unplaced.get(it.name, 0),
+            "interleaved": any(p.interleaved for p in parts),
+            "nodes": list(plan.nodes_of(it.name)),
             "offset": parts[0].offset if parts else None,
         })
     return rows
@@ -55,7 +57,8 @@ def render_text(plan: MemoryPlan, source: str, model_line: str) -> str:
     lines = [
         f"Latency-first memory plan ({source}): {model_line}",
         f"local DRAM: node {plan.dram_node}, budget {_gib(plan.dram_budget)} ({plan.dram_source})",
-        f"CXL: {('nodes ' + cxl_nodes) if plan.cxl_shares else 'none'}, budget {_gib(plan.cxl_budget)} "
+        f"CXL: {(('node ' if len(plan.cxl_shares) == 1 else 'nodes ') + cxl_nodes) if plan.cxl_shares else 'none'}, "
+        f"budget {_gib(plan.cxl_budget)} "
         f"({plan.cxl_source})",
         "",
     ]

@@ -173,6 +173,7 @@ def probe_document(result: ProbeResult, findings: list[Finding], gpu: GpuProbe |
         "latency_unavailable_reason": result.latency_reason,
         "buffer_bytes": result.latency_bytes,
         "llc_bytes": result.llc_bytes,
+        "memory_side_cache_bytes": result.memory_side_cache_bytes,
         "time_budget_s": result.time_budget,
         "elapsed_s": round(result.elapsed, 3),
         "method": METHOD,

@@ -115,3 +115,42 @@ def test_a_zero_baseline_is_an_input_error():
     with pytest.raises(InputError, match="averaged 0"):
         analyse(runs("local", [0.0, 0.0]) + runs("remote", [1.0, 1.0]), ["local", "remote"], "local",
                 higher_is_better=False, expect={})
+
+
+def test_compare_by_default_runs_what_exists_here_and_says_what_it_skipped(cli):
+    """This machine has one NUMA node: the defaults (local, remote) run local only and name remote as skipped;
+    asking for remote explicitly is still refused (exit 7)."""
+    from numatune.system.host import Host
+
+    nodes = [n for n in Host("/").listdir("/sys/devices/system/node") if n.startswith("node")]
+    if len(nodes) != 1:
+        pytest.skip("needs a one-node machine")
+    res = cli("compare", "-n", "2", "--json", "--", PY, "-c", WORK)
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert [r["placement"] for r in doc["placements"]] == ["local"]
+    assert len(doc["skipped"]) == 1 and "only DRAM node" in doc["skipped"][0]
+    assert "only DRAM node; there is no remote memory: skipped" in res.stderr
+    text = cli("compare", "-n", "1", "--", PY, "-c", WORK)
+    assert text.exit_code == 0 and "Not run here:" in text.stdout and "nothing to compare" in text.stdout
+    assert cli("compare", "-n", "1", "-p", "local,remote", "--", PY, "-c", WORK).exit_code == 7
+
+
+def test_an_interleave_run_on_one_node_fails_the_proof():
+    """interleave over nodes 0,1: all pages on node 0 is on the asked nodes (100%) but not interleaved."""
+    from numatune.commands.compare import spread_of
+
+    assert spread_of({0: 8 << 20}, (0, 1)) == 0.0
+    assert spread_of({0: 4 << 20, 1: 4 << 20}, (0, 1)) == 1.0
+    assert spread_of({0: 6 << 20, 1: 2 << 20, 5: 1 << 20}, (0, 1)) == 0.5  # other nodes do not count
+    assert spread_of({0: 8 << 20}, (0,)) is None
+    one = [Run("interleave", i, 1.0, 1.0, 0, {0: 8 << 20}, 3, 1.0, 0.0) for i in range(3)]
+    even = [Run("interleave", i, 1.0, 1.0, 0, {0: 4 << 20, 1: 4 << 20}, 3, 1.0, 1.0) for i in range(3)]
+    bad = analyse(runs("local", [1.0, 1.0, 1.1]) + one, ["local", "interleave"], "local", higher_is_better=False,
+                  expect={"local": (0,), "interleave": (0, 1)})
+    row = bad["placements"][1]
+    assert row["placement_proof"] == "misplaced" and row["spread"] == 0.0 and row["on_expected_nodes"] == 1.0
+    assert any("not spread over node(s) 0,1" in w for w in bad["warnings"])
+    good = analyse(runs("local", [1.0, 1.0, 1.1]) + even, ["local", "interleave"], "local", higher_is_better=False,
+                   expect={"local": (0,), "interleave": (0, 1)})
+    assert good["placements"][1]["placement_proof"] == "ok"

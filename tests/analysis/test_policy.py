@@ -90,7 +90,7 @@ def test_invalid_toml_and_missing_file(tmp_path):
     bad.write_text("[expect\nsockets = 2\n")
     with pytest.raises(InputError, match="not valid TOML"):
         load_policy(bad)
-    with pytest.raises(InputError, match="cannot read policy"):
+    with pytest.raises(InputError, match="policy .*missing.toml does not exist"):
         load_policy(tmp_path / "missing.toml")
 
 

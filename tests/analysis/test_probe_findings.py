@@ -25,7 +25,7 @@ def cell(i, t, lat, bw, kind="dram", dist=None, local=10, status="ok", placement
 
 def result(cells, initiators=(0,), targets=(0, 1), **kw):  # noqa: ANN001, ANN003
     base = dict(host="/", initiators=initiators, targets=targets, cells=tuple(cells), latency_available=True,
-                latency_reason=None, latency_bytes=64 << 20, bandwidth_bytes=64 << 20, llc_bytes=32 << 20,
+                latency_reason=None, latency_bytes=128 << 20, bandwidth_bytes=128 << 20, llc_bytes=32 << 20,
                 time_budget=10.0, elapsed=9.5, numa_balancing=0, demotion_enabled=False,
                 transparent_hugepage="madvise")
     base.update(kw)
@@ -38,7 +38,7 @@ def codes(res, topo=None):  # noqa: ANN001
 
 def test_codes_are_distinct_and_in_the_nt5xx_range():
     probe = [c.code for c in REGISTRY.values() if c.group == "probe"]
-    assert len(probe) == 10 and all(c.startswith("NT5") and len(c) == 5 for c in probe)
+    assert len(probe) == 11 and all(c.startswith("NT5") and len(c) == 5 for c in probe)
 
 
 def test_flat_nodes_are_no_numa_effect_and_contradict_slit():
@@ -121,3 +121,19 @@ def test_contradictory_figures_are_noise_not_numa():
     slow = cell(0, 1, 100.0, 10.0, dist=21)._replace(latency_ns=Figure((160.0, 150.0), 160.0, 150.0),
                                                      read_gbps=Figure((6.0, 6.5), 6.0, 6.5))
     assert "NT503" not in codes(result([cell(0, 0, 100.0, 10.0, dist=10), slow]))
+
+
+def test_a_buffer_under_four_times_the_caches_is_flagged():
+    local = [cell(0, 0, 100.0, 10.0, dist=10), cell(0, 1, 160.0, 6.0, dist=21)]
+    assert "NT511" not in codes(result(local, latency_bytes=128 << 20, llc_bytes=32 << 20))  # exactly 4x
+    small = result(local, latency_bytes=4 << 20, llc_bytes=32 << 20)
+    found = [f for f in probe_findings(small, None) if f.code == "NT511"]
+    assert len(found) == 1 and "4 MiB" in found[0].message and "--size 128M" in found[0].fix
+    # memory-side caches (HMAT) count: 128 MiB is no longer 4x of 32 MiB LLC + 64 MiB side cache
+    side = result(local, latency_bytes=128 << 20, llc_bytes=32 << 20, memory_side_cache_bytes=64 << 20)
+    fixes = [f.fix for f in probe_findings(side, None) if f.code == "NT511"]
+    assert fixes == ["drop --size, or give --size 384M or more"]
+    # unknown LLC or no latency measured: nothing to judge
+    assert "NT511" not in codes(result(local, latency_bytes=4 << 20, llc_bytes=None))
+    assert "NT511" not in codes(result(local, latency_bytes=4 << 20, latency_available=False,
+                                       latency_reason="no C compiler"))

@@ -72,5 +72,18 @@ def test_outliers_and_slow_first_run():
     xs = [10.0, 10.1, 9.9, 10.05, 9.95, 30.0]
     assert stats.outliers(xs) == [5]
     assert stats.outliers(A) == []
+
+
+def test_outliers_follow_hyperfines_rule():
+    """hyperfine (src/outlier_detection.rs): score |x - median| / MAD, bar 1.4826 x 10 = 14.826, MAD 0 taken as
+    the smallest float. Median 10.05 and MAD 0.1 here, so 11.8 scores 17.5: an outlier by hyperfine's bar (the
+    0.6745-scaled score 11.8 would pass a bar of 14), while 11.5 (14.5) is not."""
+    base = [10.0, 10.1, 9.9, 10.1, 9.9]
+    assert stats.outliers([*base, 11.8]) == [5]
+    assert stats.outliers([*base, 11.5]) == []
+    assert stats.outliers([*base, 8.3]) == [5]  # both sides count
+    # hyperfine's own cases: no outlier in tiny samples; a MAD of 0 makes any differing value one
+    assert stats.outliers([]) == [] and stats.outliers([50.0]) == [] and stats.outliers([1000.0, 0.0]) == []
+    assert stats.outliers([5.0, 5.0, 5.0, 5.0, 6.0]) == [4]
     assert stats.slow_first([20.0, 10.0, 10.2, 9.9])
     assert not stats.slow_first([10.5, 10.0, 10.2, 9.9])

@@ -312,6 +312,26 @@ def test_numa_as_socket_round_trip(cli, tmp_path):
     assert {f["code"] for f in json.loads(bad.stdout)["findings"] if f["code"] >= "NT520"} == {"NT520"}
 
 
+def test_emit_slurm_stand_in_gpu_is_labelled_and_bound_to_its_node(cli):
+    """vm-two-socket has no GPU; its NVMe (0000:42:00.0, node 1) stands in: Cores= are node 1's, labelled."""
+    root = _root("vm-two-socket")
+    doc = json.loads(cli("--root", root, "emit", "slurm", "--json", "--node-name", "n1",
+                         "--stand-in-gpu", "0000:42:00.0=/tmp/standin0").stdout)
+    (g,) = doc["gres"]
+    assert g["stand_in"] is True and g["file"] == "/tmp/standin0" and g["bdf"] == "0000:42:00.0"
+    node1 = {c["core"] for c in doc["layout"]["sockets"][1]}
+    assert set(g["cores"]) == node1 == {2, 3}
+    text = cli("--root", root, "emit", "slurm", "--node-name", "n1", "--stand-in-gpu",
+               "0000:42:00.0=/tmp/standin0").stdout
+    gpu_line = next(x for x in text.splitlines() if " Name=gpu " in x and not x.startswith("#"))
+    assert "File=/tmp/standin0" in gpu_line and "Cores=2-3" in gpu_line
+    before = text.splitlines()[text.splitlines().index(gpu_line) - 1]
+    assert before.startswith("#") and "stand-in" in before
+    assert "# no GPU on this node (the gpu lines above are stand-ins)" in text
+    bad = cli("--root", root, "emit", "slurm", "--stand-in-gpu", "0000:42:00.0=relative")
+    assert bad.exit_code != 0 and "BDF=/absolute/device/file" in bad.output
+
+
 def test_kubelet_leaves_numa_managers_off_when_node_ids_exceed_63(cli, tmp_path):
     # POWER9 AC922: GPU memory nodes 250-255; kubelet's NUMA bitmask holds ids 0-63 only.
     doc, text = _kubelet(cli, "nvidiagpunumanodes")

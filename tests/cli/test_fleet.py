@@ -122,3 +122,53 @@ def test_every_fixture_report_is_accepted(cli, inspect_json, tmp_path):
     doc = json.loads(cli("fleet", "--json", str(tmp_path)).stdout)
     assert doc["nodes"] == len(names) and doc["unreadable"] == []
     assert sum(g["size"] for g in doc["groups"]) == len(names)
+
+
+@pytest.mark.parametrize("chunk", [64, 1 << 20])
+def test_a_json_array_is_read_element_by_element(inspect_json, monkeypatch, chunk):
+    """`jq -s` output (one array of reports), in pieces of any size: every report once, each decoded on its
+    own (linear: decode calls grow with the reports, not with reports x pieces), a bad separator named."""
+    import io
+
+    import numatune.commands.fleet as fleet_run
+
+    docs = [inspect_json(BASE)] * 30 + [inspect_json(OTHER)] * 10
+    text = json.dumps(docs, indent=1)
+    calls = []
+    real = fleet_run._decoder.raw_decode
+
+    class Counting:
+        def raw_decode(self, s, idx=0):  # noqa: ANN001, ANN202
+            calls.append(len(s) - idx)
+            return real(s, idx)
+
+    monkeypatch.setattr(fleet_run, "CHUNK", chunk)
+    monkeypatch.setattr(fleet_run, "_decoder", Counting())
+    fleet, unreadable = fleet_run.run_fleet(("-",), stdin=io.StringIO(text))
+    assert unreadable == [] and sorted(len(g.nodes) for g in fleet.groups) == [10, 30]
+    per_doc = len(text) // len(docs)
+    assert len(calls) <= len(docs) * (1 + 2 * per_doc // chunk + 1)  # retries only while one report is cut
+    bad = "[" + json.dumps(docs[0]) + " x " + json.dumps(docs[1]) + "]"
+    fleet, unreadable = fleet_run.run_fleet(("-",), stdin=io.StringIO(bad))
+    assert unreadable == [("stdin #2", "not valid JSON: expected ',' or ']' between array elements")]
+
+
+def test_a_big_json_array_in_bounded_memory(tmp_path, inspect_json):
+    """A 60 MB array (5,000 reports) in a child process limited to 256 MiB of address space... and 10 s."""
+    import resource
+    import subprocess
+    import sys
+
+    one = json.dumps(inspect_json(BASE))
+    path = tmp_path / "all.json"
+    with open(path, "w") as fh:
+        fh.write("[\n" + ",\n".join([one] * 5000) + "\n]\n")
+    assert path.stat().st_size > 40 << 20
+
+    def limit():  # noqa: ANN202
+        resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))  # the interpreter alone maps ~200 MB
+
+    done = subprocess.run([sys.executable, "-m", "numatune", "fleet", "--json", str(path)], capture_output=True,
+                          text=True, timeout=60, preexec_fn=limit, check=False)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert json.loads(done.stdout)["nodes"] == 5000

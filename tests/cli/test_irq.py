@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -166,3 +168,52 @@ def test_copy_of_captured_tree_roundtrip(cli, tmp_path):
     assert tree_digest(tree) != before
     assert cli("--root", str(tree), "irq", "restore", str(state)).exit_code == 0
     assert tree_digest(tree) == before
+
+
+def _pasted(line: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`line` as a user pastes it into a POSIX shell: `numatune` found on PATH, no NUMATUNE_ROOT."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMATUNE_ROOT"}
+    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", NUMATUNE_PCI_IDS="",
+               NO_COLOR="1")
+    return subprocess.run(["sh", "-c", line], capture_output=True, text=True, cwd=cwd, env=env, timeout=60, check=False)
+
+
+def test_the_printed_undo_restores_the_copy_when_pasted(cli, tmp_path):
+    """The undo line `irq apply --root COPY` prints, run in a shell from another directory, restores COPY:
+    a path with a space, a quote and a `$` survives the shell, and a narrow terminal does not wrap it."""
+    copy = fixture_copy("dev-1node-x86", tmp_path / "it's a $HOME copy" / "tree")
+    before = tree_digest(copy)
+    r = cli("--root", str(copy), "irq", "apply", env={"COLUMNS": "40"})
+    assert r.exit_code == 0 and tree_digest(copy) != before, r.stdout
+    [line] = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith("numatune irq restore ")]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # Safety first (tests may run as root): the same line as a dry run must name COPY, not the live node.
+    dry = _pasted(line + " --dry-run --json", elsewhere)
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["root"] == os.path.realpath(copy)
+    done = _pasted(line, elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert tree_digest(copy) == before
+
+
+def test_the_json_undo_is_the_printed_one(cli, root):
+    doc = json.loads(cli("--root", str(root), "irq", "apply", "--json").stdout)
+    assert doc["root"] == os.path.realpath(root)
+    assert doc["undo"] == f"numatune irq restore {doc['state_file']}"
+    assert cli("--root", str(root), "irq", "restore", doc["state_file"], "--json").exit_code == 0
+
+
+def test_restore_refuses_a_root_other_than_the_recorded_one(cli, tmp_path, monkeypatch):
+    copy = fixture_copy("dev-1node-x86", tmp_path / "copy")
+    other = fixture_copy("dev-1node-x86", tmp_path / "other")
+    state = tmp_path / "s.json"
+    assert cli("--root", str(copy), "irq", "apply", "--save", str(state)).exit_code == 0
+    applied, pristine = tree_digest(copy), tree_digest(other)
+    for args, env in ((["--root", str(other)], None), (["--root", "/"], None), ([], {"NUMATUNE_ROOT": str(other)})):
+        r = cli(*args, "irq", "restore", str(state), "--dry-run", env=env)  # a dry run: a bug must not touch /
+        assert r.exit_code == 3 and f"holds the IRQ state of {os.path.realpath(copy)}" in r.stderr, (args, r.stderr)
+        r = cli(*args, "irq", "restore", str(state), env=env) if args[-1:] != ["/"] else r
+        assert r.exit_code == 3
+    assert tree_digest(copy) == applied and tree_digest(other) == pristine
+    assert cli("--root", str(copy), "irq", "restore", str(state)).exit_code == 0  # naming it is fine too

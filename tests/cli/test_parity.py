@@ -14,12 +14,13 @@ from tests.cli.test_audit import ALLOC, start, stop
 from tests.parity import comparable
 
 PCI_IDS = next((p for p in ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids") if os.path.isfile(p)), "")
-# The snapshot's own lines, less plan-memory and the launch lines for a GPU or weights (this machine may lack
-# both: they fail live and replayed alike), plus audit's mappings.
+# The snapshot's own lines, less the launch lines for a GPU or weights (this machine may lack both: they fail
+# live and replayed alike), plus audit's mappings and a policy file's verdicts.
 COMMAND_LINES = (
-    *(line for line in (*DRY_RUN, *PID_DRY_RUN) if line[0] != "plan-memory"
-      and (line[0] != "launch" or ("--node" in line and "--mem-policy" not in line))),
+    *(line for line in (*DRY_RUN, *PID_DRY_RUN)
+      if line[0] != "launch" or ("--node" in line and "--mem-policy" not in line)),
     ("audit", "{pid}", "--json", "--mappings", "--min-size", "0"),
+    ("check", "--policy", "examples/gpu-node.toml", "--json"),  # NT330 judges numactl's recorded version
 )
 
 
@@ -66,6 +67,16 @@ def test_the_audited_process_is_really_in_the_snapshot(live_and_snapshot):
     assert proc["pid"] == pid and proc["command"] == live_proc["command"]
     assert proc["cpuset_cpus"] == live_proc["cpuset_cpus"]  # read from /sys/fs/cgroup/<its cgroup>/cpuset.*
     assert sum(proc["memory_by_node"].values()) >= 16 << 20
+
+
+def test_policy_verdicts_and_irqbalance_replay_as_live(live_and_snapshot):
+    """Nothing is "skipped" on replay that ran live (NT330 used to be), and irqbalance's state is known."""
+    live, saved, _pid = live_and_snapshot
+    line = ("check", "--policy", "examples/gpu-node.toml", "--json")
+    verdicts = [{c["name"]: c["status"] for c in json.loads(r[line].stdout)["checks"]} for r in (live, saved)]
+    assert verdicts[0] == verdicts[1] and verdicts[0]["policy.tools.numactl_min_version"] != "skipped"
+    running = [json.loads(r[("irq", "--json")].stdout)["irqbalance"]["running"] for r in (live, saved)]
+    assert running[0] == running[1] and running[1] is not None
 
 
 def test_every_command_that_reads_a_node_is_in_the_dry_run():

@@ -98,10 +98,10 @@ def test_unreadable_files_are_listed_and_replayed_as_unreadable(cli, tmp_path, m
 
     real = capture._read_bounded
 
-    def denying(path):  # noqa: ANN001, ANN202 - root reads everything: EACCES is simulated
+    def denying(src, path):  # noqa: ANN001, ANN202 - root reads everything: EACCES is simulated
         if path.endswith("/proc/sys/kernel/numa_balancing"):
             raise PermissionError(13, "Permission denied")
-        return real(path)
+        return real(src, path)
 
     monkeypatch.setattr(capture, "_read_bounded", denying)
     out = tmp_path / "snap"
@@ -141,3 +141,19 @@ def test_a_dry_run_command_that_hits_a_bug_is_named(cli, tmp_path, monkeypatch):
     assert result.exit_code == 0 and "may be incomplete: inspect --json: RuntimeError: boom" in result.stderr
     assert "dry-run error: inspect --json: RuntimeError: boom\n" in (out / "SNAPSHOT.txt").read_text()
     assert (out / "proc/interrupts").is_file()  # the other commands still read what they read
+
+
+def test_whether_irqbalance_ran_is_recorded_and_an_older_snapshot_says_unknown(cli, tmp_path):
+    """A snapshot keeps only a few /proc/PID entries, so the daemon's absence there proves nothing:
+    the snapshot's own `irqbalance:` line does. A tree without it (an older snapshot) reads as unknown."""
+    out = tmp_path / "snap"
+    assert cli("snapshot", "-o", str(out)).exit_code == 0
+    live = json.loads(cli("inspect", "--json").stdout)["settings"]["irqbalance_running"]
+    assert live in (True, False)
+    recorded = [ln for ln in (out / "SNAPSHOT.txt").read_text().splitlines() if ln.startswith("irqbalance: ")]
+    assert recorded == [f"irqbalance: {'running' if live else 'not running'}"]
+    assert json.loads(cli("--root", str(out), "inspect", "--json").stdout)["settings"]["irqbalance_running"] is live
+    note = out / "SNAPSHOT.txt"
+    note.write_text("".join(ln + "\n" for ln in note.read_text().splitlines() if not ln.startswith("irqbalance: ")))
+    replayed = json.loads(cli("--root", str(out), "inspect", "--json").stdout)["settings"]["irqbalance_running"]
+    assert replayed is (True if live else None)

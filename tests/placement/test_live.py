@@ -63,6 +63,24 @@ def test_tensors_and_arrays_come_from_the_arena(torch, np):
         a.empty(1, "float32")
 
 
+def test_arena_without_torch_makes_numpy_arrays_or_says_what_is_missing(np, monkeypatch):
+    """Arena.empty(shape) with torch missing: a float32 numpy array (torch's default dtype); with numpy missing
+    too: one InputError naming both, not a bare ModuleNotFoundError. A torch dtype without torch still raises."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    with Arena(MIB, "local") as a:
+        x = a.empty((4, 8))
+        assert isinstance(x, np.ndarray) and x.dtype == np.float32 and x.shape == (4, 8)
+        z = a.zeros(16)
+        assert z.dtype == np.float32 and not z.any()
+        monkeypatch.setitem(sys.modules, "numpy", None)
+        with pytest.raises(InputError, match="need torch or numpy"):
+            a.empty((4,))
+        assert len(a.buffer(128)) == 128  # a memoryview needs neither
+        del x, z
+
+
 def test_intra_op_threads_fault_pages_where_the_arena_says(torch):
     """The thread-policy pitfall: pages faulted by PyTorch's pool follow the range policy, not the thread's."""
     torch.set_num_threads(2)

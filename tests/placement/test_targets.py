@@ -26,7 +26,12 @@ def test_local_dram_cxl_and_nodes():
     ctx = context_of(HM, here=1)
     assert resolve("local", ctx).nodes == (1,)
     assert resolve("dram", ctx).nodes == (0, 1)
-    assert resolve("cxl", ctx).nodes == (2, 3)
+    # "cxl" is the caller's socket: node 1 has CXL node 3 (SLIT 14); node 2 (SLIT 24) is behind socket 0
+    cxl = resolve("cxl", ctx)
+    assert cxl.nodes == (3,) and "far-socket CXL node(s) 2 left out" in cxl.reason
+    assert resolve("cxl", context_of(HM, here=0)).nodes == (2,)
+    every = resolve("cxl:all", ctx)
+    assert every.nodes == (2, 3) and "far-socket CXL node(s) 2 for node 1" in every.reason
     near = resolve("cxl:nearest", ctx)  # node 1 is at distance 14 from node 3, 24 from node 2
     assert near.nodes == (3,) and "nearest to node 1" in near.reason
     assert resolve("cxl:nearest", context_of(HM, here=0)).nodes == (2,)
@@ -54,18 +59,23 @@ def test_gpu_local_uses_launchs_resolver_and_cuda_visible_devices():
         resolve(("local", 7), ctx)
 
 
-def test_stripe_shares_come_from_hmat_or_are_given():
+def test_stripe_shares_come_from_the_callers_hmat_row_or_are_given():
     ctx = context_of(HM)
-    s = resolve(Stripe("cxl"), ctx)
-    assert s.striped and s.shares == ((2, 0.5), (3, 0.5))
-    assert s.share_source.startswith("HMAT read bandwidth node 2 30000 MB/s")
+    s = resolve(Stripe("cxl"), ctx)  # node 0's socket: CXL node 2 only
+    assert s.striped and s.shares == ((2, 1.0),) and "far-socket CXL node(s) 3 left out" in s.reason
+    assert s.share_source == "HMAT read bandwidth from node 0: node 2 30000 MB/s"
+    # both, from node 0: HMAT lists node 0 as an initiator of node 2 only, so no figure for node 3 from here;
+    # node 3's figure for its own socket (30000 MB/s) is not used for node 0
+    both = resolve("stripe:cxl:all", ctx)
+    assert both.shares == ((2, 0.5), (3, 0.5)) and "far-socket CXL node(s) 3 for node 0" in both.reason
+    assert both.share_source == "equal shares: HMAT gives no bandwidth from node 0 to node(s) 3"
     g = resolve("stripe:2=1,3=3", ctx)
     assert g.shares == ((2, 0.25), (3, 0.75)) and g.share_source == "given"
     b = resolve("stripe:2,3", ctx, bandwidths={2: 10000, 3: 30000})
     assert b.shares == ((2, 0.25), (3, 0.75)) and b.share_source == "caller's bandwidth figures"
     # vm-cxl: node 3 (CXL) has no HMAT entry: equal shares, said so
     e = resolve("stripe:2,3", context_of("vm-cxl"))
-    assert e.shares == ((2, 0.5), (3, 0.5)) and "no HMAT bandwidth for node(s) 3" in e.share_source
+    assert e.shares == ((2, 0.5), (3, 0.5)) and "HMAT gives no bandwidth from node 0 to node(s)" in e.share_source
 
 
 def test_bad_targets_are_clear_errors():
@@ -85,7 +95,7 @@ def test_bad_targets_are_clear_errors():
 def test_cpuset_mems_outside_is_refused_naming_the_cgroup():
     ctx = context_of(HM, mems=frozenset({0, 1}), cgroup="/slurm/job42")
     with pytest.raises(Unsupported) as ei:
-        check_allowed(resolve("cxl", ctx), ctx)
+        check_allowed(resolve("cxl:all", ctx), ctx)
     assert "node(s) 2-3 are outside the memory nodes 0-1 that cgroup /slurm/job42 allows" in ei.value.message
     check_allowed(resolve("local", ctx), ctx)  # node 0 is allowed
 
@@ -121,7 +131,7 @@ def test_stripe_layout_spreads_chunks_and_covers_the_range():
     t = resolve(Stripe([2, 3]), context_of(HM))
     big = layout_for(t, 100 << 30, PS)
     assert len(big) <= MAX_STRIPE_RUNS and big[-1][0] + big[-1][1] == 100 << 30
-    assert layout_for(resolve("cxl", context_of(HM)), 3 * PS, PS) == [(0, 3 * PS, (2, 3))]
+    assert layout_for(resolve("cxl:all", context_of(HM)), 3 * PS, PS) == [(0, 3 * PS, (2, 3))]
 
 
 def test_stripe_chunk_rule():
@@ -167,5 +177,5 @@ def test_probe_bandwidths_feed_the_stripe():
         probe_bandwidths({"schema": "numatune.inspect/1"})
     with pytest.raises(InputError, match="no measured bandwidth from node 5"):
         probe_bandwidths(PROBE_DOC, 5)
-    t = resolve("stripe:cxl", context_of(HM), bandwidths=probe_bandwidths(PROBE_DOC))
+    t = resolve("stripe:cxl:all", context_of(HM), bandwidths=probe_bandwidths(PROBE_DOC))
     assert t.shares == ((2, 0.75), (3, 0.25)) and t.share_source == "caller's bandwidth figures"

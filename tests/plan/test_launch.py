@@ -293,3 +293,17 @@ def test_option_parsers():
     assert normalize_bdf("gpu0") is None
     assert sorted(["10000:00:01.0", "0000:af:00.0", "0000:18:00.0"], key=pci_sort_key) == [
         "0000:18:00.0", "0000:af:00.0", "10000:00:01.0"]
+
+
+def test_a_binding_kept_inside_restricted_cpus_says_whose_they_are():
+    """Inside srun the allowed CPUs are the job step's: the plan keeps inside them and the summary says so."""
+    from numatune.render.launch_text import summary_line
+
+    slurm = "Slurm job 7 step 0's CPUs, sched_getaffinity"
+    p = plan(HM, {"LOCAL_RANK": "0"}, fkw={"allowed_cpus": frozenset({1, 2, 9}), "allowed_source": slurm})
+    assert p.cpus == (1, 2, 9)
+    assert p.confined == f"the allowed CPUs 1-2,9 ({slurm})"
+    assert summary_line(p).endswith(f", inside the allowed CPUs 1-2,9 ({slurm})")
+    assert plan(HM, {"LOCAL_RANK": "0"}).confined == ""  # every CPU allowed: nothing to say
+    with pytest.raises(BindingError, match=r"outside the allowed CPUs 4-5 \(Slurm job 7 step 0's CPUs"):
+        plan(HM, {"LOCAL_RANK": "0"}, fkw={"allowed_cpus": frozenset({4, 5}), "allowed_source": slurm})

@@ -133,6 +133,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             bad = [k for k, v in checks.items() if v.get("status") != "passed"]
             tr.write_line(f"{name}: {len(checks) - len(bad)}/{len(checks)} checks passed in the guest"
                           f" (set-up {run.results.get('setup', {}).get('seconds')}s)")
+            for k, v in checks.items():
+                if v.get("status") == "skipped":
+                    tr.write_line(f"!!! {name}: {k} SKIPPED in the guest: {v.get('details')}", red=True, bold=True)
             slowest = sorted(checks.items(), key=lambda kv: -(kv[1].get("seconds") or 0))[:6]
             tr.write_line(f"{name}: slowest checks: " + ", ".join(f"{k} {v.get('seconds')}s" for k, v in slowest))
         if run.skip_reason:

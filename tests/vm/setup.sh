@@ -8,6 +8,8 @@
 #     (udev provides the virtio-serial links that carry command output back).
 #   - numactl, ndctl, daxctl, pciutils, iproute2: run *inside* the guest from the shared host root.
 #   - file: virtme-ng reads the kernel version from the image with it.
+#   - slurmctld, slurmd, slurm-client, munge: a one-node Slurm run inside the two-socket guest from the host
+#     root (checks_slurm.py); prometheus, prometheus-node-exporter: the Prometheus pipeline tests.
 #   - linux-image-6.12.*+deb12-amd64: Debian's stock kernel, downloaded and unpacked (not installed)
 #     into tests/vm/.cache/kernel, with depmod run so the guest can load modules.
 #   - virtme-ng (PyPI, provides `vng`) into the project venv.
@@ -31,10 +33,16 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 apt_pkgs=(qemu-system-x86 busybox-static numactl ndctl daxctl kmod udev pciutils iproute2 file)
+# The engines the guest runs: optional (their checks report "skipped", naming what is missing).
+optional_pkgs=(slurmctld slurmd slurm-client munge prometheus prometheus-node-exporter)
 # Debian 12 ships the `cxl` tool inside ndctl; a separate package exists on some releases.
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+optional=()
+for p in "${optional_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || optional+=("$p")
 done
 
 if [ "${NUMATUNE_VM_SKIP_APT:-0}" != 1 ]; then
@@ -44,13 +52,18 @@ if [ "${NUMATUNE_VM_SKIP_APT:-0}" != 1 ]; then
         && [ "$(apt-cache pkgnames linux-image-6.12 2>/dev/null | grep -c 'deb12-amd64')" -gt 0 ]; then
         lists_ok=1
     fi
-    if [ "$lists_ok" = 0 ] || [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$lists_ok" = 0 ] || [ "${#missing[@]}" -gt 0 ] || [ "${#optional[@]}" -gt 0 ]; then
         log "apt-get update"
         "${sudo_cmd[@]}" apt-get update -qq </dev/null
     fi
     if [ "${#missing[@]}" -gt 0 ]; then
         log "apt-get install ${missing[*]}"
         "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
+    fi
+    if [ "${#optional[@]}" -gt 0 ]; then
+        log "apt-get install ${optional[*]}"
+        "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${optional[@]}" </dev/null >/dev/null \
+            || log "could not install ${optional[*]}: the Slurm/Prometheus guest checks will report skipped"
     fi
     if ! command -v cxl >/dev/null 2>&1 && apt-cache show cxl >/dev/null 2>&1; then
         "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends cxl </dev/null >/dev/null

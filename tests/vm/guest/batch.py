@@ -94,6 +94,8 @@ def main() -> int:
             finally:
                 signal.alarm(0)
             entry = {"status": "passed", "details": details}
+        except vm_guest.CheckSkipped as exc:
+            entry = {"status": "skipped", "details": str(exc)}
         except vm_guest.CheckFailed as exc:
             entry = {"status": "failed", "details": str(exc)}
         except AssertionError as exc:

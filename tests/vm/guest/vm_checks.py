@@ -19,7 +19,8 @@ from vm_guest import CheckFailed, numatune_json, read
 
 #: Modules holding the checks, in run order (snapshot early so fixtures exist even if later
 #: checks break the machine).
-CHECK_MODULES = ("checks_inspect", "checks_cxl", "checks_runtime", "checks_placement", "checks_probe")
+CHECK_MODULES = ("checks_inspect", "checks_cxl", "checks_runtime", "checks_placement", "checks_probe",
+                 "checks_slurm", "checks_prometheus")
 
 ALL = ("two-socket", "cxl")
 

@@ -25,6 +25,10 @@ class CheckFailed(AssertionError):
     """A check ran and the machine or numatune disagreed with what was expected."""
 
 
+class CheckSkipped(Exception):
+    """A check cannot run in this guest (a binary it needs is not installed): reported as skipped, with why."""
+
+
 class NotImplementedYet(CheckFailed):
     """The numatune subcommand a check needs does not exist (yet): the check fails, loudly."""
 

@@ -1,0 +1,71 @@
+"""The one writer of every output file (`-o`, `--emit`, `--save`, `snapshot -o`).
+
+A temporary file is created in the destination's directory (O_EXCL | O_NOFOLLOW: never through a
+link an attacker placed there), filled, and renamed over the name: a reader sees the old file or
+the whole new one, and a link at the name is replaced, never written through. A missing directory,
+a permission problem or a destination on a kernel filesystem (/proc, /sys, /dev) is one line and
+exit 3 (InputError), with nothing left behind.
+
+A leaf module: stdlib only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from typing import BinaryIO
+
+from numatune.errors import InputError
+
+_KERNEL_FS = ("/proc", "/sys", "/dev")
+
+
+def write_file(path: str | os.PathLike[str], data: bytes | str | None = None, *,
+               fill: Callable[[BinaryIO], None] | None = None, mode: int = 0o644, replace: bool = True) -> str:
+    """Write `data` (or what `fill(fh)` writes) to `path` atomically; returns the path written.
+
+    `replace=False` refuses an existing file (EEXIST: the `irq apply` state file is never overwritten).
+    """
+    name = os.fspath(path)
+    base = os.path.basename(name)
+    if not base or base in (".", ".."):
+        raise InputError(f"cannot write {name}: not a file name")
+    folder = os.path.dirname(os.path.abspath(name))
+    real = os.path.realpath(folder)
+    if any(real == k or real.startswith(k + "/") for k in _KERNEL_FS):
+        raise InputError(f"cannot write {name}: {real} is a kernel filesystem, not a place for files")
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    tmp = f".{base}.{os.getpid()}.numatune-tmp"
+    try:
+        dirfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InputError(f"cannot write {name}: no directory {folder}") from None
+    except OSError as exc:
+        raise InputError(f"cannot write {name}: {exc.strerror or exc}") from None
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dirfd)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), mode)  # as asked, whatever the umask made of O_CREAT's mode
+                if fill is not None:
+                    fill(fh)
+                else:
+                    fh.write(data or b"")
+            if replace:
+                os.rename(tmp, base, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+            else:
+                os.link(tmp, base, src_dir_fd=dirfd, dst_dir_fd=dirfd, follow_symlinks=False)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=dirfd)
+    except FileExistsError:
+        raise InputError(f"cannot write {name}: it already exists") from None
+    except IsADirectoryError:
+        raise InputError(f"cannot write {name}: it is a directory") from None
+    except OSError as exc:
+        raise InputError(f"cannot write {name}: {exc.strerror or exc}") from None
+    finally:
+        os.close(dirfd)
+    return name

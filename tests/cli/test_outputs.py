@@ -1,0 +1,97 @@
+"""The one writer of output files (`-o`, `--emit`, `--save`, `snapshot -o`), tried as a careless user and
+an attacker would: a missing directory or a kernel filesystem is exit 3 with one line, a link at the
+name is replaced and never written through, nothing half-written or temporary is left behind."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from numatune.commands.snapshot import Capture
+from numatune.system.host import Host
+from tests.conftest import fixture_copy, fixture_root
+
+ROOT = "dev-1node-x86"
+WRITERS = {  # name -> the arguments after --root ROOT, with {out} the output file
+    "inspect -o": ["inspect", "--json", "-o", "{out}"],
+    "check -o": ["check", "-o", "{out}"],
+    "emit -o": ["emit", "slurm", "-o", "{out}"],
+    "irq plan --emit": ["irq", "plan", "--emit", "{out}"],
+    "launch --emit": ["launch", "--emit", "{out}", "--node", "0"],
+    "snapshot -o": ["snapshot", "-o", "{out}"],
+}
+
+
+def _run(cli, root, args, out):
+    return cli("--root", str(root), *[a.replace("{out}", str(out)) for a in args])
+
+
+def _one_line_exit_3(r, what: str) -> None:
+    assert r.exit_code == 3, (r.exit_code, r.stderr)
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("numatune: error: ") and what in lines[0], r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    assert len([ln for ln in lines if not ln.startswith("hint: ")]) == 1, r.stderr
+
+
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_a_missing_directory_is_exit_3(cli, tmp_path, writer):
+    out = tmp_path / "nonexistent" / ("x.tar.gz" if writer == "snapshot -o" else "x.out")
+    _one_line_exit_3(_run(cli, fixture_root(ROOT), WRITERS[writer], out), str(out))
+    assert not (tmp_path / "nonexistent").exists()
+
+
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_a_kernel_filesystem_is_exit_3_and_never_opened(cli, writer):
+    """/proc/sys/vm/drop_caches exists, is write-only and would act if written: refused by where it is,
+    not by click's `readable` check (exit 2) or by the kernel."""
+    out = "/proc/sys/vm/drop_caches.tar.gz" if writer == "snapshot -o" else "/proc/sys/vm/drop_caches"
+    _one_line_exit_3(_run(cli, fixture_root(ROOT), WRITERS[writer], out), "kernel filesystem")
+
+
+@pytest.mark.parametrize("writer", [w for w in WRITERS if w != "snapshot -o"] + ["irq apply --save"])
+def test_a_link_at_the_name_is_replaced_not_written_through(cli, tmp_path, writer):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "out"
+    os.symlink(victim, out)
+    if writer == "irq apply --save":  # the state file is never written over anything, a link included
+        root = fixture_copy(ROOT, tmp_path / "copy")
+        r = cli("--root", str(root), "irq", "apply", "--save", str(out))
+        assert r.exit_code == 3 and "already exists" in r.stderr and out.is_symlink()
+    else:
+        r = _run(cli, fixture_root(ROOT), WRITERS[writer], out)
+        assert r.exit_code in (0, 1), r.stderr
+        assert not out.is_symlink() and out.stat().st_size > 0
+    assert victim.read_text() == "precious\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
+
+
+def test_snapshot_into_a_linked_directory_is_refused(cli, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, tmp_path / "dest")
+    _one_line_exit_3(cli("--root", str(fixture_root(ROOT)), "snapshot", "-o", str(tmp_path / "dest")), "is a link")
+    assert os.listdir(outside) == []
+
+
+def test_snapshot_directory_writes_follow_no_link_placed_inside(tmp_path):
+    """A link swapped in under the destination while it is written (here: placed before) stops the
+    write with an error; nothing reaches the link's target."""
+    cap = Capture(Host.open(fixture_root(ROOT)))
+    cap.dirs.add("/sys/devices")
+    cap.files["/sys/devices/x"] = b"data"
+    dest, outside = tmp_path / "dest", tmp_path / "outside"
+    dest.mkdir()
+    outside.mkdir()
+    os.symlink(outside, dest / "sys")
+    with pytest.raises(OSError):
+        cap.write_dir(dest)
+    assert os.listdir(outside) == []
+
+
+def test_snapshot_o_to_a_missing_directory_was_an_internal_error(cli, tmp_path):
+    """The case issue 22 found: `snapshot -o /nonexistent/x.tar.gz` ended in exit 70."""
+    r = cli("--root", str(fixture_root(ROOT)), "snapshot", "-o", str(tmp_path / "no" / "x.tar.gz"))
+    _one_line_exit_3(r, "no/x.tar.gz")

@@ -1,0 +1,469 @@
+"""Prometheus end to end: numatune's textfiles -> real node_exporters -> a real Prometheus -> the shipped rules.
+
+The machines are fixture trees (each listed in fixtures/README.md); numatune writes their textfiles here, the
+way the shipped systemd unit does on a node. Two are hand-made variants, labelled as such below: a CXL machine
+whose tier files are edited so its CXL node sits in DRAM's tier, and a process with half its memory on the far
+node, added to a real two-socket tree (the fixtures hold no process trees).
+
+- `promtool check rules` and `promtool test rules` on examples/prometheus/numatune-rules.yml, the test's input
+  series being the textfiles' samples and its expected alerts computed here from the same samples;
+- one node_exporter (textfile collector only) per machine and one Prometheus scraping them every second with
+  the shipped rules: a PromQL query over the HTTP API answers which machine has which finding, and the GPU
+  alert fires on the misplaced-GPU machine and not on the clean GPU machine.
+
+They skip, naming what is missing, when Debian's prometheus / prometheus-node-exporter are not installed
+(scripts/test.sh installs them); once they run, any disagreement fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
+
+from numatune.cli import main
+from tests.conftest import fixture_copy, fixture_root
+
+REPO = Path(__file__).resolve().parents[1]
+RULES = REPO / "examples" / "prometheus" / "numatune-rules.yml"
+DASHBOARD = REPO / "examples" / "prometheus" / "numatune-dashboard.json"
+UNITS = REPO / "examples" / "prometheus"
+NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+PROMETHEUS = shutil.which("prometheus")
+PROMTOOL = shutil.which("promtool")
+
+#: instance name -> (fixture, what numatune writes there)
+MACHINES = {
+    "gpu-misplaced": "handmade-launch-2s4gpu-cxl",  # hand-made fixture (fixtures/README.md): GPUs without a local NIC
+    "gpu-clean": "h100-vm-1gpu",
+    "two-socket": "vm-two-socket",  # inspect + irq: its NVMe's IRQs fire off node 1
+    "cxl": "vm-cxl",  # the CXL node in its own lower tier
+    "cxl-top-tier": "vm-cxl",  # hand-made variant: tier files edited, the CXL node in DRAM's tier
+    "broken-srat": "8em64t-2s2ca2c-buggynuma",  # an error finding (NT008)
+    "trainer": "intel-xeon-L5640-2node",  # + a hand-made process with half its memory on the far node
+}
+
+
+def _numatune(*args: str) -> str:
+    res = CliRunner().invoke(main, list(args), env={"NUMATUNE_PCI_IDS": "", "NO_COLOR": "1"},
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+def _trainer_tree(dest: Path) -> Path:
+    """Hand-made process 4242 on a real two-socket tree: threads on node 0, half its anonymous memory on node 1."""
+    root = fixture_copy("intel-xeon-L5640-2node", dest)
+    pid = root / "proc" / "4242"
+    (pid / "task" / "4242").mkdir(parents=True)
+    stat = "4242 (python) S 1 " + " ".join(["0"] * 33) + " 0 " + " ".join(["0"] * 10)
+    for d in (pid, pid / "task" / "4242"):
+        (d / "stat").write_text(stat + "\n")
+        (d / "status").write_text("Name:\tpython\nPPid:\t1\nCpus_allowed_list:\t0-23\nMems_allowed_list:\t0-1\n")
+    (pid / "cmdline").write_text("python\x00train.py\x00")
+    (pid / "environ").write_text("LOCAL_RANK=0\x00")
+    (pid / "numa_maps").write_text("7f0000000000 default anon=2000 dirty=2000 N0=1000 N1=1000 kernelpagesize_kB=4\n")
+    return root
+
+
+def _cxl_top_tier_tree(dest: Path) -> Path:
+    """Hand-made variant of vm-cxl: its CXL node 3 moved into DRAM's tier (what firmware without HMAT/CDAT gives)."""
+    root = fixture_copy("vm-cxl", dest)
+    tiers = root / "sys" / "devices" / "virtual" / "memory_tiering"
+    (tiers / "memory_tier4" / "nodelist").write_text("0-1,3\n")
+    (tiers / "memory_tier22" / "nodelist").write_text("2\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def textfiles(tmp_path_factory) -> dict[str, Path]:
+    """instance -> its textfile directory, written by numatune as the shipped unit does (inspect, irq, audit)."""
+    base = tmp_path_factory.mktemp("textfiles")
+    out = {}
+    for name, fixture in MACHINES.items():
+        if name == "trainer":
+            root = _trainer_tree(base / "roots" / name)
+        elif name == "cxl-top-tier":
+            root = _cxl_top_tier_tree(base / "roots" / name)
+        else:
+            root = fixture_root(fixture)
+        d = base / name
+        d.mkdir()
+        (d / "numatune_inspect.prom").write_text(_numatune("--root", str(root), "inspect", "-f", "prometheus"))
+        if (Path(root) / "proc" / "interrupts").exists():
+            (d / "numatune_irq.prom").write_text(_numatune("--root", str(root), "irq", "-f", "prometheus"))
+        if name == "trainer":
+            (d / "numatune_audit.prom").write_text(_numatune("--root", str(root), "audit", "4242", "-f", "prometheus"))
+        out[name] = d
+    return out
+
+
+def _samples(textfiles: dict[str, Path]) -> list[tuple[str, dict[str, str], float]]:
+    """(metric, labels with instance and job, value) of every sample numatune wrote."""
+    out = []
+    for name, d in textfiles.items():
+        for f in sorted(d.glob("*.prom")):
+            for fam in text_string_to_metric_families(f.read_text()):
+                for s in fam.samples:
+                    out.append((s.name, {**s.labels, "instance": name, "job": "numatune"}, s.value))
+    return out
+
+
+def _findings(textfiles: dict[str, Path]) -> dict[str, set[tuple[str, str]]]:
+    found: dict[str, set[tuple[str, str]]] = {name: set() for name in textfiles}
+    for metric, labels, _ in _samples(textfiles):
+        if metric == "numatune_finding":
+            found[labels["instance"]].add((labels["code"], labels["severity"]))
+    return found
+
+
+def test_the_machines_have_the_findings_the_alerts_are_about(textfiles):
+    """The inputs themselves: numatune finds what the alerts below are tested on (so the tests can fail)."""
+    codes = {name: {c for c, _ in f} for name, f in _findings(textfiles).items()}
+    assert "NT002" in codes["gpu-misplaced"] and "NT002" not in codes["gpu-clean"]
+    assert "NT003" in codes["cxl-top-tier"] and "NT003" not in codes["cxl"]
+    assert "NT201" in codes["two-socket"] and "NT008" in codes["broken-srat"]
+    audit = (textfiles["trainer"] / "numatune_audit.prom").read_text()
+    assert 'numatune_process_remote_ratio{pid="4242"' in audit
+
+
+# -- promtool ------------------------------------------------------------------------------------------------------
+
+
+def _need(*tools: tuple[str | None, str]) -> None:
+    missing = [name for path, name in tools if path is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed (Debian: prometheus, prometheus-node-exporter; "
+                    "scripts/test.sh installs them)")
+
+
+def test_promtool_check_rules():
+    _need((PROMTOOL, "promtool"))
+    res = subprocess.run([PROMTOOL, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+def _series(metric: str, labels: dict[str, str]) -> str:
+    return metric + "{" + ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(labels.items())) + "}"
+
+
+def expected_alerts(textfiles: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
+    """What each shipped alert must say for these machines, computed here from the samples (not by PromQL): its
+    labels, plus its annotations under "annotations" (the rules' templates, rendered by hand)."""
+    samples = _samples(textfiles)
+    alerts: dict[str, list[dict[str, Any]]] = {}
+    gpu = {(lab["instance"], lab["code"], lab["subject"]) for m, lab, _ in samples
+           if m == "numatune_finding" and lab["code"] in ("NT002", "NT018")}
+    alerts["NumatuneGpuNicRemote"] = [
+        {"severity": "warning", "instance": i, "code": c, "subject": s, "annotations": {
+            "summary": f"GPU {s} on {i} has no NIC close to it ({c})",
+            "description": "Put a NIC on each GPU's socket, or have each rank use the NIC on its node (NCCL_IB_HCA)."}}
+        for i, c, s in sorted(gpu)]
+    err = {(lab["instance"], lab["code"], lab["subject"]) for m, lab, _ in samples
+           if m == "numatune_finding" and lab["severity"] == "error"}
+    alerts["NumatuneFindingError"] = [
+        {"severity": "critical", "instance": i, "code": c, "subject": s, "annotations": {
+            "summary": f"numatune {c} (error) on {i}: {s}",
+            "description": f"Run `numatune check` on {i} for the message and the fix."}}
+        for i, c, s in sorted(err)]
+    cxl = []
+    for name in textfiles:
+        tier = {lab["node"]: v for m, lab, v in samples if m == "numatune_node_memory_tier" and lab["instance"] == name}
+        cpus = {lab["node"]: (lab["kind"], v) for m, lab, v in samples
+                if m == "numatune_node_cpus" and lab["instance"] == name}
+        dram = [tier[n] for n, (_, c) in cpus.items() if c > 0 and n in tier]
+        for n, (kind, c) in sorted(cpus.items()):
+            if dram and c == 0 and kind in ("cxl", "pmem", "unknown") and tier.get(n) == min(dram):
+                cxl.append({"severity": "warning", "instance": name, "job": "numatune", "node": n, "annotations": {
+                    "summary": f"CPU-less node {n} on {name} sits in DRAM's memory tier {tier[n]:g}",
+                    "description": "The kernel neither demotes to it nor promotes from it (NT003): publish HMAT/CDAT"
+                                   " or use kmem."}})
+    alerts["NumatuneCxlInDramTier"] = cxl
+    irqs: dict[tuple[str, ...], float] = {}
+    for m, lab, v in samples:
+        if m == "numatune_device_irqs_remote":
+            key = (lab["instance"], lab["device"], lab["kind"], lab["node"])
+            irqs[key] = irqs.get(key, 0) + v
+    alerts["NumatuneIrqsOffNode"] = [
+        {"severity": "warning", "instance": i, "device": d, "kind": k, "node": n, "annotations": {
+            "summary": f"{v:g} IRQs of {k} {d} on {i} are routed off node {n}",
+            "description": f"Run `numatune irq plan` and `numatune irq apply` on {i} (or stop irqbalance)."}}
+        for (i, d, k, n), v in sorted(irqs.items()) if v > 0]
+    alerts["NumatuneRemoteMemory"] = [
+        {"severity": "warning", "instance": lab["instance"], "pid": lab["pid"], "comm": lab["comm"], "annotations": {
+            "summary": f"Process {lab['pid']} ({lab['comm']}) on {lab['instance']} has {100 * v:g}% of its memory"
+                       " on remote nodes",
+            "description": f"`numatune audit {lab['pid']}` on {lab['instance']} names the fix (numatune launch,"
+                           " migratepages)."}}
+        for m, lab, v in samples if m == "numatune_process_remote_ratio" and v > 0.2]
+    return alerts
+
+
+def test_expected_alerts_name_the_right_machines(textfiles):
+    alerts = expected_alerts(textfiles)
+    machines = {name: {a["instance"] for a in rows} for name, rows in alerts.items()}
+    assert machines == {
+        "NumatuneGpuNicRemote": {"gpu-misplaced"},
+        "NumatuneFindingError": {"broken-srat"},
+        "NumatuneCxlInDramTier": {"cxl-top-tier"},
+        "NumatuneIrqsOffNode": {"two-socket"},
+        "NumatuneRemoteMemory": {"trainer"},
+    }
+
+
+def test_promtool_test_rules(textfiles, tmp_path):
+    """`promtool test rules`: the textfiles' samples as input series, every alert and recording rule checked."""
+    _need((PROMTOOL, "promtool"))
+    samples = _samples(textfiles)
+    series = [{"series": _series(m, lab), "values": f"{v:g}+0x30"} for m, lab, v in samples if v == v]
+    findings = _findings(textfiles)
+    per_code: dict[tuple[str, str], int] = {}
+    for found in findings.values():
+        for key in found:
+            per_code[key] = per_code.get(key, 0) + 1
+    alerts = expected_alerts(textfiles)
+    test = {
+        "rule_files": [str(RULES)],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": series,
+            "alert_rule_test": [
+                {"eval_time": "15m", "alertname": name,
+                 "exp_alerts": [{"exp_labels": {k: v for k, v in row.items() if k != "annotations"},
+                                 "exp_annotations": row["annotations"]} for row in rows]}
+                for name, rows in alerts.items()
+            ] + [{"eval_time": "5m", "alertname": "NumatuneRemoteMemory", "exp_alerts": []}],  # `for: 10m`
+            "promql_expr_test": [
+                {"expr": "code_severity:numatune_finding:machines", "eval_time": "15m",
+                 "exp_samples": [{"labels": _series("code_severity:numatune_finding:machines",
+                                                    {"code": c, "severity": s}), "value": n}
+                                 for (c, s), n in sorted(per_code.items())]},
+                {"expr": 'instance:numatune_process_remote_ratio:max', "eval_time": "15m",
+                 "exp_samples": [{"labels": 'instance:numatune_process_remote_ratio:max{instance="trainer"}',
+                                  "value": 0.5}]},
+            ],
+        }],
+    }
+    old_file = {"file": "/var/lib/prometheus/node-exporter/numatune_inspect.prom", "job": "numatune"}
+    test["tests"].append({  # the textfile timer stopped on "stopped" 4 h ago; "running" rewrites it every minute
+        "interval": "1m",
+        "input_series": [
+            {"series": _series("node_textfile_mtime_seconds", {**old_file, "instance": "stopped"}),
+             "values": "0+0x300"},
+            {"series": _series("node_textfile_mtime_seconds", {**old_file, "instance": "running"}),
+             "values": "0+60x300"}],
+        "alert_rule_test": [{"eval_time": "4h", "alertname": "NumatuneTextfileStale", "exp_alerts": [{
+            "exp_labels": {**old_file, "instance": "stopped", "severity": "info"},
+            "exp_annotations": {"summary": f"{old_file['file']} on stopped was last written 4h 0m 0s ago",
+                                "description": "The numatune textfile timer stopped refreshing it."}}]},
+            {"eval_time": "2h", "alertname": "NumatuneTextfileStale", "exp_alerts": []}],
+    })
+    path = tmp_path / "numatune-rules.test.yml"
+    path.write_text(json.dumps(test, indent=1))  # JSON is YAML
+    res = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
+    assert "SUCCESS" in res.stdout
+
+
+# -- the real pipeline ---------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+
+
+def _query(port: int, promql: str) -> list[dict]:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(url, timeout=10) as r:
+        doc = json.load(r)
+    assert doc["status"] == "success", doc
+    return doc["data"]["result"]
+
+
+def _wait(what: str, predicate, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < end:
+        try:
+            if predicate():
+                return
+        except OSError as exc:  # not listening yet
+            last = exc
+        time.sleep(0.5)
+    pytest.fail(f"{what}: not within {timeout:.0f} s ({last})")
+
+
+def test_prometheus_scrapes_node_exporters_and_alerts(textfiles, tmp_path):
+    _need((NODE_EXPORTER, "prometheus-node-exporter"), (PROMETHEUS, "prometheus"))
+    t0 = time.monotonic()
+    ports = {name: _free_port() for name in textfiles}
+    prom_port = _free_port()
+    targets = [{"targets": [f"127.0.0.1:{ports[name]}"], "labels": {"instance": name}} for name in textfiles]
+    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+              "rule_files": [str(RULES)],
+              "scrape_configs": [{"job_name": "numatune", "static_configs": targets}]}
+    (tmp_path / "prometheus.yml").write_text(json.dumps(config, indent=1))
+    with _processes() as procs:
+        for name, d in textfiles.items():
+            procs.append(subprocess.Popen(
+                [NODE_EXPORTER, f"--web.listen-address=127.0.0.1:{ports[name]}", "--collector.disable-defaults",
+                 "--collector.textfile", f"--collector.textfile.directory={d}", "--log.level=warn"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(subprocess.Popen(
+            [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("w")))
+        want = _findings(textfiles)
+
+        def scraped() -> bool:
+            assert all(p.poll() is None for p in procs), (tmp_path / "prometheus.log").read_text()[-2000:]
+            up = _query(prom_port, 'up{job="numatune"} == 1')
+            return len(up) == len(textfiles)
+
+        _wait("every node_exporter scraped", scraped)
+        # node_exporter read every textfile (a HELP that differs between two files would be a scrape error)
+        errors = _query(prom_port, "node_textfile_scrape_error")
+        assert {r["metric"]["instance"]: r["value"][1] for r in errors} == {n: "0" for n in textfiles}
+
+        # "which machines have which finding", over the HTTP API
+        rows = _query(prom_port, "count by (instance, code, severity) (numatune_finding)")
+        got: dict[str, set[tuple[str, str]]] = {name: set() for name in textfiles}
+        for r in rows:
+            got[r["metric"]["instance"]].add((r["metric"]["code"], r["metric"]["severity"]))
+        assert got == want
+        nt002 = {r["metric"]["instance"] for r in _query(prom_port, 'numatune_finding{code="NT002"}')}
+        assert nt002 == {"gpu-misplaced"}
+
+        def firing() -> list[dict]:
+            return _query(prom_port, 'ALERTS{alertstate="firing"}')
+
+        # Alerts on recording rules fire one evaluation after the recording group has run: wait for each.
+        def firing_on(alert: str) -> set[str]:
+            return {a["metric"]["instance"] for a in firing() if a["metric"]["alertname"] == alert}
+
+        for alert, machine in (("NumatuneGpuNicRemote", "gpu-misplaced"), ("NumatuneCxlInDramTier", "cxl-top-tier"),
+                               ("NumatuneIrqsOffNode", "two-socket"), ("NumatuneFindingError", "broken-srat")):
+            _wait(f"{alert} fires on {machine}", lambda a=alert, m=machine: m in firing_on(a))
+            assert firing_on(alert) == {machine}, alert  # and never on another machine (gpu-clean, cxl)
+        stale = [a for a in firing() if a["metric"]["alertname"] == "NumatuneTextfileStale"]
+        assert stale == []
+        # every dashboard panel shows data for these machines (the recording rules have run by now)
+        for expr in _dashboard_exprs():
+            _wait(f"dashboard query {expr!r} returns data", lambda e=expr: bool(_query(prom_port, e)), timeout=30)
+        with urllib.request.urlopen(f"http://127.0.0.1:{prom_port}/api/v1/rules", timeout=10) as r:
+            groups = json.load(r)["data"]["groups"]
+        unhealthy = [(rule["name"], rule.get("lastError")) for g in groups for rule in g["rules"]
+                     if rule["health"] != "ok"]
+        assert not unhealthy
+    assert time.monotonic() - t0 < 90
+
+
+def _dashboard_exprs() -> list[str]:
+    """The PromQL of every panel, with the dashboard's `$instance` variable set to "All"."""
+    board = json.loads(DASHBOARD.read_text())
+    return [t["expr"].replace("$instance", ".*") for p in board["panels"] for t in p.get("targets", [])]
+
+
+def test_dashboard_queries_parse():
+    """Every panel query of the Grafana dashboard is PromQL Prometheus accepts (promtool's parser, via a rule)."""
+    _need((PROMTOOL, "promtool"))
+    exprs = _dashboard_exprs()
+    assert len(exprs) >= 5
+    metrics = {m for e in exprs for m in ("numatune_finding", "instance_code_severity:numatune_finding:count",
+                                          "instance:numatune_process_remote_ratio:max",
+                                          "instance_device:numatune_device_irqs_remote:sum",
+                                          "instance_node:numatune_cxl_in_dram_tier:tier") if m in e}
+    assert len(metrics) >= 4
+    rules = {"groups": [{"name": "dashboard", "rules": [
+        {"record": f"dashboard:panel{i}", "expr": e} for i, e in enumerate(exprs)]}]}
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"numatune-dashboard-{os.getpid()}.rules.yml"
+    path.write_text(json.dumps(rules))
+    try:
+        res = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    finally:
+        path.unlink()
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_systemd_units_verify(tmp_path):
+    """The textfile timer and service pass `systemd-analyze verify` (which checks the ExecStart binary exists)."""
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze not installed (Debian: systemd)")
+    for unit in ("numatune-textfile.service", "numatune-textfile.timer"):
+        shutil.copy(UNITS / unit, tmp_path / unit)
+    # verify runs `man` for each Documentation= page: the project's own pages, as they would be installed
+    (tmp_path / "man" / "man1").mkdir(parents=True)
+    for page in (REPO / "man").glob("*.1"):
+        (tmp_path / "man" / "man1" / page.name).symlink_to(page)
+    res = subprocess.run([analyze, "verify", str(tmp_path / "numatune-textfile.timer"),
+                          str(tmp_path / "numatune-textfile.service")],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "SYSTEMD_LOG_LEVEL": "notice",
+                              "MANPATH": str(tmp_path / "man")})
+    problems = [x for x in (res.stdout + res.stderr).splitlines()
+                if "numatune-textfile" in x and "Failed to" not in x or "is not executable" in x]
+    assert res.returncode == 0 and not problems, res.stdout + res.stderr
+
+
+def test_textfile_unit_writes_atomically(tmp_path):
+    """The service's ExecStart, run as it is (root and collector directory swapped for test ones): each textfile is
+    replaced by rename, never left half-written, and a failing run keeps the last good one."""
+    text = (UNITS / "numatune-textfile.service").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("ExecStart="))
+    argv = json.loads("[" + ",".join(json.dumps(a) for a in _split_exec(line[len("ExecStart="):])) + "]")
+    assert argv[:2] == ["/bin/sh", "-c"]
+    script = argv[2].replace("/var/lib/prometheus/node-exporter", str(tmp_path))
+    numatune_bin = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin"
+    env = {**os.environ, "PATH": f"{numatune_bin}:{os.environ['PATH']}",
+           "NUMATUNE_ROOT": str(fixture_root("vm-two-socket"))}
+    res = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["numatune_inspect.prom", "numatune_irq.prom"]
+    assert "numatune_numa_nodes 2" in (tmp_path / "numatune_inspect.prom").read_text()
+    assert 'numatune_device_irqs_remote{device="0000:42:00.0"' in (tmp_path / "numatune_irq.prom").read_text()
+    # a failing run leaves the last good file and no temporary one
+    before = (tmp_path / "numatune_inspect.prom").read_text()
+    res = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**env, "NUMATUNE_ROOT": str(tmp_path / "missing")})
+    assert res.returncode != 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["numatune_inspect.prom", "numatune_irq.prom"]
+    assert (tmp_path / "numatune_inspect.prom").read_text() == before
+
+
+def _split_exec(value: str) -> list[str]:
+    import shlex
+
+    return shlex.split(value)
