@@ -19,7 +19,7 @@ import hashlib
 import json
 import math
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from numatune.analysis.diff import _PATH_RANK, cpu_kinds_summary
@@ -53,12 +53,35 @@ class Group:
 
 
 @dataclass(frozen=True)
+class PoolHost:
+    """One host's view of a pooled CXL device or shared region."""
+
+    node: str  # the host (report name)
+    memdevs: tuple[str, ...]  # the host's names for it (mem0, ...)
+    capacity_bytes: int | None  # the device's capacity as this host sees it (ram + pmem)
+    online_bytes: int | None  # what of it this host has in regions onlined as NUMA nodes (its share of each)
+    numa_nodes: tuple[int, ...]  # the nodes that memory became
+    tiers: tuple[int | None, ...]  # the memory tier of each of those nodes
+    regions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A CXL device (same serial number) or region (same UUID) that several hosts see."""
+
+    kind: str  # "device" | "region"
+    key: str  # the serial number ("0x4e540001") or the region UUID
+    hosts: tuple[PoolHost, ...]
+
+
+@dataclass(frozen=True)
 class Fleet:
     groups: tuple[Group, ...]
     reference_is_majority: bool  # False when the largest groups tie
     outliers: tuple[str, ...] = ()
     total: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    pools: tuple[Pool, ...] = ()
 
 
 def round_gib(kib: int | None) -> str:
@@ -151,12 +174,14 @@ class _GroupTally:
 class FleetTally:
     """Groups reports one at a time, keeping per group only what the fleet report shows."""
 
-    __slots__ = ("names", "_groups", "_shape_cache")
+    __slots__ = ("names", "_groups", "_shape_cache", "_pooled")
 
     def __init__(self) -> None:
         self.names: list[str] = []  # node index -> name (made unique in `result`)
         self._groups: dict[str, _GroupTally] = {}  # fingerprint -> tally
         self._shape_cache: dict[str, tuple[str, dict[str, str]]] = {}  # canonical shape JSON -> (fp, shape)
+        # (kind, serial or region UUID) -> [(node index, its view)]: only for reports with identified CXL memory
+        self._pooled: dict[tuple[str, str], list[tuple[int, PoolHost]]] = {}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -188,6 +213,8 @@ class FleetTally:
             if entry is None:
                 entry = group.findings[code] = (f.get("severity", ""), f.get("message", ""), array("I"))
             entry[2].append(index)
+        for key, view in cxl_identities(doc):
+            self._pooled.setdefault(key, []).append((index, view))
         return index
 
     def rename(self, index: int, name: str) -> None:
@@ -219,7 +246,63 @@ class FleetTally:
         outliers = tuple(n for g in groups[1:] for n in g.nodes)
         notes = () if majority else ("the largest groups are the same size: group A is the reference only because "
                                      "it comes first",)
-        return Fleet(tuple(groups), majority, outliers, len(names), notes)
+        pools = []
+        for (kind, key), seen in sorted(self._pooled.items()):
+            if len({k for k, _ in seen}) < 2:
+                continue  # one host only: not a pool
+            pools.append(Pool(kind, key, tuple(replace(view, node=names[k]) for k, view in seen)))
+        return Fleet(tuple(groups), majority, outliers, len(names), notes, tuple(pools))
+
+
+def _serial(value: Any) -> str | None:
+    """A memdev serial as one spelling ("0x4e540001"); 0, absent or malformed is unknown (emulators and
+    some devices report 0 for every device, which does not make them one device)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(value, 0) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        return None
+    return f"{number:#x}" if number > 0 else None
+
+
+def cxl_identities(doc: dict[str, Any]) -> list[tuple[tuple[str, str], PoolHost]]:
+    """((kind, key), this host's view) for every identified CXL device (serial) and region (UUID) of a report."""
+    cxl = doc.get("cxl") or {}
+    memdevs = [m for m in cxl.get("memdevs") or [] if isinstance(m, dict)]
+    regions = [r for r in cxl.get("regions") or [] if isinstance(r, dict)]
+    if not memdevs and not regions:
+        return []
+    tiers = {n.get("id"): n.get("tier") for n in doc.get("nodes") or [] if isinstance(n, dict)}
+    out: dict[tuple[str, str], PoolHost] = {}
+    for m in memdevs:
+        serial = _serial(m.get("serial"))
+        if serial is None:
+            continue
+        mine = [r for r in regions if m.get("name") in (r.get("memdevs") or [])]
+        sizes = [m.get(k) for k in ("ram_size", "pmem_size") if isinstance(m.get(k), int)]
+        online = [r["size"] // max(r.get("interleave_ways") or 1, 1) for r in mine
+                  if isinstance(r.get("size"), int) and r.get("nodes")]
+        view = _view(mine, tiers, [m.get("name")], sum(sizes) if sizes else None, sum(online) if online else None)
+        key = ("device", serial)
+        if key in out:  # one device seen twice by one host (two paths): one view, both names
+            old = out[key]
+            view = PoolHost("", old.memdevs + view.memdevs, old.capacity_bytes, old.online_bytes, old.numa_nodes,
+                            old.tiers, old.regions)
+        out[key] = view
+    for r in regions:
+        uuid = r.get("uuid")
+        if isinstance(uuid, str) and uuid.strip("0-"):  # a pmem region's UUID lives in the devices' labels
+            online = r.get("size") if r.get("nodes") and isinstance(r.get("size"), int) else None
+            out[("region", uuid)] = _view([r], tiers, list(r.get("memdevs") or []), r.get("size"), online)
+    return list(out.items())
+
+
+def _view(regions: list[dict[str, Any]], tiers: dict[Any, Any], memdevs: list[Any], capacity: int | None,
+          online: int | None) -> PoolHost:
+    nodes = sorted({n for r in regions for n in r.get("nodes") or [] if isinstance(n, int)})
+    return PoolHost("", tuple(str(x) for x in memdevs), capacity, online, tuple(nodes),
+                    tuple(tiers.get(n) for n in nodes), tuple(str(r.get("name")) for r in regions))
 
 
 def _unique(names: list[str]) -> list[str]:

@@ -374,6 +374,33 @@ def _cxl_tier(code: Code, want: str | int, topo: Topology, facts: PolicyFacts): 
     return out, None
 
 
+def _cxl_link_budget(code: Code, want: float, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
+    from numatune.analysis.cxl_links import node_budgets, over_budget
+    from numatune.analysis.topology_findings import cxl_budget_findings
+
+    if not node_budgets(topo, want):
+        return [], "no CXL memory node with readable links on this node"
+    return list(cxl_budget_findings(code, topo, over_budget(topo, want), want)), None
+
+
+def _cxl_interleave_ways(code: Code, want: int, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
+    regions = [r for r in topo.cxl.regions if r.nodes]
+    if not regions:
+        return [], "no CXL region onlined as a NUMA node on this node"
+    out = []
+    for r in regions:
+        if r.interleave_ways is None or r.interleave_ways < want:
+            members = ", ".join(m.memdev or "?" for m in r.members) or ", ".join(r.memdevs) or "?"
+            out.append(code(
+                f"{r.name} (node(s) {format_cpulist(r.nodes)}) interleaves {r.interleave_ways or '?'} way(s) "
+                f"over {members}, expected at least {want}",
+                f"recreate the region over {want} devices: cxl create-region -w {want} -g 256 MEMDEVS "
+                "(devices behind different root ports or host bridges spread the traffic over more links)",
+                r.name,
+            ))
+    return out, None
+
+
 def _min_version(what: str, have: Callable[[Topology, PolicyFacts], tuple[str | None, str]], fix: str) -> Rule:
     def rule(code: Code, want: str, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
         version, note = have(topo, facts)
@@ -507,6 +534,12 @@ EXPECTATIONS: tuple[Expectation, ...] = (
             "the least CXL memory (GiB) online as NUMA nodes.", _cxl_capacity),
     _expect("expect.cxl.tier", "tier", "NT313", _E, "memory tier of CXL nodes",
             "the memory tier of every CXL node: below-dram, same-as-dram or a tier number.", _cxl_tier),
+    _expect("expect.cxl.gpus_per_x16_link", "number", "NT314", _W, "GPUs per CXL 2.0 x16 link",
+            "the most GPUs whose ranks may spill to CXL memory behind one CXL 2.0 x16 link's worth of "
+            "bandwidth (links of other widths and generations in proportion); inspect's NT022 uses 4.",
+            _cxl_link_budget),
+    _expect("expect.cxl.interleave_ways_min", "count", "NT315", _W, "CXL interleave ways",
+            "the fewest devices every CXL region onlined as a NUMA node interleaves over.", _cxl_interleave_ways),
     _expect("kernel.min_version", "version", "NT320", _E, "minimum kernel version", "the oldest kernel allowed.",
             _min_version("kernel", lambda t, f: (
                 t.settings.release, "the kernel release is not in this root (/proc/sys/kernel/osrelease, "

@@ -81,6 +81,22 @@ NT021 = register("NT021", Severity.WARNING, "topology", "a GPU's node has only e
     On a CPU with several core kinds, every online CPU of a GPU's local NUMA node is of a lower
     (efficiency) kind: a rank bound to that node feeds its GPU from the slow cores. Bind the rank to
     performance cores elsewhere (numatune launch --node N) or check the BIOS's core parking.""")
+NT022 = register("NT022", Severity.WARNING, "topology", "too many GPUs lean on one CXL link", """
+    More GPUs' ranks spill to a CXL memory node than the links in front of it can feed, at one CXL 2.0
+    x16 link (about 63 GB/s per direction) per four GPUs: eight GPUs on one x16 link, or more than two
+    on an x8 one, saturate it. The links counted are those at the host-bridge end of each path to the
+    node's memdevs (a switch's upstream link, else the device's own); the GPUs are those whose nearest
+    CXL node it is (where `launch --mem-policy cxl-spill` puts their spill). Policy key
+    expect.cxl.gpus_per_x16_link changes the four (NT314).""")
+NT023 = register("NT023", Severity.WARNING, "topology", "an interleave set sits behind one narrow link", """
+    Every member of a CXL region's interleave set sits behind the same upstream link (one switch on one
+    root port), and that link is slower than the members' own links together: the set runs at that
+    link's rate, not at the sum of its devices'. Spread the members over root ports or host bridges,
+    or give the switch a wider upstream link.""")
+NT024 = register("NT024", Severity.WARNING, "topology", "a CXL link trained below its maximum", """
+    A CXL link runs narrower or slower than both of its ends can (current_link_width/speed below
+    max_link_width/speed): a badly seated card, a riser or retimer, or a slot wired narrower than it
+    looks. The bandwidth lost is in the finding.""")
 
 
 def check_unknown_device_node(topo: Topology) -> Iterator[Finding]:
@@ -390,6 +406,66 @@ def check_nvswitch_fabric(topo: Topology) -> Iterator[Finding]:
 
 
 # Each rule with the one code it reports, in report order.
+def check_cxl_link_budget(topo: Topology) -> Iterator[Finding]:
+    if not topo.cxl.links or not topo.gpus:
+        return
+    from numatune.analysis.cxl_links import over_budget
+
+    yield from cxl_budget_findings(NT022, topo, over_budget(topo), 4)
+
+
+def cxl_budget_findings(code: Code, topo: Topology, budgets: list, per_x16: float) -> Iterator[Finding]:
+    """The budget finding (NT022, or the policy's NT314 with its own GPUs-per-link figure)."""
+    from numatune.analysis.cxl_links import link_label
+
+    for b in budgets:
+        links = ", ".join(f"{x.downstream} {link_label(x)}" for x in b.links)
+        yield code(
+            f"{len(b.gpus)} GPUs' ranks spill to CXL node {b.node} ({', '.join(b.regions)}), whose memory sits "
+            f"behind {len(b.links)} link(s) of {b.gbps:g} GB/s per direction in all ({links}): "
+            f"{b.gpus_allowed:g} GPUs' worth at one CXL 2.0 x16 link per {per_x16:g} GPUs",
+            f"add CXL links (one x16 CXL 2.0 link per {per_x16:g} GPUs: more devices on other root ports or host "
+            "bridges, or a wider switch uplink), or keep some GPUs' spill in DRAM",
+            f"node {b.node}",
+        )
+
+
+def check_cxl_interleave_uplink(topo: Topology) -> Iterator[Finding]:
+    if not topo.cxl.links:
+        return
+    from numatune.analysis.cxl_links import link_label, narrow_uplinks
+
+    for region, link, total in narrow_uplinks(topo):
+        members = ", ".join(m.memdev or "?" for m in region.members)
+        switch = next((m.switch for m in region.members if m.switch), None)
+        where = f"switch {switch}'s upstream link" if switch else "one link"
+        yield NT023(
+            f"{region.name}'s {region.interleave_ways}-way interleave set ({members}) sits behind {where} "
+            f"{link.upstream or '?'} -> {link.downstream}, {link_label(link)}, while its members' own links "
+            f"carry {total:g} GB/s together: the set runs at most at the upstream link's rate",
+            "put the members behind different root ports or host bridges, or give the switch a wider or "
+            "faster upstream link",
+            region.name,
+        )
+
+
+def check_cxl_link_trained_down(topo: Topology) -> Iterator[Finding]:
+    if not topo.cxl.links:
+        return
+    from numatune.analysis.cxl_links import trained_down
+
+    for x in trained_down(topo):
+        lost = f", {x.max_gbps:g} GB/s possible" if x.max_gbps is not None else ""
+        yield NT024(
+            f"CXL link {x.upstream or '?'} -> {x.downstream} runs x{x.width or '?'} {x.speed or '?'} but both ends "
+            f"can do x{x.max_width or '?'} {x.max_speed or '?'}: {x.gbps if x.gbps is not None else '?'} GB/s per "
+            f"direction{lost}",
+            "reseat the card, check risers/retimers and the slot's wiring (lspci -vv: LnkSta against LnkCap); "
+            "the BIOS may force a lower link speed",
+            x.downstream,
+        )
+
+
 CHECKS: tuple[tuple[Code, Callable[[Topology], Iterator[Finding]]], ...] = (
     (NT001, check_unknown_device_node),
     (NT002, check_gpu_without_local_nic),
@@ -412,6 +488,9 @@ CHECKS: tuple[tuple[Code, Callable[[Topology], Iterator[Finding]]], ...] = (
     (NT019, check_nvswitch_fabric),
     (NT020, check_capacity_frequency),
     (NT021, check_gpu_on_efficiency_cores),
+    (NT022, check_cxl_link_budget),
+    (NT023, check_cxl_interleave_uplink),
+    (NT024, check_cxl_link_trained_down),
 )
 
 

@@ -171,8 +171,11 @@ def _watch(app: App, run: AuditRun, interval: float, count: int, sample: float) 
                 live.update(Text(f"{exc.message}; stopped watching"), refresh=True)
                 break
             stamp = time.strftime("%H:%M:%S")
-            live.update(job_table(audits, run.topo, helpers, f"numatune audit — {stamp} — every {interval:g}s"),
-                        refresh=True)
+            table = job_table(audits, run.topo, helpers, f"numatune audit — {stamp} — every {interval:g}s")
+            cxl = [n for n in notes if n.startswith("CXL traffic")]  # per-device CXL PMU counts (with --sample)
+            if cxl:
+                table.caption, table.caption_justify = "\n".join(cxl), "left"
+            live.update(table, refresh=True)
             n += 1
             if count and n >= count:
                 break

@@ -134,8 +134,7 @@ class AuditRun:
         events: tuple[str, ...] = ()
         if sample > 0:
             pmu_counts, events, pmu_note, vm = self.sample(procs, sample, progress)
-            if vm:
-                notes.append(vm)
+            notes += vm
             procs = self.read([p.pid for p in procs], strict, notes)  # fresh placement and hinting faults
         helpers: dict[int, int] = {}
         if job is not None:
@@ -156,10 +155,11 @@ class AuditRun:
 
     def sample(
         self, procs: list[ProcessInfo], seconds: float, progress: Callable[[str, float, float], None] | None = None
-    ) -> tuple[dict[int, tuple[int, int]] | None, tuple[str, ...], str | None, str | None]:
+    ) -> tuple[dict[int, tuple[int, int]] | None, tuple[str, ...], str | None, list[str]]:
         """Count local/remote DRAM loads of the processes' threads for `seconds` (hardware counters, when
-        they open) and the system-wide NUMA hinting faults in /proc/vmstat over the same time.
-        Returns (counts per PID or None, event names, why there are no counts, vmstat note)."""
+        they open), the system-wide NUMA hinting faults in /proc/vmstat and, on a node with CXL memory,
+        each CXL device's read/write traffic (its CXL PMU) over the same time.
+        Returns (counts per PID or None, event names, why there are no counts, notes: vmstat, CXL traffic)."""
         import time
 
         from numatune.errors import PmuUnavailable
@@ -172,9 +172,19 @@ class AuditRun:
             session = open_pmu(self.host, {p.pid: [t.tid for t in p.threads] or [p.pid] for p in procs})
         except PmuUnavailable as exc:
             note = str(exc)
+        cxl, cxl_note = None, None
+        if self.topo.cxl.memdevs:
+            from numatune.readers.perf import open_cxl_traffic
+
+            try:
+                cxl = open_cxl_traffic(self.host, self.topo.cxl.pmus)
+            except PmuUnavailable as exc:
+                cxl_note = f"CXL traffic per device: not measured — {exc}"
         vm0 = parse_vmstat(self.host.read_optional("/proc/vmstat") or "")
         if session is not None:
             session.start()
+        if cxl is not None:
+            cxl.start()
         if progress is not None:
             what = "counting DRAM loads" if session else "sampling NUMA-balancing faults"
             start = time.monotonic()
@@ -185,6 +195,7 @@ class AuditRun:
         else:
             time.sleep(seconds)
         counts = session.stop() if session is not None else None
+        traffic = cxl.stop() if cxl is not None else ()
         vm1 = parse_vmstat(self.host.read_optional("/proc/vmstat") or "")
         vm_note = None
         faults = vm1.get("numa_hint_faults", 0) - vm0.get("numa_hint_faults", 0)
@@ -193,4 +204,11 @@ class AuditRun:
             vm_note = (f"system-wide in {seconds:g}s: {faults} NUMA hinting faults, "
                        f"{100 * (faults - local) / faults:.1f}% remote (/proc/vmstat)")
         events = tuple(e.name for e in session.events) if session is not None else ()
-        return counts, events, note, vm_note
+        extra = [vm_note] if vm_note else []
+        if traffic:
+            from numatune.render.probe_out import cxl_traffic_lines
+
+            extra.append("; ".join(line.strip() for line in cxl_traffic_lines(traffic, None)))
+        elif cxl_note:
+            extra.append(cxl_note)
+        return counts, events, note, extra

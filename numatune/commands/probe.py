@@ -99,6 +99,7 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
     per_cell = budget / cells_n
     smaps = lambda: host.read_optional("/proc/self/smaps")  # noqa: E731
     cells = []
+    traffic, traffic_note = _open_cxl_traffic(host, topo)
     start = time.perf_counter()
     step = 0
     for i in initiators:
@@ -156,6 +157,7 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
                 continue
             cells.append(Cell(i, t, kind, cpu, len(cores), "ok", None, _placement(placed), latency, read, copy, exp))
     s = topo.settings
+    counted = tuple(traffic.stop()) if traffic is not None else ()
     return ProbeResult(
         host=host.label,
         initiators=initiators,
@@ -172,7 +174,22 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
         demotion_enabled=s.demotion_enabled,
         transparent_hugepage=s.transparent_hugepage,
         memory_side_cache_bytes=side,
+        cxl_traffic=counted,
+        cxl_traffic_note=traffic_note,
     )
+
+
+def _open_cxl_traffic(host: Host, topo: Topology):  # noqa: ANN202 - (CxlTrafficSession | None, note)
+    """Per-device CXL read/write counters for the matrix's run, where the kernel has CXL PMUs."""
+    from numatune.errors import PmuUnavailable
+    from numatune.readers.perf import open_cxl_traffic
+
+    try:
+        session = open_cxl_traffic(host, topo.cxl.pmus)
+    except PmuUnavailable as exc:
+        return None, str(exc)
+    session.start()
+    return session, None
 
 
 def _median(xs: Sequence[float]) -> float:

@@ -68,6 +68,8 @@ class ProbeResult(NamedTuple):
     demotion_enabled: bool | None
     transparent_hugepage: str | None
     memory_side_cache_bytes: int | None = None  # HMAT memory-side caches of the nodes (0: none listed)
+    cxl_traffic: tuple = ()  # readers.perf.CxlTraffic per CXL PMU, counted while the matrix ran
+    cxl_traffic_note: str | None = None  # why there are none (no CXL PMU, no permission, a saved tree)
 
 
 class GpuDevice(NamedTuple):

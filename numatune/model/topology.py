@@ -190,6 +190,27 @@ class PciDevice:
 
 
 @record
+class CxlLink:
+    """One PCIe/CXL link of the CXL tree, as the function below it reads it (current/max_link_*).
+
+    `max_*` is what both ends can do (the lower of the two functions' maxima, where both are read);
+    `gbps` is GB/s per direction from the trained speed (its encoding) and width; see model/links.py.
+    """
+
+    upstream: str | None  # the port above: a root port or a switch downstream port (BDF)
+    downstream: str  # the function below: a switch upstream port or a memdev's PCI function (BDF)
+    width: int | None
+    speed: str | None  # as sysfs writes it: "32.0 GT/s PCIe"
+    max_width: int | None
+    max_speed: str | None
+    gts: float | None = None
+    max_gts: float | None = None
+    generation: str | None = None  # "PCIe 5 / CXL 2.0" for the trained speed
+    gbps: float | None = None  # per direction, trained
+    max_gbps: float | None = None  # per direction, at max width and speed
+
+
+@record
 class CxlMemdev:
     name: str
     ram_size: int | None
@@ -199,6 +220,16 @@ class CxlMemdev:
     numa_node: int | None  # the host PCI device's node, NOT where the memory lands
     pci_bdf: str | None
     host_bridge: str | None
+    port: str | None = None  # its endpoint port (endpointN)
+    parent_dport: str | None = None  # the root port or switch downstream port it sits behind (BDF)
+    switches: tuple[str, ...] = ()  # switch ports between it and the host bridge, nearest first
+    link: CxlLink | None = None
+
+
+@record
+class CxlDport:
+    name: str  # dportN (N: the kernel's port id)
+    target: str  # what it links to: a host bridge (pci0000:80) or a PCIe port function (BDF)
 
 
 @record
@@ -208,6 +239,12 @@ class CxlPort:
     uport: str | None
     dports: tuple[str, ...]
     parent: str | None
+    role: str = "unknown"  # root | host-bridge | switch | endpoint
+    dport_targets: tuple[CxlDport, ...] = ()
+    parent_dport: str | None = None  # the dport above it (its target)
+    host_bridge: str | None = None
+    decoders_committed: int | None = None
+    link: CxlLink | None = None  # switch: its upstream link; endpoint: the memdev's link
 
 
 @record
@@ -221,6 +258,7 @@ class CxlDecoder:
     interleave_granularity: int | None
     targets: tuple[str, ...]
     region: str | None
+    port: str | None = None  # the port whose HDM decoder it is (root0, port1, endpoint3)
 
 
 @record
@@ -234,6 +272,17 @@ class DaxDevice:
 
 
 @record
+class CxlRegionMember:
+    position: int  # the region's targetN
+    decoder: str  # the endpoint decoder at that position
+    memdev: str | None
+    endpoint: str | None
+    switch: str | None  # the switch port it sits behind (nearest), None when it hangs off a root port
+    dport: str | None  # the downstream or root port right above it (BDF)
+    host_bridge: str | None
+
+
+@record
 class CxlRegion:
     name: str
     size: int | None
@@ -244,6 +293,29 @@ class CxlRegion:
     memdevs: tuple[str, ...]
     dax: tuple[str, ...]
     nodes: tuple[int, ...]  # NUMA node(s) the region's memory became
+    members: tuple[CxlRegionMember, ...] = ()
+    uuid: str | None = None  # pmem regions: kept in the devices' label areas, so every host assembling it agrees
+
+
+@record
+class CxlPmuEvent:
+    name: str  # m2s_req_memrd
+    config: int
+    config1: int = 0
+    config2: int = 0
+
+
+@record
+class CxlPmu:
+    """A CXL performance monitoring unit (CPMU) as perf exposes it: /sys/bus/event_source/devices/cxl_pmu_memX.Y."""
+
+    name: str  # cxl_pmu_mem0.0
+    memdev: str | None  # mem0
+    pmu_type: int | None  # perf_event_attr.type (the PMU's `type` file)
+    cpu: int | None  # the CPU to open its system-wide counters on (first of `cpumask`)
+    events: tuple[str, ...]  # every event it documents
+    read: CxlPmuEvent | None  # host reads it serves (M2S MemRd requests, 64 bytes each)
+    write: CxlPmuEvent | None  # host writes (M2S RwD MemWr, 64 bytes each)
 
 
 @record
@@ -253,10 +325,18 @@ class CxlTopology:
     decoders: tuple[CxlDecoder, ...] = ()
     regions: tuple[CxlRegion, ...] = ()
     dax: tuple[DaxDevice, ...] = ()
+    links: tuple[CxlLink, ...] = ()
+    pmus: tuple[CxlPmu, ...] = ()
 
     @property
     def present(self) -> bool:
         return bool(self.memdevs or self.regions or self.dax)
+
+    def port(self, name: str | None) -> CxlPort | None:
+        return next((p for p in self.ports if p.name == name), None)
+
+    def memdev(self, name: str | None) -> CxlMemdev | None:
+        return next((m for m in self.memdevs if m.name == name), None)
 
 
 @record

@@ -7,10 +7,29 @@ node of its host PCI device, not where its memory lands.
 
 from __future__ import annotations
 
-from numatune.model.topology import CxlDecoder, CxlMemdev, CxlPort, CxlRegion, CxlTopology, DaxDevice
+from numatune.errors import ParseError
+from numatune.model.links import gbps, generation, parse_gts
+from numatune.model.topology import (
+    CxlDecoder,
+    CxlDport,
+    CxlLink,
+    CxlMemdev,
+    CxlPmu,
+    CxlPmuEvent,
+    CxlPort,
+    CxlRegion,
+    CxlRegionMember,
+    CxlTopology,
+    DaxDevice,
+)
+from numatune.readers.pci import read_link
 from numatune.system.host import Host, numbered
 
 CXL_DEVICES = "/sys/bus/cxl/devices"
+EVENT_SOURCES = "/sys/bus/event_source/devices"
+#: Events that count host memory traffic per request of one 64-byte line (CXL PMU event names, CXL 3.0 13.2).
+READ_EVENTS = ("m2s_req_memrd", "s2m_drs_memdata")
+WRITE_EVENTS = ("m2s_rwd_memwr",)
 DAX_DEVICES = "/sys/bus/dax/devices"
 ND_DEVICES = "/sys/bus/nd/devices"
 _BDF = r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"  # patterns: `re` is imported only with CXL/DAX
@@ -30,11 +49,12 @@ def _int_auto(host: Host, path: str) -> int | None:
 def read_cxl(host: Host) -> CxlTopology:
     names = host.listdir(CXL_DEVICES)
     if not names and not host.is_dir(DAX_DEVICES):  # most nodes: nothing to match (and `re` stays unloaded)
-        return CxlTopology()
+        return CxlTopology(pmus=read_cxl_pmus(host))
     if names:  # DAX alone (hmem, NVDIMM) is matched without the regex engine
         import re
 
     memdevs, ports, decoders, regions = [], [], [], []
+    region_positions: dict[str, list[tuple[int, str]]] = {}
     endpoint_memdev: dict[str, str] = {}
     for name in names:
         base = f"{CXL_DEVICES}/{name}"
@@ -42,21 +62,10 @@ def read_cxl(host: Host) -> CxlTopology:
             memdevs.append(_read_memdev(host, name, base))
         elif m := re.match(_PORT, name):
             kind = m.group(1)
-            uport_target = host.resolve(f"{base}/uport")
-            uport = uport_target.rsplit("/", 1)[-1] if uport_target else host.link_name(f"{base}/uport")
-            if kind == "endpoint" and uport:
-                endpoint_memdev[m.group(2)] = uport
-            real = host.resolve(base) or base
-            parent = real.rsplit("/", 2)[-2] if real.count("/") >= 2 else None
-            ports.append(
-                CxlPort(
-                    name=name,
-                    kind=kind,
-                    uport=uport,
-                    dports=tuple(e for e in host.listdir(base) if e.startswith("dport")),
-                    parent=parent if parent and re.match(_PORT, parent) else None,
-                )
-            )
+            port = _read_port(host, name, kind, base)
+            if kind == "endpoint" and port.uport:
+                endpoint_memdev[m.group(2)] = port.uport
+            ports.append(port)
     for name in names:
         if not re.match(r"^decoder\d+\.\d+$", name):
             continue
@@ -64,6 +73,8 @@ def read_cxl(host: Host) -> CxlTopology:
         devtype = host.read_optional(f"{base}/devtype") or ""
         kind = devtype.replace("cxl_decoder_", "") or "unknown"
         targets = host.read_optional(f"{base}/target_list") or ""
+        real = host.resolve(base) or base
+        owner = real.rsplit("/", 2)[-2] if real.count("/") >= 2 else None
         decoders.append(
             CxlDecoder(
                 name=name,
@@ -75,6 +86,7 @@ def read_cxl(host: Host) -> CxlTopology:
                 interleave_granularity=_int_auto(host, f"{base}/interleave_granularity"),
                 targets=tuple(t for t in targets.split(",") if t),
                 region=host.read_optional(f"{base}/region") or None,
+                port=owner if owner and re.match(_PORT, owner) else None,
             )
         )
     dax = read_dax(host)
@@ -82,12 +94,15 @@ def read_cxl(host: Host) -> CxlTopology:
         if not re.match(r"^region\d+$", name):
             continue
         base = f"{CXL_DEVICES}/{name}"
-        targets = []
+        positions = []
         for entry in host.listdir(base):
             if re.match(r"^target\d+$", entry):
                 value = host.read_optional(f"{base}/{entry}")
                 if value:
-                    targets.append(value)
+                    positions.append((int(entry[6:]), value))
+        positions.sort()
+        region_positions[name] = positions
+        targets = [value for _, value in positions]
         mems = []
         for decoder in targets:
             port_id = decoder.removeprefix("decoder").split(".")[0]
@@ -104,11 +119,226 @@ def read_cxl(host: Host) -> CxlTopology:
                 memdevs=tuple(mems),
                 dax=(),  # filled below, once pmem regions' DAX devices are matched too
                 nodes=(),
+                members=(),  # filled below, once the tree is linked
+                uuid=host.read_optional(f"{base}/uuid") or None,
             )
         )
     dax = _attach_pmem_dax_to_regions(host, dax, regions)
     regions = [_with_dax(r, dax) for r in regions]
-    return CxlTopology(tuple(memdevs), tuple(ports), tuple(decoders), tuple(regions), tuple(dax))
+    ports, memdevs, links = _link_tree(host, ports, memdevs)
+    regions = [_with_members(r, region_positions.get(r.name, []), ports, memdevs) for r in regions]
+    return CxlTopology(tuple(memdevs), tuple(ports), tuple(decoders), tuple(regions), tuple(dax), tuple(links),
+                       read_cxl_pmus(host))
+
+
+def read_cxl_pmus(host: Host) -> tuple[CxlPmu, ...]:
+    """The CXL PMUs perf has registered (cxl_pmu driver, kernel 6.5+); () when there are none."""
+    names = [n for n in host.listdir(EVENT_SOURCES) if n.startswith("cxl_pmu_")]
+    out = []
+    for name in sorted(names):
+        base = f"{EVENT_SOURCES}/{name}"
+        memdev = name.removeprefix("cxl_pmu_").split(".")[0] or None
+        try:
+            pmu_type = host.read_int(f"{base}/type")
+        except ParseError:
+            pmu_type = None
+        try:
+            cpus = host.read_cpulist(f"{base}/cpumask")
+        except ParseError:
+            cpus = None
+        formats = {f: host.read_optional(f"{base}/format/{f}") or "" for f in host.listdir(f"{base}/format")}
+        events = sorted(host.listdir(f"{base}/events"))
+        read, write = (_first_event(host, base, events, formats, choices) for choices in (READ_EVENTS, WRITE_EVENTS))
+        out.append(CxlPmu(name, memdev if memdev and memdev.startswith("mem") else None, pmu_type,
+                          min(cpus) if cpus else None, tuple(events), read, write))
+    return tuple(out)
+
+
+def _first_event(host: Host, base: str, events: list[str], formats: dict[str, str],
+                 choices: tuple[str, ...]) -> CxlPmuEvent | None:
+    for e in choices:
+        if e in events:
+            made = pmu_event(e, host.read_optional(f"{base}/events/{e}") or "", formats)
+            if made is not None:
+                return made
+    return None
+
+
+def pmu_event(name: str, spec: str, formats: dict[str, str]) -> CxlPmuEvent | None:
+    """An event's "vid=0x1e98,gid=0x10,mask=0x1" placed into config/config1/config2 by the PMU's format
+    files ("config:0-15", "config1:32"); None when a term has no format or a value does not parse."""
+    words = {"config": 0, "config1": 0, "config2": 0}
+    for term in (t.strip() for t in spec.split(",") if t.strip()):
+        key, _, value = term.partition("=")
+        fmt = formats.get(key.strip(), "").strip()
+        field, _, bits = fmt.partition(":")
+        if field not in words or not bits:
+            return None
+        try:
+            number = int(value, 0) if value else 1
+            lo, _, hi = bits.partition("-")
+            lo_bit, hi_bit = int(lo), int(hi or lo)
+        except ValueError:
+            return None
+        width = hi_bit - lo_bit + 1
+        words[field] |= (number & ((1 << width) - 1)) << lo_bit
+    return CxlPmuEvent(name, words["config"], words["config1"], words["config2"])
+
+
+def _read_port(host: Host, name: str, kind: str, base: str) -> CxlPort:
+    """One CXL port: what it stands for (`uport`), its downstream ports and the dport above it."""
+    import re
+
+    uport_target = host.resolve(f"{base}/uport")
+    uport = uport_target.rsplit("/", 1)[-1] if uport_target else host.link_name(f"{base}/uport")
+    real = host.resolve(base) or base
+    parent = real.rsplit("/", 2)[-2] if real.count("/") >= 2 else None
+    dports = sorted((e for e in host.listdir(base) if re.match(r"^dport\d+$", e)), key=lambda e: int(e[5:]))
+    targets = []
+    for d in dports:
+        target = host.resolve(f"{base}/{d}")
+        target_name = target.rsplit("/", 1)[-1] if target else host.link_name(f"{base}/{d}")
+        if target_name:
+            targets.append(CxlDport(name=d, target=target_name))
+    parent_dport_path = host.resolve(f"{base}/parent_dport")
+    parent_dport = parent_dport_path.rsplit("/", 1)[-1] if parent_dport_path else host.link_name(
+        f"{base}/parent_dport")
+    if kind == "root":
+        role = "root"
+    elif kind == "endpoint":
+        role = "endpoint"
+    elif uport and uport.startswith("pci") and ":" in uport:
+        role = "host-bridge"
+    elif uport and re.match(_BDF, uport):
+        role = "switch"
+    else:
+        role = "unknown"
+    parts = [p for x in (uport_target, parent_dport_path) if x for p in x.split("/")]
+    bridge = next((p for p in parts if p.startswith("pci") and ":" in p), None)
+    try:
+        committed = host.read_int(f"{base}/decoders_committed")
+    except ParseError:  # a malformed count is unknown, not fatal
+        committed = None
+    return CxlPort(
+        name=name,
+        kind=kind,
+        uport=uport,
+        dports=tuple(dports),
+        parent=parent if parent and re.match(_PORT, parent) else None,
+        role=role,
+        dport_targets=tuple(targets),
+        parent_dport=parent_dport,
+        host_bridge=bridge,
+        decoders_committed=committed,
+    )
+
+
+def _pci_path(host: Host, bdf: str) -> str | None:
+    return host.resolve(f"/sys/bus/pci/devices/{bdf}")
+
+
+def _link(host: Host, upstream: str | None, downstream: str | None) -> CxlLink | None:
+    """The link between a port function above (`upstream`) and the function below, read on the one below.
+
+    The maximum is the lower of both ends' max_link_* (a x16 device in a x8 slot can only reach x8).
+    """
+    import re
+
+    if not downstream or not re.match(_BDF, downstream):
+        return None
+    path = _pci_path(host, downstream)
+    if path is None:
+        return None
+    below = read_link(host, path)
+    above_path = _pci_path(host, upstream) if upstream and re.match(_BDF, upstream) else None
+    above = read_link(host, above_path) if above_path else None
+    max_width = below.max_width
+    max_gts = parse_gts(below.max_speed)
+    max_speed = below.max_speed
+    if above is not None:
+        if above.max_width and (max_width is None or above.max_width < max_width):
+            max_width = above.max_width
+        above_gts = parse_gts(above.max_speed)
+        if above_gts and (max_gts is None or above_gts < max_gts):
+            max_gts, max_speed = above_gts, above.max_speed
+    gts = parse_gts(below.current_speed)
+    width = below.current_width if below.current_width is not None and below.current_width > 0 else None
+    max_width = max_width if max_width is not None and max_width > 0 else None
+    if width is None and gts is None and max_width is None and max_gts is None:
+        return None  # no link files at all (a partial tree): nothing to say
+    return CxlLink(
+        upstream=upstream,
+        downstream=downstream,
+        width=width,
+        speed=below.current_speed,
+        max_width=max_width,
+        max_speed=max_speed,
+        gts=gts,
+        max_gts=max_gts,
+        generation=generation(gts),
+        gbps=gbps(gts, width),
+        max_gbps=gbps(max_gts, max_width),
+    )
+
+
+def _link_tree(
+    host: Host, ports: list[CxlPort], memdevs: list[CxlMemdev]
+) -> tuple[list[CxlPort], list[CxlMemdev], list[CxlLink]]:
+    """Give switch ports their upstream link and memdevs their endpoint, dport, switches and link."""
+    by_name = {p.name: p for p in ports}
+    links: list[CxlLink] = []
+    out_ports = []
+    for p in ports:
+        if p.role == "switch":
+            link = _link(host, p.parent_dport, p.uport)
+            if link:
+                links.append(link)
+                p = p._replace(link=link)
+        out_ports.append(p)
+    by_name = {p.name: p for p in out_ports}
+    endpoint_of = {p.uport: p for p in out_ports if p.role == "endpoint" and p.uport}
+    out_mems = []
+    for m in memdevs:
+        ep = endpoint_of.get(m.name)
+        if ep is None:
+            out_mems.append(m)
+            continue
+        switches = []
+        seen = set()
+        parent = by_name.get(ep.parent) if ep.parent else None
+        while parent is not None and parent.name not in seen:
+            seen.add(parent.name)
+            if parent.role == "switch":
+                switches.append(parent.name)
+            parent = by_name.get(parent.parent) if parent.parent else None
+        link = _link(host, ep.parent_dport, m.pci_bdf)
+        if link:
+            links.append(link)
+        out_mems.append(m._replace(port=ep.name, parent_dport=ep.parent_dport, switches=tuple(switches), link=link))
+    out_ports = [p._replace(link=next((m.link for m in out_mems if m.port == p.name), None))
+                 if p.role == "endpoint" else p for p in out_ports]
+    return out_ports, out_mems, links
+
+
+def _with_members(
+    region: CxlRegion, positions: list[tuple[int, str]], ports: list[CxlPort], memdevs: list[CxlMemdev]
+) -> CxlRegion:
+    members = []
+    for position, decoder in positions:
+        port_name = "endpoint" + decoder.removeprefix("decoder").split(".")[0]
+        mem = next((m for m in memdevs if m.port == port_name), None)
+        members.append(
+            CxlRegionMember(
+                position=position,
+                decoder=decoder,
+                memdev=mem.name if mem else None,
+                endpoint=port_name if any(p.name == port_name for p in ports) else None,
+                switch=mem.switches[0] if mem and mem.switches else None,
+                dport=mem.parent_dport if mem else None,
+                host_bridge=mem.host_bridge if mem else None,
+            )
+        )
+    return region._replace(members=tuple(members))
 
 
 def _read_memdev(host: Host, name: str, base: str) -> CxlMemdev:

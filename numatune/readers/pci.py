@@ -117,7 +117,7 @@ def read_pci_devices(
                 kind=kind,
                 numa_node=numa if numa is not None and numa >= 0 else None,
                 local_cpus=tuple(sorted(local or ())),
-                link=_read_link(host, path),
+                link=read_link(host, path),
                 driver=host.link_name(f"{path}/driver"),
                 ancestors=ancestors,
                 host_bridge=bridge,
@@ -136,7 +136,7 @@ def read_pci_devices(
     return tuple(devices), skipped
 
 
-def _read_link(host: Host, path: str) -> PciLink:
+def read_link(host: Host, path: str) -> PciLink:
     def width(name: str) -> int | None:
         try:
             return host.read_int(f"{path}/{name}")

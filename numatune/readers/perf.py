@@ -96,9 +96,9 @@ def _libc_syscall() -> Callable[[bytes, int], int]:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
 
-    def call(attr: bytes, tid: int) -> int:
+    def call(attr: bytes, tid: int, cpu: int = -1) -> int:
         buf = ctypes.create_string_buffer(attr, len(attr))
-        fd = libc.syscall(nr, buf, ctypes.c_int(tid), ctypes.c_int(-1), ctypes.c_int(-1), ctypes.c_ulong(0))
+        fd = libc.syscall(nr, buf, ctypes.c_int(tid), ctypes.c_int(cpu), ctypes.c_int(-1), ctypes.c_ulong(0))
         if fd < 0:
             return -ctypes.get_errno()
         return fd
@@ -218,3 +218,150 @@ def open_pmu(
     if not fds:
         raise PmuUnavailable("no thread could be counted (the processes exited)")
     return PmuSession(events, fds, label)
+
+
+# -- CXL PMUs (cxl_pmu driver): system-wide counters, one pair per device --------------------------------
+
+CXL_LINE_BYTES = 64  # one M2S MemRd / RwD MemWr moves one cache line
+
+
+def pack_system_attr(pmu_type: int, config: int, config1: int = 0, config2: int = 0) -> bytes:
+    """perf_event_attr for a system-wide (uncore-like) PMU: disabled, times read, no exclude bits (refused)."""
+    head = struct.pack(
+        "=IIQQQQQIIQQ",
+        pmu_type,
+        PERF_ATTR_SIZE_VER5,
+        config,
+        0,  # sample_period
+        0,  # sample_type
+        PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING,
+        _DISABLED,
+        0,  # wakeup_events
+        0,  # bp_type
+        config1,
+        config2,
+    )
+    return head + bytes(PERF_ATTR_SIZE_VER5 - len(head))
+
+
+@record
+class CxlTraffic:
+    """What one CXL device served while a measurement ran: host reads and writes, per direction."""
+
+    pmu: str
+    memdev: str | None
+    seconds: float
+    read_lines: int | None
+    write_lines: int | None
+
+    @property
+    def read_gbps(self) -> float | None:
+        return _gbps(self.read_lines, self.seconds)
+
+    @property
+    def write_gbps(self) -> float | None:
+        return _gbps(self.write_lines, self.seconds)
+
+
+def _gbps(lines: int | None, seconds: float) -> float | None:
+    if lines is None or seconds <= 0:
+        return None
+    return round(lines * CXL_LINE_BYTES / seconds / 1e9, 3)
+
+
+def cxl_pmus_absent_note(pmus: tuple) -> str | None:  # noqa: ANN001 - tuple[CxlPmu, ...]
+    """Why per-device CXL traffic cannot be counted from what the tree shows; None when it can be tried."""
+    if not pmus:
+        return ("no CXL PMU (/sys/bus/event_source/devices/cxl_pmu_* absent: a kernel without the cxl_pmu "
+                "driver, or devices without a CXL performance monitoring unit): per-device CXL traffic is not "
+                "measurable here")
+    if not any(p.read or p.write for p in pmus):
+        names = ", ".join(p.name for p in pmus)
+        return (f"the CXL PMU(s) {names} document no memory read/write event (m2s_req_memrd, s2m_drs_memdata, "
+                "m2s_rwd_memwr): per-device CXL traffic is not measurable here")
+    return None
+
+
+class CxlTrafficSession:
+    """System-wide read/write counters on every CXL PMU that documents them."""
+
+    def __init__(self, fds: list[tuple[object, int | None, int | None]]) -> None:
+        self.fds = fds  # (pmu, read fd, write fd)
+        self.started = 0.0
+
+    def start(self) -> None:
+        import fcntl
+        import time
+
+        for _pmu, *pair in self.fds:
+            for fd in pair:
+                if fd is not None:
+                    fcntl.ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)
+        self.started = time.perf_counter()
+
+    def stop(self) -> list[CxlTraffic]:
+        import fcntl
+        import time
+
+        seconds = time.perf_counter() - self.started
+        out = []
+        for pmu, *pair in self.fds:
+            counts: list[int | None] = []
+            for fd in pair:
+                if fd is None:
+                    counts.append(None)
+                    continue
+                try:
+                    fcntl.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
+                    value, enabled, running = struct.unpack("=QQQ", os.read(fd, 24))
+                    if running and enabled > running:
+                        value = int(value * enabled / running)
+                    counts.append(value)
+                except OSError:
+                    counts.append(None)
+                finally:
+                    os.close(fd)
+            out.append(CxlTraffic(pmu.name, pmu.memdev, seconds, counts[0], counts[1]))
+        self.fds = []
+        return out
+
+
+def open_cxl_traffic(
+    host: Host,
+    pmus: tuple,  # tuple[CxlPmu, ...]
+    *,
+    syscall: Callable[..., int] | None = None,
+    euid: int | None = None,
+) -> CxlTrafficSession:
+    """Open the CXL PMUs' read/write counters system-wide; raises PmuUnavailable with the note to show."""
+    if not host.is_live:
+        raise PmuUnavailable("CXL traffic counters need the live node (a saved tree was given with --root)")
+    note = cxl_pmus_absent_note(pmus)
+    if note:
+        raise PmuUnavailable(note)
+    paranoid = host.read_int("/proc/sys/kernel/perf_event_paranoid")
+    root = (os.geteuid() if euid is None else euid) == 0
+    call = syscall or _libc_syscall()
+    fds: list[tuple[object, int | None, int | None]] = []
+    try:
+        for pmu in pmus:
+            if pmu.pmu_type is None or not (pmu.read or pmu.write):
+                continue
+            pair: list[int | None] = []
+            for ev in (pmu.read, pmu.write):
+                if ev is None:
+                    pair.append(None)
+                    continue
+                fd = call(pack_system_attr(pmu.pmu_type, ev.config, ev.config1, ev.config2), -1,
+                          pmu.cpu if pmu.cpu is not None else 0)
+                if fd < 0:
+                    raise PmuUnavailable(explain_errno(-fd, paranoid, root, False, f"{pmu.name}/{ev.name}"))
+                pair.append(fd)
+            fds.append((pmu, pair[0], pair[1]))
+    except PmuUnavailable:
+        for _pmu, *pair in fds:
+            for fd in pair:
+                if fd is not None:
+                    os.close(fd)
+        raise
+    return CxlTrafficSession(fds)

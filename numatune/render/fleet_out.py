@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from numatune.analysis.fleet import Fleet, Group
+from numatune.analysis.fleet import Fleet, Group, Pool
 from numatune.render.envelope import envelope
 
 
@@ -43,11 +43,33 @@ def render_fleet_text(fleet: Fleet, unreadable: list[tuple[str, str]]) -> str:
     if fleet.outliers:
         lines.append("")
         lines.append(f"outliers ({len(fleet.outliers)}): {_names(fleet.outliers, 20)}")
+    for pool in fleet.pools:
+        lines.append("")
+        lines += _pool_lines(pool)
     for note in fleet.notes:
         lines.append(f"note: {note}")
     for where, why in unreadable:
         lines.append(f"unreadable: {where}: {why}")
     return "\n".join(lines) + "\n"
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / 2**30:g} GiB"
+
+
+def _pool_lines(pool: Pool) -> list[str]:
+    what = f"CXL device serial {pool.key}" if pool.kind == "device" else f"CXL region {pool.key}"
+    lines = [f"pool: {what} seen by {len(pool.hosts)} hosts"]
+    for h in pool.hosts:
+        if h.numa_nodes:
+            tiers = ", ".join(f"node {n} tier {'?' if t is None else t}" for n, t in zip(h.numa_nodes, h.tiers,
+                                                                                       strict=True))
+            online = f"{_gib(h.online_bytes)} online as {tiers}"
+        else:
+            online = "not online as a NUMA node"
+        lines.append(f"  {h.node}: {', '.join(h.memdevs) or '?'} {_gib(h.capacity_bytes)}, {online}"
+                     + (f" ({', '.join(h.regions)})" if h.regions else ""))
+    return lines
 
 
 def fleet_document(fleet: Fleet, unreadable: list[tuple[str, str]]) -> dict[str, Any]:
@@ -73,6 +95,19 @@ def fleet_document(fleet: Fleet, unreadable: list[tuple[str, str]]) -> dict[str,
             for g in fleet.groups
         ],
         outliers=list(fleet.outliers),
+        pools=[
+            {
+                "kind": p.kind,
+                "key": p.key,
+                "hosts": [
+                    {"node": h.node, "memdevs": list(h.memdevs), "capacity_bytes": h.capacity_bytes,
+                     "online_bytes": h.online_bytes, "numa_nodes": list(h.numa_nodes), "tiers": list(h.tiers),
+                     "regions": list(h.regions)}
+                    for h in p.hosts
+                ],
+            }
+            for p in fleet.pools
+        ],
         unreadable=[{"source": w, "reason": r} for w, r in unreadable],
         notes=list(fleet.notes),
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Finding, Severity
 from numatune.model.paths import LEGEND, PathMatrix, device_name, fabric_label
-from numatune.model.topology import CpuKind, Topology
+from numatune.model.topology import CpuKind, CxlDecoder, CxlLink, CxlMemdev, CxlPort, CxlTopology, Topology
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -378,21 +378,26 @@ def _cxl_tree(topo: Topology):  # noqa: ANN202 - rich Tree
     from rich.tree import Tree
 
     cxl = topo.cxl
-    title = "CXL memory: memdev -> region -> DAX -> NUMA node" if cxl.memdevs or cxl.regions else (
-        "DAX devices -> NUMA node")
+    title = "CXL memory: host bridge -> switch -> memdev, region -> DAX -> NUMA node" if (
+        cxl.memdevs or cxl.regions) else "DAX devices -> NUMA node"
     root = Tree(title)
+    placed: set[str] = set()
+    for port in cxl.ports:
+        if port.role == "root" or (port.parent is None and port.role != "endpoint"):
+            _cxl_port_branch(root, cxl, port, placed)
     for mem in cxl.memdevs:
-        root.add(
-            f"{mem.name}: ram {human_bytes(mem.ram_size)}, pmem {human_bytes(mem.pmem_size)}, "
-            f"serial {mem.serial or '?'}, fw {mem.firmware_version or '?'}, PCI {mem.pci_bdf or '?'} "
-            f"(host node {node_label(mem.numa_node)})"
-        )
+        if mem.name not in placed:
+            root.add(_memdev_line(mem))
     for region in cxl.regions:
         branch = root.add(
             f"{region.name}: {human_bytes(region.size)} {region.mode or '?'}, "
             f"{region.interleave_ways or '?'}-way x {region.interleave_granularity or '?'} B, "
             f"memdevs {', '.join(region.memdevs) or '?'}"
         )
+        for m in region.members:
+            behind = f"switch {m.switch} " if m.switch else ""
+            branch.add(f"position {m.position}: {m.memdev or '?'} ({m.decoder}) behind {behind}"
+                       f"port {m.dport or '?'} on {m.host_bridge or '?'}")
         for name in region.dax:
             dax = next(d for d in cxl.dax if d.name == name)
             branch.add(f"{dax.name} ({dax.mode or '?'}) -> node {node_label(dax.target_node)}")
@@ -400,13 +405,91 @@ def _cxl_tree(topo: Topology):  # noqa: ANN202 - rich Tree
         if not any(dax.name in r.dax for r in cxl.regions):
             root.add(f"{dax.name} ({dax.backing}, {dax.mode or '?'}) -> node {node_label(dax.target_node)}")
     for dec in cxl.decoders:
-        if dec.size:
-            root.add(
-                f"{dec.name} [{dec.kind}] {human_bytes(dec.size)} mode {dec.mode or '-'} "
-                f"ways {dec.interleave_ways or '-'} gran {dec.interleave_granularity or '-'} "
-                f"targets {','.join(dec.targets) or '-'}"
-            )
+        if dec.size and dec.port is None:
+            root.add(_decoder_line(dec))
+    if cxl.memdevs:
+        root.add(_pmu_line(cxl))
     return root
+
+
+def _pmu_line(cxl: CxlTopology) -> str:
+    if not cxl.pmus:
+        return ("CXL PMUs: none (no /sys/bus/event_source/devices/cxl_pmu_*): per-device CXL traffic cannot be "
+                "measured (probe, audit --watch)")
+    parts = []
+    for p in cxl.pmus:
+        events = ", ".join(f"{what} {e.name}" for what, e in (("reads", p.read), ("writes", p.write)) if e)
+        parts.append(f"{p.name} ({p.memdev or '?'}: {events or 'no read/write event'})")
+    return "CXL PMUs: " + "; ".join(parts)
+
+
+def link_text(link: CxlLink | None) -> str:
+    """"x16 32.0 GT/s (PCIe 5 / CXL 2.0) 63.0 GB/s per direction", with the maximum when it trained lower."""
+    if link is None:
+        return "link not readable"
+    width = f"x{link.width}" if link.width else "x?"
+    text = f"{width} {link.gts:g} GT/s" if link.gts else f"{width} ?GT/s"
+    if link.generation:
+        text += f" ({link.generation})"
+    if link.gbps is not None:
+        text += f" {link.gbps:g} GB/s per direction"
+    if (link.max_width, link.max_gts) != (link.width, link.gts) and (link.max_width or link.max_gts):
+        text += f" [max x{link.max_width or '?'} {link.max_gts or '?'} GT/s]"
+    return text
+
+
+def _memdev_line(mem: CxlMemdev) -> str:
+    link = f", link {link_text(mem.link)}" if mem.pci_bdf else ""
+    return (
+        f"{mem.name}{f' ({mem.port})' if mem.port else ''}: ram {human_bytes(mem.ram_size)}, "
+        f"pmem {human_bytes(mem.pmem_size)}, serial {mem.serial or '?'}, fw {mem.firmware_version or '?'}, "
+        f"PCI {mem.pci_bdf or '?'} (host node {node_label(mem.numa_node)}){link}"
+    )
+
+
+def _decoder_line(dec: CxlDecoder) -> str:
+    return (
+        f"{dec.name} [{dec.kind}] {human_bytes(dec.size)} mode {dec.mode or '-'} "
+        f"ways {dec.interleave_ways or '-'} gran {dec.interleave_granularity or '-'} "
+        f"targets {','.join(dec.targets) or '-'}{f' region {dec.region}' if dec.region else ''}"
+    )
+
+
+def _cxl_port_branch(parent, cxl: CxlTopology, port: CxlPort, placed: set[str]) -> None:  # noqa: ANN001 - rich Tree
+    if port.name in placed:
+        return
+    placed.add(port.name)
+    committed = f", {port.decoders_committed} decoder(s) committed" if port.decoders_committed else ""
+    if port.role == "root":
+        label = f"{port.name}: CXL root {port.uport or '?'}{committed}"
+    elif port.role == "host-bridge":
+        label = f"{port.name}: host bridge {port.uport or '?'}{committed}"
+    elif port.role == "switch":
+        label = f"{port.name}: switch, upstream port {port.uport or '?'}, link {link_text(port.link)}{committed}"
+    elif port.role == "endpoint":
+        mem = cxl.memdev(port.uport)
+        if mem is not None:
+            placed.add(mem.name)
+        label = _memdev_line(mem) if mem else f"{port.name}: endpoint {port.uport or '?'}"
+    else:
+        label = f"{port.name}: {port.kind} {port.uport or '?'}{committed}"
+    branch = parent.add(label)
+    for dec in cxl.decoders:
+        if dec.port == port.name and dec.size:
+            branch.add(_decoder_line(dec))
+    children = [p for p in cxl.ports if p.parent == port.name]
+    if port.role in ("root",):  # the host bridges are its dports: no extra level
+        for child in children:
+            _cxl_port_branch(branch, cxl, child, placed)
+        return
+    kind = "root port" if port.role == "host-bridge" else "downstream port"
+    for dport in port.dport_targets:
+        below = [c for c in children if c.parent_dport == dport.target]
+        sub = branch.add(f"{kind} {dport.target}")
+        for child in below:
+            _cxl_port_branch(sub, cxl, child, placed)
+    for child in children:
+        _cxl_port_branch(branch, cxl, child, placed)
 
 
 def _settings(topo: Topology) -> str:

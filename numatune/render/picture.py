@@ -569,10 +569,16 @@ def _memory_via(doc: Mapping[str, Any], node_id: int) -> str:
             via.append(f"{dax.get('name')} ({', '.join(x for x in (dax.get('backing'), dax.get('mode')) if x)})")
     for region in cxl.get("regions") or []:
         if node_id in (region.get("nodes") or []):
-            via.append(f"{region.get('name')} \u2190 {', '.join(region.get('memdevs') or []) or '?'}")
+            ways = f" ({region['interleave_ways']}-way)" if (region.get("interleave_ways") or 0) > 1 else ""
+            via.append(f"{region.get('name')}{ways} \u2190 {', '.join(region.get('memdevs') or []) or '?'}")
+            switches = sorted({m["switch"] for m in region.get("members") or [] if m.get("switch")})
+            if switches:
+                via.append(f"via switch {', '.join(switches)}")
             for mem in cxl.get("memdevs") or []:
                 if mem.get("name") in (region.get("memdevs") or []) and mem.get("pci_bdf"):
-                    via.append(f"{mem['name']} at {mem['pci_bdf']}")
+                    link = mem.get("link") or {}
+                    rate = f" ({link['gbps']:g} GB/s)" if link.get("gbps") is not None else ""
+                    via.append(f"{mem['name']} at {mem['pci_bdf']}{rate}")
     return "; ".join(via)
 
 

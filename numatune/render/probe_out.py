@@ -89,6 +89,7 @@ def render_text(result: ProbeResult, findings: list[Finding], gpu: GpuProbe | No
             if r.get("slit") is not None:
                 bits.append(f"SLIT {r['slit']:.1f}x")
             out.append(f"  node {r['initiator']} → node {r['target']} ({r['kind']}): " + ", ".join(bits))
+    out += ["", *cxl_traffic_lines(result.cxl_traffic, result.cxl_traffic_note)]
     pages = [c for c in result.cells if c.placement is not None]
     if pages:
         shares = [c.placement.huge_share for c in pages if c.placement.huge_share is not None]
@@ -105,6 +106,28 @@ def render_text(result: ProbeResult, findings: list[Finding], gpu: GpuProbe | No
             if f.fix:
                 out.append(f"        fix: {f.fix}")
     return "\n".join(out) + "\n"
+
+
+def cxl_traffic_lines(traffic: tuple, note: str | None) -> list[str]:
+    """CXL traffic per device (from its CXL PMU), or why it is not shown."""
+    if not traffic:
+        return [f"CXL traffic per device: not measured — {note or 'no CXL PMU'}"]
+    lines = ["CXL traffic per device (GB/s, from the device's CXL PMU: 64-byte M2S reads and writes over "
+             f"{traffic[0].seconds:.1f} s, every process)"]
+    for t in traffic:
+        read = "-" if t.read_gbps is None else f"{t.read_gbps:.3f}"
+        write = "-" if t.write_gbps is None else f"{t.write_gbps:.3f}"
+        lines.append(f"  {t.memdev or '?'} ({t.pmu}): read {read}, write {write}")
+    return lines
+
+
+def cxl_traffic_json(traffic: tuple, note: str | None) -> dict[str, object]:
+    return {
+        "devices": [{"pmu": t.pmu, "memdev": t.memdev, "seconds": round(t.seconds, 3), "read_lines": t.read_lines,
+                     "write_lines": t.write_lines, "read_gbps": t.read_gbps, "write_gbps": t.write_gbps}
+                    for t in traffic],
+        "unavailable_reason": None if traffic else note,
+    }
 
 
 def _fig(f: Figure | None, best: str) -> dict[str, object] | None:
@@ -158,6 +181,7 @@ def probe_document(result: ProbeResult, findings: list[Finding], gpu: GpuProbe |
                    "transparent_hugepage": result.transparent_hugepage},
         "cells": cells,
         "ratios": rows,
+        "cxl_traffic": cxl_traffic_json(result.cxl_traffic, result.cxl_traffic_note),
         "gpu": None if gpu is None else gpu_document(gpu),
         "findings": [{"code": f.code, "severity": f.severity.value, "message": f.message, "fix": f.fix,
                       "subject": f.subject} for f in findings],

@@ -142,7 +142,7 @@ def test_usage_and_root_errors(cli, tmp_path):
 # What each example policy finds on the two-socket Xeon L5640 tree (2 nodes, no GPU and no CXL, NICs with
 # numa_node -1, no /proc/sys in the tree): (exit status, failed policy codes, skipped policy checks).
 EXAMPLE_OUTCOMES = {
-    "cxl-tiered.toml": (1, {"NT312"}, 4),  # no CXL capacity; tier and kernel settings cannot be judged
+    "cxl-tiered.toml": (1, {"NT312"}, 6),  # no CXL capacity; tier, link budget, ways and kernel settings not judged
     "gpu-node.toml": (1, {"NT306", "NT307", "NT310", "NT311"}, 7),  # no GPUs, NICs -1, 31 GiB per node
     "kernel-settings.toml": (0, set(), 4),  # only kernel settings, none in this tree; fail_on = "error"
 }

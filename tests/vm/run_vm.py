@@ -24,11 +24,15 @@ import vm_topology  # noqa: E402
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("topology", choices=vm_topology.available())
+    ap.add_argument("topology", choices=vm_topology.available(capture_only=True))
     ap.add_argument("--update-fixtures", action="store_true")
     ap.add_argument("--dry-run", action="store_true", help="print the vng command and exit")
     ap.add_argument("--only", action="append", default=[], help="run only this check (repeatable)")
     args = ap.parse_args()
+    if args.update_fixtures:  # the guest's batch needs to know: some boots take their snapshot only then
+        import os
+
+        os.environ["NUMATUNE_VM_UPDATE_FIXTURES"] = "1"
     env = vm_runner.probe()
     topo = vm_topology.load(args.topology)
     if args.dry_run:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import vm_checks
 import vm_topology
 from checks_inspect import PARITY_ENV, PARITY_LINES
 
@@ -19,7 +20,8 @@ pytestmark = pytest.mark.vm
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.mark.parametrize("topology", vm_topology.available())
+@pytest.mark.parametrize("topology", [t for t in vm_topology.available()
+                                      if any(c.name == "snapshot_parity" for c in vm_checks.for_topology(t))])
 def test_guest_snapshot_replays_on_the_host(vm_session, topology: str) -> None:
     run = vm_session.get(topology)
     if run.skip_reason:

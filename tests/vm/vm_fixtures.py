@@ -70,6 +70,9 @@ def update(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_runne
             else staging
         note = provenance(topo, boot, env, results)
         (root / "PROVENANCE.md").write_text(note)
+        lists = boot.run_dir / "cxl-list.json"  # ndctl's view of the same boot (tests/readers/test_cxl_tree.py)
+        if lists.exists():
+            (root / "cxl-list.json").write_text(lists.read_text())
         dest = pack(root, FIXTURES / f"{name}{SUFFIX}", name=name)
     (FIXTURES / f"{name}.md").write_text(note)
     return dest
@@ -93,7 +96,7 @@ def provenance(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_r
         f"- topology file: `{rel_topo}` ({topo.description})",
         f"- QEMU: {qemu_version(env.qemu)}, accelerator {env.accel} ({env.accel_reason})",
         f"- date: {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- command in the guest: `{snap.get('command', 'numatune snapshot -o snapshot.tar.gz')}`",
+        f"- command in the guest: `{_generic(snap.get('command', 'numatune snapshot -o snapshot.tar.gz'), boot)}`",
     ]
     if chain:
         lines.append(f"- CXL set-up before the snapshot: {json.dumps(chain)} "
@@ -112,6 +115,11 @@ def provenance(topo: vm_topology.Topology, boot: vm_runner.BootResult, env: vm_r
         "",
     ]
     return "\n".join(lines)
+
+
+def _generic(command: str, boot: vm_runner.BootResult) -> str:
+    """The command without this machine's paths (the checkout and the run folder)."""
+    return command.replace(str(boot.run_dir), "RUN_DIR").replace(str(vm_runner.REPO), "CHECKOUT")
 
 
 def _pairs(args: list[str]) -> list[str]:

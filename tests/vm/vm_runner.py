@@ -58,8 +58,9 @@ GUEST_MODULE_BLACKLIST = (
 )
 
 #: Host settings the guest batch reads: opt-in PyTorch checks (guest/checks_placement.py), the README's
-#: text reports (guest/checks_probe.py). The per-check watchdog's limit (CHECK_TIMEOUT) is always passed.
-GUEST_ENV = ("NUMATUNE_VM_TORCH", "NUMATUNE_VM_README")
+#: text reports (guest/checks_probe.py), fixture refreshes (the cxl-switch boot takes its snapshot only
+#: then: guest/checks_inspect.py). The per-check watchdog's limit (CHECK_TIMEOUT) is always passed.
+GUEST_ENV = ("NUMATUNE_VM_TORCH", "NUMATUNE_VM_README", "NUMATUNE_VM_UPDATE_FIXTURES")
 
 #: Seconds one boot may take, batch included (TCG, 4 vCPUs on 2 shared host cores). The slowest
 #: batch seen on a loaded 2-core machine is the cxl one (see README "VM stage"); this is more than

@@ -65,6 +65,13 @@ class Cxl:
     memory_mib: int
     lsa_mib: int
     window_gib: int
+    devices: int = 1  # Type-3 devices; more than one sit behind an emulated switch, in one interleaved region
+    serials: tuple[int, ...] = ()  # cxl-type3 sn= per device (unset: the device reports serial 0)
+    granularity: int = 256  # the region's interleave granularity (with devices > 1)
+
+    @property
+    def switch(self) -> bool:
+        return self.devices > 1
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,7 @@ class Topology:
     expanders: tuple[Expander, ...]
     cxl: Cxl | None
     append: tuple[str, ...] = field(default=())
+    capture_only: bool = False  # booted by hand to refresh its fixture (run_vm.py), not in the VM test stage
 
     @property
     def ncpus(self) -> int:
@@ -152,6 +160,9 @@ def load(name_or_path: str | os.PathLike[str]) -> Topology:
             memory_mib=int(c["memory_mib"]),
             lsa_mib=int(c["lsa_mib"]),
             window_gib=int(c["window_gib"]),
+            devices=int(c.get("devices", 1)),
+            serials=tuple(int(x) for x in c.get("serials", [])),
+            granularity=int(c.get("granularity", 256)),
         )
     topo = Topology(
         name=data["name"],
@@ -166,6 +177,7 @@ def load(name_or_path: str | os.PathLike[str]) -> Topology:
         expanders=expanders,
         cxl=cxl,
         append=tuple(machine.get("append", [])),
+        capture_only=bool(data.get("capture_only", False)),
     )
     _validate(topo)
     return topo
@@ -180,10 +192,13 @@ def _validate(topo: Topology) -> None:
         raise ValueError(f"{topo.path}: node ids must be 0..N-1 in order, got {ids}")
 
 
-def available() -> list[str]:
-    """Names of all topology files, in a stable order (boot order of the test session)."""
-    order = {"two-socket": 0, "cxl": 1}
+def available(capture_only: bool = False) -> list[str]:
+    """Names of the topologies the VM stage boots, in a stable order (boot order of the test session);
+    with capture_only, also those booted only by hand to refresh their fixture."""
+    order = {"two-socket": 0, "cxl": 1, "cxl-switch": 2}
     names = [p.stem for p in TOPOLOGY_DIR.glob("*.toml")]
+    if not capture_only:
+        names = [n for n in names if not tomllib.loads((TOPOLOGY_DIR / f"{n}.toml").read_text()).get("capture_only")]
     return sorted(names, key=lambda n: (order.get(n, 99), n))
 
 
@@ -195,8 +210,9 @@ def backing_files(topo: Topology, workdir: Path) -> dict[str, tuple[Path, int]]:
             if d.disk_mib:
                 files[d.id] = (workdir / f"{d.id}.img", d.disk_mib)
     if topo.cxl:
-        files["cxl-mem0"] = (workdir / "cxl-mem0.raw", topo.cxl.memory_mib)
-        files["cxl-lsa0"] = (workdir / "cxl-lsa0.raw", topo.cxl.lsa_mib)
+        for i in range(topo.cxl.devices):
+            files[f"cxl-mem{i}"] = (workdir / f"cxl-mem{i}.raw", topo.cxl.memory_mib)
+            files[f"cxl-lsa{i}"] = (workdir / f"cxl-lsa{i}.raw", topo.cxl.lsa_mib)
     return files
 
 
@@ -250,19 +266,35 @@ def qemu_args(topo: Topology, workdir: Path) -> list[str]:
             else:
                 args += ["-device", f"{d.kind},id={d.id},bus={port}"]
     if topo.cxl:
-        c = topo.cxl
-        mem, lsa = files["cxl-mem0"][0], files["cxl-lsa0"][0]
-        args += [
-            "-object", f"memory-backend-file,id=cxl-mem0,share=on,mem-path={mem},size={c.memory_mib}M",
-            "-object", f"memory-backend-file,id=cxl-lsa0,share=on,mem-path={lsa},size={c.lsa_mib}M",
-            "-device", f"pxb-cxl,id={c.host_bridge},bus_nr={c.bus_nr:#x},bus=pcie.0,numa_node={c.numa_node}",
-            "-device", f"cxl-rp,id=cxlrp0,bus={c.host_bridge},port=0,chassis={c.chassis},slot=0",
-            "-device", "cxl-type3,id=cxl-pmem0,bus=cxlrp0,memdev=cxl-mem0,lsa=cxl-lsa0",
-            "-M", f"cxl-fmw.0.targets.0={c.host_bridge},cxl-fmw.0.size={c.window_gib}G",
-        ]
+        args += _cxl_args(topo.cxl, files)
     for a in args:
         if " " in a:
             raise ValueError(f"QEMU option {a!r} contains a space; virtme-ng would split it")
+    return args
+
+
+def _cxl_args(c: Cxl, files: dict[str, tuple[Path, int]]) -> list[str]:
+    """A CXL host bridge with one root port, then one Type-3 device, or a switch with one device per
+    downstream port (pxb-cxl -> cxl-rp -> cxl-upstream -> cxl-downstream x N -> cxl-type3 x N)."""
+    args = [
+        "-device", f"pxb-cxl,id={c.host_bridge},bus_nr={c.bus_nr:#x},bus=pcie.0,numa_node={c.numa_node}",
+        "-device", f"cxl-rp,id=cxlrp0,bus={c.host_bridge},port=0,chassis={c.chassis},slot=0",
+    ]
+    if c.switch:
+        args += ["-device", "cxl-upstream,id=cxlus0,bus=cxlrp0"]
+    for i in range(c.devices):
+        mem, lsa = files[f"cxl-mem{i}"][0], files[f"cxl-lsa{i}"][0]
+        args += [
+            "-object", f"memory-backend-file,id=cxl-mem{i},share=on,mem-path={mem},size={c.memory_mib}M",
+            "-object", f"memory-backend-file,id=cxl-lsa{i},share=on,mem-path={lsa},size={c.lsa_mib}M",
+        ]
+        bus = "cxlrp0"
+        if c.switch:
+            bus = f"cxlds{i}"
+            args += ["-device", f"cxl-downstream,id={bus},bus=cxlus0,port={i},chassis={c.chassis + 1},slot={i}"]
+        sn = f",sn={c.serials[i]}" if i < len(c.serials) else ""
+        args += ["-device", f"cxl-type3,id=cxl-pmem{i},bus={bus},memdev=cxl-mem{i},lsa=cxl-lsa{i}{sn}"]
+    args += ["-M", f"cxl-fmw.0.targets.0={c.host_bridge},cxl-fmw.0.size={c.window_gib}G"]
     return args
 
 

@@ -19,8 +19,8 @@ from vm_guest import CheckFailed, numatune_json, read
 
 #: Modules holding the checks, in run order (snapshot early so fixtures exist even if later
 #: checks break the machine).
-CHECK_MODULES = ("checks_inspect", "checks_runtime", "checks_late", "checks_placement", "checks_probe", "checks_slurm",
-                 "checks_prometheus")
+CHECK_MODULES = ("checks_inspect", "checks_cxl", "checks_runtime", "checks_late", "checks_placement", "checks_probe",
+                 "checks_slurm", "checks_prometheus")
 
 ALL = ("two-socket", "cxl")
 
@@ -34,6 +34,7 @@ class Context:
     nics: list[str] = field(default_factory=list)
     cxl_chain: dict[str, Any] | None = None
     cxl_error: str | None = None
+    cxl_lists: dict[str, Any] | None = None  # `cxl list` answers saved by checks_cxl
     _inspect: dict[str, Any] | None = None
 
     def inspect(self) -> dict[str, Any]:

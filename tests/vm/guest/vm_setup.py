@@ -38,16 +38,20 @@ def _json(text: str) -> Any:
 
 
 def cxl_to_system_ram(topo: vm_topology.Topology, log: list[str]) -> dict[str, Any]:
-    """Create a region on mem0 and online it as a new CPU-less NUMA node; return the chain."""
+    """Create a region over every memdev (interleaved when there are several) and online it as a new
+    CPU-less NUMA node; return the chain."""
+    assert topo.cxl is not None
+    mems = [f"mem{i}" for i in range(topo.cxl.devices)]
     run(["modprobe", "-a", "cxl_acpi", "cxl_pci", "cxl_mem", "cxl_pmem", "cxl_port", "dax_pmem", "kmem"])
-    if not wait_for(lambda: Path("/sys/bus/cxl/devices/mem0").exists(), 30):
-        raise CheckFailed("no /sys/bus/cxl/devices/mem0 after 30 s "
+    if not wait_for(lambda: all(Path(f"/sys/bus/cxl/devices/{m}").exists() for m in mems), 30):
+        raise CheckFailed(f"not all of {mems} in /sys/bus/cxl/devices after 30 s "
                           "(cxl_pci failed to probe? pcie_ports=compat missing?)")
     run(["udevadm", "settle", "-t", "20"])
     decoders = _json(run(["cxl", "list", "-D", "-d", "root"], check=True).stdout)
     log.append(f"root decoders: {decoders}")
     root = next((d["decoder"] for d in decoders if d.get("pmem_capable")), None) or decoders[0]["decoder"]
-    res = run(["cxl", "create-region", "-m", "-d", root, "-t", "pmem", "-w", "1", "mem0"], check=True)
+    ways = ["-w", str(len(mems))] + (["-g", str(topo.cxl.granularity)] if len(mems) > 1 else [])
+    res = run(["cxl", "create-region", "-m", "-d", root, "-t", "pmem", *ways, *mems], check=True)
     log.append(res.summary())
     region = _json(res.stdout)
     region_name = region.get("region") if isinstance(region, dict) else None
@@ -65,7 +69,7 @@ def cxl_to_system_ram(topo: vm_topology.Topology, log: list[str]) -> dict[str, A
         if saved:
             AUTO_ONLINE.write_text(saved)
     target = int(read(f"/sys/bus/dax/devices/{dax}/target_node", "-1"))
-    chain = {"memdev": "mem0", "root_decoder": root, "region": region_name, "dax": dax, "node": target,
-             "namespace": namespace.get("dev")}
+    chain = {"memdev": mems[0] if len(mems) == 1 else mems, "root_decoder": root, "region": region_name,
+             "dax": dax, "node": target, "namespace": namespace.get("dev")}
     log.append(f"cxl chain: {chain}")
     return chain
