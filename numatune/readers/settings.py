@@ -48,7 +48,12 @@ def irqbalance_process(host: Host) -> tuple[bool | None, str | None]:
     """(running, its PID). Live: from the process table. A snapshot records whether the daemon ran
     (SNAPSHOT.txt's `irqbalance:` line) and keeps its /proc/PID/comm (and of its environment,
     IRQBALANCE_KEYS), so replay sees what live saw. Any other saved tree: True if it holds the
-    daemon's /proc entry, else None (a partial process table cannot prove the daemon absent)."""
+    daemon's /proc entry, else None (a partial process table cannot prove the daemon absent).
+    Walked once per Host: the kernel settings and the IRQ report both ask."""
+    return host.once("irqbalance_process", lambda: _find_irqbalance(host))
+
+
+def _find_irqbalance(host: Host) -> tuple[bool | None, str | None]:
     recorded = host.snapshot_facts("irqbalance")
     pids = [p for p in host.listdir("/proc") if p.isdigit()]
     for pid in pids:

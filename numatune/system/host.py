@@ -16,10 +16,16 @@ bounded by MAX_FILE_BYTES. A file that exists but cannot be read (EACCES) is not
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from numatune.cpulist import parse_cpulist, parse_cpumask
 from numatune.errors import InputError, NotASysfsTree, ParseError, PermissionDenied, ReadError
 from numatune.system.tarindex import Escapes
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_T = TypeVar("_T")
 
 _ESCAPE_ERRORS = (Escapes,)
 
@@ -71,7 +77,7 @@ def _clean(text: str) -> str:
 class Host:
     """A root to read; `label` is how the user named it (for messages)."""
 
-    __slots__ = ("root", "label", "notes", "_fs", "_snapshot_lines")
+    __slots__ = ("root", "label", "notes", "_fs", "_snapshot_lines", "_derived")
 
     def __init__(self, root: str = "/", label: str = "/", fs=None) -> None:  # noqa: ANN001 - RootDir/ArchiveRoot
         self.root = os.fspath(root)
@@ -80,6 +86,7 @@ class Host:
         self.notes: list[tuple[str, str]] = []
         self._fs = fs  # a saved root's contained access (roots.rootdir / roots.tarindex); None: live
         self._snapshot_lines: tuple[str, ...] | None = None  # a snapshot's SNAPSHOT.txt, loaded lazily
+        self._derived: dict[str, Any] = {}  # once(): facts that cost a scan, kept for this Host's life
 
     def __repr__(self) -> str:
         return f"Host({self.root!r}, label={self.label!r})"
@@ -341,6 +348,13 @@ class Host:
             self._snapshot_lines = tuple(text.splitlines())
         prefix = f"{key}: "
         return [line[len(prefix):].strip() for line in self._snapshot_lines if line.startswith(prefix)]
+
+    def once(self, key: str, compute: Callable[[], _T]) -> _T:
+        """`compute()` the first time `key` is asked of this Host, its result afterwards: a fact two
+        readers need (is irqbalance running: a walk of the whole process table) is read once a command."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
 
     def read_int(self, logical: str, base: int = 10) -> int | None:
         text = self.read_optional(logical)

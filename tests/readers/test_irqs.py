@@ -165,6 +165,19 @@ def test_report_on_handmade_root(tmp_path):
     assert 0 not in {i.irq for d in report.devices for i in d.irqs}
 
 
+def test_the_process_table_is_walked_once_for_settings_and_irqs(tmp_path, monkeypatch):
+    from numatune.readers.settings import read_settings
+
+    root = build_root(tmp_path, irqbalance=True)
+    host = Host.open(root)
+    walks = []
+    listdir = Host.listdir
+    monkeypatch.setattr(Host, "listdir", lambda self, p: walks.append(p) or listdir(self, p))
+    assert read_settings(host).irqbalance_running is True
+    assert read_irq_report(host, read_topology(host)).irqbalance_running is True
+    assert walks.count("/proc") == 1
+
+
 def test_debugfs_marks_managed(tmp_path):
     root = build_root(tmp_path)
     dbg = root / "sys/kernel/debug/irq/irqs"

@@ -5,6 +5,8 @@ Outcomes, by design:
   reason (and a banner in the terminal summary, so a skipped VM stage is never silent).
 - The guest never reaches the batch script (QEMU or boot failure outside the project) ->
   retried once, then skipped loudly with the console tail.
+- The batch ran but the guest kernel reported that it stalled (vm_runner.KERNEL_STALLS) and a check
+  did not pass -> that boot says nothing about numatune: retried once, then skipped loudly.
 - The batch ran: each check passes or FAILS on its own result; a check missing from the
   results (guest died half-way) FAILS, pointing at the console log.
 NUMATUNE_VM=0 skips the VM tests deliberately (fast local runs).
@@ -73,15 +75,20 @@ class VmSession:
             run.boots.append(boot)
             results = _load(boot.results_path)
             if results and results.get("started"):
-                run.results = results
-                break
+                stall = boot.kernel_stall
+                if not (stall and _not_passed(results)):
+                    run.results = results
+                    break
+                reasons.append(f"boot {attempt}: the guest kernel stalled ({stall!r}) and checks"
+                               f" {_not_passed(results)} did not pass")
+                continue
             why = "timed out" if boot.timed_out else f"vng exited {boot.returncode}"
             reasons.append(f"boot {attempt}: {why} after {boot.seconds:.0f}s, guest batch never started")
         else:
             last = run.boots[-1]
             run.skip_reason = (
-                f"VM boot of {name!r} failed twice ({'; '.join(reasons)}); console: {last.console_log}\n"
-                + vm_runner.tail(last.console_log, 25)
+                f"VM boot of {name!r} failed twice, outside the project ({'; '.join(reasons)});"
+                f" console: {last.console_log}\n" + vm_runner.tail(last.console_log, 25)
             )
             return run
         if os.environ.get("NUMATUNE_VM_UPDATE_FIXTURES") == "1":
@@ -92,6 +99,12 @@ class VmSession:
             else:
                 run.fixture_note = f"fixtures NOT updated: snapshot check {snap.get('status', 'missing')}"
         return run
+
+
+def _not_passed(results: dict[str, Any]) -> list[str]:
+    """The checks of a batch that did not pass (a batch that did not finish counts its running check)."""
+    bad = [k for k, v in results.get("checks", {}).items() if v.get("status") != "passed"]
+    return bad + ([results["running"]] if results.get("running") else [])
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -125,6 +138,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         for b in run.boots:
             share = 100 * b.seconds / vm_runner.BOOT_TIMEOUT
             stopped = f" STOPPED: {b.why_stopped}" if b.why_stopped else ""
+            if b.kernel_stall:
+                tr.write_line(f"!!! {name}: the guest kernel stalled: {b.kernel_stall}", red=True, bold=True)
             tr.write_line(f"{name}: boot+batch {b.seconds:.0f}s ({share:.0f}% of the limit; waited {b.lock_wait:.0f}s"
                           f" for the boot lock) rc={b.returncode}{stopped} log={b.console_log}",
                           red=bool(stopped or share > 50))

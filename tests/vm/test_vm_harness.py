@@ -13,6 +13,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import vm_runner
@@ -31,6 +32,8 @@ FAKE_VNG = textwrap.dedent('''\
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(doc, f)
     print("[vm-batch] first: passed", flush=True)
+    if os.environ.get("FAKE_GUEST_STALL"):
+        print("[   23.864071] rcu: rcu_preempt kthread timer wakeup didn't happen for 5251 jiffies!", flush=True)
     time.sleep(float(os.environ["FAKE_GUEST_SLEEP"]))
 ''')
 
@@ -93,6 +96,34 @@ def test_waiting_for_the_boot_lock_is_not_guest_time(fake_env, monkeypatch) -> N
     t.join()
     assert boot.lock_wait >= 2.5
     assert not boot.timed_out, boot.why_stopped
+
+
+def _session(fake_env: vm_runner.Environment) -> Any:
+    import conftest
+
+    session = conftest.VmSession()
+    session._env = fake_env
+    return session
+
+
+def test_a_failure_in_a_boot_whose_kernel_stalled_is_retried_then_skipped(fake_env, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_GUEST_SLEEP", "0")
+    monkeypatch.setenv("FAKE_GUEST_STALL", "1")
+    monkeypatch.delenv("NUMATUNE_VM", raising=False)
+    run = _session(fake_env).get("two-socket")
+    assert len(run.boots) == 2 and run.results is None
+    assert "outside the project" in run.skip_reason and "timer wakeup didn't happen" in run.skip_reason
+    assert "['second', 'third']" in run.skip_reason  # the failed check and the one left running
+
+
+def test_a_failure_in_a_sound_boot_is_the_projects(fake_env, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_GUEST_SLEEP", "0")
+    monkeypatch.delenv("FAKE_GUEST_STALL", raising=False)
+    monkeypatch.delenv("NUMATUNE_VM", raising=False)
+    run = _session(fake_env).get("two-socket")
+    assert len(run.boots) == 1 and run.skip_reason is None
+    assert run.boots[0].kernel_stall is None
+    assert run.results["checks"]["second"]["status"] == "failed"  # its test fails: not retried away
 
 
 def test_shared_cache_keeps_each_checkouts_runs_apart(tmp_path, monkeypatch) -> None:

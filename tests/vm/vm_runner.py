@@ -184,6 +184,31 @@ class BootResult:
     def results_path(self) -> Path:
         return self.run_dir / "results.json"
 
+    @property
+    def kernel_stall(self) -> str | None:
+        """The guest kernel's own report that it stalled, if the console has one (see KERNEL_STALLS)."""
+        return kernel_stall(self.console_log)
+
+
+#: What the guest kernel prints when it stops making progress by itself: an RCU grace period or a
+#: task stuck for minutes, a CPU whose timer never fired. Under TCG this follows a host that froze or
+#: jumped its clock (seen once, 23 s into a boot on an idle machine: CPU 1's timer stopped, every later
+#: module load waited on RCU). A failure in such a boot says nothing about numatune: the boot is retried.
+KERNEL_STALLS = ("rcu_preempt detected stall", "rcu_sched detected stall", "timer wakeup didn't happen",
+                 "kthread starved for", "blocked for more than", "soft lockup", "hard LOCKUP")
+
+
+def kernel_stall(console: Path) -> str | None:
+    """The first console line in which the guest kernel reports a stall, without its timestamp."""
+    try:
+        with console.open(errors="replace") as f:
+            for line in f:
+                if any(s in line for s in KERNEL_STALLS):
+                    return line.split("] ", 1)[-1].strip()[:200]
+    except OSError:
+        return None
+    return None
+
 
 def guest_command(topo: vm_topology.Topology, run_dir: Path, extra: list[str] | None = None) -> str:
     """Shell command virtme-ng runs in the guest (the host venv's python, via the shared root)."""

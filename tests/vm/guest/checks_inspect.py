@@ -282,7 +282,8 @@ def snapshot_parity(ctx: Context) -> dict[str, Any]:
 
     out = ctx.out / "parity"
     out.mkdir(exist_ok=True)
-    proc = spawn_toucher([], 32, ctx.out / "parity-toucher.json")
+    # Read twice (snapshot, then live): without THP nothing fills its pages in between.
+    proc = spawn_toucher([], 32, ctx.out / "parity-toucher.json", "--no-thp")
     env = dict(os.environ, **PARITY_ENV)
     try:
         pid = str(proc.pid)

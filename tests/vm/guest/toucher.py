@@ -1,11 +1,14 @@
 """Workload stand-in run inside the guest: touch N MiB, report where it runs, then wait.
 
-Usage: toucher.py MIB READY_FILE [--exit]
+Usage: toucher.py MIB READY_FILE [--exit] [--no-thp]
 
 Writes READY_FILE as JSON once the memory is touched: its pid, sched_getaffinity,
 Cpus_allowed_list/Mems_allowed_list from /proc/self/status, and for the touched mapping the
 numa_maps policy and pages per node. Without --exit it then sleeps until killed so that
-`numatune audit` and `numastat -p` can look at it from outside. Standard library only.
+`numatune audit` and `numastat -p` can look at it from outside. With --no-thp it first opts out of
+transparent huge pages (PR_SET_THP_DISABLE): khugepaged would otherwise collapse a half-used 2 MiB range
+later, filling its empty pages, and the process's anonymous bytes would grow while it sleeps (a check
+that reads it twice, live and from a snapshot, needs it to hold still). Standard library only.
 """
 
 from __future__ import annotations
@@ -18,9 +21,15 @@ import re
 import sys
 import time
 
+PR_SET_THP_DISABLE = 41  # linux/prctl.h
+
 
 def main() -> int:
     mib, ready = int(sys.argv[1]), sys.argv[2]
+    if "--no-thp" in sys.argv[3:]:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_THP_DISABLE)")
     size = mib * 1024 * 1024
     buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     buf.write(b"\x01" * size)  # fault in every page under the inherited memory policy

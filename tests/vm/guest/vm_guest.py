@@ -182,11 +182,11 @@ def msi_irqs(netdev: str) -> list[int]:
 READY_TIMEOUT = 300
 
 
-def spawn_toucher(argv_prefix: list[str], mib: int, ready: Path) -> subprocess.Popen[bytes]:
-    """Start ``PREFIX python toucher.py MIB READY`` and wait until its memory is touched."""
+def spawn_toucher(argv_prefix: list[str], mib: int, ready: Path, *flags: str) -> subprocess.Popen[bytes]:
+    """Start ``PREFIX python toucher.py MIB READY FLAGS`` and wait until its memory is touched."""
     ready.unlink(missing_ok=True)
     toucher = Path(__file__).with_name("toucher.py")
-    proc = subprocess.Popen([*argv_prefix, sys.executable, str(toucher), str(mib), str(ready)],
+    proc = subprocess.Popen([*argv_prefix, sys.executable, str(toucher), str(mib), str(ready), *flags],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if not wait_for(lambda: ready.exists() or proc.poll() is not None, timeout=READY_TIMEOUT):
         proc.kill()
