@@ -265,35 +265,49 @@ def _name_devices(devices: list[PciDevice], pci_ids: str) -> list[PciDevice]:
             db = fh.read()
     except OSError:
         return devices
+    vendors: dict[int, tuple[str, int, int] | None] = {}  # a vendor's block found once, not once a device
     out = []
     for d in devices:
-        vendor_name, device_name = lookup_pci_ids(db, d.vendor_id, d.device_id)
+        vendor_name, device_name = lookup_pci_ids(db, d.vendor_id, d.device_id, vendors)
         out.append(d._replace(vendor_name=vendor_name, device_name=device_name))
     return out
 
 
-def lookup_pci_ids(db: bytes, vendor: int | None, device: int | None) -> tuple[str | None, str | None]:
-    """Find names in pci.ids without parsing the whole 1.3 MB file (bytes.find runs in C)."""
+def lookup_pci_ids(db: bytes, vendor: int | None, device: int | None,
+                   vendors: dict[int, tuple[str, int, int] | None] | None = None) -> tuple[str | None, str | None]:
+    """Find names in pci.ids without parsing the whole 1.3 MB file (bytes.find runs in C); `vendors`
+    keeps each vendor's (name, block start, block end) across calls: finding Intel reads ~1 MB."""
     if vendor is None:
         return None, None
-    key = b"\n%04x  " % vendor
-    start = db.find(key)
-    if start < 0:
+    block = vendors.get(vendor, False) if vendors is not None else False
+    if block is False:
+        block = _vendor_block(db, vendor)
+        if vendors is not None:
+            vendors[vendor] = block
+    if block is None:
         return None, None
-    line_end = db.find(b"\n", start + 1)
-    vendor_name = db[start + len(key) : line_end].decode("utf-8", "replace").strip()
+    vendor_name, line_end, block_end = block
     if device is None:
         return vendor_name, None
-    import re  # only with a pci.ids database; the report paths run without the regex engine
-
-    next_vendor = re.compile(rb"\n[0-9a-f]{4}  ").search(db, line_end)
-    block_end = next_vendor.start() if next_vendor else len(db)
     dkey = b"\n\t%04x  " % device
     pos = db.find(dkey, line_end - 1, block_end)
     if pos < 0:
         return vendor_name, None
     end = db.find(b"\n", pos + 1)
     return vendor_name, db[pos + len(dkey) : end].decode("utf-8", "replace").strip()
+
+
+def _vendor_block(db: bytes, vendor: int) -> tuple[str, int, int] | None:
+    key = b"\n%04x  " % vendor
+    start = db.find(key)
+    if start < 0:
+        return None
+    line_end = db.find(b"\n", start + 1)
+    import re  # only with a pci.ids database; the report paths run without the regex engine
+
+    next_vendor = re.compile(rb"\n[0-9a-f]{4}  ").search(db, line_end)
+    block_end = next_vendor.start() if next_vendor else len(db)
+    return db[start + len(key) : line_end].decode("utf-8", "replace").strip(), line_end, block_end
 
 
 def pci_ids_from_env(environ: Mapping[str, str] | None = None) -> str | None:
