@@ -317,6 +317,21 @@ def test_a_root_holding_only_a_link_is_refused(sandbox, beneath):
     _refused(sandbox, str(link), match="is a link")
 
 
+def test_a_link_to_an_archive_is_read_a_link_to_a_directory_is_not(tmp_path):
+    from numatune.errors import InputError
+    from tests.conftest import fixture_root
+
+    archive = tmp_path / "latest.tar.gz"
+    os.symlink(fixture_archive("32em64t-2n8c+dax+nvme+mic+dimms"), archive)
+    host = Host.open(str(archive))
+    assert host.is_archive and host.label == str(archive)
+    assert host.read_optional("/sys/devices/system/node/online") == "0-1"
+    tree = tmp_path / "latest"
+    os.symlink(fixture_root("32em64t-2n8c+dax+nvme+mic+dimms"), tree)
+    with pytest.raises(InputError, match="saved directory root is never read through a link"):
+        Host.open(str(tree))
+
+
 def test_a_root_link_makes_irq_apply_write_nothing_live(sandbox, beneath):
     root = sandbox / "node"
     root.mkdir()

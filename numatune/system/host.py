@@ -109,8 +109,12 @@ class Host:
         if not os.path.lexists(path):
             raise InputError(f"root {spec} does not exist")
         if os.path.islink(path):
-            raise InputError(f"--root {spec} is a link (to {os.readlink(path)}): a saved root is never read "
-                             "through a link", hint="pass the directory or archive itself")
+            # An archive is read into memory and never written: a link to one (a rotated latest.tar.gz)
+            # is followed. A directory root can be written (irq apply), so a link is never followed there.
+            if not os.path.isfile(path):
+                raise InputError(f"--root {spec} is a link (to {os.readlink(path)}): a saved directory root is "
+                                 "never read through a link", hint="pass the directory itself")
+            path = os.path.realpath(path)
         if os.path.isfile(path):
             from numatune.system.tarindex import ArchiveRoot, read_archive, tree_top
 
