@@ -348,13 +348,20 @@ def _has_nvidia_gpu(src: Host) -> bool:
 
 def snapshot(src: Host, dest: Path, pids: Iterable[int], main: Any,
              make_obj: Callable[[RecordingHost], object]) -> Capture:
-    """Capture `src` (usually the live node) into `dest`: a directory, or an archive for .tar/.tar.gz/.tgz."""
+    """Capture `src` (usually the live node) into `dest`: a directory, or an archive for .tar/.tar.gz/.tgz
+    (a gzipped one for `-`, /dev/stdout and the other streams: `snapshot -o - | ssh ...`)."""
+    from numatune.system.outfile import is_stream, write_file
+
     pids = tuple(pids)
-    name = dest.name
+    stream = is_stream(dest)
+    name = "snapshot.tar.gz" if stream else dest.name
     archive = name.endswith((".tar.gz", ".tgz", ".tar"))
     if not archive and dest.is_symlink():
         raise InputError(f"{dest} is a link: a snapshot directory is never written through one",
                          hint="pass the directory itself, or a new name")
+    if not archive and dest.exists() and not dest.is_dir():
+        raise InputError(f"{dest} exists and is not a directory",
+                         hint="an archive's name ends in .tar.gz, .tgz or .tar; `-o -` writes one to standard output")
     if not archive and dest.exists() and any(dest.iterdir()):
         raise InputError(f"{dest} exists and is not empty")
     cap = capture(src, pids, main, make_obj)
@@ -369,8 +376,6 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int], main: Any,
     )
     cap.files["/SNAPSHOT.txt"] = note.encode()
     if archive:
-        from numatune.system.outfile import write_file
-
         top = re.sub(r"\.(tar\.gz|tgz|tar)$", "", name) or "snapshot"
         write_file(dest, fill=lambda fh: cap.write_tar(fh, top, gzipped=not name.endswith(".tar")))
     else:

@@ -4,7 +4,8 @@ A temporary file is created in the destination's directory (O_EXCL | O_NOFOLLOW:
 link an attacker placed there), filled, and renamed over the name: a reader sees the old file or
 the whole new one, and a link at the name is replaced, never written through. A missing directory,
 a permission problem or a destination on a kernel filesystem (/proc, /sys, /dev) is one line and
-exit 3 (InputError), with nothing left behind.
+exit 3 (InputError), with nothing left behind. The streams people name as files are the exception:
+`-` and /dev/stdout (standard output), /dev/stderr and /dev/null are written straight through.
 
 A leaf module: stdlib only.
 """
@@ -19,6 +20,13 @@ from typing import BinaryIO
 from numatune.errors import InputError
 
 _KERNEL_FS = ("/proc", "/sys", "/dev")
+#: Destinations that are a stream, not a file: written straight through (no temporary, no rename).
+STREAMS = {"-": 1, "/dev/stdout": 1, "/dev/stderr": 2, "/dev/null": None}
+
+
+def is_stream(path: str | os.PathLike[str]) -> bool:
+    """True for `-`, /dev/stdout, /dev/stderr and /dev/null (what `snapshot -o -` pipes)."""
+    return os.fspath(path) in STREAMS
 
 
 def write_file(path: str | os.PathLike[str], data: bytes | str | None = None, *,
@@ -28,6 +36,8 @@ def write_file(path: str | os.PathLike[str], data: bytes | str | None = None, *,
     `replace=False` refuses an existing file (EEXIST: the `irq apply` state file is never overwritten).
     """
     name = os.fspath(path)
+    if replace and name in STREAMS:
+        return _write_stream(name, data, fill)
     base = os.path.basename(name)
     if not base or base in (".", ".."):
         raise InputError(f"cannot write {name}: not a file name")
@@ -49,10 +59,7 @@ def write_file(path: str | os.PathLike[str], data: bytes | str | None = None, *,
         try:
             with os.fdopen(fd, "wb") as fh:
                 os.fchmod(fh.fileno(), mode)  # as asked, whatever the umask made of O_CREAT's mode
-                if fill is not None:
-                    fill(fh)
-                else:
-                    fh.write(data or b"")
+                _fill(fh, data, fill)
             if replace:
                 os.rename(tmp, base, src_dir_fd=dirfd, dst_dir_fd=dirfd)
             else:
@@ -69,3 +76,32 @@ def write_file(path: str | os.PathLike[str], data: bytes | str | None = None, *,
     finally:
         os.close(dirfd)
     return name
+
+
+def _write_stream(name: str, data: bytes | str | None, fill: Callable[[BinaryIO], None] | None) -> str:
+    """Standard output or error (through sys.stdout/stderr's byte buffer, after what was printed there),
+    or /dev/null. A closed pipe (BrokenPipeError) is left to the command line, which ends quietly."""
+    import sys
+
+    if STREAMS[name] is None:
+        with open(os.devnull, "wb") as sink:
+            _fill(sink, data, fill)
+        return name
+    stream = sys.stdout if STREAMS[name] == 1 else sys.stderr
+    stream.flush()
+    out = getattr(stream, "buffer", None)
+    if out is None:  # a text-only stand-in (a caller's StringIO): text goes there, an archive cannot
+        if fill is not None or isinstance(data, bytes):
+            raise InputError(f"cannot write {name}: it takes only text here")
+        stream.write(data or "")
+        return name
+    _fill(out, data, fill)
+    out.flush()
+    return name
+
+
+def _fill(fh: BinaryIO, data: bytes | str | None, fill: Callable[[BinaryIO], None] | None) -> None:
+    if fill is not None:
+        fill(fh)
+    else:
+        fh.write(data.encode("utf-8") if isinstance(data, str) else data or b"")

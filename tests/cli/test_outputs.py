@@ -95,3 +95,37 @@ def test_snapshot_o_to_a_missing_directory_was_an_internal_error(cli, tmp_path):
     """The case issue 22 found: `snapshot -o /nonexistent/x.tar.gz` ended in exit 70."""
     r = cli("--root", str(fixture_root(ROOT)), "snapshot", "-o", str(tmp_path / "no" / "x.tar.gz"))
     _one_line_exit_3(r, "no/x.tar.gz")
+
+
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_dev_null_is_written_not_refused(cli, writer):
+    """`-o /dev/null` (timing a command, checking it runs) is a stream, not a file on a kernel filesystem."""
+    r = _run(cli, fixture_root(ROOT), WRITERS[writer], "/dev/null")
+    assert r.exit_code in (0, 1), r.stderr
+    assert "error" not in r.stderr
+
+
+@pytest.mark.parametrize("writer", ["inspect -o", "emit -o", "snapshot -o"])
+def test_dash_and_dev_stdout_write_standard_output(cli, tmp_path, writer):
+    import io
+    import tarfile
+
+    for out in ("-", "/dev/stdout"):
+        r = _run(cli, fixture_root(ROOT), WRITERS[writer], out)
+        assert r.exit_code in (0, 1), r.stderr
+        if writer == "snapshot -o":  # a gzipped archive on standard output: `snapshot -o - | ssh ...`
+            with tarfile.open(fileobj=io.BytesIO(r.stdout_bytes), mode="r:gz") as tar:
+                assert "snapshot/SNAPSHOT.txt" in tar.getnames()
+            assert (tmp_path / "replay.tar.gz").write_bytes(r.stdout_bytes)
+            assert cli("--root", str(tmp_path / "replay.tar.gz"), "inspect", "--json").exit_code == 0
+        else:
+            expected = _run(cli, fixture_root(ROOT), [a for a in WRITERS[writer] if a not in ("-o", "{out}")], "")
+            assert r.stdout == expected.stdout and r.stdout
+
+
+def test_snapshot_o_an_existing_file_without_an_archive_name_is_exit_3(cli, tmp_path):
+    """It was an internal error (NotADirectoryError, exit 70)."""
+    existing = tmp_path / "node1.snap"
+    existing.write_text("keep\n")
+    _one_line_exit_3(cli("--root", str(fixture_root(ROOT)), "snapshot", "-o", str(existing)), "not a directory")
+    assert existing.read_text() == "keep\n"
