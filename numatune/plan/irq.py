@@ -66,23 +66,29 @@ def spread_order(topo: Topology, cpus: Iterable[int]) -> list[int]:
     return out
 
 
-def rank_nodes(topo: Topology, ranks: int) -> list[int]:
+def rank_nodes(topo: Topology, ranks: int) -> tuple[list[int], str | None]:
     """The node of each local rank, as `launch` picks it: rank i uses the i-th GPU (accelerator when there
     is no GPU) in PCI order; when some rank has no such device with a known node, ranks go in
-    contiguous blocks over the nodes that have CPUs."""
+    contiguous blocks over the nodes that have CPUs, with a note: launch then needs --node (or --gpu)
+    for those ranks, and the cores kept free are this guess, not what launch was told."""
     from numatune.model.order import gpu_order
 
-    gpus, _ = gpu_order([d for d in topo.devices if d.path])
+    gpus, what = gpu_order([d for d in topo.devices if d.path])
     if len(gpus) >= ranks and all(g.node is not None for g in gpus[:ranks]):
-        return [g.node for g in gpus[:ranks]]  # type: ignore[misc]
+        return [g.node for g in gpus[:ranks]], None  # type: ignore[misc]
     nodes = [n.id for n in topo.nodes if n.cpus]
     if not nodes:
-        return []
+        return [], None
     per, extra = divmod(ranks, len(nodes))
     out: list[int] = []
     for i, nid in enumerate(nodes):
         out.extend([nid] * (per + (1 if i < extra else 0)))
-    return out
+    known = sum(1 for g in gpus[:ranks] if g.node is not None)
+    note = (f"{ranks} ranks per node but {known} {what}(s) with a known node: ranks are assumed in blocks over"
+            f" nodes {format_cpulist(nodes)} (ranks 0-{len(out) - 1} on nodes {', '.join(map(str, out))}); launch"
+            " needs --node for a rank without its own device: give the ranks the same nodes, or --exclude-cpus"
+            if gpus else None)
+    return out, note
 
 
 def exclusive_split(
@@ -99,9 +105,9 @@ def exclusive_split(
     """
     from numatune.plan.launch import kind_tiers, one_kind, without_reserved
 
-    placement = rank_nodes(topo, ranks)
+    placement, guess = rank_nodes(topo, ranks)
     out: dict[int, tuple[int, ...]] = {}
-    notes: list[str] = []
+    notes: list[str] = [guess] if guess else []
     for nid in sorted(set(placement)):
         members = [r for r, n in enumerate(placement) if n == nid]
         usable: list[tuple[int, ...]] = []

@@ -74,7 +74,8 @@ def test_exclude_cpus_and_isolated(world):
 def test_ranks_per_node_matches_exclusive_split(world):
     topo, report = world
     split, notes = exclusive_split(topo, 2, reserve_cores=1)
-    assert split == {0: (2, 3), 1: (6, 7)} and not notes
+    assert split == {0: (2, 3), 1: (6, 7)}
+    assert len(notes) == 1 and "assumed in blocks" in notes[0]  # one GPU for two ranks: the split is a guess
     plan = plan_irqs(topo, report, ranks_per_node=2, reserve_cores=1)
     assert plan.reserved == (2, 3, 6, 7)
     assert plan.free_by_node == {0: (0, 1), 1: (4, 5)}
@@ -92,8 +93,11 @@ def test_no_free_cpu_is_a_skip_not_a_remote_placement(world):
 
 def test_rank_nodes_follow_gpus_else_blocks(world):
     topo, _ = world
-    assert rank_nodes(topo, 1) == [0]  # one GPU, on node 0
-    assert rank_nodes(topo, 4) == [0, 0, 1, 1]  # more ranks than GPUs: contiguous blocks
+    assert rank_nodes(topo, 1) == ([0], None)  # one GPU, on node 0
+    nodes, note = rank_nodes(topo, 4)  # more ranks than GPUs: contiguous blocks, said
+    assert nodes == [0, 0, 1, 1]
+    assert note.startswith("4 ranks per node but 1 gpu(s) with a known node") and "launch needs --node" in note
+    assert note in exclusive_split(topo, 4)[1]
 
 
 def test_already_in_place_is_kept(world):
