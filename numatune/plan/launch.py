@@ -448,6 +448,8 @@ def _core_complex(
     reasons.append(f"core complexes: node {node_id} has {len(groups)} last-level-cache group(s) of usable CPUs"
                    f"{reserve} ({shown}), ordered by size then lowest CPU")
     sharing = [i for i in range(count) if i % len(groups) == slot]
+    if topo.cpu_kinds.heterogeneous and opts.cpu_kind != "any":  # before any split: the ranks sharing a group
+        mine = _kind_pool(topo, opts, mine, len(sharing), "core-complex", reasons, warnings)  # share one pool
     if len(sharing) > 1:
         pos = sharing.index(index)
         if len(mine) < len(sharing):
@@ -462,9 +464,7 @@ def _core_complex(
                        f"{len(sharing) - 1} other rank(s): part {pos + 1} of {len(sharing)} of its cores")
     else:
         reasons.append(f"cpus: core-complex: rank #{index + 1} of {count} → group {slot + 1} of {len(groups)} "
-                       f"(L3 shared by CPUs {format_cpulist(_flat(mine))})")
-    if topo.cpu_kinds.heterogeneous and opts.cpu_kind != "any":
-        mine = _kind_pool(topo, opts, mine, 1, "core-complex", reasons, warnings)
+                       f"(L3 shared by CPUs {format_cpulist(_flat(groups[slot][1]))})")
     return _flat(mine)
 
 

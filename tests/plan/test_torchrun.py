@@ -229,6 +229,19 @@ def test_gb10_core_complex_two_l3_clusters():
         assert any("ignores CPU kinds" in b for b in perf.torch.because)
 
 
+def test_gb10_core_complex_ranks_sharing_a_cluster_split_its_performance_cores():
+    """Six ranks on two L3 clusters: three share each cluster's five X925 cores (2, 2, 1), never a mix of
+    kinds cut before the kind choice (which gave one rank 3 cores and another 2 of the wrong shares)."""
+    nodes = [0] * 6
+    plans = [launch("nvidia-dgx-gb10", "core-complex", r, 6, synthetic_gpus(nodes)) for r in range(6)]
+    mine = [set(p.cpus) for p in plans]
+    assert all(not (a & b) for i, a in enumerate(mine) for b in mine[i + 1:])
+    perf = launch("nvidia-dgx-gb10", "core-complex", 0, 2, synthetic_gpus([0, 0]))
+    perf_other = launch("nvidia-dgx-gb10", "core-complex", 1, 2, synthetic_gpus([0, 0]))
+    assert mine[0] | mine[2] | mine[4] == set(perf.cpus) and mine[1] | mine[3] | mine[5] == set(perf_other.cpus)
+    assert sorted(len(m) for m in mine) == [1, 1, 2, 2, 2, 2]
+
+
 # -- where torchrun's inputs are wrong, the dry run says why ----------------------------------------------------
 def test_cgroup_cpuset_beyond_the_affinity_mask_is_named():
     allowed = frozenset(range(16)) - {2, 3, 10, 11}
