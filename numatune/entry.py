@@ -102,14 +102,14 @@ def run(argv: Sequence[str] | None = None) -> None:
 
 def _run_fast(call: FastCall) -> int:
     from numatune.errors import ExitCode, NumatuneError, describe_failure
+    from numatune.render.printable import echo
 
     try:
         if call.command == "diff":
             from numatune.commands.diff import diff_report
 
             text, differ = diff_report(*call.args, fmt=call.fmt)
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            echo(text)
             return int(ExitCode.FINDINGS) if differ else 0
         from numatune.commands import inspect as reports
         from numatune.system.host import Host
@@ -119,10 +119,9 @@ def _run_fast(call: FastCall) -> int:
             from numatune.commands.check import check_report
 
             text, failed, skipped = check_report(host, call.root, fmt=call.fmt)
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            echo(text)
             if call.fmt == "text":
-                sys.stderr.write("".join(f"numatune: skipped {what}: {why}\n" for what, why in skipped))
+                echo("".join(f"numatune: skipped {what}: {why}\n" for what, why in skipped), err=True)
             return int(ExitCode.FINDINGS) if failed else 0
         if call.command == "inspect" and call.fmt == "text":
             from numatune.readers.pci import pci_ids_from_env
@@ -130,7 +129,7 @@ def _run_fast(call: FastCall) -> int:
 
             topo, matrix, findings = reports.inspect_report(host, pci_ids_from_env())
             print_inspect(topo, matrix, findings, call.color)
-            sys.stderr.write("".join(f"numatune: skipped {s.subject}: {s.reason}\n" for s in topo.skipped))
+            echo("".join(f"numatune: skipped {s.subject}: {s.reason}\n" for s in topo.skipped), err=True)
             return 0
         if call.command == "inspect":
             from numatune.readers.pci import pci_ids_from_env
@@ -140,8 +139,7 @@ def _run_fast(call: FastCall) -> int:
             text = reports.irq_json(host)
         else:
             text = reports.audit_json(host, call.pids)
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        echo(text + "\n")
         return 0
     except BrokenPipeError:
         sys.stderr.close()
@@ -150,5 +148,5 @@ def _run_fast(call: FastCall) -> int:
         if call.debug and not isinstance(exc, (NumatuneError, KeyboardInterrupt)):
             raise
         message, hint, code = describe_failure(exc)
-        sys.stderr.write(f"numatune: error: {message}\n" + (f"hint: {hint}\n" if hint else ""))
+        echo(f"numatune: error: {message}\n" + (f"hint: {hint}\n" if hint else ""), err=True)
         return code

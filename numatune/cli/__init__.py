@@ -73,9 +73,9 @@ class NumatuneGroup(click.Group):
             if not isinstance(exc, (NumatuneError, KeyboardInterrupt)) and isinstance(app, App) and app.debug:
                 raise
             message, hint, code = describe_failure(exc)
-            click.echo(f"numatune: error: {message}", err=True)
-            if hint:
-                click.echo(f"hint: {hint}", err=True)
+            from numatune.render.printable import echo
+
+            echo(f"numatune: error: {message}\n" + (f"hint: {hint}\n" if hint else ""), err=True)
             raise click.exceptions.Exit(code) from None
 
 

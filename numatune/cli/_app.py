@@ -36,7 +36,9 @@ class App:
         click.echo(dumps(document))
 
     def note(self, message: str) -> None:
-        click.echo(f"numatune: {message}", err=True)
+        from numatune.render.printable import echo
+
+        echo(f"numatune: {message}\n", err=True)
 
     def warn(self, message: str) -> None:
-        click.echo(f"numatune: warning: {message}", err=True)
+        self.note(f"warning: {message}")

@@ -74,11 +74,13 @@ def guess_format(path: Any, choices: tuple[str, ...], fallback: str | None) -> s
     return fmt if fmt in choices else fallback
 
 
-def write_output(path: Any, text: str) -> None:
-    """Write a report to the -o file (system.outfile: atomic, no-follow); an unwritable path is one line, exit 3."""
+def write_output(path: Any, text: str, mode: int = 0o644) -> None:
+    """Write a report to the -o file (system.outfile: atomic, no-follow), made printable (render.printable)
+    as on standard output; an unwritable path is one line, exit 3."""
+    from numatune.render.printable import printable
     from numatune.system.outfile import write_file
 
-    write_file(path, text)
+    write_file(path, printable(text), mode=mode)
 
 
 def format_choices(command: click.Command) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ import click
 from numatune.cli._app import App
 from numatune.cli._options import format_option
 from numatune.commands.audit import AuditRun, prefetch_numa_maps
+from numatune.render.printable import echo
 
 
 def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -142,7 +143,7 @@ def audit_cmd(
         else:
             from numatune.render.prometheus import audit_metrics
 
-            click.echo(audit_metrics(doc), nl=False)
+            echo(audit_metrics(doc))
         return
     from numatune.render.audit_text import render_audit
 

@@ -8,6 +8,7 @@ import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option, write_output
+from numatune.render.printable import echo
 
 FAIL_ON = ("info", "warning", "error")
 
@@ -64,7 +65,7 @@ def check_cmd(
     if output is not None:
         write_output(output, text)
     else:
-        click.echo(text, nl=False)
+        echo(text)
     if fmt == "text":
         for subject, reason in skipped:
             app.note(f"skipped {subject}: {reason}")

@@ -9,6 +9,7 @@ import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
+from numatune.render.printable import echo
 
 
 @click.command("compare", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -124,6 +125,6 @@ def compare_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN0
     if kw["fmt"] == "json":
         app.echo_json(doc)
     elif kw["emit"] == "markdown":
-        click.echo(render_markdown(doc), nl=False)
+        echo(render_markdown(doc))
     else:
-        click.echo(render_text(doc), nl=False)
+        echo(render_text(doc))

@@ -6,6 +6,7 @@ import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
+from numatune.render.printable import echo
 
 
 @click.command("diff")
@@ -27,6 +28,6 @@ def diff_cmd(app: App, a: str, b: str, ignore: tuple[str, ...], fmt: str) -> Non
     from numatune.errors import ExitCode
 
     text, differ = diff_report(a, b, tuple(ignore), fmt)
-    click.echo(text, nl=False)
+    echo(text)
     if differ:
         raise click.exceptions.Exit(int(ExitCode.FINDINGS))

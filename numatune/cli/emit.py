@@ -8,6 +8,7 @@ import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
+from numatune.render.printable import echo
 
 
 def _output_option(func):  # noqa: ANN001, ANN201 - click decorator
@@ -17,11 +18,11 @@ def _output_option(func):  # noqa: ANN001, ANN201 - click decorator
 
 def _write(app: App, text: str, output: Path | None) -> None:
     if output is None:
-        click.echo(text, nl=False)
+        echo(text)
         return
-    from numatune.system.outfile import write_file
+    from numatune.cli._options import write_output
 
-    write_file(output, text)
+    write_output(output, text)
     app.note(f"wrote {output}")
 
 

@@ -8,6 +8,7 @@ import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option, write_output
+from numatune.render.printable import echo
 
 
 @click.command("fleet")
@@ -45,6 +46,6 @@ def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: s
     if output is not None:
         write_output(output, text)
     else:
-        click.echo(text, nl=False)
+        echo(text)
     if fail_on_outliers and (fleet.outliers or unreadable):
         raise click.exceptions.Exit(int(ExitCode.FINDINGS))

@@ -8,6 +8,7 @@ import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option, write_output
+from numatune.render.printable import echo
 
 
 def build_inspect(app: App):  # noqa: ANN201 - returns (topology, matrix, findings)
@@ -42,7 +43,7 @@ def inspect_cmd(app: App, fmt: str, output: Path | None) -> None:
     elif output is not None:
         write_output(output, _report_text(fmt, topo, matrix, findings))
     else:
-        click.echo(_report_text(fmt, topo, matrix, findings), nl=False)
+        echo(_report_text(fmt, topo, matrix, findings))
     if fmt in ("text", "svg", "html"):
         for s in topo.skipped:
             app.note(f"skipped {s.subject}: {s.reason}")

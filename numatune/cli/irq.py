@@ -9,6 +9,7 @@ import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
+from numatune.render.printable import echo
 
 
 def _cpulist(ctx: click.Context, param: click.Parameter, value: str | None) -> frozenset[int]:
@@ -86,7 +87,7 @@ def irq_group(ctx: click.Context, fmt: str, exclude_cpus: frozenset[int],
             from numatune.errors import Unsupported
 
             raise Unsupported("--format prometheus for irq is not available in this build") from None
-        click.echo(irq_metrics(doc), nl=False)
+        echo(irq_metrics(doc))
         return
     from numatune.render.irq_text import render_irq
 
@@ -132,9 +133,9 @@ def plan_cmd(app: App, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: i
     _, report, plan = _make_plan(app, exclude_cpus, ranks_per_node, reserve_cores, irq_cpu_kind)
     balance, tuned = irqbalance_lines(plan), tuned_snippet(plan)
     if emit:
-        from numatune.system.outfile import write_file
+        from numatune.cli._options import write_output
 
-        write_file(emit, shell_script(plan, report.source), mode=0o755)
+        write_output(emit, shell_script(plan, report.source), mode=0o755)
         app.note(f"wrote {emit} ({len(plan.changes)} moves)")
     if fmt == "json":
         from numatune.render.envelope import dumps

@@ -14,6 +14,7 @@ import click
 from numatune.cli._app import App
 from numatune.cli._options import format_option
 from numatune.model.launch import CPU_KIND_CHOICES, MEM_POLICIES, METHODS, NIC_TRANSPORTS
+from numatune.render.printable import echo
 
 _KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 
@@ -130,7 +131,7 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     if plan_only:
         from numatune.render.launch_text import render_dry_run
 
-        click.echo(render_dry_run(plan), nl=False)
+        echo(render_dry_run(plan))
         return
     from numatune.live.bind import apply_plan
     from numatune.render.launch_text import summary_line

@@ -9,6 +9,7 @@ import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
+from numatune.render.printable import echo
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
 
@@ -113,7 +114,7 @@ def plan_memory_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the 
 
         shape = (f", {kw['layers']} layers x {kw['hidden']} hidden, seq {kw['seq_len']}, batch {kw['batch']}"
                  if kw["seq_len"] else ", no activation checkpoints (give --layers --hidden --seq-len)")
-        click.echo(render_text(plan, host.label, f"{params:.3g} parameters, {kw['optimizer']}{shape}"), nl=False)
+        echo(render_text(plan, host.label, f"{params:.3g} parameters, {kw['optimizer']}{shape}"))
     if not plan.fits:
         raise not_fitting(plan)
 

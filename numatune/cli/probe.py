@@ -8,6 +8,7 @@ import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
+from numatune.render.printable import echo
 
 
 def _nodes(text: str | None, flag: str) -> tuple[int, ...] | None:
@@ -98,4 +99,4 @@ def probe_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the option
     if kw["fmt"] == "json":
         app.echo_json(probe_document(result, findings, gpu))
         return
-    click.echo(render_text(result, findings, gpu), nl=False)
+    echo(render_text(result, findings, gpu))

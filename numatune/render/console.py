@@ -29,10 +29,12 @@ def output_width(stream, environ) -> int | None:  # noqa: ANN001 - a text file, 
 
 
 def make_console(color: bool = True, *, stderr: bool = False):  # noqa: ANN201 - rich is imported lazily
+    """The console, with every printed segment made printable (render.printable): values from a root
+    can hold terminal control sequences, and rich writes them as they are."""
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    return Console(
+    console = Console(
         file=stream,
         no_color=not color or "NO_COLOR" in os.environ,
         highlight=False,
@@ -41,3 +43,28 @@ def make_console(color: bool = True, *, stderr: bool = False):  # noqa: ANN201 -
         soft_wrap=False,
         width=output_width(stream, os.environ),
     )
+    console.push_render_hook(_printable_hook())
+    return console
+
+
+def _printable_hook():  # noqa: ANN202 - a rich RenderHook, built when rich is loaded
+    from rich.console import RenderHook
+    from rich.segment import Segment
+
+    from numatune.render.printable import printable
+
+    class Printable:
+        """A renderable's segments with their text made printable (rich's own control segments kept)."""
+
+        def __init__(self, inner) -> None:  # noqa: ANN001 - any renderable
+            self.inner = inner
+
+        def __rich_console__(self, console, options):  # noqa: ANN001, ANN204 - rich's protocol
+            for seg in console.render(self.inner, options):
+                yield seg if seg.control else Segment(printable(seg.text), seg.style)
+
+    class Hook(RenderHook):
+        def process_renderables(self, renderables):  # noqa: ANN001, ANN201 - rich's protocol
+            return [Printable(r) for r in renderables]
+
+    return Hook()

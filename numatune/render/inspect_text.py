@@ -100,8 +100,9 @@ def print_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding], c
     width = plain_width(sys.stdout, os.environ)
     text = plain_inspect(topo, matrix, findings, width) if width else None
     if text is not None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        from numatune.render.printable import echo
+
+        echo(text)
     else:
         from numatune.render.console import make_console
 

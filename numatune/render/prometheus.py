@@ -16,10 +16,13 @@ from numatune import __version__
 from numatune.model.findings import Finding, Severity
 from numatune.model.paths import nearest_nic
 from numatune.model.topology import Topology
+from numatune.render.printable import printable
 
 
 def _escape(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value: control characters made printable first (render.printable: ESC becomes the four
+    characters `\\x1b`), then the exposition format's three escapes, its backslash included."""
+    return printable(str(value)).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _number(value: float | int | bool) -> str:
