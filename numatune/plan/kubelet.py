@@ -45,6 +45,14 @@ def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: i
     notes: list[str] = []
     cpu_nodes = [n for n in topo.nodes if n.cpus]
     reserved = housekeeping_cpus(topo, reserve_cores, isolated) if reserve_cores else ()
+    # A node whose every CPU would be reserved leaves guaranteed pods nothing there (check: NT530); with
+    # no node left to reserve on (a 1-CPU machine) the static CPU manager cannot be used at all.
+    online = {c.id for c in topo.cpus if c.online}
+    whole = [n.id for n in cpu_nodes if (usable := set(n.cpus) & online) and usable <= set(reserved)]
+    if whole:
+        reserved = tuple(c for c in reserved if topo.node_of_cpu(c) not in whole)
+        notes.append(f"node(s) {format_cpulist(whole)} have no more than {reserve_cores} core(s): none of their "
+                     "CPUs is reserved (reserving all would leave guaranteed pods no CPU there)")
     config: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -65,6 +73,9 @@ def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: i
             config["cpuManagerPolicyOptions"] = {"full-pcpus-only": "true"}
             notes.append(f"SMT ({topo.cpu.threads_per_core} threads per core): full-pcpus-only gives guaranteed pods "
                          "whole cores, never a sibling shared with another pod")
+    elif reserve_cores and whole:
+        notes.append("cpuManagerPolicy not written (kubelet's default, none): the static CPU manager needs a CPU "
+                     "reservation, and every node with CPUs has too few to reserve one and keep one for pods")
     elif reserve_cores:
         notes.append("cpuManagerPolicy not written (kubelet's default, none): the static CPU manager needs CPUs to "
                      "reserve and this tree gives no CPU topology to pick them from; add cpuManagerPolicy: static "
@@ -83,7 +94,8 @@ def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: i
         config["memoryManagerPolicy"] = "Static"
     if reserved:
         config["reservedSystemCPUs"] = format_cpulist(reserved)
-        notes.append(f"reservedSystemCPUs: {reserve_cores} core(s) of each of {len(cpu_nodes)} node(s) with CPUs "
+        kept = len(cpu_nodes) - len(whole)
+        notes.append(f"reservedSystemCPUs: {reserve_cores} core(s) of each of {kept} node(s) with CPUs "
                      "(the first, on hybrid CPUs the least performant: where `numatune irq plan --reserve-cores` "
                      "puts interrupts); kubeReserved/systemReserved cpu are then ignored by kubelet")
     config["kubeReserved"] = {"memory": f"{kube_reserved_mib}Mi"}

@@ -145,6 +145,25 @@ def test_kubelet_many_numa_nodes_raise_the_topology_manager_limit(cli):
     assert doc["topologyManagerPolicyOptions"]["max-allowable-numa-nodes"].isdigit()
 
 
+def test_kubelet_on_a_one_cpu_node_reserves_nothing_and_passes_check(cli, tmp_path):
+    """Hand-made from dev-1node-x86 with CPU 1 offline: one core in all. Reserving it (the default
+    --reserve-cores 1) left pods no CPU and check said NT530 of numatune's own config."""
+    from tests.conftest import fixture_copy
+
+    root = fixture_copy("dev-1node-x86", tmp_path / "copy")
+    (root / "sys/devices/system/cpu/online").write_text("0\n")
+    (root / "sys/devices/system/node/node0/cpulist").write_text("0\n")
+    emitted = cli("--root", str(root), "emit", "kubelet")
+    assert emitted.exit_code == 0, emitted.stderr
+    doc, text = yaml.safe_load(emitted.stdout), emitted.stdout
+    assert "reservedSystemCPUs" not in doc and "cpuManagerPolicy" not in doc
+    assert "every node with CPUs has too few" in text
+    (tmp_path / "kubelet.yaml").write_text(text)
+    result = cli("--root", str(root), "check", "--kubelet-config", str(tmp_path / "kubelet.yaml"), "--json")
+    sched = [c for c in json.loads(result.stdout)["checks"] if c["group"] == "scheduler"]
+    assert [c["status"] for c in sched] == ["passed"], sched
+
+
 @pytest.mark.parametrize("name", tree_fixtures())
 def test_emitted_configs_pass_check(cli, tmp_path, name):
     """What numatune writes, numatune accepts: on every fixture machine, CPU-less and NUMA-less trees included."""
