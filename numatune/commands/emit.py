@@ -42,6 +42,7 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
         real_memory_mib,
         slurm_layout,
         slurmd_ecores,
+        too_small_to_reserve,
     )
     from numatune.readers.sched import read_cpu_groups, read_meminfo_total_kib, read_render_nodes, read_uverbs
 
@@ -56,8 +57,13 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
         abs_of = layout.abstract_cpu()
         from numatune.readers.irqs import read_isolated
 
-        cpus = housekeeping_cpus(topo, reserve_cores, read_isolated(host))
+        isolated = read_isolated(host)
+        cpus = housekeeping_cpus(topo, reserve_cores, isolated)
         spec = tuple(sorted(abs_of[c] for c in cpus if c in abs_of))
+        small = too_small_to_reserve(topo, reserve_cores, isolated)
+        if small:
+            notes.append(f"node(s) {_fmt(small)} have no more than {reserve_cores} core(s): none of their CPUs is in "
+                         "CpuSpecList (reserving all would leave jobs no CPU there)")
         mem_spec = reserve_memory_mib if reserve_memory_mib is not None else 2048
         notes.append(f"CpuSpecList: Linux CPUs {_fmt(cpus)} ({reserve_cores} core(s) of each node with CPUs: the "
                      "first, on hybrid CPUs the least performant) as Slurm abstract CPU ids; MemSpecLimit="

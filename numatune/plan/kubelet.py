@@ -40,17 +40,15 @@ class KubeletPlan:
 def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: int = 1024,
                  system_reserved_mib: int = 1024, topology_policy: str = "restricted",
                  scope: str = "pod", isolated: frozenset[int] = frozenset()) -> KubeletPlan:
-    from numatune.plan.slurm import housekeeping_cpus
+    from numatune.plan.slurm import housekeeping_cpus, too_small_to_reserve
 
     notes: list[str] = []
     cpu_nodes = [n for n in topo.nodes if n.cpus]
     reserved = housekeeping_cpus(topo, reserve_cores, isolated) if reserve_cores else ()
     # A node whose every CPU would be reserved leaves guaranteed pods nothing there (check: NT530); with
     # no node left to reserve on (a 1-CPU machine) the static CPU manager cannot be used at all.
-    online = {c.id for c in topo.cpus if c.online}
-    whole = [n.id for n in cpu_nodes if (usable := set(n.cpus) & online) and usable <= set(reserved)]
+    whole = too_small_to_reserve(topo, reserve_cores, isolated) if reserve_cores else []
     if whole:
-        reserved = tuple(c for c in reserved if topo.node_of_cpu(c) not in whole)
         notes.append(f"node(s) {format_cpulist(whole)} have no more than {reserve_cores} core(s): none of their "
                      "CPUs is reserved (reserving all would leave guaranteed pods no CPU there)")
     config: dict[str, Any] = {

@@ -195,13 +195,29 @@ def real_memory_mib(topo: Topology, meminfo_total_kib: int | None) -> int | None
 
 
 def housekeeping_cpus(topo: Topology, reserve_cores: int, isolated: Iterable[int] = ()) -> tuple[int, ...]:
-    """The CPUs `--reserve-cores N` keeps for the system: N physical cores of every node with CPUs (the first;
-    on hybrid CPUs the least performant), the ones `launch --reserve-cores` and `irq plan --reserve-cores`
-    leave to interrupts and daemons."""
+    """The CPUs `--reserve-cores N` keeps for the system in a scheduler's config (slurm CpuSpecList, kubelet
+    reservedSystemCPUs): N physical cores of every node with CPUs (the first; on hybrid CPUs the least
+    performant), the ones `launch --reserve-cores` and `irq plan --reserve-cores` leave to interrupts and
+    daemons; never every online CPU of a node (too_small_to_reserve: jobs and pods would get none there)."""
     from numatune.plan.irq import housekeeping_cores
 
-    per_node = housekeeping_cores(topo, reserve_cores, isolated).values()  # isolcpus are for work, not daemons
-    return tuple(sorted(c for cores in per_node for core in cores for c in core))
+    skip = set(too_small_to_reserve(topo, reserve_cores, isolated))
+    per_node = housekeeping_cores(topo, reserve_cores, isolated)  # isolcpus are for work, not daemons
+    return tuple(sorted(c for nid, cores in per_node.items() if nid not in skip for core in cores for c in core))
+
+
+def too_small_to_reserve(topo: Topology, reserve_cores: int, isolated: Iterable[int] = ()) -> list[int]:
+    """The nodes whose every online CPU `--reserve-cores N` would take (a 1-CPU VM): left unreserved."""
+    from numatune.plan.irq import housekeeping_cores
+
+    online = {c.id for c in topo.cpus if c.online}
+    out = []
+    for nid, cores in housekeeping_cores(topo, reserve_cores, isolated).items():
+        node = topo.node(nid)
+        usable = set(node.cpus) & online if node is not None else set()
+        if usable and usable <= {c for core in cores for c in core}:
+            out.append(nid)
+    return out
 
 
 # -- gres.conf ----------------------------------------------------------------------------------

@@ -145,7 +145,7 @@ def test_kubelet_many_numa_nodes_raise_the_topology_manager_limit(cli):
     assert doc["topologyManagerPolicyOptions"]["max-allowable-numa-nodes"].isdigit()
 
 
-def test_kubelet_on_a_one_cpu_node_reserves_nothing_and_passes_check(cli, tmp_path):
+def test_a_one_cpu_node_is_never_wholly_reserved(cli, tmp_path):
     """Hand-made from dev-1node-x86 with CPU 1 offline: one core in all. Reserving it (the default
     --reserve-cores 1) left pods no CPU and check said NT530 of numatune's own config."""
     from tests.conftest import fixture_copy
@@ -162,6 +162,9 @@ def test_kubelet_on_a_one_cpu_node_reserves_nothing_and_passes_check(cli, tmp_pa
     result = cli("--root", str(root), "check", "--kubelet-config", str(tmp_path / "kubelet.yaml"), "--json")
     sched = [c for c in json.loads(result.stdout)["checks"] if c["group"] == "scheduler"]
     assert [c["status"] for c in sched] == ["passed"], sched
+    slurm = cli("--root", str(root), "emit", "slurm", "--reserve-cores", "1").stdout
+    assert "CpuSpecList" not in slurm.split("# gres.conf")[0].splitlines()[2]  # the node line keeps its one CPU
+    assert "none of their CPUs is in CpuSpecList" in slurm
 
 
 @pytest.mark.parametrize("name", tree_fixtures())
