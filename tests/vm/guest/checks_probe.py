@@ -99,8 +99,15 @@ def probe_matrix_and_placement(ctx: Context) -> dict[str, Any]:
         if stray:
             problems.append(f"bind:{t} buffers had pages on other nodes: {stray}")
     codes = {f["code"] for f in doc["findings"]}
-    if "NT503" not in codes:
-        problems.append(f"no NT503 (no measurable NUMA effect) on emulated nodes: ratios {doc['ratios']}")
+    if "NT503" not in codes and not problems:
+        # Emulated nodes have one memory behind them, so NT503 is the truth; what can hide it is a burst of
+        # host load during one pair (both of its latency figures 10% up): measured once more before failing.
+        first = doc["ratios"]
+        doc, _, err = _watch_probe(["--size", "4M", "--time-budget", budget, "--samples", "3"], ctx.out)
+        codes = {f["code"] for f in doc["findings"]}
+        if "NT503" not in codes:
+            problems.append(f"no NT503 (no measurable NUMA effect) on emulated nodes, twice: ratios {first}, then "
+                            f"{doc['ratios']}")
     if problems:
         raise CheckFailed("\n".join(problems) + f"\nstderr: {err[-1500:]}")
     details = {"cells": len(doc["cells"]), "elapsed_s": doc["elapsed_s"], "ratios": doc["ratios"],
