@@ -122,8 +122,9 @@ def _start_munge(cluster: Cluster) -> None:
     cluster.daemon(["munged", "--foreground", "--force", f"--key-file={key}", f"--socket={sock}",
                     f"--pid-file={WORK / 'munge' / 'munged.pid'}", f"--log-file={WORK / 'munge' / 'munged.log'}",
                     f"--seed-file={WORK / 'munge' / 'munged.seed'}"])
-    if not wait_for(sock.exists, timeout=30):
-        raise CheckFailed(f"munged did not create its socket in 30 s: {read(WORK / 'munge' / 'munged.log', '')[-800:]}")
+    if not wait_for(sock.exists, timeout=120):  # each wait ends as soon as it holds: the margin is for a slow guest
+        log = read(WORK / "munge" / "munged.log", "")[-800:]
+        raise CheckFailed(f"munged did not create its socket in 120 s: {log}")
 
 
 def _write_config(host: str, node_line: str, task_plugin: str, gres: list[str]) -> str:
@@ -180,10 +181,10 @@ def _start_slurm(cluster: Cluster, host: str) -> dict[str, Any]:
         state["out"] = cluster.slurm("scontrol", "show", "node", host, timeout=20).stdout
         return bool(re.search(r"State=(IDLE|MIXED|ALLOCATED)", state["out"]))
 
-    ok = wait_for(idle, timeout=60, interval=1)
+    ok = wait_for(idle, timeout=180, interval=1)
     dead = [f"{Path(p.args[0]).name} exited {p.returncode}" for p in cluster.procs if p.poll() is not None]
     if not ok or dead:
-        raise CheckFailed(f"the node never became idle ({'; '.join(dead) or 'timeout 60 s'}):\n{state['out'][-800:]}\n"
+        raise CheckFailed(f"the node never became idle ({'; '.join(dead) or 'timeout 180 s'}):\n{state['out'][-800:]}\n"
                           f"slurmd.log: {read(WORK / 'slurmd.log', '')[-1500:]}\n"
                           f"slurmctld.log: {read(WORK / 'slurmctld.log', '')[-1500:]}")
     logs = read(WORK / "slurmd.log", "") + read(WORK / "slurmctld.log", "")
