@@ -265,7 +265,7 @@ def _name_devices(devices: list[PciDevice], pci_ids: str) -> list[PciDevice]:
             db = fh.read()
     except OSError:
         return devices
-    vendors: dict[int, tuple[str, int, int] | None] = {}  # a vendor's block found once, not once a device
+    vendors: dict[int, tuple[str, int] | None] = {}  # each vendor's line found once, not once a device
     out = []
     for d in devices:
         vendor_name, device_name = lookup_pci_ids(db, d.vendor_id, d.device_id, vendors)
@@ -274,40 +274,39 @@ def _name_devices(devices: list[PciDevice], pci_ids: str) -> list[PciDevice]:
 
 
 def lookup_pci_ids(db: bytes, vendor: int | None, device: int | None,
-                   vendors: dict[int, tuple[str, int, int] | None] | None = None) -> tuple[str | None, str | None]:
-    """Find names in pci.ids without parsing the whole 1.3 MB file (bytes.find runs in C); `vendors`
-    keeps each vendor's (name, block start, block end) across calls: finding Intel reads ~1 MB."""
+                   vendors: dict[int, tuple[str, int] | None] | None = None) -> tuple[str | None, str | None]:
+    """Find names in pci.ids without parsing the whole 1.3 MB file (bytes.find and bytes.count run in C,
+    and no regular expression is compiled: the report paths start without `re`); `vendors` keeps each
+    vendor's (name, end of its line) across calls, since finding Intel reads ~1 MB."""
     if vendor is None:
         return None, None
-    block = vendors.get(vendor, False) if vendors is not None else False
-    if block is False:
-        block = _vendor_block(db, vendor)
+    found = vendors.get(vendor, False) if vendors is not None else False
+    if found is False:
+        found = _vendor_line(db, vendor)
         if vendors is not None:
-            vendors[vendor] = block
-    if block is None:
+            vendors[vendor] = found
+    if found is None:
         return None, None
-    vendor_name, line_end, block_end = block
+    vendor_name, line_end = found
     if device is None:
         return vendor_name, None
     dkey = b"\n\t%04x  " % device
-    pos = db.find(dkey, line_end - 1, block_end)
-    if pos < 0:
+    pos = db.find(dkey, line_end - 1)
+    # Inside the vendor's block every line is a device or subsystem line (a tab first) or a comment: a
+    # match after another kind of line (the next vendor's, the class list) belongs to someone else.
+    if pos < 0 or db.count(b"\n", line_end, pos) != db.count(b"\n\t", line_end, pos) + db.count(b"\n#", line_end, pos):
         return vendor_name, None
     end = db.find(b"\n", pos + 1)
     return vendor_name, db[pos + len(dkey) : end].decode("utf-8", "replace").strip()
 
 
-def _vendor_block(db: bytes, vendor: int) -> tuple[str, int, int] | None:
+def _vendor_line(db: bytes, vendor: int) -> tuple[str, int] | None:
     key = b"\n%04x  " % vendor
     start = db.find(key)
     if start < 0:
         return None
     line_end = db.find(b"\n", start + 1)
-    import re  # only with a pci.ids database; the report paths run without the regex engine
-
-    next_vendor = re.compile(rb"\n[0-9a-f]{4}  ").search(db, line_end)
-    block_end = next_vendor.start() if next_vendor else len(db)
-    return db[start + len(key) : line_end].decode("utf-8", "replace").strip(), line_end, block_end
+    return db[start + len(key) : line_end].decode("utf-8", "replace").strip(), line_end
 
 
 def pci_ids_from_env(environ: Mapping[str, str] | None = None) -> str | None:
