@@ -33,3 +33,24 @@ def test_live_fills_gaps_and_survives_failures():
 def test_real_libraries_do_not_raise():
     topo = read_topology(Host.open("/"))
     enrich_topology(topo)  # real py-cpuinfo and pyudev (udev may not run here): must not raise
+
+
+def test_check_asks_for_no_device_names():
+    """check's report names no device by vendor or model: no udev lookup, no pci.ids (names=False)."""
+    topo = read_topology(Host.open("/"))
+    asked = []
+    out = enrich_topology(topo, cpu_brand=lambda: None, udev_names=lambda p: asked.append(p) or ("V", "M"),
+                          names=False)
+    assert not asked and [d.vendor_name for d in out.devices] == [d.vendor_name for d in topo.devices]
+
+
+def test_check_reads_no_pci_ids(monkeypatch, tmp_path):
+    import numatune.readers.pci as pci
+    from numatune.commands.check import check_report
+
+    opened = []
+    monkeypatch.setattr(pci, "_name_devices", lambda devices, ids: opened.append(ids) or devices)
+    monkeypatch.setenv("NUMATUNE_PCI_IDS", str(tmp_path / "pci.ids"))
+    root = fixture_root("32em64t-2n8c+dax+nvme+mic+dimms")
+    text, _, _ = check_report(Host.open(root), str(root))
+    assert opened == [] and "NT" in text

@@ -31,12 +31,12 @@ def fail_level(option: str | None, policy: Policy | None) -> Severity:
 
 
 def run_checks(host: Host, policy: Policy | None, pids: Sequence[int] = (),
-               pci_ids: str | None = None, sched: SchedFiles | None = None) -> tuple[list[CheckResult], Topology]:
+               sched: SchedFiles | None = None) -> tuple[list[CheckResult], Topology]:
     """(results with the policy's ignore/severity applied and superseded findings dropped, topology)."""
     from numatune.analysis.check import supersede, topology_results
     from numatune.live.enrich import read_inspect_topology
 
-    topo = read_inspect_topology(host, pci_ids)
+    topo = read_inspect_topology(host, None, names=False)  # no finding names a device by its model
     results = topology_results(topo)
     reserved = (policy.get("irq.rank_cpus") if policy is not None else None) or frozenset()
     irq_results, irq_report, irq_note = _irq_results(host, topo, reserved)
@@ -61,10 +61,9 @@ def check_report(host: Host, source: str, policy: Policy | None = None, policy_n
                  verbose: bool = False, sched: SchedFiles | None = None) -> tuple[str, bool, list[tuple[str, str]]]:
     """(report text, whether it fails, skipped (subject, reason) pairs): what `check` prints and exits on."""
     from numatune.analysis.check import fails
-    from numatune.readers.pci import pci_ids_from_env
 
     level = fail_level(fail_on, policy)
-    results, topo = run_checks(host, policy, pids, pci_ids_from_env(), sched)
+    results, topo = run_checks(host, policy, pids, sched)
     from numatune.readers import host_skipped
 
     skipped = host_skipped(host, topo.skipped)  # and what irq's and audit's readers could not read
