@@ -60,8 +60,8 @@ def _printable_hook():  # noqa: ANN202 - a rich RenderHook, built when rich is l
             self.inner = inner
 
         def __rich_console__(self, console, options):  # noqa: ANN001, ANN204 - rich's protocol
-            for seg in console.render(self.inner, options):
-                yield seg if seg.control else Segment(printable(seg.text), seg.style)
+            for seg in console.render(self.inner, options):  # isprintable: most segments, at C speed
+                yield seg if seg.control or seg.text.isprintable() else Segment(printable(seg.text), seg.style)
 
     class Hook(RenderHook):
         def process_renderables(self, renderables):  # noqa: ANN001, ANN201 - rich's protocol
