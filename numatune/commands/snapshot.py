@@ -350,10 +350,12 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int], main: Any,
              make_obj: Callable[[RecordingHost], object]) -> Capture:
     """Capture `src` (usually the live node) into `dest`: a directory, or an archive for .tar/.tar.gz/.tgz
     (a gzipped one for `-`, /dev/stdout and the other streams: `snapshot -o - | ssh ...`)."""
-    from numatune.system.outfile import is_stream, write_file
+    from numatune.system.outfile import is_stream, refuse_archive_to_terminal, write_file
 
     pids = tuple(pids)
     stream = is_stream(dest)
+    if stream:
+        refuse_archive_to_terminal(str(dest))
     name = "snapshot.tar.gz" if stream else dest.name
     archive = name.endswith((".tar.gz", ".tgz", ".tar"))
     if not archive and dest.is_symlink():

@@ -88,6 +88,8 @@ def _write_stream(name: str, data: bytes | str | None, fill: Callable[[BinaryIO]
             _fill(sink, data, fill)
         return name
     stream = sys.stdout if STREAMS[name] == 1 else sys.stderr
+    if fill is not None:
+        refuse_archive_to_terminal(name)
     stream.flush()
     out = getattr(stream, "buffer", None)
     if out is None:  # a text-only stand-in (a caller's StringIO): text goes there, an archive cannot
@@ -98,6 +100,22 @@ def _write_stream(name: str, data: bytes | str | None, fill: Callable[[BinaryIO]
     _fill(out, data, fill)
     out.flush()
     return name
+
+
+def refuse_archive_to_terminal(name: str) -> None:
+    """InputError when stream `name` is a terminal: an archive's bytes there are garbage and control codes
+    (tar refuses the same). Asked before the work that makes the archive, and again when writing it."""
+    import sys
+
+    fd = STREAMS.get(name)
+    stream = sys.stdout if fd == 1 else sys.stderr if fd == 2 else None
+    try:
+        tty = stream is not None and stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if tty:
+        raise InputError(f"refusing to write an archive to a terminal ({name})",
+                         hint="redirect it to a file or pipe it: numatune snapshot -o - > node.tar.gz")
 
 
 def _fill(fh: BinaryIO, data: bytes | str | None, fill: Callable[[BinaryIO], None] | None) -> None:

@@ -129,3 +129,34 @@ def test_snapshot_o_an_existing_file_without_an_archive_name_is_exit_3(cli, tmp_
     existing.write_text("keep\n")
     _one_line_exit_3(cli("--root", str(fixture_root(ROOT)), "snapshot", "-o", str(existing)), "not a directory")
     assert existing.read_text() == "keep\n"
+
+
+def test_an_archive_is_never_written_to_a_terminal(tmp_path):
+    """`snapshot -o -` typed at a terminal: refused before any capture (as tar refuses), nothing written there."""
+    import pty
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT
+
+    leader, follower = pty.openpty()
+    try:
+        argv = [sys.executable, "-m", "numatune", "--root", str(fixture_root(ROOT)), "snapshot", "-o", "-"]
+        proc = subprocess.run(argv, stdout=follower, stderr=subprocess.PIPE, cwd=PROJECT, timeout=120, check=False)
+        os.close(follower)
+        follower = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the terminal's other side is closed and drained
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert proc.returncode == 3 and b"refusing to write an archive to a terminal" in proc.stderr
+    assert seen == b""
