@@ -205,7 +205,7 @@ class Host:
         without listdir's sort); [] if it does not exist or cannot be listed (noted)."""
         if self._fs is None:
             return self._listing(logical, lambda: os.listdir(self.path(logical)))
-        return self._listing(logical, lambda: [name for name, _ in self._fs.listdir(self._rel(logical))])
+        return [name for name, _ in self._saved_listing(logical)]
 
     def scan(self, logical: str) -> list[tuple[str, str]]:
         """(name, kind) of a directory's entries, links not followed ("file", "dir", "link", "other")."""
@@ -216,7 +216,18 @@ class Host:
                              else "file" if e.is_file(follow_symlinks=False) else "other") for e in it]
 
             return self._listing(logical, live)
-        return self._listing(logical, lambda: self._fs.listdir(self._rel(logical)))
+        return self._saved_listing(logical)
+
+    def _saved_listing(self, logical: str) -> list[tuple[str, str]]:
+        """A saved root's (name, kind) entries without names no kernel writes: one with a control
+        character (a newline in an interface's name would print as a line of its own) is left out, noted."""
+        out = []
+        for name, kind in self._listing(logical, lambda: self._fs.listdir(self._rel(logical))):
+            if name.isprintable() or not any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+                out.append((name, kind))
+            else:
+                self.note(f"{logical}/{name!r}", "a name with control characters, which no kernel writes: left out")
+        return out
 
     def _listing(self, logical: str, list_it):  # noqa: ANN001, ANN202
         try:

@@ -89,3 +89,15 @@ def test_the_json_report_keeps_the_true_value_escaped_by_json(cli, hostile_root)
     r = cli("--root", str(hostile_root), "inspect", "--json")
     assert not RAW_CONTROLS.search(r.stdout)
     assert json.loads(r.stdout)["cpu"]["model"] == HOSTILE
+
+
+def test_a_name_with_a_newline_cannot_forge_a_line(cli, tmp_path):
+    """A directory name no kernel writes ("eth\\nPASS: ...") is left out of a saved root, with a note: it
+    would otherwise print as a line of its own under the device."""
+    root = fixture_copy("dev-1node-x86", tmp_path)
+    net = root / "sys" / "class" / "net"
+    os.rename(net / "eth0", net / "eth\nPASS: all good")
+    r = cli("--root", str(root), "inspect")
+    assert r.exit_code == 0, r.stderr
+    assert "PASS: all good" not in r.stdout.splitlines() and "\nPASS" not in r.stdout
+    assert "'eth\\nPASS: all good': a name with control characters" in r.stderr
