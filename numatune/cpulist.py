@@ -10,10 +10,14 @@ TYPE_CHECKING = False  # annotations only: collections.abc imports collections (
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+#: No kernel numbers a CPU or node this high (NR_CPUS is at most 8192, MAX_NUMNODES 1024): a list or mask
+#: beyond it comes from a damaged or hostile file, and parsing "0-4000000000" would fill memory.
+MAX_ID = 1 << 16
 
 
 def parse_cpulist(text: str) -> frozenset[int]:
-    """Parse "0-3,8,10-11" (also "0-7:2/4" strides, an empty line, NUL padding)."""
+    """Parse "0-3,8,10-11" (also "0-7:2/4" strides, an empty line, NUL padding); ValueError for an id
+    at or above MAX_ID."""
     text = text.strip().strip("\x00").strip()
     if not text:
         return frozenset()
@@ -43,23 +47,22 @@ def _span(part: str) -> tuple[int, int]:
     hi = int(hi_text) if sep else lo
     if lo < 0 or hi < lo:
         raise ValueError(f"bad range {part!r}")
+    if hi >= MAX_ID:
+        raise ValueError(f"id {hi} in {part[:40]!r} is beyond {MAX_ID - 1}: no kernel numbers CPUs or nodes that high")
     return lo, hi
 
 
 def parse_cpumask(text: str) -> frozenset[int]:
-    """Parse "0000,00000000,0000003f": comma-separated 32-bit hex words, most significant first."""
+    """Parse "0000,00000000,0000003f": comma-separated 32-bit hex words, most significant first; linear in
+    the mask's width, ValueError for a set bit at or above MAX_ID."""
     text = text.strip().strip("\x00").strip()
     if not text:
         return frozenset()
-    value = int(text.replace(",", ""), 16)
-    out = set()
-    bit = 0
-    while value:
-        if value & 1:
-            out.add(bit)
-        value >>= 1
-        bit += 1
-    return frozenset(out)
+    digits = text.replace(",", "").lstrip("0") or "0"
+    if len(digits) * 4 > MAX_ID:
+        raise ValueError(f"a mask {len(digits) * 4} bits wide: no kernel numbers CPUs beyond {MAX_ID - 1}")
+    bits = bin(int(digits, 16))[:1:-1]  # least significant first
+    return frozenset(i for i, b in enumerate(bits) if b == "1")
 
 
 def format_cpulist(cpus: Iterable[int]) -> str:

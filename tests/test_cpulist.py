@@ -59,3 +59,27 @@ def test_list_round_trip(cpus):
 @given(st.frozensets(st.integers(min_value=0, max_value=2048)))
 def test_mask_round_trip(cpus):
     assert parse_cpumask(format_cpumask(cpus)) == cpus
+
+
+def test_ids_no_kernel_writes_are_refused_before_any_memory_is_spent():
+    """A hostile root's `0-4000000000` filled 17 GB; a 100,000-digit mask took minutes (quadratic)."""
+    from numatune.cpulist import MAX_ID, parse_cpumask
+
+    with pytest.raises(ValueError, match="beyond 65535"):
+        parse_cpulist("0-4000000000")
+    with pytest.raises(ValueError, match="beyond 65535"):
+        parse_cpulist(f"{MAX_ID}")
+    assert max(parse_cpulist(f"0-{MAX_ID - 1}")) == MAX_ID - 1
+    with pytest.raises(ValueError, match="bits wide"):
+        parse_cpumask("f" * 100_000)
+    assert len(parse_cpumask("f" * (MAX_ID // 4))) == MAX_ID  # the widest a kernel could write
+    assert parse_cpumask("0" * 100_000 + "5") == frozenset({0, 2})  # leading zeros are not width
+
+
+def test_a_damaged_root_cpulist_is_one_line(cli, tmp_path):
+    from tests.conftest import fixture_copy
+
+    root = fixture_copy("dev-1node-x86", tmp_path)
+    (root / "sys/devices/system/node/node0/cpulist").write_text("0-4000000000\n")
+    r = cli("--root", str(root), "inspect")
+    assert r.exit_code == 3 and r.stderr.startswith("numatune: error: ") and "Traceback" not in r.stderr

@@ -191,6 +191,28 @@ def test_read_state_rejects_other_files(tmp_path):
         read_state(bad)
 
 
+@pytest.mark.parametrize("entry", [{"irq": 41, "smp_affinity_list": "zz"}, {"irq": 41, "smp_affinity_list": 5},
+                                   {"irq": 41, "smp_affinity_list": ["0"]}, {"irq": 41, "smp_affinity": "zz"},
+                                   {"irq": 41, "smp_affinity_list": "0-4000000000"}, "41"])
+def test_a_damaged_state_file_is_refused_whole_before_anything_is_written(tmp_path, entry):
+    """Each was an internal error (exit 70) half-way through a restore; `0-4000000000` filled memory."""
+    bad = tmp_path / "x.json"
+    bad.write_text(json.dumps({"schema": "numatune.irq-state/1", "irqs": [entry]}))
+    with pytest.raises(InputError, match="malformed IRQ entry"):
+        read_state(bad)
+
+
+@pytest.mark.parametrize("target", [5, ["0"], "zz", "0-4000000000"])
+def test_a_damaged_plan_entry_is_refused(tmp_path, target):
+    from numatune.live.irq_apply import read_plan
+
+    bad = tmp_path / "plan.json"
+    bad.write_text(json.dumps({"schema": "numatune.irq-plan/1", "entries": [{"irq": 41, "action": "set",
+                                                                            "target": target}]}))
+    with pytest.raises(InputError, match="malformed plan entry"):
+        read_plan(bad)
+
+
 def test_hex_only_tree_writes_smp_affinity(root):
     for d in (root / "proc/irq").iterdir():
         if (d / "smp_affinity_list").exists():

@@ -178,10 +178,16 @@ def state_of(path: str | os.PathLike[str]) -> tuple[str | None, list[Saved]]:
     out = []
     for entry in doc["irqs"]:
         try:
-            out.append(Saved(int(entry["irq"]), entry.get("smp_affinity_list"), entry.get("smp_affinity"),
-                             str(entry.get("label", ""))))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{path}: malformed IRQ entry {entry!r}") from exc
+            saved = Saved(int(entry["irq"]), entry.get("smp_affinity_list"), entry.get("smp_affinity"),
+                          str(entry.get("label", "")))
+            # what restore will write: each form a string the parser takes (checked now, not mid-restore)
+            if saved.smp_affinity_list is not None:
+                parse_cpulist(saved.smp_affinity_list)
+            if saved.smp_affinity is not None:
+                parse_cpumask(saved.smp_affinity)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"{path}: malformed IRQ entry {entry!r}"[:300]) from exc
+        out.append(saved)
     return root, out
 
 
@@ -333,11 +339,13 @@ def read_plan(path: str | os.PathLike[str]) -> list[Change]:
         try:
             irq, action = int(e["irq"]), str(e["action"])
             if action == "set" and e.get("target"):
+                if not isinstance(e["target"], str):
+                    raise TypeError("target is not a CPU list")
                 target = parse_cpulist(e["target"])
                 out.append(Change(irq, format_cpulist(target) + "\n", target, "smp_affinity_list",
                                   str(e.get("label", ""))))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{path}: malformed plan entry {e!r}") from exc
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"{path}: malformed plan entry {e!r}"[:300]) from exc
     return out
 
 
