@@ -266,6 +266,60 @@ def test_a_real_million_member_archive_is_refused_fast(sandbox):
     _refused(sandbox, str(path), match="more than 100000 members")
 
 
+def _pax_member(records: dict[str, str], name: str, data: bytes = b"") -> bytes:
+    """A pax extended header with `records`, then a plain member `name` holding `data`."""
+    body = b""
+    for key, value in records.items():
+        record = f" {key}={value}\n".encode("utf-8", "surrogateescape")
+        length = len(record) + 1
+        length += len(str(length)) - 1
+        body += str(length).encode() + record
+    pad = (-len(body)) % 512
+    head = _header("././@PaxHeader", tarfile.XHDTYPE, len(body)) + body + bytes(pad)
+    return head + _header(name, tarfile.REGTYPE, len(data)) + data + bytes((-len(data)) % 512)
+
+
+def test_a_negative_pax_size_is_refused(sandbox):
+    """40,000 `size=-1000` members walked the parser back and let 90 MB of files past the 64 MiB bound."""
+    raw = _header("sys/", tarfile.DIRTYPE, 0) + _pax_member({"size": "-1000"}, "sys/neg") + bytes(1024)
+    path = sandbox / "neg.tar"
+    path.write_bytes(raw)
+    _refused(sandbox, str(path), match="a negative member size")
+
+
+def test_a_nul_in_a_link_target_is_refused(sandbox):
+    """No file system holds one; `snapshot -o DIR` of such a root was exit 70 (embedded null byte)."""
+    raw = _header("sys/", tarfile.DIRTYPE, 0) + _pax_member({"linkpath": "../../devices/x\0y"}, "sys/class")
+    path = sandbox / "nul.tar"
+    path.write_bytes(raw + bytes(1024))
+    _refused(sandbox, str(path), match="NUL byte")
+
+
+@pytest.mark.parametrize("after", [b"GARBAGE", _header("sys/late", tarfile.REGTYPE, 1) + b"x" + bytes(511)])
+def test_data_after_the_end_of_the_archive_is_refused(sandbox, after):
+    """Trailing garbage, or members after a lone zero block, were accepted and silently left unread."""
+    raw = _header("sys/", tarfile.DIRTYPE, 0) + bytes(512) + after + bytes(1024)
+    for name, data in (("trail.tar", raw), ("trail.tar.gz", gzip.compress(raw))):
+        (sandbox / name).write_bytes(data)
+        _refused(sandbox, str(sandbox / name), match="data after the end of the archive")
+
+
+def test_a_gnu_header_names_its_member_without_its_times(sandbox):
+    """GNU headers keep access and change times where POSIX keeps the name prefix."""
+    with tarfile.open(sandbox / "gnu.tar", "w", format=tarfile.GNU_FORMAT) as tar:
+        info = _dir("sys")
+        tar.addfile(info)
+        fifo = tarfile.TarInfo("sys/odd")
+        fifo.type = tarfile.FIFOTYPE
+        tar.addfile(fifo)
+    raw = bytearray((sandbox / "gnu.tar").read_bytes())
+    raw[512 + 345:512 + 357] = b"15301345154\0"  # atime, as `tar --format=gnu -G` writes it
+    raw[512 + 148:512 + 156] = b" " * 8
+    raw[512 + 148:512 + 156] = b"%06o\0 " % sum(raw[512:1024])
+    (sandbox / "gnu.tar").write_bytes(bytes(raw))
+    _refused(sandbox, str(sandbox / "gnu.tar"), match="'sys/odd' is a device node or FIFO")
+
+
 # -- damaged archives ------------------------------------------------------------------------------------
 def _damaged(sandbox, how: str) -> str:
     data = bytearray(fixture_archive("dev-1node-x86").read_bytes())

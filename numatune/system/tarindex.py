@@ -54,6 +54,8 @@ class _Stream:
         self.raw, self.buf, self.pos, self.label = raw, b"", 0, label
 
     def take(self, n: int) -> bytes:
+        if n < 0:  # a negative size would step back and parse the same bytes again
+            raise ArchiveRefused(f"refusing snapshot {self.label}: a negative member size")
         end = self.pos + n
         if end <= len(self.buf):
             out = self.buf[self.pos:end]
@@ -72,8 +74,13 @@ class _Stream:
         return data[:n]
 
     def drain(self) -> int:
-        """Read the rest of the stream (so a compressed archive's checksum is checked); its length."""
-        extra = len(self.buf) - self.pos
+        """Read the rest of the stream (so a compressed archive's checksum is checked); its length. Only
+        zeros may follow the end-of-archive block (tar pads to its record size): members after a lone zero
+        block, or any other data, are refused rather than silently left unread."""
+        rest = self.buf[self.pos:]
+        if rest.strip(b"\0"):
+            raise ArchiveRefused(f"refusing snapshot {self.label}: data after the end of the archive")
+        extra = len(rest)
         self.buf, self.pos = b"", 0
         while True:
             chunk = self.raw.read(_CHUNK)
@@ -344,7 +351,7 @@ def _parse(stream: _Stream, index: TarIndex, label: str) -> None:
         name = pax.get("path") or long_name
         if name is None:
             name = _text(header[0:100])
-            if header[257:262] == b"ustar" and header[345] != 0:
+            if header[257:263] == b"ustar\0" and header[345] != 0:  # POSIX only: GNU keeps times there
                 name = _text(header[345:500]) + "/" + name
         linkname = pax.get("linkpath") or long_link or _text(header[157:257])
         if "size" in pax:
@@ -352,10 +359,14 @@ def _parse(stream: _Stream, index: TarIndex, label: str) -> None:
                 size = int(pax["size"])
             except ValueError:
                 raise index._refuse("a bad pax size record") from None
+            if size < 0:
+                raise index._refuse("a negative member size")
             padded = (size + BLOCK - 1) // BLOCK * BLOCK
         pax, long_name, long_link = {}, None, None
         if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES or len(linkname) > MAX_NAME_BYTES:
             raise index._refuse(f"a name or link longer than {MAX_NAME_BYTES} bytes")
+        if "\0" in name or "\0" in linkname:  # only a pax record can carry one; no file system can
+            raise index._refuse("a name or link target with a NUL byte")
         data = None
         if typeflag in (b"0", b"\0", b"7"):
             if size > MAX_FILE_BYTES:
