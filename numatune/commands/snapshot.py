@@ -187,6 +187,11 @@ class Capture:
             if target.startswith("/dev/"):  # which GPU a process holds; any other open file is private
                 self.links[logical] = target
             return None
+        if os.path.isabs(target) and not self.src.is_live:
+            # In a saved root an absolute link leaves the root: it reads as missing there, so it is kept
+            # as it is and dangles in the snapshot too (rewriting it relative made the copy see more).
+            self.links[logical] = target
+            return None
         if os.path.isabs(target):
             target_logical = os.path.normpath(target)
         else:

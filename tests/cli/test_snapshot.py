@@ -157,3 +157,20 @@ def test_whether_irqbalance_ran_is_recorded_and_an_older_snapshot_says_unknown(c
     note.write_text("".join(ln + "\n" for ln in note.read_text().splitlines() if not ln.startswith("irqbalance: ")))
     replayed = json.loads(cli("--root", str(out), "inspect", "--json").stdout)["settings"]["irqbalance_running"]
     assert replayed is (True if live else None)
+
+
+def test_a_snapshot_of_a_saved_root_keeps_its_absolute_links_dangling(cli, tmp_path):
+    """In a saved root an absolute link leaves the root (read as missing); the snapshot used to rewrite it
+    as a relative link and copy its target, so the copy showed a NIC name the root did not."""
+    from tests.conftest import fixture_copy
+
+    root = fixture_copy("dev-1node-x86", tmp_path / "copy")
+    link = root / "sys/class/net/eth0"
+    target = os.readlink(link)
+    os.unlink(link)
+    os.symlink("/sys/" + target.removeprefix("../../"), link)
+    before = json.loads(cli("--root", str(root), "inspect", "--json").stdout)
+    for out in (tmp_path / "snap", tmp_path / "snap.tar.gz"):
+        assert cli("--root", str(root), "snapshot", "-o", str(out)).exit_code == 0
+        after = json.loads(cli("--root", str(out), "inspect", "--json").stdout)
+        assert [d["netdevs"] for d in after["devices"]] == [d["netdevs"] for d in before["devices"]]
