@@ -26,9 +26,10 @@ FAIL_ON = ("info", "warning", "error")
 @click.option("--gres-conf", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Check this gres.conf's GPU lines: files, Cores= sockets (NT522-NT524).")
 @click.option("--kubelet-config", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Check a KubeletConfiguration (YAML or JSON): reservations per NUMA node (NT530-NT534).")
+              help="Check a KubeletConfiguration (YAML or JSON): reservations per NUMA node (NT530-NT535).")
 @click.option("--node-name", default=None, metavar="NAME",
-              help="The node's NodeName in slurm.conf/gres.conf [default: the root's short hostname].")
+              help="The node's NodeName in slurm.conf/gres.conf [default: the only NodeName line of a "
+                   "slurm.conf with one, else the root's short hostname].")
 @format_option("text", "json", "junit")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, readable=False, path_type=Path),
               help="Write the report to this file instead of stdout (the exit status is unchanged).")

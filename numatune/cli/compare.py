@@ -20,7 +20,8 @@ from numatune.render.printable import echo
 @click.option("--node", type=click.IntRange(min=0), help="Home node (CPUs and local memory); default: the GPU's "
                                                           "node (--gpu, rank) or the first node with CPUs.")
 @click.option("--gpu", metavar="INDEX|BDF|UUID", help="The device whose node is home (as numatune launch --gpu).")
-@click.option("--cpu-bind", default="node", show_default=True, metavar="node|socket|exclusive|cores:N|none",
+@click.option("--cpu-bind", default="node", show_default=True,
+              metavar="node|socket|exclusive|core-complex|cores:N|none",
               help="CPUs for every placement (as numatune launch).")
 @click.option("--runs", "-n", type=click.IntRange(min=1), default=5, show_default=True, help="Runs per placement.")
 @click.option("--warmup", type=click.IntRange(min=0), default=0, show_default=True,

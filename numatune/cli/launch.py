@@ -96,7 +96,9 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     if kw["emit"]:
         _emit(kw["emit"], kw, command)
         if not kw["quiet"]:
-            app.note(f"wrote {kw['emit']}: run it as `torchrun --nproc-per-node N --no-python {kw['emit']} CMD ...`")
+            script = str(kw["emit"])
+            script = script if "/" in script else f"./{script}"  # a bare name would be looked up on PATH
+            app.note(f"wrote {kw['emit']}: run it as `torchrun --nproc-per-node N --no-python {script} CMD ...`")
         return
     if not command:
         raise click.UsageError("no command given: numatune launch [OPTIONS] -- CMD [ARGS...]")

@@ -35,7 +35,8 @@ def parse_size(text: str, what: str) -> int:
 @click.option("--gpu", metavar="INDEX|BDF|UUID", help="Local DRAM is this GPU's node (as launch --gpu).")
 @click.option("--node", type=click.IntRange(min=0), help="Local DRAM is this node.")
 @click.option("--dram-budget", metavar="SIZE", help="DRAM to use (default: the node's free memory minus --reserve).")
-@click.option("--cxl-budget", metavar="SIZE", help="CXL to use (default: the CXL nodes' free memory).")
+@click.option("--cxl-budget", metavar="SIZE",
+              help="CXL to use (default: the CXL nodes' free memory minus 256 MiB each).")
 @click.option("--reserve", metavar="SIZE", help="DRAM left free (default: max(2 GiB, 5% of the node)).")
 @click.option("--cxl-nodes", metavar="LIST",
               help="CXL nodes to stripe over (default: those on the DRAM node's socket; a far-socket one is warned "
