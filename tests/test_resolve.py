@@ -150,3 +150,42 @@ def test_audit_reports_a_list_without_a_rank():
     with pytest.raises(BindingError):
         rank_gpu({"CUDA_VISIBLE_DEVICES": "0,1"}, None, topo.devices)
     assert LaunchFacts  # the launch facts type is what launch passes; imported to keep one name space
+
+
+def _devices(name: str):
+    return read_topology(Host.open(fixture_root(name))).devices
+
+
+def test_ranks_that_each_see_one_gpu_split_their_node_by_their_own_gpus():
+    """Slurm --gpus-per-task: rank r sees only GPU4+r. They were assumed to hold GPU0.. (another socket),
+    so both ranks got the whole of node 1's cores: overlapping exclusive CPUs."""
+    devices = _devices("handmade-dgx-h100-ids")
+    gpus, _ = gpu_order(devices)
+    held = []
+    for r in (0, 1):
+        dev, source, _, in_use = rank_gpu({"CUDA_VISIBLE_DEVICES": str(4 + r)}, r, devices, local_size=2)
+        assert dev == gpus[4 + r] and in_use == gpus[4:6] and "GPU4-GPU5" in source
+        held.append(in_use)
+    assert held[0] == held[1]
+    dev, source, _, in_use = rank_gpu({"CUDA_VISIBLE_DEVICES": "1"}, 3, devices, local_size=4)
+    assert in_use == gpus[:4] and "assumed to be GPU0" in source  # GPU1 cannot be rank 3's of a rank-ordered set
+
+
+def test_rocm_applies_rocr_visible_devices_before_hip_visible_devices():
+    devices = _devices("topo-mi210-xgmi-pcie")
+    gpus, _ = gpu_order(devices)
+    for second in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        dev, source, _, _ = rank_gpu({"ROCR_VISIBLE_DEVICES": "4,5,6,7", second: "1"}, 0, devices)
+        assert dev == gpus[5] and "an index into ROCR_VISIBLE_DEVICES=4,5,6,7" in source
+
+
+def test_cuda_stops_enumerating_at_the_first_entry_naming_no_device():
+    devices = _devices("handmade-dgx-h100-ids")
+    gpus, _ = gpu_order(devices)
+    assert rank_gpu({"CUDA_VISIBLE_DEVICES": "0,-1,2"}, 0, devices)[0] == gpus[0]
+    assert rank_gpu({"CUDA_VISIBLE_DEVICES": "3,9,1"}, 0, devices)[0] == gpus[3]
+    assert rank_gpu({"CUDA_VISIBLE_DEVICES": "1,2,-1,3"}, 1, devices)[0] == gpus[2]
+    with pytest.raises(BindingError, match="local rank 2 but CUDA_VISIBLE_DEVICES lists 2 GPU"):
+        rank_gpu({"CUDA_VISIBLE_DEVICES": "1,2,-1,3"}, 2, devices)
+    with pytest.raises(BindingError, match="hides every GPU"):
+        rank_gpu({"CUDA_VISIBLE_DEVICES": "-1"}, 0, devices)

@@ -138,17 +138,48 @@ def visible_devices(
     env: Mapping[str, str], gpus: Sequence[PciDevice]
 ) -> tuple[str | None, list[PciDevice] | None, bool]:
     """(variable, the GPUs it makes visible in order, whether any entry was a UUID); (None, None, False)
-    when no visible-devices variable is set."""
+    when no visible-devices variable is set.
+
+    CUDA stops enumerating at the first entry that is not a visible device ("0,-1,2" is GPU0 alone). On
+    AMD GPUs ROCm applies ROCR_VISIBLE_DEVICES first and HIP_VISIBLE_DEVICES (or CUDA_VISIBLE_DEVICES,
+    which HIP honours) indexes into what it left: the second variable is returned, its GPUs chained."""
+    amd_only = bool(gpus) and not any(d.vendor_id == NVIDIA for d in gpus)
+    if env.get("ROCR_VISIBLE_DEVICES") is not None and amd_only:
+        second = next((v for v in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if env.get(v) is not None), None)
+        if second is not None:
+            pool, rocr_uuids = _listed(env, "ROCR_VISIBLE_DEVICES", enumerated_by("ROCR_VISIBLE_DEVICES", gpus))
+            chosen, uuids = _listed(env, second, pool)
+            return second, chosen, rocr_uuids or uuids
     for var in GPU_VARS:
-        value = env.get(var)
-        if value is None:
-            continue
-        entries = [e for e in value.split(",") if e.strip()]
-        if not entries or entries[0].strip() in ("-1", "NoDevFiles"):
-            raise BindingError(f"{var}={value!r} hides every GPU")
-        pool = enumerated_by(var, gpus)
-        return var, [resolve_entry(e, pool, var) for e in entries], any(UUID.match(e.strip()) for e in entries)
+        if env.get(var) is not None:
+            visible, uuids = _listed(env, var, enumerated_by(var, gpus))
+            return var, visible, uuids
     return None, None, False
+
+
+def rocr_chained(env: Mapping[str, str], var: str | None, gpus: Sequence[PciDevice]) -> str:
+    """"; an index into ROCR_VISIBLE_DEVICES=..." when visible_devices chained `var` after it, else ""."""
+    if var in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") and env.get("ROCR_VISIBLE_DEVICES") is not None \
+            and gpus and not any(d.vendor_id == NVIDIA for d in gpus):
+        return f"; an index into ROCR_VISIBLE_DEVICES={env['ROCR_VISIBLE_DEVICES']} (ROCm applies it first)"
+    return ""
+
+
+def _listed(env: Mapping[str, str], var: str, pool: Sequence[PciDevice]) -> tuple[list[PciDevice], bool]:
+    value = env[var]
+    entries = [e.strip() for e in value.split(",") if e.strip()]
+    if not entries or entries[0] in ("-1", "NoDevFiles"):
+        raise BindingError(f"{var}={value!r} hides every GPU")
+    if var == "CUDA_VISIBLE_DEVICES":  # enumeration stops at the first entry that names no device
+        valid = 0
+        for e in entries:
+            if not ((e.isdigit() and int(e) < len(pool)) or UUID.match(e)):
+                break
+            valid += 1
+        if valid == 0:
+            resolve_entry(entries[0], pool, var)  # the error that says why the first entry names nothing
+        entries = entries[:valid]
+    return [resolve_entry(e, pool, var) for e in entries], any(UUID.match(e) for e in entries)
 
 
 def ordering_note(env: Mapping[str, str], gpus: Sequence[PciDevice], var: str | None) -> str:
@@ -192,8 +223,7 @@ def rank_gpu(
     if visible is not None:
         if len(visible) == 1:
             dev, pos = visible[0], 0
-            in_use = gpus[:local_size] if local_size else gpus
-            note = "; one visible GPU per rank: the other ranks' GPUs are assumed to be GPU0.. of inspect"
+            in_use, note = _one_gpu_per_rank(gpus, dev, rank, local_size)
         elif rank is not None and rank < len(visible):
             dev, pos = visible[rank], rank
             in_use = visible[:local_size] if local_size else visible
@@ -202,7 +232,8 @@ def rank_gpu(
             raise BindingError(f"{var} lists {len(visible)} GPUs and no local rank says which one is used")
         else:
             raise BindingError(f"local rank {rank} but {var} lists {len(visible)} GPU(s)")
-        source = f"{var} entry {pos} ({env[var].split(',')[pos].strip()}){note}"
+        entry = [e.strip() for e in env[var].split(",") if e.strip()][pos]
+        source = f"{var} entry {pos} ({entry}){rocr_chained(env, var, gpus)}{note}"
         ordering = "UUIDs name GPUs directly: no ordering assumed" if uuids else ordering_note(env, gpus, var)
         return dev, source, ordering, list(in_use)
     if rank is None:
@@ -212,6 +243,23 @@ def rank_gpu(
     in_use = gpus[:local_size] if local_size else gpus
     return gpus[rank], f"local rank {rank} → {kind} {rank} ({kind.upper()}{rank} of inspect)", ordering_note(
         env, gpus, None), in_use
+
+
+def _one_gpu_per_rank(gpus: Sequence[PciDevice], dev: PciDevice, rank: int | None,
+                      local_size: int | None) -> tuple[list[PciDevice], str]:
+    """The GPUs of the node's ranks when each sees only its own (Slurm's --gpus-per-task): assumed handed
+    out in rank order from this one's place (task r holds the r-th of the job's GPUs), so ranks that each
+    see one GPU split their node's cores the same way; GPU0.. when that cannot hold."""
+    n = local_size or 1
+    if n == 1:
+        return [dev], ""
+    first = gpus.index(dev) - rank if rank is not None and dev in gpus else -1
+    if first >= 0 and first + n <= len(gpus):
+        held = list(gpus[first:first + n])
+        shown = f"GPU{first}" if n == 1 else f"GPU{first}-GPU{first + n - 1}"
+        return held, (f"; one visible GPU per rank: the node's {n} rank(s) are assumed to hold {shown} of "
+                      "inspect, in rank order (as Slurm hands GPUs to tasks)")
+    return list(gpus[:n]), "; one visible GPU per rank: the other ranks' GPUs are assumed to be GPU0.. of inspect"
 
 
 # -- cgroups ---------------------------------------------------------------------------------------------
