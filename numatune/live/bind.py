@@ -97,6 +97,7 @@ def gather_facts(
     CPUs; `devices` (for --nic) the verbs ports of their RDMA devices."""
     from numatune.model.resolve import ENV_KEYS
     from numatune.readers.nodes import read_interleave_weights
+    from numatune.readers.settings import read_release
 
     env = {k: environ[k] for k in ENV_KEYS if k in environ}
     allowed = affinity = mems = None
@@ -128,7 +129,7 @@ def gather_facts(
         affinity_cpus=affinity,
         allowed_mems=mems,
         isolated=host.read_cpulist(ISOLATED) or frozenset(),
-        kernel=host.read_optional("/proc/sys/kernel/osrelease"),
+        kernel=read_release(host),
         numactl=numactl,
         taskset=which("taskset"),
         direct_ok=memsys.supported(),

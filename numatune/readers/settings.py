@@ -22,12 +22,19 @@ def bracketed_choice(text: str | None) -> str | None:
     return text.strip()
 
 
-def read_settings(host: Host) -> KernelSettings:
+def read_release(host: Host) -> str | None:
+    """The kernel release ("6.12.0-amd64"): osrelease, else the start of /proc/version (trees that saved
+    only that one): the one place inspect and launch (its kernel-version checks) read it."""
     release = host.read_optional("/proc/sys/kernel/osrelease")
     if release is None:
         version = host.read_optional("/proc/version") or ""
         rest = version[len("Linux version "):] if version.startswith("Linux version ") else ""
         release = rest.split(None, 1)[0] if rest[:1] and not rest[:1].isspace() else None  # "6.12.0-amd64 (..."
+    return release
+
+
+def read_settings(host: Host) -> KernelSettings:
+    release = read_release(host)
     demotion = host.read_optional("/sys/kernel/mm/numa/demotion_enabled")
     return KernelSettings(
         release=release,

@@ -219,3 +219,11 @@ def test_emitted_wrapper_forwards_every_option():
     assert all(kw[p.name] != p.default for p in options), "give every option a non-default value here"
     again = launch_cmd.make_context("launch", [*forwarded_args(kw), "--", "true"]).params
     assert {p.name: again[p.name] for p in options} == {p.name: kw[p.name] for p in options}
+
+
+def test_a_saved_root_with_only_proc_version_still_has_a_kernel_version(cli):
+    """nvidiagpunumanodes saved /proc/version (4.14) but no osrelease: launch said "kernel version unknown"
+    and planned preferred-many, which needs 5.15; inspect read the version all along (one reader now)."""
+    r = cli("--root", str(fixture_root("nvidiagpunumanodes")), "launch", "--dry-run", "--mem-policy",
+            "preferred-many", "--", "true", env={"LOCAL_RANK": "0"})
+    assert r.exit_code != 0 and "needs Linux 5.15+; this kernel is 4.14.0" in r.stderr
