@@ -468,6 +468,12 @@ def _core_complex(
     return _flat(mine)
 
 
+def _slit(topo: Topology, a: int | None, b: int | None) -> int | None:
+    """The SLIT distance from node a to node b, None when either is unknown."""
+    node = topo.node(a) if a is not None else None
+    return node.distances.get(b) if node is not None and b is not None else None
+
+
 # -- memory -------------------------------------------------------------------------------------------------
 def local_memory_nodes(topo: Topology, node: int) -> list[int]:
     """CPU-less memory nodes (CXL, HBM, PMem, unknown; not GPU memory) whose nearest CPU node is `node`."""
@@ -711,7 +717,8 @@ def plan_launch(
         if torch is not None:
             reasons.append(_torch_line(torch))
         mem = choose_memory(topo, opts, facts, node, reasons, warnings)
-        nic = choose_nic(opts.nic, opts.nic_transport, dev, in_use, node, devices, reasons, warnings)
+        nic = choose_nic(opts.nic, opts.nic_transport, dev, in_use, node, devices, reasons, warnings,
+                         distance=lambda a, b: _slit(topo, a, b))
         method, argv = choose_method(opts, facts, cpus, mem, command, reasons)
     except BindingError as exc:
         if not opts.best_effort:

@@ -14,7 +14,7 @@ plain "mlx5_1" is a prefix and would also select mlx5_10..mlx5_19) and, when the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from numatune.errors import BindingError
 from numatune.model.launch import NicChoice
@@ -36,19 +36,28 @@ def nic_label(nic: PciDevice, transport: str) -> str:
     return names[0] if names else nic.bdf
 
 
-def assign_nics(gpus: Sequence[PciDevice], nics: Sequence[PciDevice]) -> dict[str, tuple[PciDevice, str]]:
+def assign_nics(gpus: Sequence[PciDevice], nics: Sequence[PciDevice],
+                distance: Callable[[int | None, int | None], int | None] | None = None,
+                ) -> dict[str, tuple[PciDevice, str]]:
     """GPU BDF → (NIC, path) for every GPU in use, in PCI order: each takes the nearest NIC, the least
-    loaded one (then the first in PCI order) among the equally near."""
+    loaded one (then the nearer node by SLIT distance: SYS covers both the socket's other NUMA nodes and the
+    other socket, then the first in PCI order) among the equally near."""
     load: dict[str, int] = {n.bdf: 0 for n in nics}
     out = {}
     for gpu in sorted(gpus, key=lambda d: pci_sort_key(d.bdf)):
         paths = {n.bdf: connection(gpu, n) for n in nics}
         best = min(RANK[p] for p in paths.values())
         near = [n for n in nics if RANK[paths[n.bdf]] == best]
-        nic = min(near, key=lambda n: (load[n.bdf], pci_sort_key(n.bdf)))
+        nic = min(near, key=lambda n: (load[n.bdf], _far(distance, gpu.node, n.node), pci_sort_key(n.bdf)))
         load[nic.bdf] += 1
         out[gpu.bdf] = (nic, paths[nic.bdf])
     return out
+
+
+def _far(distance: Callable[[int | None, int | None], int | None] | None, a: int | None, b: int | None) -> int:
+    """SLIT distance for ordering (unknown: after every known one)."""
+    d = distance(a, b) if distance is not None else None
+    return d if d is not None else 1 << 30
 
 
 def _named(name: str, nics: Sequence[PciDevice], devices: Sequence[PciDevice], transport: str) -> PciDevice:
@@ -74,8 +83,10 @@ def choose_nic(
     devices: Sequence[PciDevice],
     reasons: list[str],
     warnings: list[str],
+    distance: Callable[[int | None, int | None], int | None] | None = None,
 ) -> NicChoice | None:
-    """The rank's NIC for `--nic` (none | auto | a name: mlx5_3, ib0, a BDF)."""
+    """The rank's NIC for `--nic` (none | auto | a name: mlx5_3, ib0, a BDF); `distance` (SLIT between two
+    nodes) orders NICs that are equally far by PCIe path."""
     if opts_nic == "none":
         return None
     nics = candidate_nics(devices, transport)
@@ -91,16 +102,16 @@ def choose_nic(
         return None
     elif dev is None:
         same = [n for n in nics if n.node == node]
-        nic = (same or nics)[0]
+        nic = same[0] if same else min(nics, key=lambda n: (_far(distance, node, n.node), pci_sort_key(n.bdf)))
         path = "NODE" if same else "SYS"
         choice = NicChoice(nic.bdf, nic.rdma[0] if nic.rdma else None, nic.netdevs[0] if nic.netdevs else None,
                            path, f"first {what} on node {node} (--node: no GPU to measure from)" if same
-                           else f"no {what} on node {node}: the first one")
+                           else f"no {what} on node {node}: the nearest by SLIT distance")
     else:
         gpus = [d for d in in_use if d.kind == dev.kind] or [dev]
         if dev not in gpus:
             gpus.append(dev)
-        table = assign_nics(gpus, nics)
+        table = assign_nics(gpus, nics, distance)
         nic, path = table[dev.bdf]
         shared = tuple(g for g, (n, _) in table.items() if n.bdf == nic.bdf and g != dev.bdf)
         nearest = "under its PCIe switch" if path in ("PIX", "PXB") else f"path {path}"
@@ -110,9 +121,14 @@ def choose_nic(
             warnings.append(f"GPU {dev.bdf} must share NIC {nic_label(nic, transport)} ({nic.bdf}) with GPU(s) "
                             f"{', '.join(shared)}: {len(gpus)} GPU(s) in use, no other {what} as near ({path})")
     if choice.path == "SYS":
-        warnings.append(f"NIC {nic_label(nic, transport)} ({nic.bdf}) is across the socket from "
-                        f"{'GPU ' + dev.bdf if dev is not None else 'node ' + str(node)} (SYS): GPUDirect RDMA "
-                        "traffic crosses the inter-socket link")
+        whose = "GPU " + dev.bdf if dev is not None else "node " + str(node)
+        if nic.node is None:
+            warnings.append(f"NIC {nic_label(nic, transport)} ({nic.bdf}) has no known NUMA node (numa_node -1): "
+                            f"how far it is from {whose} cannot be told")
+        else:
+            traffic = "GPUDirect RDMA traffic" if transport == "rdma" else "its traffic"
+            warnings.append(f"NIC {nic_label(nic, transport)} ({nic.bdf}) is on node {nic.node}, across the socket or "
+                            f"NUMA link from {whose} (SYS): {traffic} crosses it")
     reasons.append(f"nic: {nic_label(nic, transport)} ({nic.bdf}), {choice.source}"
                    + (f"; path to the GPU {choice.path}" if choice.path not in ("named",) and dev is not None
                       and opts_nic != "auto" else ""))

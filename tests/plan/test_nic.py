@@ -131,3 +131,33 @@ def test_dgx_h100_each_gpu_gets_the_nic_the_user_guide_pairs_it_with():
         assert p.nic.path == "PXB" and not p.warnings
         tcp = plan(root, {"LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": "8"}, nic="auto", nic_transport="tcp")
         assert tcp.env["NCCL_SOCKET_IFNAME"] == f"={netdev}"
+
+
+def _pci(bdf: str, kind: str, node: int | None, bridge: str, rdma: tuple[str, ...] = ()):
+    """A hand-made device record (the shape of the EPYC NPS4 case: no fixture has its NIC layout)."""
+    from numatune.model.topology import PciDevice
+
+    return PciDevice(bdf=bdf, path=f"/sys/devices/{bridge}/{bdf}", class_code=0x020700 if kind == "nic" else 0x030200,
+                     vendor_id=0x15B3 if kind == "nic" else 0x10DE, device_id=1, kind=kind, numa_node=node,
+                     ancestors=(), host_bridge=bridge, rdma=rdma)
+
+
+def test_among_equally_far_nics_the_nearer_node_wins_and_the_warning_says_where():
+    """Both NICs are SYS from the GPU (other NUMA nodes); one is on the same socket (SLIT 12), one across
+    it (32). PCI order used to pick the far one and then warn about it."""
+    from numatune.plan.nic import choose_nic
+
+    gpu = _pci("0000:c1:00.0", "gpu", 0, "pci0000:c0")
+    far = _pci("0000:05:00.0", "nic", 5, "pci0000:00", ("mlx5_0",))
+    near = _pci("0000:41:00.0", "nic", 1, "pci0000:40", ("mlx5_1",))
+    slit = {(0, 1): 12, (0, 5): 32}
+    for dev, in_use, node in ((gpu, [gpu], 0), (None, [], 0)):
+        reasons, warnings = [], []
+        choice = choose_nic("auto", "rdma", dev, in_use, node, [gpu, far, near], reasons, warnings,
+                            distance=lambda a, b: slit.get((a, b)))
+        assert choice.rdma == "mlx5_1", reasons
+        assert any("is on node 1" in w for w in warnings)
+    unknown = _pci("0000:06:00.0", "nic", None, "pci0000:00", ("mlx5_2",))
+    reasons, warnings = [], []
+    choose_nic("mlx5_2", "rdma", gpu, [gpu], 0, [gpu, unknown], reasons, warnings)
+    assert warnings and "no known NUMA node" in warnings[0] and "across the socket" not in warnings[0]
