@@ -161,7 +161,8 @@ def _gpu_option(value: str, gpus: list[PciDevice], devices: Sequence[PciDevice])
     if value.isdigit():
         if int(value) >= len(gpus):
             raise BindingError(f"--gpu {value}: this root has {len(gpus)} GPU(s)")
-        return gpus[int(value)], f"--gpu {value} (index in PCI bus order)", "--gpu indices are PCI bus order"
+        return gpus[int(value)], f"--gpu {value} (GPU{value} of inspect)", ("--gpu indices are numatune's GPU "
+                                                                           "numbering: GPU0.. of inspect")
     if UUID.match(value):
         return match_uuid(value, gpus, "--gpu"), f"--gpu {value} (UUID)", None
     raise BindingError(f"--gpu {value!r}: expected an index, a PCI address (0000:18:00.0) or a GPU UUID")
@@ -573,10 +574,18 @@ def choose_memory(
             raise BindingError(f"--mem-policy cxl-spill: no CXL memory node in this root (nodes {kinds})")
         nodes = explicit or (node, cxl)
         dist = topo.node(node).distances.get(cxl)
-        reasons.append(
-            f"memory: cxl-spill — bind to node {node} (local DRAM) and CXL node {cxl} (distance {dist}): the kernel "
-            f"fills the nearest node of the set first, so pages spill to CXL, never to another socket"
-        )
+        if explicit:
+            reasons.append(f"memory: cxl-spill — bind to nodes {format_cpulist(nodes)} (--mem-nodes): the kernel "
+                           f"fills the nearest node of the set first (the CXL node nearest node {node} is {cxl})")
+            others = [n for n in nodes if n != node and (topo.node(n) is None or topo.node(n).cpus)]
+            if node not in nodes or others:
+                warnings.append(f"--mem-nodes {format_cpulist(nodes)} with cxl-spill: not this rank's node {node} "
+                                f"and its CXL node {cxl}, so pages may land off the socket")
+        else:
+            reasons.append(
+                f"memory: cxl-spill — bind to node {node} (local DRAM) and CXL node {cxl} (distance {dist}): the "
+                f"kernel fills the nearest node of the set first, so pages spill to CXL, never to another socket"
+            )
     for nid in nodes:
         n = topo.node(nid)
         if n is None:

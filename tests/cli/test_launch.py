@@ -227,3 +227,12 @@ def test_a_saved_root_with_only_proc_version_still_has_a_kernel_version(cli):
     r = cli("--root", str(fixture_root("nvidiagpunumanodes")), "launch", "--dry-run", "--mem-policy",
             "preferred-many", "--", "true", env={"LOCAL_RANK": "0"})
     assert r.exit_code != 0 and "needs Linux 5.15+; this kernel is 4.14.0" in r.stderr
+
+
+def test_cxl_spill_with_mem_nodes_says_what_it_binds(cli):
+    """The reason said "node 0 and CXL node 2 ... never to another socket" while numactl got --membind=1,3."""
+    r = cli("--root", HM, "launch", "--dry-run", "--mem-policy", "cxl-spill", "--mem-nodes", "1,3", "--", "true",
+            env={"LOCAL_RANK": "0"})
+    assert "bind to nodes 1,3 (--mem-nodes)" in r.stdout + r.stderr
+    assert "never to another socket" not in r.stdout + r.stderr
+    assert "may land off the socket" in r.stderr
