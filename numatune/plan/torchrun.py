@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 from numatune.cpulist import format_cpulist
 from numatune.model.launch import TORCH_MODES, LaunchFacts, LaunchOptions, TorchView
-from numatune.model.order import gpu_order
 from numatune.model.topology import PciDevice, Topology
 from numatune.plan.cores import even_share, is_linear, physical_cores, topology_order
 
@@ -64,8 +63,10 @@ def _socket(topo: Topology, node: int, allowed: frozenset[int]) -> set[int]:
 
 
 def _split_index(dev: PciDevice, in_use: Sequence[PciDevice], node: int) -> tuple[int, int]:
-    """(this GPU's position among the node's GPUs in device order: torch's cuda:i order, how many)."""
-    ordered, _ = gpu_order(list({d.bdf: d for d in [*in_use, dev]}.values()))
+    """(this GPU's position among the node's GPUs in torch's cuda:i order, how many). `in_use` is in that
+    order already (the visible-devices list as given, else numatune's numbering, which is CUDA's by PCI bus
+    id): sorting it again put cuda:0 = GPU7 of `CUDA_VISIBLE_DEVICES=7,6,5,4` last."""
+    ordered = list({d.bdf: d for d in [*in_use, dev]}.values())
     gpus = [d for d in ordered if torch_node(d) == node] or [dev]
     return [d.bdf for d in gpus].index(dev.bdf), len(gpus)
 
@@ -163,6 +164,10 @@ def _because(
                        f"numatune's {_spread(topo, facts, mine)}")
         if tcount != share[1]:
             out.append(f"it counts {tcount} GPU(s) on node {node} where numatune shares it among {share[1]} rank(s)")
+        elif tindex != share[0]:
+            out.append(f"it orders node {node}'s GPUs by CUDA index (the visible-devices order), numatune by its "
+                       f"GPU numbering (GPU0.. of inspect): this rank's share is #{tindex + 1} of {tcount} there, "
+                       f"#{share[0] + 1} here")
         elif mode == "core-complex" and facts.cache_groups:
             groups = len({min(g) for g in facts.cache_groups if set(g) & set(topo.node(node).cpus)})
             if share[1] > groups:
@@ -170,8 +175,15 @@ def _because(
                            "whole group, numatune splits the group's cores between them")
     if not out:
         extra = theirs - mine
-        out.append(f"numatune leaves out CPUs {format_cpulist(extra)} (not usable here)" if extra and not mine - theirs
-                   else "numatune's usable CPUs of the node differ from torchrun's (see the cpus lines above)")
+        unusable = (extra & facts.isolated) | (extra - facts.allowed_cpus if facts.allowed_cpus is not None
+                                                else frozenset())
+        if extra and not mine - theirs and unusable == extra:
+            out.append(f"numatune leaves out CPUs {format_cpulist(extra)} (isolated or outside the allowed CPUs)")
+        elif extra and not mine - theirs:
+            out.append(f"numatune gives CPUs {format_cpulist(extra)} to another rank: it splits only the node's "
+                       "usable cores (isolated and disallowed ones left out first), torchrun all of them")
+        else:
+            out.append("numatune's usable CPUs of the node differ from torchrun's (see the cpus lines above)")
     return tuple(out)
 
 

@@ -269,3 +269,13 @@ def test_non_linear_cpu_numbering_exclusive_keeps_each_share_on_one_socket():
         assert any(b.startswith("it splits the node's cores in CPU-number order") and
                    "non-linear" in b and "2 socket(s)" in b for b in p.torch.because)
         assert any(r.startswith("core order: node 0 numbers its CPUs non-linearly") for r in p.reasons)
+
+
+def test_torchs_split_follows_the_visible_devices_order(cli):
+    """CUDA_VISIBLE_DEVICES=7,6,5,4: torch's cuda:0 is GPU7, the first of node 1's four in its order, so it
+    takes the first quarter of the node; the view sorted the GPUs again and said "the same CPUs"."""
+    r = cli("--root", str(fixture_root("handmade-dgx-h100-ids")), "launch", "--dry-run", "--cpu-bind", "exclusive",
+            "--", "true", env={"CUDA_VISIBLE_DEVICES": "7,6,5,4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "4"})
+    line = next(x for x in r.stdout.splitlines() if "torchrun --numa-binding=exclusive" in x)
+    assert "would bind to CPUs 56-69,168-181 (node 1)" in line
+    assert "this rank's share is #1 of 4 there, #4 here" in line
