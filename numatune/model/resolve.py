@@ -241,7 +241,8 @@ def rank_gpu(
     if rank >= len(gpus):
         raise BindingError(f"local rank {rank} but this root has {len(gpus)} {kind}(s) and no --gpu")
     in_use = gpus[:local_size] if local_size else gpus
-    return gpus[rank], f"local rank {rank} → {kind} {rank} ({kind.upper()}{rank} of inspect)", ordering_note(
+    label = f"GPU{rank} of inspect" if kind == "gpu" else "in PCI bus order"  # inspect labels GPUs only
+    return gpus[rank], f"local rank {rank} → {kind} {rank} ({label})", ordering_note(
         env, gpus, None), in_use
 
 
