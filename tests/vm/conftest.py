@@ -5,8 +5,9 @@ Outcomes, by design:
   reason (and a banner in the terminal summary, so a skipped VM stage is never silent).
 - The guest never reaches the batch script (QEMU or boot failure outside the project) ->
   retried once, then skipped loudly with the console tail.
-- The batch ran but the guest kernel reported that it stalled (vm_runner.KERNEL_STALLS) and a check
-  did not pass -> that boot says nothing about numatune: retried once, then skipped loudly.
+- The batch ran but the guest kernel reported that it stalled (vm_runner.KERNEL_STALLS), or QEMU that a
+  device model gave up (vm_runner.QEMU_FAULTS: the boot is stopped at once), and a check did not pass
+  -> that boot says nothing about numatune: retried once, then skipped loudly.
 - The batch ran: each check passes or FAILS on its own result; a check missing from the
   results (guest died half-way) FAILS, pointing at the console log.
 NUMATUNE_VM=0 skips the VM tests deliberately (fast local runs).
@@ -75,11 +76,11 @@ class VmSession:
             run.boots.append(boot)
             results = _load(boot.results_path)
             if results and results.get("started"):
-                stall = boot.kernel_stall
+                stall = boot.guest_fault
                 if not (stall and _not_passed(results)):
                     run.results = results
                     break
-                reasons.append(f"boot {attempt}: the guest kernel stalled ({stall!r}) and checks"
+                reasons.append(f"boot {attempt}: the guest stalled ({stall!r}) and checks"
                                f" {_not_passed(results)} did not pass")
                 continue
             why = "timed out" if boot.timed_out else f"vng exited {boot.returncode}"
@@ -138,8 +139,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         for b in run.boots:
             share = 100 * b.seconds / vm_runner.BOOT_TIMEOUT
             stopped = f" STOPPED: {b.why_stopped}" if b.why_stopped else ""
-            if b.kernel_stall:
-                tr.write_line(f"!!! {name}: the guest kernel stalled: {b.kernel_stall}", red=True, bold=True)
+            if b.guest_fault:
+                tr.write_line(f"!!! {name}: the guest stalled: {b.guest_fault}", red=True, bold=True)
             tr.write_line(f"{name}: boot+batch {b.seconds:.0f}s ({share:.0f}% of the limit; waited {b.lock_wait:.0f}s"
                           f" for the boot lock) rc={b.returncode}{stopped} log={b.console_log}",
                           red=bool(stopped or share > 50))

@@ -185,9 +185,10 @@ class BootResult:
         return self.run_dir / "results.json"
 
     @property
-    def kernel_stall(self) -> str | None:
-        """The guest kernel's own report that it stalled, if the console has one (see KERNEL_STALLS)."""
-        return kernel_stall(self.console_log)
+    def guest_fault(self) -> str | None:
+        """The guest kernel's (or QEMU's) report that the guest stalled, if the console has one
+        (KERNEL_STALLS, QEMU_FAULTS)."""
+        return guest_fault(self.console_log)
 
 
 #: What the guest kernel prints when it stops making progress by itself: an RCU grace period or a
@@ -198,15 +199,31 @@ KERNEL_STALLS = ("rcu_preempt detected stall", "rcu_sched detected stall", "time
                  "kthread starved for", "blocked for more than", "soft lockup", "hard LOCKUP")
 
 
-def kernel_stall(console: Path) -> str | None:
-    """The first console line in which the guest kernel reports a stall, without its timestamp."""
+#: What QEMU itself prints (on the console stream) when a device model gives up: the guest's virtio
+#: queue is dead from then on, so its shared root hangs and nothing after says anything about numatune.
+#: Seen when a page the guest handed to virtio lay in emulated CXL memory, which QEMU 7.2 serves as
+#: MMIO and cannot DMA into (KNOWN.md). The boot is stopped at once rather than after STALL_TIMEOUT.
+QEMU_FAULTS = ("virtio: bogus descriptor", "virtio: zero sized buffers")
+
+
+def guest_fault(console: Path) -> str | None:
+    """The first console line in which the guest kernel (or QEMU under it) reports that the guest
+    stopped making progress, without its timestamp."""
     try:
         with console.open(errors="replace") as f:
             for line in f:
-                if any(s in line for s in KERNEL_STALLS):
+                if any(s in line for s in KERNEL_STALLS + QEMU_FAULTS):
                     return line.split("] ", 1)[-1].strip()[:200]
     except OSError:
         return None
+    return None
+
+
+def qemu_fault(text: bytes) -> str | None:
+    """The line of ``text`` in which QEMU reports a dead device (QEMU_FAULTS), if any."""
+    for line in text.decode(errors="replace").splitlines():
+        if any(s in line for s in QEMU_FAULTS):
+            return line.strip()[:200]
     return None
 
 
@@ -295,12 +312,15 @@ def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEO
         assert proc.stdout is not None
         deadline = start + timeout
         last_news, last_mtime = start, None
+        fault, line_start = None, b""
         os.set_blocking(proc.stdout.fileno(), False)
         while True:
             chunk = proc.stdout.read(65536)
             if chunk:
                 log.write(chunk)
                 log.flush()
+                fault = fault or qemu_fault(line_start + chunk)
+                line_start = chunk.rsplit(b"\n", 1)[-1][-200:]
             elif proc.poll() is not None:
                 break
             else:
@@ -309,7 +329,9 @@ def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEO
             mtime = _mtime(results)
             if mtime != last_mtime:
                 last_news, last_mtime = now, mtime
-            if now > deadline:
+            if fault:
+                why = f"QEMU reported a dead device ({fault!r}): the guest cannot go on"
+            elif now > deadline:
                 why = f"the boot's limit of {timeout} s (NUMATUNE_VM_TIMEOUT)"
             elif last_mtime is None and now - start > min(stall, START_TIMEOUT):
                 why = f"the guest batch not starting within {min(stall, START_TIMEOUT)} s (NUMATUNE_VM_START_TIMEOUT)"

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from vm_checks import Context, check
-from vm_guest import REPO, CheckFailed, numatune, numatune_json, parse_cpulist, read
+from vm_guest import REPO, CheckFailed, numatune, numatune_json, parse_cpulist, read, safe_to_bind_to_cxl
 
 #: NUMATUNE_VM_README=1 also runs the text reports quoted in the README (each a second numatune start and
 #: a second set of runs under TCG; the checks themselves judge the JSON documents).
@@ -166,8 +166,11 @@ def compare_cxl_placement_lands(ctx: Context) -> dict[str, Any]:
     # dd fills a 4 MiB buffer, then blocks on a pipe that sleep never reads: the buffer lives 2 s on any node
     # (CXL memory is MMIO in QEMU 7.2, so the workload stays tiny)
     dd = ["sh", "-c", "dd if=/dev/zero bs=4M count=1 status=none | sleep 2"]
-    doc = numatune_json("compare", "--json", "--node", "1", "-n", "1", "--sample-interval", "0.05",
-                        "-p", "local,cxl", "--", *dd, timeout=400)
+    # cxl runs first (seed 1). In two fresh-clone CI runs, dd and sleep bound to the CXL node read files
+    # from 9p into CXL pages and QEMU gave up on virtio: vm_guest.safe_to_bind_to_cxl.
+    with safe_to_bind_to_cxl("sh", "dd", "sleep", "numactl") as env:
+        doc = numatune_json("compare", "--json", "--node", "1", "-n", "1", "--seed", "1", "--sample-interval",
+                            "0.05", "-p", "local,cxl", "--", *dd, timeout=400, env=env)
     rows = {r["placement"]: r for r in doc["placements"]}
     problems = []
     if rows["cxl"]["expected_nodes"] != [cxl]:

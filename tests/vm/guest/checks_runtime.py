@@ -33,6 +33,7 @@ from vm_guest import (
     parse_cpulist,
     read,
     run,
+    safe_to_bind_to_cxl,
     spawn_toucher,
     stop,
     wait_for,
@@ -175,9 +176,9 @@ class DdRun:
         return self.mapping
 
 
-def _start_dd(label: str, prefix: list[str], mib: int) -> DdRun:
+def _start_dd(label: str, prefix: list[str], mib: int, env: dict[str, str] | None = None) -> DdRun:
     argv = [*prefix, *_dd_argv(mib)]
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     return DdRun(label, argv, proc, mib)
 
 
@@ -318,14 +319,15 @@ def _fill_round(ctx: Context, rnd: Round, procs: list[subprocess.Popen[bytes]]) 
         # One at a time and after the Python workloads: CXL accesses are MMIO under QEMU's big
         # lock, so concurrent CXL writers stall every vCPU.
         launch = [sys.executable, "-m", "numatune", "launch", "-q", "--node", "1"]
-        for label, prefix, mib in (
-            ("cxl-bind", [*launch, "--mem-policy", "bind", "--mem-nodes", str(cxl), "--"], CXL_LAUNCH_MIB),
-            ("cxl-weighted", [*launch, "--mem-policy", "weighted", "--mem-nodes", f"1,{cxl}", "--"],
-             CXL_LAUNCH_MIB),
-            ("slow", ["numactl", "--cpunodebind=1", f"--membind={cxl}"], CXL_MIB),
-        ):
-            rnd.dd[label] = _start_dd(label, prefix, mib)
-            rnd.dd[label].finish()
+        with safe_to_bind_to_cxl("dd", "numactl") as env:
+            for label, prefix, mib in (
+                ("cxl-bind", [*launch, "--mem-policy", "bind", "--mem-nodes", str(cxl), "--"], CXL_LAUNCH_MIB),
+                ("cxl-weighted", [*launch, "--mem-policy", "weighted", "--mem-nodes", f"1,{cxl}", "--"],
+                 CXL_LAUNCH_MIB),
+                ("slow", ["numactl", "--cpunodebind=1", f"--membind={cxl}"], CXL_MIB),
+            ):
+                rnd.dd[label] = _start_dd(label, prefix, mib, env)
+                rnd.dd[label].finish()
     if "slow" in rnd.dd:
         if rnd.dd["slow"].mapping is not None:
             rnd.touchers["slow"] = rnd.dd["slow"].proc.pid

@@ -182,6 +182,53 @@ def msi_irqs(netdev: str) -> list[int]:
 READY_TIMEOUT = 300
 
 
+def _program_files(program: str) -> list[str]:
+    """The program's file, every shared library ``ldd`` says it loads, and the loader's cache."""
+    import shutil
+
+    path = shutil.which(program)
+    if path is None:
+        raise CheckFailed(f"{program} is not installed in the guest")
+    out = subprocess.run(["ldd", path], capture_output=True, text=True, timeout=120).stdout
+    libs = [os.path.realpath(m) for m in re.findall(r"(/\S+) \(0x", out)]
+    return [os.path.realpath(path), *libs, "/etc/ld.so.cache"]
+
+
+@contextlib.contextmanager
+def safe_to_bind_to_cxl(*programs: str) -> Any:
+    """Run these programs bound to the CXL node without QEMU giving up on the guest's root; yields the
+    environment to run them with.
+
+    QEMU 7.2 serves emulated CXL memory as MMIO and DMAs into it through one page-sized bounce buffer:
+    a 9p read into CXL pages (more than one page, or two processes at once) ends in "virtio: bogus
+    descriptor or out of resources" and the guest's root hangs (KNOWN.md). A bound process reads into
+    CXL pages in two ways: a file mapped from the root (the root is the host's, over 9p without caching,
+    so a file nobody holds leaves the page cache and is read again into pages allocated under the
+    process's policy), and read() into its heap (glibc's setlocale reads locale.alias so, in dd and
+    sleep at once). So: the programs and libraries stay mapped here, every page read once into this
+    process's DRAM node, and the environment sets LC_ALL=C (no locale file is read).
+    """
+    import mmap
+
+    held: list[tuple[int, mmap.mmap]] = []
+    try:
+        for path in dict.fromkeys(f for prog in programs for f in _program_files(prog)):
+            fd = os.open(path, os.O_RDONLY)
+            size = os.fstat(fd).st_size
+            if not size:
+                os.close(fd)
+                continue
+            mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+            held.append((fd, mm))
+            for offset in range(0, size, mmap.PAGESIZE):
+                mm[offset]  # fault the page in: read from 9p once, into this process's (DRAM) node
+        yield {**os.environ, "LC_ALL": "C"}
+    finally:
+        for fd, mm in held:
+            mm.close()
+            os.close(fd)
+
+
 def spawn_toucher(argv_prefix: list[str], mib: int, ready: Path, *flags: str) -> subprocess.Popen[bytes]:
     """Start ``PREFIX python toucher.py MIB READY FLAGS`` and wait until its memory is touched."""
     ready.unlink(missing_ok=True)
