@@ -5,9 +5,11 @@ Outcomes, by design:
   reason (and a banner in the terminal summary, so a skipped VM stage is never silent).
 - The guest never reaches the batch script (QEMU or boot failure outside the project) ->
   retried once, then skipped loudly with the console tail.
-- The batch ran but the guest kernel reported that it stalled (vm_runner.KERNEL_STALLS), or QEMU that a
-  device model gave up (vm_runner.QEMU_FAULTS: the boot is stopped at once), and a check did not pass
-  -> that boot says nothing about numatune: retried once, then skipped loudly.
+- The batch ran but the guest kernel reported that it stalled (vm_runner.KERNEL_STALLS), QEMU that a
+  device model gave up (vm_runner.QEMU_FAULTS), or the guest froze (silent console, a shared root that
+  stopped answering: vm_runner.SILENT_TIMEOUT, ROOT_TIMEOUT), and a check did not pass -> that boot
+  says nothing about numatune: retried once; if the retry stalls too, its passed checks stand and every
+  other check is skipped loudly, with why.
 - The batch ran: each check passes or FAILS on its own result; a check missing from the
   results (guest died half-way) FAILS, pointing at the console log.
 NUMATUNE_VM=0 skips the VM tests deliberately (fast local runs).
@@ -29,6 +31,7 @@ for p in (HERE, HERE / "guest"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+import vm_checks  # noqa: E402
 import vm_fixtures  # noqa: E402
 import vm_runner  # noqa: E402
 import vm_topology  # noqa: E402
@@ -87,10 +90,15 @@ class VmSession:
             reasons.append(f"boot {attempt}: {why} after {boot.seconds:.0f}s, guest batch never started")
         else:
             last = run.boots[-1]
-            run.skip_reason = (
-                f"VM boot of {name!r} failed twice, outside the project ({'; '.join(reasons)});"
-                f" console: {last.console_log}\n" + vm_runner.tail(last.console_log, 25)
-            )
+            why = (f"VM boot of {name!r} failed twice, outside the project ({'; '.join(reasons)});"
+                   f" console: {last.console_log}\n" + vm_runner.tail(last.console_log, 25))
+            results = _load(last.results_path)
+            if results and results.get("started"):
+                # The last boot's passed checks stand (the host reads their files from its run directory);
+                # every other check is skipped, loudly, with why.
+                run.results = _skip_unfinished(results, [c.name for c in vm_checks.for_topology(name)], why)
+            else:
+                run.skip_reason = why
             return run
         if os.environ.get("NUMATUNE_VM_UPDATE_FIXTURES") == "1":
             snap = run.results.get("checks", {}).get("snapshot", {})
@@ -106,6 +114,14 @@ def _not_passed(results: dict[str, Any]) -> list[str]:
     """The checks of a batch that did not pass (a batch that did not finish counts its running check)."""
     bad = [k for k, v in results.get("checks", {}).items() if v.get("status") != "passed"]
     return bad + ([results["running"]] if results.get("running") else [])
+
+
+def _skip_unfinished(results: dict[str, Any], checks: list[str], why: str) -> dict[str, Any]:
+    """``results`` with every check of ``checks`` that did not pass marked skipped for ``why``."""
+    done = results.get("checks", {})
+    kept = {name: entry for name, entry in done.items() if entry.get("status") == "passed"}
+    skipped = {name: {"status": "skipped", "details": why} for name in checks if name not in kept}
+    return {**results, "checks": {**kept, **skipped}, "running": None}
 
 
 def _load(path: Path) -> dict[str, Any] | None:

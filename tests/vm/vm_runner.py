@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -75,6 +76,18 @@ STALL_TIMEOUT = int(os.environ.get("NUMATUNE_VM_STALL_TIMEOUT", "1200"))
 #: host running three guests at once (53 s on a quiet one); this is more than twice that. Always passed
 #: to the guest (guest/batch.py reads it from here).
 CHECK_TIMEOUT = int(os.environ.get("NUMATUNE_VM_CHECK_TIMEOUT", "900"))
+#: The guest batch says it is alive through the guest kernel's log every HEARTBEAT seconds (the kernel's
+#: console is QEMU's emulated serial port, not virtio), naming the running check and how long ago the
+#: shared root (9p over virtio) last answered a stat. A boot whose console has been silent for
+#: SILENT_TIMEOUT seconds once the batch started, heartbeat included, froze under QEMU; one whose heartbeat
+#: says the root has not answered for ROOT_TIMEOUT seconds lost its virtio device. Neither says anything
+#: about numatune (a numatune that hangs is caught by CHECK_TIMEOUT while the heartbeat goes on): the boot
+#: is stopped there and then, and retried once (conftest). Seen in fresh-clone CI: cxl guests silent from
+#: one check on, their own watchdog never firing, until STALL_TIMEOUT (1200 s).
+HEARTBEAT = 30
+SILENT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_SILENT_TIMEOUT", "300"))
+ROOT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_ROOT_TIMEOUT", "240"))
+HEARTBEAT_LINE = re.compile(rb"numatune-vm-heartbeat check=(\S*) root_silent=(\d+)s")
 #: Seconds for the guest to reach the batch (boots take 20-100 s under TCG): a boot that never gets there
 #: is a failure outside the project, retried once and then skipped, and must not cost CI half an hour.
 START_TIMEOUT = int(os.environ.get("NUMATUNE_VM_START_TIMEOUT", "420"))
@@ -179,6 +192,7 @@ class BootResult:
     command: list[str]
     why_stopped: str = ""
     lock_wait: float = 0.0
+    froze: bool = False  # stopped because the guest went silent or lost its root (SILENT/ROOT_TIMEOUT)
 
     @property
     def results_path(self) -> Path:
@@ -186,9 +200,9 @@ class BootResult:
 
     @property
     def guest_fault(self) -> str | None:
-        """The guest kernel's (or QEMU's) report that the guest stalled, if the console has one
-        (KERNEL_STALLS, QEMU_FAULTS)."""
-        return guest_fault(self.console_log)
+        """Why this boot says nothing about numatune, if it does not: the guest froze (SILENT_TIMEOUT,
+        ROOT_TIMEOUT), or its kernel or QEMU said it stalled (KERNEL_STALLS, QEMU_FAULTS)."""
+        return self.why_stopped if self.froze else guest_fault(self.console_log)
 
 
 #: What the guest kernel prints when it stops making progress by itself: an RCU grace period or a
@@ -274,13 +288,15 @@ def boot_lock() -> Iterator[None]:
 
 
 def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEOUT,
-         extra_batch_args: list[str] | None = None, stall: int = STALL_TIMEOUT) -> BootResult:
+         extra_batch_args: list[str] | None = None, stall: int = STALL_TIMEOUT, silent: int = SILENT_TIMEOUT,
+         root: int = ROOT_TIMEOUT) -> BootResult:
     """Boot ``topo`` once and run the guest batch; the guest writes run_dir/results.json.
 
     The clock starts once this machine's boot lock is held (waiting for another checkout's boot
     is not the guest's time). The boot is stopped after ``timeout`` seconds in all, or after
-    STALL_TIMEOUT seconds in which results.json did not change; either way the results the guest
-    wrote so far stay, and ``why_stopped`` says which limit was hit.
+    STALL_TIMEOUT seconds in which results.json did not change, or when the guest froze (SILENT_TIMEOUT,
+    ROOT_TIMEOUT, QEMU_FAULTS); either way the results the guest wrote so far stay, and ``why_stopped``
+    says which limit was hit.
     """
     run_dir = RUNS / topo.name
     if run_dir.exists():
@@ -293,7 +309,7 @@ def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEO
     path_env = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     child_env = {**os.environ, "PATH": path_env}
     asked = time.monotonic()
-    timed_out = False
+    timed_out = froze = False
     why = ""
     with boot_lock(), console.open("wb") as log:
         start = time.monotonic()
@@ -311,8 +327,8 @@ def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEO
         )
         assert proc.stdout is not None
         deadline = start + timeout
-        last_news, last_mtime = start, None
-        fault, line_start = None, b""
+        last_news, last_mtime, last_output = start, None, start
+        fault, line_start, root_silent = None, b"", 0
         os.set_blocking(proc.stdout.fileno(), False)
         while True:
             chunk = proc.stdout.read(65536)
@@ -320,7 +336,10 @@ def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEO
                 log.write(chunk)
                 log.flush()
                 fault = fault or qemu_fault(line_start + chunk)
+                for beat in HEARTBEAT_LINE.finditer(line_start + chunk):
+                    root_silent = int(beat.group(2))
                 line_start = chunk.rsplit(b"\n", 1)[-1][-200:]
+                last_output = time.monotonic()
             elif proc.poll() is not None:
                 break
             else:
@@ -331,6 +350,15 @@ def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEO
                 last_news, last_mtime = now, mtime
             if fault:
                 why = f"QEMU reported a dead device ({fault!r}): the guest cannot go on"
+            elif last_mtime is not None and now - last_output > silent:
+                why = (f"the guest went silent: no console output for {silent} s, not even the batch's heartbeat"
+                       f" (every {HEARTBEAT} s through the kernel log): it froze under QEMU"
+                       " (NUMATUNE_VM_SILENT_TIMEOUT)")
+                froze = True
+            elif root_silent >= root:
+                why = (f"the guest's shared root (9p over virtio) has not answered for {root_silent} s, its"
+                       " heartbeat says: QEMU's device stopped (NUMATUNE_VM_ROOT_TIMEOUT)")
+                froze = True
             elif now > deadline:
                 why = f"the boot's limit of {timeout} s (NUMATUNE_VM_TIMEOUT)"
             elif last_mtime is None and now - start > min(stall, START_TIMEOUT):
@@ -353,6 +381,7 @@ def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEO
         seconds=time.monotonic() - start,
         timed_out=timed_out,
         why_stopped=why,
+        froze=froze,
         lock_wait=start - asked,
         run_dir=run_dir,
         console_log=console,

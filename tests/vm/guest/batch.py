@@ -10,10 +10,12 @@ tells "never started" (a boot problem: retry, then skip) from "started" (checks 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -39,6 +41,43 @@ def _alarm(signum: int, frame: Any) -> None:
     raise CheckTimeout(f"check still running after {CHECK_TIMEOUT} s: killed by the batch watchdog")
 
 
+class Heartbeat:
+    """Tells the host, through the guest kernel's log, that the guest runs (vm_runner.HEARTBEAT).
+
+    The kernel log reaches the host over QEMU's emulated serial port, not over virtio: the heartbeat goes
+    on when the shared root (9p over virtio) stops answering, and says so; it stops only when the guest
+    itself froze. A second thread stats the run directory every few seconds to time the root's answers.
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.check = ""
+        self.root_answered = time.monotonic()
+
+    def start(self) -> None:
+        for target in (self._probe_root, self._beat):
+            threading.Thread(target=target, daemon=True).start()
+
+    def _probe_root(self) -> None:
+        while True:
+            with contextlib.suppress(OSError):  # an error is an answer too
+                os.stat(self.out)  # blocks while the 9p device is dead
+            self.root_answered = time.monotonic()
+            time.sleep(5)
+
+    def _beat(self) -> None:
+        try:
+            fd, level = os.open("/dev/kmsg", os.O_WRONLY), "<5>"
+        except OSError:  # not root: the batch's own output, which also reaches the console
+            fd, level = sys.stdout.fileno(), ""
+        while True:
+            silent = int(time.monotonic() - self.root_answered)
+            line = f"{level}numatune-vm-heartbeat check={self.check or '-'} root_silent={silent}s\n"
+            with contextlib.suppress(OSError):
+                os.write(fd, line.encode())
+            time.sleep(vm_runner.HEARTBEAT)
+
+
 def write(out: Path, results: dict[str, Any]) -> None:
     tmp = out / "results.json.tmp"
     tmp.write_text(json.dumps(results, indent=2, sort_keys=True, default=str))
@@ -62,6 +101,9 @@ def main() -> int:
         "checks": {},
     }
     write(out, results)
+    heartbeat = Heartbeat(out)
+    heartbeat.check = "set-up"
+    heartbeat.start()
     setup_log: list[str] = results["setup"]["log"]
     ctx = vm_checks.Context(topo=topo, out=out)
     t0 = time.monotonic()
@@ -84,6 +126,7 @@ def main() -> int:
         if args.only and check.name not in args.only:
             continue
         results["running"] = check.name
+        heartbeat.check = check.name
         write(out, results)
         start = time.monotonic()
         entry: dict[str, Any]
