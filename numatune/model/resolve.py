@@ -143,9 +143,8 @@ def visible_devices(
     CUDA stops enumerating at the first entry that is not a visible device ("0,-1,2" is GPU0 alone). On
     AMD GPUs ROCm applies ROCR_VISIBLE_DEVICES first and HIP_VISIBLE_DEVICES (or CUDA_VISIBLE_DEVICES,
     which HIP honours) indexes into what it left: the second variable is returned, its GPUs chained."""
-    amd_only = bool(gpus) and not any(d.vendor_id == NVIDIA for d in gpus)
-    if env.get("ROCR_VISIBLE_DEVICES") is not None and amd_only:
-        second = next((v for v in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if env.get(v) is not None), None)
+    if _rocr_first(env, gpus):
+        second = next((v for v in _AFTER_ROCR if env.get(v) is not None), None)
         if second is not None:
             pool, rocr_uuids = _listed(env, "ROCR_VISIBLE_DEVICES", enumerated_by("ROCR_VISIBLE_DEVICES", gpus))
             chosen, uuids = _listed(env, second, pool)
@@ -157,10 +156,19 @@ def visible_devices(
     return None, None, False
 
 
+#: The variables ROCm reads after ROCR_VISIBLE_DEVICES, as indices into what it left visible.
+_AFTER_ROCR = ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+def _rocr_first(env: Mapping[str, str], gpus: Sequence[PciDevice]) -> bool:
+    """ROCR_VISIBLE_DEVICES is set and every GPU is AMD's: ROCm applies it before the others."""
+    return env.get("ROCR_VISIBLE_DEVICES") is not None and bool(gpus) and \
+        not any(d.vendor_id == NVIDIA for d in gpus)
+
+
 def rocr_chained(env: Mapping[str, str], var: str | None, gpus: Sequence[PciDevice]) -> str:
     """"; an index into ROCR_VISIBLE_DEVICES=..." when visible_devices chained `var` after it, else ""."""
-    if var in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") and env.get("ROCR_VISIBLE_DEVICES") is not None \
-            and gpus and not any(d.vendor_id == NVIDIA for d in gpus):
+    if var in _AFTER_ROCR and _rocr_first(env, gpus):
         return f"; an index into ROCR_VISIBLE_DEVICES={env['ROCR_VISIBLE_DEVICES']} (ROCm applies it first)"
     return ""
 
@@ -257,8 +265,8 @@ def _one_gpu_per_rank(gpus: Sequence[PciDevice], dev: PciDevice, rank: int | Non
     first = gpus.index(dev) - rank if rank is not None and dev in gpus else -1
     if first >= 0 and first + n <= len(gpus):
         held = list(gpus[first:first + n])
-        shown = f"GPU{first}" if n == 1 else f"GPU{first}-GPU{first + n - 1}"
-        return held, (f"; one visible GPU per rank: the node's {n} rank(s) are assumed to hold {shown} of "
+        return held, (f"; one visible GPU per rank: the node's {n} rank(s) are assumed to hold "
+                      f"GPU{first}-GPU{first + n - 1} of "
                       "inspect, in rank order (as Slurm hands GPUs to tasks)")
     return list(gpus[:n]), "; one visible GPU per rank: the other ranks' GPUs are assumed to be GPU0.. of inspect"
 

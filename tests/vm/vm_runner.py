@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,7 +87,7 @@ CHECK_TIMEOUT = int(os.environ.get("NUMATUNE_VM_CHECK_TIMEOUT", "900"))
 HEARTBEAT = 30
 SILENT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_SILENT_TIMEOUT", "300"))
 ROOT_TIMEOUT = int(os.environ.get("NUMATUNE_VM_ROOT_TIMEOUT", "240"))
-HEARTBEAT_LINE = re.compile(rb"numatune-vm-heartbeat check=(\S*) root_silent=(\d+)s")
+HEARTBEAT_LINE = re.compile(rb"numatune-vm-heartbeat check=\S* root_silent=(\d+)s")
 #: Seconds for the guest to reach the batch (boots take 20-100 s under TCG): a boot that never gets there
 #: is a failure outside the project, retried once and then skipped, and must not cost CI half an hour.
 START_TIMEOUT = int(os.environ.get("NUMATUNE_VM_START_TIMEOUT", "420"))
@@ -220,25 +220,27 @@ KERNEL_STALLS = ("rcu_preempt detected stall", "rcu_sched detected stall", "time
 QEMU_FAULTS = ("virtio: bogus descriptor", "virtio: zero sized buffers")
 
 
+def _first_line(lines: Iterable[str], patterns: tuple[str, ...]) -> str | None:
+    """The first line holding one of ``patterns``, without the kernel's timestamp."""
+    for line in lines:
+        if any(s in line for s in patterns):
+            return line.split("] ", 1)[-1].strip()[:200]
+    return None
+
+
 def guest_fault(console: Path) -> str | None:
     """The first console line in which the guest kernel (or QEMU under it) reports that the guest
-    stopped making progress, without its timestamp."""
+    stopped making progress."""
     try:
         with console.open(errors="replace") as f:
-            for line in f:
-                if any(s in line for s in KERNEL_STALLS + QEMU_FAULTS):
-                    return line.split("] ", 1)[-1].strip()[:200]
+            return _first_line(f, KERNEL_STALLS + QEMU_FAULTS)
     except OSError:
         return None
-    return None
 
 
 def qemu_fault(text: bytes) -> str | None:
     """The line of ``text`` in which QEMU reports a dead device (QEMU_FAULTS), if any."""
-    for line in text.decode(errors="replace").splitlines():
-        if any(s in line for s in QEMU_FAULTS):
-            return line.strip()[:200]
-    return None
+    return _first_line(text.decode(errors="replace").splitlines(), QEMU_FAULTS)
 
 
 def guest_command(topo: vm_topology.Topology, run_dir: Path, extra: list[str] | None = None) -> str:
@@ -337,7 +339,7 @@ def boot(env: Environment, topo: vm_topology.Topology, timeout: int = BOOT_TIMEO
                 log.flush()
                 fault = fault or qemu_fault(line_start + chunk)
                 for beat in HEARTBEAT_LINE.finditer(line_start + chunk):
-                    root_silent = int(beat.group(2))
+                    root_silent = int(beat.group(1))
                 line_start = chunk.rsplit(b"\n", 1)[-1][-200:]
                 last_output = time.monotonic()
             elif proc.poll() is not None:

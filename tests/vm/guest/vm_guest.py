@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -184,8 +186,6 @@ READY_TIMEOUT = 300
 
 def _program_files(program: str) -> list[str]:
     """The program's file, every shared library ``ldd`` says it loads, and the loader's cache."""
-    import shutil
-
     path = shutil.which(program)
     if path is None:
         raise CheckFailed(f"{program} is not installed in the guest")
@@ -208,8 +208,6 @@ def safe_to_bind_to_cxl(*programs: str) -> Any:
     sleep at once). So: the programs and libraries stay mapped here, every page read once into this
     process's DRAM node, and the environment sets LC_ALL=C (no locale file is read).
     """
-    import mmap
-
     held: list[tuple[int, mmap.mmap]] = []
     try:
         for path in dict.fromkeys(f for prog in programs for f in _program_files(prog)):
