@@ -27,9 +27,12 @@ FAIL_ON = ("info", "warning", "error")
               help="Check this gres.conf's GPU lines: files, Cores= sockets (NT522-NT524).")
 @click.option("--kubelet-config", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Check a KubeletConfiguration (YAML or JSON): reservations per NUMA node (NT530-NT535).")
+@click.option("--resource-slices", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Check the DRA ResourceSlices of this node (kubectl get resourceslices -o yaml): the "
+                   "standard pcieRoot/numaNode/pciBusID each device publishes (NT540-NT544).")
 @click.option("--node-name", default=None, metavar="NAME",
-              help="The node's NodeName in slurm.conf/gres.conf [default: the only NodeName line of a "
-                   "slurm.conf with one, else the root's short hostname].")
+              help="The node's name in slurm.conf/gres.conf and the ResourceSlices' nodeName [default: the only "
+                   "NodeName line of a slurm.conf with one, else the root's short hostname].")
 @format_option("text", "json", "junit")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, readable=False, path_type=Path),
               help="Write the report to this file instead of stdout (the exit status is unchanged).")
@@ -43,6 +46,7 @@ def check_cmd(
     slurm_conf: str | None,
     gres_conf: str | None,
     kubelet_config: str | None,
+    resource_slices: str | None,
     node_name: str | None,
     fmt: str,
     output: Path | None,
@@ -59,7 +63,7 @@ def check_cmd(
     from numatune.errors import ExitCode
 
     policy = load_policy(policy_path) if policy_path is not None else None
-    sched = SchedFiles(slurm_conf, gres_conf, kubelet_config, node_name)
+    sched = SchedFiles(slurm_conf, gres_conf, kubelet_config, node_name, resource_slices)
     policy_name = str(policy_path) if policy_path is not None else None
     text, failed, skipped = check_report(app.host, app.root, policy, policy_name, pids, fail_on, fmt, verbose,
                                          sched)

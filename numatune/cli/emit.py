@@ -47,7 +47,7 @@ def _stand_in(ctx: click.Context, param: click.Parameter, values: tuple[str, ...
 
 @click.group("emit")
 def emit_group() -> None:
-    """Write scheduler configuration from the node's topology: Slurm, kubelet, node-feature-discovery.
+    """Write scheduler configuration from the node's topology: Slurm, kubelet, node-feature-discovery, DRA.
 
     Everything is printed (or written with -o), nothing is applied. Works on the live node and on
     --root trees and snapshots alike.
@@ -130,3 +130,27 @@ def nfd_cmd(app: App, fmt: str, output: Path | None) -> None:
     labels = nfd_labels(topo)
     text = features_file(labels, topo.source, omitted(topo))
     _render(app, fmt, (nfd_document(labels, text, topo.source), text), output)
+
+
+@emit_group.command("dra")
+@click.option("--gpus", "count", type=click.IntRange(min=1), default=None, metavar="N",
+              help="GPUs per claim, each with its own NIC [default: every GPU of the node].")
+@click.option("--numa-form", "form", type=click.Choice(("scalar", "list")), default="scalar", show_default=True,
+              help="numaNode as the cluster publishes it: list needs the DRAListTypeAttributes feature gate.")
+@click.option("--gpu-class", default=None, metavar="NAME",
+              help="DeviceClass of the GPU driver [default: gpu.nvidia.com, gpu.amd.com or gpu.intel.com by vendor].")
+@click.option("--nic-class", default="dranet", show_default=True, metavar="NAME",
+              help="DeviceClass of the NIC driver.")
+@click.option("--name", default=None, metavar="NAME", help="The template's name [default: gpu-nic-pairs-N].")
+@format_option("text", "json")
+@_output_option
+@click.pass_obj
+def dra_cmd(app: App, count: int | None, form: str, gpu_class: str | None, nic_class: str, name: str | None,
+            fmt: str, output: Path | None) -> None:
+    """Kubernetes DRA: the standard attributes (pciBusID, pcieRoot, numaNode) each device's driver should publish,
+    and a ResourceClaimTemplate that gives each GPU a NIC under its root complex, else on its NUMA node."""
+    from numatune.commands.emit import dra_emit
+    from numatune.render.emit_out import dra_document, dra_text
+
+    e = dra_emit(app.host, form=form, count=count, gpu_class=gpu_class, nic_class=nic_class, name=name)
+    _render(app, fmt, (dra_document(e), dra_text(e)), output)

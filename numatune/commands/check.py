@@ -109,10 +109,11 @@ class SchedFiles:
     gres_conf: str | None = None
     kubelet_config: str | None = None
     node_name: str | None = None
+    resource_slices: str | None = None
 
     @property
     def any(self) -> bool:
-        return bool(self.slurm_conf or self.gres_conf or self.kubelet_config)
+        return bool(self.slurm_conf or self.gres_conf or self.kubelet_config or self.resource_slices)
 
 
 def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[CheckResult]:
@@ -153,7 +154,39 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
         found = list(check_kubelet(doc, topo, files.kubelet_config))
         out.append(CheckResult("scheduler.kubelet_config", "scheduler", "kubelet CPU, memory and topology managers",
                                tuple(found)))
+    if files.resource_slices:
+        out.append(resource_slice_result(host, topo, files.resource_slices, files.node_name))
     return out
+
+
+def resource_slice_result(host: Host, topo: Topology, path: str, name: str | None) -> CheckResult:
+    """NT540-NT544: the standard attributes this node's ResourceSlices publish against the node's own."""
+    from numatune.analysis.dra import check_slices
+    from numatune.commands.emit import node_name
+    from numatune.errors import InputError
+    from numatune.plan.dra import standard_attributes
+    from numatune.readers import schedconf
+
+    slices = schedconf.load_resource_slices(path)
+    name = name or node_name(host)
+    spec = [s.get("spec") if isinstance(s.get("spec"), dict) else {} for s in slices]
+    mine = [(str((s.get("metadata") or {}).get("name", "?")), str(p.get("driver", "?")), s)
+            for s, p in zip(slices, spec, strict=True) if p.get("nodeName") == name]
+    if not mine:
+        nodes = sorted({str(p["nodeName"]) for p in spec if p.get("nodeName")})
+        raise InputError(f"{path} has no ResourceSlice for node {name!r}"
+                         + (f" (its slices are for {', '.join(nodes)})" if nodes else
+                            " (none of its slices names a node: network-attached devices only)"),
+                         hint="give the node's name with --node-name")
+    found, checked, unaddressed = check_slices(mine, standard_attributes(topo), topo)
+    drivers = sorted({d for _, d, _ in mine})
+    what = (f"DRA ResourceSlices of {name} ({', '.join(drivers)}): {checked} device(s) with a PCI address against "
+            "the node's standard attributes")
+    if unaddressed:
+        what += f"; {unaddressed} without a PCI address not checkable"
+    skipped = None if checked else (f"none of the {unaddressed} published device(s) of {name} has a PCI address "
+                                    "(resource.kubernetes.io/pciBusID or a driver attribute holding one)")
+    return CheckResult("scheduler.resource_slices", "scheduler", what, tuple(found), skipped)
 
 
 def _placements(report: IrqReport | None) -> tuple[IrqPlacement, ...] | None:

@@ -5,6 +5,7 @@ what Slurm, kubelet and node-feature-discovery should be told. The CLI only pars
 from __future__ import annotations
 
 from numatune.model.topology import Topology
+from numatune.plan.dra import DraEmit
 from numatune.plan.slurm import GresLine, NodeLine, SlurmEmit, SlurmLayout
 from numatune.system.host import Host
 
@@ -25,6 +26,21 @@ def read_emit_topology(host: Host) -> Topology:
     from numatune.readers.pci import pci_ids_from_env
 
     return read_inspect_topology(host, pci_ids_from_env())
+
+
+def dra_emit(host: Host, *, form: str = "scalar", count: int | None = None, gpu_class: str | None = None,
+             nic_class: str = "dranet", name: str | None = None) -> DraEmit:
+    """`emit dra`: the node's standard DRA attributes and a GPU+NIC claim template (a count above the node's
+    GPUs is the user's error, exit 2)."""
+    from numatune.errors import UsageError
+    from numatune.plan.dra import dra_plan
+
+    topo = read_emit_topology(host)
+    try:
+        return dra_plan(topo, form=form, count=count, gpu_device_class=gpu_class, nic_device_class=nic_class,
+                        name=name)
+    except ValueError as exc:
+        raise UsageError(f"--gpus {count}: {exc}") from None
 
 
 def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_cores: int = 0,

@@ -108,29 +108,55 @@ def gres_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:
     return out
 
 
-def load_kubelet_config(path: str | Path) -> dict[str, Any]:
-    """A kubelet config file: JSON, or YAML through PyYAML (a default dependency, imported only here)."""
+def _load_document(path: str | Path, what: str) -> Any:
+    """A JSON or YAML document a user names (YAML through PyYAML, a default dependency imported only here);
+    a YAML stream of several documents (`---`) is returned as a list of them."""
     text = _read(path)
-    if text.lstrip().startswith("{"):
+    if text.lstrip().startswith(("{", "[")):
         import json
 
         try:
-            doc = json.loads(text)
+            return json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path} is not valid JSON: {exc}") from None
-    else:
-        try:
-            import yaml
-        except ImportError:
-            raise InputError(f"reading YAML ({path}) needs PyYAML", hint="reinstall numatune (PyYAML is one of its "
-                             "dependencies: pip install pyyaml), or give the kubelet config as JSON") from None
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InputError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
+    try:
+        import yaml
+    except ImportError:
+        raise InputError(f"reading YAML ({path}) needs PyYAML", hint="reinstall numatune (PyYAML is one of its "
+                         f"dependencies: pip install pyyaml), or give the {what} as JSON") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
+    return docs[0] if len(docs) == 1 else docs
+
+
+def load_kubelet_config(path: str | Path) -> dict[str, Any]:
+    """A kubelet config file: JSON or YAML."""
+    doc = _load_document(path, "kubelet config")
     if not isinstance(doc, dict):
         raise InputError(f"{path} is not a KubeletConfiguration (expected a mapping at the top)")
     kind = doc.get("kind")
     if kind is not None and kind != "KubeletConfiguration":
         raise InputError(f"{path} is a {kind}, not a KubeletConfiguration")
     return doc
+
+
+def load_resource_slices(path: str | Path) -> list[dict[str, Any]]:
+    """Every ResourceSlice in a file: `kubectl get resourceslices -o yaml|json` (a List), one slice, or a YAML
+    stream of them. Anything else in a List is left out; a file with no ResourceSlice at all is refused."""
+    doc = _load_document(path, "ResourceSlices")
+    slices = []
+    for item in doc if isinstance(doc, list) else [doc]:
+        if not isinstance(item, dict):
+            continue
+        if item.get("kind") == "ResourceSlice":
+            slices.append(item)
+        elif str(item.get("kind", "")).endswith("List") and isinstance(item.get("items"), list):
+            # kubectl's List: its items carry their kind; a ResourceSliceList's may not
+            slices += [i for i in item["items"] if isinstance(i, dict) and i.get("kind", "ResourceSlice")
+                       == "ResourceSlice"]
+    if not slices:
+        raise InputError(f"{path} holds no ResourceSlice",
+                         hint="give the output of `kubectl get resourceslices -o yaml`")
+    return slices

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from numatune.plan.dra import DraEmit
 from numatune.plan.slurm import SlurmEmit
 from numatune.render.envelope import envelope
 
@@ -82,3 +83,43 @@ def kubelet_document(config: dict[str, Any], notes: tuple[str, ...], source: str
 
 def nfd_document(labels: dict[str, str], text: str, source: str) -> dict[str, Any]:
     return envelope("emit", source=source, target="nfd", text=text, labels=labels, notes=[])
+
+
+def dra_text(e: DraEmit) -> str:
+    """The attribute table and pairings as comments, then the ResourceClaimTemplate: valid YAML as a whole,
+    for `kubectl apply -f`."""
+    from numatune.plan.dra import PREFIX
+    from numatune.plan.kubelet import to_yaml
+
+    head = [f"# DRA standard device attributes (resource.kubernetes.io/*) written by numatune emit dra for {e.source}",
+            "# what each device's DRA driver should publish, derived from sysfs by the standard's rules"
+            f" (numaNode in {e.form} form)"]
+    rows = [("device", "kind", "pciBusID", "pcieRoot", "numaNode")]
+    for d in e.devices:
+        numa = "-" if d.numa_node is None else (
+            str(list(d.numa_nodes or (d.numa_node,))) if e.form == "list" else str(d.numa_node))
+        rows.append((d.label or "-", d.kind, d.pci_bus_id, d.pcie_root or "-", numa))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    table = ["# " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    if not e.devices:
+        table = ["# no GPU, NIC, NVMe, CXL device or accelerator on this node"]
+    pairs = [f"# {p.gpu.label}: " + (f"with {p.nic.label or p.nic.bdf} on {p.match.removeprefix(PREFIX)}: "
+                                     if p.nic is not None and p.match else "no NIC: ") + p.reason for p in e.pairs]
+    out = head + table + (["#", "# GPU and NIC pairs:"] + pairs if pairs else []) + _comments(e.notes)
+    if e.claim is None:
+        out.append(f"# no ResourceClaimTemplate: {e.match_reason}")
+        return "\n".join(out) + "\n"
+    how = (f"matchAttribute {e.match}" if e.match else "no constraint")
+    out.append(f"# ResourceClaimTemplate: {e.count} GPU(s), each with a NIC by {how}: {e.match_reason}")
+    return "\n".join(out) + "\n---\n" + to_yaml(e.claim)
+
+
+def dra_document(e: DraEmit) -> dict[str, Any]:
+    return envelope(
+        "emit", source=e.source, target="dra", text=dra_text(e), form=e.form,
+        devices=[{"label": d.label, "bdf": d.bdf, "kind": d.kind, "attributes": d.attributes(e.form),
+                  "numa_node_list": list(d.numa_nodes) if d.numa_nodes else None,
+                  "omitted": {n: why for n, why in d.omitted}} for d in e.devices],
+        pairs=[{"gpu": p.gpu.label, "gpu_bdf": p.gpu.bdf, "nic": p.nic.label if p.nic else None,
+                "nic_bdf": p.nic.bdf if p.nic else None, "match": p.match, "reason": p.reason} for p in e.pairs],
+        count=e.count, claim=e.claim, match=e.match, match_reason=e.match_reason, notes=list(e.notes))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from numatune.model.findings import Finding
 from numatune.model.paths import LEGEND, PathMatrix, fabric_label
 from numatune.model.topology import PciDevice, Topology
+from numatune.plan.dra import DeviceAttributes, standard_attributes
 from numatune.render.envelope import envelope
 from numatune.render.jsonable import to_jsonable
 
@@ -40,6 +41,23 @@ def device_json(d: PciDevice) -> dict[str, Any]:
     }
 
 
+def dra_json(a: DeviceAttributes) -> dict[str, Any]:
+    """A device's DRA standard attributes: both numaNode forms, and why any is not published."""
+    return {"attributes": a.attributes("scalar"), "numa_node_list": list(a.numa_nodes) if a.numa_nodes else None,
+            "omitted": {name: why for name, why in a.omitted}}
+
+
+def _with_dra(topo: Topology) -> list[dict[str, Any]]:
+    dra = {a.bdf: a for a in standard_attributes(topo)}
+    out = []
+    for d in topo.devices:
+        doc = device_json(d)
+        a = dra.get(d.bdf.lower())
+        doc["dra"] = dra_json(a) if a is not None else None
+        out.append(doc)
+    return out
+
+
 def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> dict[str, Any]:
     return envelope(
         "inspect",
@@ -68,7 +86,7 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
             for n in topo.nodes
         ],
         memory_tiers={str(k): list(v) for k, v in sorted(topo.memory_tiers.items())},
-        devices=[device_json(d) for d in topo.devices],
+        devices=_with_dra(topo),
         path_matrix={
             "legend": LEGEND,
             "devices": list(matrix.devices),

@@ -1,0 +1,169 @@
+"""DRA standard attributes: numatune's derivation against an independent reading of each fixture's sysfs
+(the helper library's rules: pcieRoot from the device link's target, numaNode from numa_node, the list from
+the distance rows and each node's first CPU's package), and the pairing and claim rules on hand-built shapes
+(a Grace Hopper node, sub-NUMA clustering, a NIC shared by two GPUs)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from numatune.cpulist import parse_cpulist
+from numatune.model.topology import Cpu, CpuSummary, NumaNode, PciDevice, Topology
+from numatune.plan import dra
+from tests.conftest import fixture_root, tree_fixtures
+
+PUBLISHED_CLASSES = {0x02: "nic", 0x01: "nvme", 0x12: "accelerator"}
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _independent(root: Path, bdf: str) -> dict:
+    """What the helper library would derive for `bdf` in the tree `root`, read here without numatune."""
+    link = root / "sys/bus/pci/devices" / bdf
+    out: dict = {"pcie_root": None, "numa_node": None, "numa_nodes": None}
+    if link.is_symlink():
+        target = os.path.normpath(os.path.join("/sys/bus/pci/devices", os.readlink(link)))
+        if target.startswith("/sys/devices/pci") and os.path.basename(target) == bdf:
+            out["pcie_root"] = target.split("/")[3]
+    numa = _read(link / "numa_node")
+    if numa is None or int(numa) < 0:
+        return out
+    node = int(numa)
+    out["numa_node"] = node
+    nodes_dir = root / "sys/devices/system/node"
+    online = sorted(parse_cpulist(_read(nodes_dir / "online") or "")) or sorted(
+        int(p.name[4:]) for p in nodes_dir.glob("node[0-9]*"))
+    row = (_read(nodes_dir / f"node{node}/distance") or "").split()
+    if len(row) != len(online):
+        out["numa_nodes"] = [node]
+        return out
+    dist = dict(zip(online, map(int, row), strict=True))
+
+    def socket(n: int) -> str | None:
+        cpus = sorted(parse_cpulist(_read(nodes_dir / f"node{n}/cpulist") or ""))
+        return _read(root / f"sys/devices/system/cpu/cpu{cpus[0]}/topology/physical_package_id") if cpus else None
+
+    others = {n: d for n, d in dist.items() if n != node}
+    if not others:
+        out["numa_nodes"] = [node]
+        return out
+    low = min(others.values())
+    mine = socket(node)
+    same = [n for n, d in others.items() if d == low and not (mine is not None and socket(n) not in (None, mine))]
+    out["numa_nodes"] = [node, *sorted(same)]
+    return out
+
+
+@pytest.mark.parametrize("name", tree_fixtures())
+def test_emit_dra_matches_an_independent_reading_of_sysfs(cli, name):
+    root = fixture_root(name)
+    result = cli("--root", str(root), "emit", "dra", "--numa-form", "list", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "numatune.emit/1" and doc["target"] == "dra" and doc["form"] == "list"
+    for dev in doc["devices"]:
+        truth = _independent(root, dev["bdf"])
+        attrs = dev["attributes"]
+        assert attrs[dra.PCI_BUS_ID] == {"string": dev["bdf"]}
+        assert attrs.get(dra.PCIE_ROOT) == ({"string": truth["pcie_root"]} if truth["pcie_root"] else None), dev
+        if truth["numa_node"] is None:
+            assert dra.NUMA_NODE not in attrs and dra.NUMA_NODE in dev["omitted"], dev
+        else:
+            assert attrs[dra.NUMA_NODE] == {"ints": truth["numa_nodes"]}, dev
+    # every network controller of the tree is there (the kinds DRA drivers publish)
+    devices = root / "sys/bus/pci/devices"
+    nets = {p.name for p in devices.iterdir() if (_read(p / "class") or "0x0").startswith("0x02")} \
+        if devices.is_dir() else set()
+    assert nets <= {d["bdf"] for d in doc["devices"] if d["kind"] == "nic"}
+
+
+def _topo(nodes, cpus, devices) -> Topology:
+    summary = CpuSummary(None, None, None, tuple(sorted({c.package for c in cpus})), len(cpus), 1,
+                         tuple(c.id for c in cpus), (), tuple(c.id for c in cpus))
+    return Topology("hand-made", False, summary, tuple(cpus), tuple(nodes), True, tuple(devices))
+
+
+def _dev(bdf: str, kind: str, node: int | None, root: str, vendor: int = 0x10DE) -> PciDevice:
+    cls = {"gpu": 0x030200, "nic": 0x020000}[kind]
+    return PciDevice(bdf, f"/sys/devices/{root}/{root[3:]}:00.0/{bdf}", cls, vendor, 0x2342, kind, node)
+
+
+def grace_hopper() -> Topology:
+    """A GH200 in NUMA mode as published (numactl -H: node 0 the Grace CPUs and LPDDR5X, node 1 the H100's
+    HBM, CPU-less, at distance 80; nodes 2-8 the MIG placeholders, empty): the GPU's PCI function and the
+    NIC sit on node 0's root complexes."""
+    ids = range(9)
+    dist = {i: {j: 10 if i == j else 80 for j in ids} for i in ids}
+    nodes = [NumaNode(0, tuple(range(4)), 1 << 30, distances=dist[0], kind="dram")]
+    nodes += [NumaNode(i, (), (96 << 20) if i == 1 else 0, distances=dist[i], kind="gpu") for i in ids if i]
+    cpus = [Cpu(i, True, 0, i, node=0) for i in range(4)]
+    devices = [_dev("0009:01:00.0", "gpu", 0, "pci0009:00"), _dev("0000:01:00.0", "nic", 0, "pci0000:00", 0x15B3)]
+    return _topo(nodes, cpus, devices)
+
+
+def test_grace_hopper_gpu_publishes_its_pci_functions_node_never_the_hbm_node():
+    attrs = {a.kind: a for a in dra.standard_attributes(grace_hopper())}
+    gpu = attrs["gpu"]
+    assert gpu.numa_node == 0 and gpu.attributes()[dra.NUMA_NODE] == {"int": 0}
+    # the list form follows the helper: CPU-less nodes at the minimum distance have no socket and are included
+    assert gpu.numa_nodes == tuple(range(9)) and gpu.memory_nodes == tuple(range(1, 9))
+    pairs = dra.pairings(dra.standard_attributes(grace_hopper()))
+    assert [(p.gpu.label, p.nic.label if p.nic else None, p.match) for p in pairs] == [("GPU0", "NIC0", dra.NUMA_NODE)]
+    assert "no NIC under its root complex pci0009:00" in pairs[0].reason
+
+
+def snc2() -> Topology:
+    """Two sockets with SNC-2: nodes 0,1 on socket 0 and 2,3 on socket 1 (SLIT 10/11 within, 21 across)."""
+    d = {0: {0: 10, 1: 11, 2: 21, 3: 21}, 1: {0: 11, 1: 10, 2: 21, 3: 21},
+         2: {0: 21, 1: 21, 2: 10, 3: 11}, 3: {0: 21, 1: 21, 2: 11, 3: 10}}
+    nodes = [NumaNode(n, (2 * n, 2 * n + 1), 1 << 30, distances=d[n], kind="dram") for n in range(4)]
+    cpus = [Cpu(i, True, i // 4, i % 4, node=i // 2) for i in range(8)]
+    devices = [_dev("0000:17:00.0", "gpu", 0, "pci0000:16"), _dev("0000:3a:00.0", "nic", 1, "pci0000:39", 0x15B3),
+               _dev("0000:98:00.0", "gpu", 3, "pci0000:97"), _dev("0000:b1:00.0", "nic", 2, "pci0000:b0", 0x15B3)]
+    return _topo(nodes, cpus, devices)
+
+
+def test_list_form_names_the_same_socket_nodes_and_pairs_across_sub_numa_clusters():
+    attrs = {a.bdf: a for a in dra.standard_attributes(snc2())}
+    assert attrs["0000:17:00.0"].numa_nodes == (0, 1) and attrs["0000:98:00.0"].numa_nodes == (3, 2)
+    assert dra.pairings(tuple(attrs.values()), "scalar")[0].nic is None  # scalar: node 0 vs node 1
+    listed = dra.pairings(tuple(attrs.values()), "list")
+    assert [(p.gpu.label, p.nic.label, p.match) for p in listed] == [("GPU0", "NIC0", dra.NUMA_NODE),
+                                                                      ("GPU1", "NIC1", dra.NUMA_NODE)]
+    e = dra.dra_plan(snc2(), form="list")
+    assert e.match == dra.NUMA_NODE and e.count == 2
+    assert e.claim["spec"]["spec"]["devices"]["constraints"] == [
+        {"requests": ["gpu-0", "nic-0"], "matchAttribute": dra.NUMA_NODE},
+        {"requests": ["gpu-1", "nic-1"], "matchAttribute": dra.NUMA_NODE}]
+    scalar = dra.dra_plan(snc2(), form="scalar", count=1)
+    assert scalar.match is None and "only 0 GPU(s) of this node can be paired" in scalar.match_reason
+    assert "constraints" not in scalar.claim["spec"]["spec"]["devices"]
+
+
+def test_two_gpus_sharing_one_nic_are_said_to_need_a_nic_each():
+    t = snc2()
+    t = t._replace(devices=t.devices[:1] + (_dev("0000:18:00.0", "gpu", 0, "pci0000:16"),
+                                            _dev("0000:16:00.0", "nic", 0, "pci0000:16", 0x15B3)))
+    e = dra.dra_plan(t)
+    assert e.match == dra.PCIE_ROOT
+    assert any("GPU0, GPU1 share one NIC, NIC0" in n for n in e.notes)
+
+
+def test_a_count_above_the_gpus_is_refused():
+    with pytest.raises(ValueError, match="2 GPU"):
+        dra.dra_plan(snc2(), count=3)
+
+
+def test_a_path_outside_a_pci_root_publishes_no_pcie_root():
+    assert dra.pcie_root("/sys/devices/LNXSYSTM:00/VMBUS:00/abc/pci1234:00/1234:00:00.0", "1234:00:00.0")[0] is None
+    assert dra.pcie_root("/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0", "0000:01:00.0") == ("pci0000:00", "")
+    assert dra.pcie_root("/sys/bus/pci/devices/0000:01:00.0", "0000:01:00.0")[0] is None
