@@ -25,9 +25,10 @@ def test_codes_are_well_formed_and_documented():
         assert c.title and not c.title.endswith("."), c.code
         assert len(c.doc) > len(c.title), c.code
         assert not c.supersedes or c.supersedes in CODES, c.code
-    # the hundreds digit names the family; in the 5xx, NT501-NT511 are probe's and NT520-NT539 the scheduler checks
+    # the hundreds digit names the family; in the 5xx, NT501-NT511 are probe's, NT520-NT549 the scheduler checks
+    # (NT540-NT549: Kubernetes DRA ResourceSlices)
     family = {"0": "topology", "2": "irq", "3": "policy", "4": "audit"}
-    fives = {"0": "probe", "1": "probe", "2": "scheduler", "3": "scheduler"}
+    fives = {"0": "probe", "1": "probe", "2": "scheduler", "3": "scheduler", "4": "scheduler"}
     assert all((family[c.code[2]] if c.code[2] != "5" else fives[c.code[3]]) == c.group for c in CODES.values())
 
 

@@ -13,7 +13,8 @@ GROUPS = {
     "policy": "numatune check --policy",
     "audit": "numatune check --pid (audit's verdict)",
     "probe": "numatune probe (measured, live only)",
-    "scheduler": "numatune check --slurm-conf, --gres-conf, --kubelet-config (what numatune emit writes)",
+    "scheduler": "numatune check --slurm-conf, --gres-conf, --kubelet-config, --resource-slices (what numatune emit "
+                 "writes)",
 }
 
 

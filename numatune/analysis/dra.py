@@ -29,7 +29,8 @@ NT541 = register("NT541", Severity.ERROR, "scheduler", "a DRA driver publishes t
     SLIT distance (list form). On Grace Hopper and Grace Blackwell the published node is often the GPU's HBM
     node (CPU-less, what NVML reports), which no NIC or CPU shares: GPU and NIC are aligned on the wrong
     thing (dra-driver-nvidia-gpu issue 1242).""")
-NT542 = register("NT542", Severity.WARNING, "scheduler", "a DRA driver publishes a numaNode for a device without one", """
+NT542 = register(
+    "NT542", Severity.WARNING, "scheduler", "a DRA driver publishes a numaNode for a device without one", """
     The device's numa_node is -1 (the firmware gives its PCI function no NUMA affinity), and the standard
     says such a device must not publish resource.kubernetes.io/numaNode: a made-up value matches every other
     device given the same one.""")
@@ -42,7 +43,8 @@ NT544 = register("NT544", Severity.ERROR, "scheduler", "a DRA device names a PCI
     one of the kinds DRA drivers publish): a slice from another node, or a stale one after a device was
     removed or renumbered.""")
 
-#: Driver-local attribute names that hold the device's PCI address, checked after the standard one.
+#: Driver-local attribute names (the part after any domain) that hold the device's PCI address, checked after
+#: the standard one.
 LOCAL_ADDRESS_KEYS = ("pciBusID", "pcieBusID", "pciAddress", "pciAddr", "pci_bus_id", "busID")
 
 
@@ -83,10 +85,11 @@ def published_address(attrs: Mapping[str, Any]) -> tuple[str | None, str]:
     bdf = _normal_bdf(_value(attrs.get(PCI_BUS_ID)))
     if bdf:
         return bdf, PCI_BUS_ID
-    for key in LOCAL_ADDRESS_KEYS:
-        bdf = _normal_bdf(_value(attrs.get(key)))
-        if bdf:
-            return bdf, key
+    for key, attr in attrs.items():  # the driver's own names, qualified (dra.net/pciAddress) or not
+        if str(key).rpartition("/")[2] in LOCAL_ADDRESS_KEYS:
+            bdf = _normal_bdf(_value(attr))
+            if bdf:
+                return bdf, str(key)
     return None, ""
 
 

@@ -20,9 +20,6 @@ Pure: topology in, attributes and claims out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from numatune.model import order
 from numatune.model._record import record
 from numatune.model.topology import PciDevice, Topology
@@ -38,6 +35,11 @@ KINDS = ("gpu", "nic", "nvme", "cxl", "accelerator")
 GPU_CLASSES = {order.NVIDIA: "gpu.nvidia.com", order.AMD: "gpu.amd.com", 0x8086: "gpu.intel.com"}
 DEFAULT_NIC_CLASS = "dranet"  # kubernetes-sigs/dranet's DeviceClass
 SYSFS_DEVICES = "/sys/devices/"
+
+TYPE_CHECKING = False  # typing and collections cost start-up time; inspect --json imports this module
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 
 @record
