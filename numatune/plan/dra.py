@@ -90,7 +90,9 @@ def _socket_of_node(topo: Topology, node_id: int) -> int | None:
 
 def numa_node_list(topo: Topology, node_id: int) -> tuple[int, ...]:
     """The list form: `node_id`, then the same-socket nodes at the minimum non-self SLIT distance, ascending.
-    Just `(node_id,)` when the node has no distance row or no other node."""
+    Just `(node_id,)` when the node has no distance row or no other node. The distance row's columns are the
+    online nodes in order (numatune's reader maps them to ids): on a machine with holes in its node ids the
+    helper library, which takes column i for node i, would name other nodes."""
     node = topo.node(node_id)
     if node is None or not node.distances:
         return (node_id,)
