@@ -53,6 +53,7 @@ CALLS = {
     "emit slurm": ("emit", [], {0}),
     "emit kubelet": ("emit", [], {0}),
     "emit nfd": ("emit", [], {0}),
+    "emit dra": ("emit", [], {0}),
     "plan-memory": ("plan-memory", ["--params", "1e6", "--node", "0", "--reserve", "0"], {0}),
 }
 ERROR_CODES = {int(c) for c in ExitCode} - {0}
