@@ -16,9 +16,18 @@ from numatune.system.host import Host
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
     from numatune.analysis.policy import Policy
     from numatune.model.irq import IrqReport
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read a policy file (a missing or unreadable one is one line, exit 3) and validate it."""
+    from numatune.analysis.policy import decode_policy
+    from numatune.system.infile import read_input
+
+    return decode_policy(read_input(path, "policy"), str(path))
 
 
 def fail_level(option: str | None, policy: Policy | None) -> Severity:
