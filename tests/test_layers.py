@@ -33,8 +33,37 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("readers",),  # Host -> model
     ("model",),  # immutable records, the types the layers above exchange
     ("system",),  # the Host (files under a root) and the memory-policy syscalls
-    ("", "errors", "cpulist"),  # the version, exit codes and errors, CPU list syntax
+    ("", "errors", "cpulist", "mempolicy"),  # the version, exit codes and errors, CPU list syntax, MPOL_* numbers
 )
+
+# The pure layers: they get text and records from the command and hand back records and text; nothing of them
+# reads the node or a file (not the Host, not a reader, not system's file or syscall API, not open()).
+PURE = ("render", "analysis", "plan", "model")
+READING = ("readers", "system")
+FILE_CALLS = ("open", "read_text", "read_bytes", "write_text", "write_bytes")
+
+# What a cli/ module may import: options only. Its command's use case (reading, planning, rendering, executing)
+# is reached through numatune.commands; besides, the model (option choices), errors, CPU lists and the output
+# plumbing every command shares (App's Host and consoles, the safe echo, JSON's writer, the -o writer).
+CLI_MAY_IMPORT = ("cli", "commands", "model", "errors", "cpulist", "")
+CLI_PLUMBING = ("numatune.render.printable", "numatune.render.console", "numatune.render.envelope",
+                "numatune.system.host", "numatune.system.outfile")
+# Commands whose use case has not moved into numatune/commands/ yet (issue 37): what each still imports past
+# its use case. The list may only shrink: a cli module importing anything else fails the test.
+CLI_NOT_MOVED_YET: dict[str, frozenset[str]] = {
+    "numatune.cli.audit": frozenset({"numatune.analysis.locality", "numatune.render.audit_text",
+                                     "numatune.render.prometheus"}),
+    "numatune.cli.compare": frozenset({"numatune.analysis.compare", "numatune.live.bind", "numatune.plan.launch",
+                                       "numatune.render.compare_out", "numatune.render.launch_text"}),
+    "numatune.cli.emit": frozenset({"numatune.plan.kubelet", "numatune.plan.nfd", "numatune.readers.irqs",
+                                    "numatune.render.emit_out"}),
+    "numatune.cli.fleet": frozenset({"numatune.render.fleet_out", "numatune.render.html_out"}),
+    "numatune.cli.inspect": frozenset({"numatune.readers.pci", "numatune.render.html_out",
+                                       "numatune.render.inspect_json", "numatune.render.inspect_text",
+                                       "numatune.render.picture", "numatune.render.prometheus"}),
+    "numatune.cli.probe": frozenset({"numatune.analysis.probe", "numatune.measure.gpu", "numatune.readers.topology",
+                                     "numatune.render.probe_out"}),
+}
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -141,6 +170,44 @@ def module_edges(graph: dict[str, dict[str, str]]) -> dict[str, set[str]]:
     return {m: {t for t in targets if t in graph and t != m} for m, targets in graph.items()}
 
 
+def reads_the_node(graph: dict[str, dict[str, str]], pure: tuple[str, ...] = PURE,
+                   reading: tuple[str, ...] = READING) -> list[str]:
+    """Imports from a pure layer of the readers or the system (the Host, files, syscalls)."""
+    return [f"{where}: {module} ({area(module)}) imports {target}: a pure layer reads nothing"
+            for module, targets in graph.items() if area(module) in pure
+            for target, where in targets.items() if area(target) in reading]
+
+
+def _called(call: ast.Call) -> str:
+    """The name a call calls: `open(...)` -> open, `path.read_text()` -> read_text."""
+    return call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", "")
+
+
+def file_calls(package: Path = PACKAGE, pure: tuple[str, ...] = PURE) -> list[str]:
+    """Calls of open() or pathlib's read_/write_ methods in a pure layer."""
+    root = package.parent
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        if area(module_name(path, root)) not in pure:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        calls = sorted((node.lineno, _called(node)) for node in ast.walk(tree) if isinstance(node, ast.Call))
+        out += [f"{path.relative_to(root)}:{line}: {name}() in a pure layer" for line, name in calls
+                if name in FILE_CALLS]
+    return out
+
+
+def cli_past_options(graph: dict[str, dict[str, str]],
+                     not_moved: dict[str, frozenset[str]] = CLI_NOT_MOVED_YET) -> list[str]:
+    """Imports from a cli/ module of anything but the options' needs (CLI_MAY_IMPORT, CLI_PLUMBING)."""
+    return [f"{where}: {module} imports {target}: the command line layer reaches its use case through "
+            f"numatune.commands"
+            for module, targets in graph.items() if area(module) == "cli"
+            for target, where in targets.items()
+            if area(target) not in CLI_MAY_IMPORT and target not in CLI_PLUMBING
+            and target not in not_moved.get(module, ())]
+
+
 GRAPH = module_graph()
 
 
@@ -162,6 +229,27 @@ def test_no_circle_between_modules():
     assert circles(module_edges(GRAPH)) == []
 
 
+def test_pure_layers_read_nothing():
+    """analysis/plan/render/model import no reader and nothing of system (a policy file's text, a sysfs path
+    constant, the MPOL_* numbers come from the command or from the model and the bottom layer)."""
+    assert reads_the_node(GRAPH) == []
+    assert file_calls() == []
+
+
+def test_cli_modules_are_options_only():
+    """launch, irq, plan-memory, check, diff and snapshot reach their use cases through numatune.commands only."""
+    assert cli_past_options(GRAPH) == []
+    for name in ("launch", "irq", "plan_memory", "check", "diff", "snapshot"):
+        assert f"numatune.cli.{name}" not in CLI_NOT_MOVED_YET
+        assert any(t == f"numatune.commands.{name}" for t in GRAPH[f"numatune.cli.{name}"]), name
+
+
+def test_not_moved_yet_lists_only_imports_that_are_there():
+    """An entry of CLI_NOT_MOVED_YET that the module no longer imports is to be deleted (the list only shrinks)."""
+    assert {m: set(targets) - set(GRAPH[m]) for m, targets in CLI_NOT_MOVED_YET.items()
+            if set(targets) - set(GRAPH[m])} == {}
+
+
 def test_the_checks_can_fail(tmp_path):
     """The same functions, on a made-up package with one import up and one circle, report both."""
     pkg = tmp_path / "numatune"
@@ -179,6 +267,54 @@ def test_the_checks_can_fail(tmp_path):
         "numatune/model/a.py:2: numatune.model.a (model) imports numatune.render.b (render), a higher layer"]
     assert circles(package_edges(graph)) == [["model", "render"]]
     assert circles(module_edges(graph)) == [["numatune.model.a", "numatune.render.b"]]
+
+
+def test_the_house_checks_can_fail(tmp_path):
+    """A made-up package with each sideways reach of issue 37: a policy reading its file, a plan importing a
+    reader for a constant, a model importing the syscall module, and a cli module planning itself."""
+    pkg = tmp_path / "numatune"
+    for rel, text in {
+        "__init__.py": "",
+        "analysis/__init__.py": "",
+        "analysis/policy.py": "def load(p):\n    from numatune.system.infile import read_input\n"
+                              "    return read_input(p)\n",
+        "plan/__init__.py": "",
+        "plan/launch.py": "from numatune.readers.nodes import WEIGHT_DIR\n",
+        "render/__init__.py": "",
+        "render/out.py": "def save(path, text):\n    with open(path, 'w') as f:\n        f.write(text)\n"
+                         "    path.write_text(text)\n",
+        "model/__init__.py": "",
+        "model/launch.py": "from numatune.system.memsys import MPOL_BIND\n",
+        "readers/__init__.py": "",
+        "readers/nodes.py": "WEIGHT_DIR = 'x'\n",
+        "system/__init__.py": "",
+        "system/infile.py": "",
+        "system/memsys.py": "MPOL_BIND = 2\n",
+        "cli/__init__.py": "",
+        "cli/launch.py": "from numatune.commands.launch import run\nfrom numatune.plan.launch import WEIGHT_DIR\n"
+                         "def f():\n    from numatune.render.printable import echo\n",
+        "cli/inspect.py": "from numatune.render.out import save\n",
+        "commands/__init__.py": "",
+        "commands/launch.py": "run = 1\n",
+    }.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    graph = module_graph(pkg)
+    assert reads_the_node(graph) == [
+        "numatune/analysis/policy.py:2: numatune.analysis.policy (analysis) imports numatune.system.infile: "
+        "a pure layer reads nothing",
+        "numatune/model/launch.py:1: numatune.model.launch (model) imports numatune.system.memsys: "
+        "a pure layer reads nothing",
+        "numatune/plan/launch.py:1: numatune.plan.launch (plan) imports numatune.readers.nodes: "
+        "a pure layer reads nothing"]
+    assert file_calls(pkg) == ["numatune/render/out.py:2: open() in a pure layer",
+                               "numatune/render/out.py:4: write_text() in a pure layer"]
+    tail = ": the command line layer reaches its use case through numatune.commands"
+    assert cli_past_options(graph, {}) == [
+        f"numatune/cli/inspect.py:1: numatune.cli.inspect imports numatune.render.out{tail}",
+        f"numatune/cli/launch.py:2: numatune.cli.launch imports numatune.plan.launch{tail}"]
+    assert cli_past_options(graph, {"numatune.cli.inspect": frozenset({"numatune.render.out"})}) == [
+        f"numatune/cli/launch.py:2: numatune.cli.launch imports numatune.plan.launch{tail}"]
 
 
 def test_readme_states_the_same_order():

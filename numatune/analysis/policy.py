@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from numatune.cpulist import format_cpulist, parse_cpulist
@@ -52,21 +51,19 @@ class PolicyFacts:
     irq_note: str = "IRQ affinity was not read"
 
 
-def load_policy(path: str | Path) -> Policy:
-    """Read and validate a policy file; any problem is an InputError naming the file and key."""
+def decode_policy(raw: bytes, source: str) -> Policy:
+    """A policy file's bytes (the command reads the file) decoded and validated; any problem is an InputError
+    naming the file and key."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
         import tomli as tomllib
 
-    from numatune.system.infile import read_input
-
-    raw = read_input(path, "policy")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"policy {path} is not valid TOML: {exc}") from None
-    return parse_policy(data, str(path))
+        raise InputError(f"policy {source} is not valid TOML: {exc}") from None
+    return parse_policy(data, source)
 
 
 def parse_policy(data: dict[str, Any], source: str = "<policy>") -> Policy:

@@ -153,13 +153,13 @@ def check_gres(lines: Sequence[tuple[int, Mapping[str, str]]], expected: Sequenc
 
 
 def _files(spec: str) -> list[str]:
-    from numatune.readers.schedconf import expand_hostlist
+    from numatune.plan.slurm import expand_hostlist
 
     return expand_hostlist(spec) if spec else []
 
 
 def _for_node(expr: str | None, node_name: str) -> bool:
-    from numatune.readers.schedconf import expand_hostlist
+    from numatune.plan.slurm import expand_hostlist
 
     return expr is None or node_name in expand_hostlist(expr)
 

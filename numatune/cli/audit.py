@@ -113,7 +113,7 @@ def audit_cmd(
         raise click.UsageError("--mappings has no prometheus form; use --json")
     min_bytes = 0
     if per_mapping:
-        from numatune.cli.plan_memory import parse_size
+        from numatune.commands.plan_memory import parse_size
 
         min_bytes = parse_size(min_size, "--min-size")
     try:

@@ -58,8 +58,7 @@ def check_cmd(
     when the root or the policy cannot be read. A check that cannot run on this root (no
     /proc/interrupts, numactl's version on a saved tree) is reported as skipped, never as passed.
     """
-    from numatune.analysis.policy import load_policy
-    from numatune.commands.check import SchedFiles, check_report
+    from numatune.commands.check import SchedFiles, check_report, load_policy
     from numatune.errors import ExitCode
 
     policy = load_policy(policy_path) if policy_path is not None else None

@@ -1,4 +1,5 @@
-"""numatune launch: run a command bound to its GPU's NUMA node (CPUs and memory).
+"""numatune launch: run a command bound to its GPU's NUMA node (CPUs and memory). Options only: the use
+case is numatune.commands.launch.
 
 The hot path (`numatune launch --node 0 -- CMD`) imports click, the model and the CPU/node readers
 only: no rich, psutil, pyudev or py-cpuinfo, and no PCI scan unless a GPU has to be found.
@@ -6,17 +7,11 @@ only: no rich, psutil, pyudev or py-cpuinfo, and no PCI scan unless a GPU has to
 
 from __future__ import annotations
 
-import os
-import sys
-
 import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
 from numatune.model.launch import CPU_KIND_CHOICES, MEM_POLICIES, METHODS, NIC_TRANSPORTS
-from numatune.render.printable import echo
-
-_KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")
 
 
 @click.command(
@@ -65,34 +60,9 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     → node (the GPU's numa_node, or --node) → CPUs (--cpu-bind) and memory (--mem-policy), then the process
     is replaced by numactl, taskset or the command itself. Exit status and signals pass through.
     """
-    from numatune.cpulist import parse_cpulist
-    from numatune.errors import UsageError
-    from numatune.model.launch import LaunchOptions
-    from numatune.plan.launch import normalize_bdf, parse_cpu_bind, parse_weights
+    from numatune.commands.launch import launch_options, run_launch
 
-    try:
-        mem_nodes = tuple(sorted(parse_cpulist(kw["mem_nodes"]))) if kw["mem_nodes"] else None
-    except ValueError as exc:
-        raise UsageError(f"--mem-nodes {kw['mem_nodes']!r}: expected a node list like 0,2 or 0-3") from exc
-    if mem_nodes == ():
-        raise UsageError("--mem-nodes is empty")
-    opts = LaunchOptions(
-        rank=kw["rank"],
-        local_size=kw["local_size"],
-        gpu=kw["gpu"],
-        node=kw["node"],
-        cpu_bind=parse_cpu_bind(kw["cpu_bind"]),
-        reserve_cores=kw["reserve_cores"],
-        allow_isolated=kw["allow_isolated"],
-        mem_policy=kw["mem_policy"],
-        mem_nodes=mem_nodes,
-        weights=parse_weights(kw["weights"]) if kw["weights"] else None,
-        via=kw["via"],
-        best_effort=kw["best_effort"],
-        cpu_kind=kw["cpu_kind"],
-        nic=kw["nic"],
-        nic_transport=kw["nic_transport"],
-    )
+    opts = launch_options(kw)
     if kw["emit"]:
         _emit(kw["emit"], kw, command)
         if not kw["quiet"]:
@@ -102,47 +72,7 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
         return
     if not command:
         raise click.UsageError("no command given: numatune launch [OPTIONS] -- CMD [ARGS...]")
-    plan_only = kw["dry_run"] or kw["fmt"] is not None
-    host = app.host
-    if not host.is_live and not plan_only:
-        raise UsageError(f"launch can only run a command on the live node, not on --root {app.root}",
-                         hint="add --dry-run or --json to see the plan for that root")
-
-    from numatune.live.bind import gather_facts, read_launch_devices, read_launch_topology
-    from numatune.plan.launch import plan_launch
-
-    topo = read_launch_topology(host, node_kinds=opts.mem_policy in _KIND_POLICIES)
-    devices = []
-    if opts.node is None or opts.gpu is not None:
-        bdf = normalize_bdf(opts.gpu) if opts.gpu else None
-        devices = read_launch_devices(host, topo, bdf, nics=opts.nic != "none")
-    elif opts.nic != "none":
-        devices = [d for d in read_launch_devices(host, topo, nics=True) if d.kind == "nic"]
-    probe = opts.mem_policy in ("preferred-many", "weighted") and opts.via in ("auto", "numactl")
-    caches = opts.cpu_bind.mode in ("core-complex", "exclusive", "cores")  # cores in cache order
-    facts = gather_facts(host, os.environ, probe=probe, topo=topo if caches else None,
-                         devices=[d for d in devices if d.kind == "nic"])
-    plan = plan_launch(topo, devices, facts, opts, command)
-    if host.notes:  # files that exist but could not be read, links leaving a saved root
-        plan = plan._replace(warnings=plan.warnings + tuple(f"cannot read {p}: {r}" for p, r in host.notes))
-    if kw["fmt"] == "json":
-        from numatune.render.launch_json import launch_document
-
-        app.echo_json(launch_document(plan, host.label))
-        return
-    if plan_only:
-        from numatune.render.launch_text import render_dry_run
-
-        echo(render_dry_run(plan))
-        return
-    from numatune.live.bind import apply_plan
-    from numatune.render.launch_text import summary_line
-
-    for w in plan.warnings:
-        app.warn(w)
-    if not kw["quiet"]:
-        app.note(summary_line(plan))
-    apply_plan(plan, os.environ)
+    run_launch(app, opts, command, fmt=kw["fmt"], dry_run=kw["dry_run"], quiet=kw["quiet"])
 
 
 # Options that choose what this invocation prints or writes instead of running: not passed on to the wrapper.
@@ -167,12 +97,6 @@ def forwarded_args(kw: dict) -> list[str]:
 
 def _emit(path: str, kw: dict, command: tuple[str, ...]) -> None:
     """Write the wrapper with the options as given, minus the ones that pick what is printed (NOT_FORWARDED)."""
-    import numatune
-    from numatune.render.launch_sh import render_wrapper
+    from numatune.commands.launch import write_wrapper
 
-    args = ["launch", *forwarded_args(kw)]
-    parent = os.path.dirname(os.path.dirname(os.path.abspath(numatune.__file__)))
-    text = render_wrapper(sys.executable, parent, args, command)
-    from numatune.system.outfile import write_file
-
-    write_file(path, text, mode=0o755)
+    write_wrapper(path, forwarded_args(kw), command)

@@ -1,27 +1,14 @@
-"""numatune plan-memory: the latency-first DRAM/CXL plan for CPU-offloaded fine-tuning on this node (or a root)."""
+"""numatune plan-memory: the latency-first DRAM/CXL plan for CPU-offloaded fine-tuning on this node (or a root).
+
+Options only: the use case is numatune.commands.plan_memory.
+"""
 
 from __future__ import annotations
-
-import os
-import re
 
 import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
-from numatune.render.printable import echo
-
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str, what: str) -> int:
-    """"64G", "64GiB", "1.5T", "4096" (bytes); powers of 1024."""
-    m = _SIZE.match(text)
-    if not m:
-        from numatune.errors import InputError
-
-        raise InputError(f"{what} {text!r}: expected a size like 64G, 512MiB or 1.5T")
-    return int(float(m.group(1)) * 1024 ** "bkmgtp".index((m.group(2) or "b").lower()))
 
 
 @click.command("plan-memory")
@@ -53,86 +40,6 @@ def plan_memory_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the 
     weights, activation checkpoints and bf16 gradients; the item that straddles the DRAM budget is
     interleaved over DRAM and CXL (or split), the rest is striped over the CXL nodes of the DRAM node's
     socket by bandwidth from that node. Exit 7 when something fits nowhere."""
-    from numatune.errors import InputError
-    from numatune.placement.targets import LiveContext
-    from numatune.plan.memory import latency_first, not_fitting, training_items
-    from numatune.readers.topology import read_topology
+    from numatune.commands.plan_memory import plan_memory
 
-    try:
-        params = float(kw["params"])
-    except ValueError:
-        raise InputError(f"--params {kw['params']!r}: expected a number like 7e9") from None
-    if kw["gpu"] is not None and kw["node"] is not None:
-        from numatune.errors import UsageError
-
-        raise UsageError("--gpu and --node are exclusive")
-    items = training_items(params, optimizer=kw["optimizer"], layers=kw["layers"], hidden=kw["hidden"],
-                           seq_len=kw["seq_len"], batch=kw["batch"])
-    host = app.host
-    topo = read_topology(host, devices=kw["gpu"] is not None, cxl=True, settings=False)
-    here, why = kw["node"], "--node"
-    env: dict[str, str] = {}
-    if here is None and kw["gpu"] is None:
-        if host.is_live:
-            from numatune.placement.targets import _here
-
-            here, why = _here(host, topo)
-        else:
-            cpu_nodes = [n.id for n in topo.nodes if n.cpus]
-            if len(cpu_nodes) != 1:
-                raise InputError(f"--root {app.root} has {len(cpu_nodes)} nodes with CPUs: pass --gpu or --node")
-            here, why = cpu_nodes[0], "the only node with CPUs"
-    if host.is_live:
-        from numatune.plan.launch import ENV_KEYS
-
-        env = {k: os.environ[k] for k in ENV_KEYS if k in os.environ}
-    ctx = LiveContext(topo, here, why, tuple(d for d in topo.devices if d.kind in ("gpu", "accelerator")), env)
-    budgets = {k: parse_size(kw[k], "--" + k.replace("_", "-")) if kw[k] else None
-               for k in ("dram_budget", "cxl_budget", "reserve")}
-    gpu = kw["gpu"]
-    if gpu is not None and gpu.isdigit():
-        gpu = int(gpu)
-    bws = _probe_figures(kw["probe_file"], ctx, gpu) if kw["probe_file"] else None
-    cxl_nodes = None
-    if kw["cxl_nodes"]:
-        from numatune.cpulist import parse_cpulist
-
-        try:
-            cxl_nodes = sorted(parse_cpulist(kw["cxl_nodes"]))
-        except ValueError:
-            raise InputError(f"--cxl-nodes {kw['cxl_nodes']!r}: expected a node list like 2,3 or 2-3") from None
-    plan = latency_first(items, budgets["dram_budget"], budgets["cxl_budget"], dram_reserve=budgets["reserve"],
-                         context=ctx, gpu=gpu, strict=False, bandwidths=bws, cxl_nodes=cxl_nodes,
-                         straddle=kw["straddle"])
-    model = {"params": int(params), "optimizer": kw["optimizer"], "layers": kw["layers"], "hidden": kw["hidden"],
-             "seq_len": kw["seq_len"], "batch": kw["batch"]}
-    if kw["fmt"] == "json":
-        from numatune.render.plan_memory import plan_document
-
-        app.echo_json(plan_document(plan, host.label, model))
-    else:
-        from numatune.render.plan_memory import render_text
-
-        shape = (f", {kw['layers']} layers x {kw['hidden']} hidden, seq {kw['seq_len']}, batch {kw['batch']}"
-                 if kw["seq_len"] else ", no activation checkpoints (give --layers --hidden --seq-len)")
-        echo(render_text(plan, host.label, f"{params:.3g} parameters, {kw['optimizer']}{shape}"))
-    if not plan.fits:
-        raise not_fitting(plan)
-
-
-
-def _probe_figures(path: str, ctx, gpu):  # noqa: ANN001, ANN202
-    """Read bandwidths measured from the local DRAM node (the plan's initiator) in a probe document."""
-    import json
-
-    from numatune.errors import InputError
-    from numatune.placement.targets import probe_bandwidths, resolve
-    from numatune.system.infile import read_input
-
-    raw = read_input(path, "--probe file")
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except ValueError:
-        raise InputError(f"--probe {path} is not JSON (expected numatune probe --json output)") from None
-    node = resolve(("local", gpu) if gpu is not None else "local", ctx).nodes[0]
-    return probe_bandwidths(doc, node)
+    plan_memory(app, kw)

@@ -16,9 +16,18 @@ from numatune.system.host import Host
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
     from numatune.analysis.policy import Policy
     from numatune.model.irq import IrqReport
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read a policy file (a missing or unreadable one is one line, exit 3) and validate it."""
+    from numatune.analysis.policy import decode_policy
+    from numatune.system.infile import read_input
+
+    return decode_policy(read_input(path, "policy"), str(path))
 
 
 def fail_level(option: str | None, policy: Policy | None) -> Severity:
@@ -120,6 +129,7 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
     """NT520-NT534: each file against what `numatune emit` derives from this node (one result per file)."""
     from numatune.analysis.scheduler import check_gres, check_kubelet, check_slurm_node
     from numatune.errors import InputError
+    from numatune.plan.slurm import expand_hostlist
     from numatune.readers import schedconf
 
     out: list[CheckResult] = []
@@ -132,15 +142,15 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
         name = files.node_name or node_name(host)
         if files.slurm_conf:
             lines = schedconf.slurm_node_lines(files.slurm_conf)
-            mine = [(n, p) for n, p in lines if name in schedconf.expand_hostlist(p["nodename"])]
+            mine = [(n, p) for n, p in lines if name in expand_hostlist(p["nodename"])]
             if not mine and len(lines) == 1:
                 mine = lines  # one node line: it is this node's, whatever the hostname in the root says
             if not mine:
                 raise InputError(f"{files.slurm_conf} has no NodeName line for {name!r}",
                                  hint="give the node's name with --node-name")
             number, node = mine[-1]
-            name = files.node_name or (name if name in schedconf.expand_hostlist(node["nodename"])
-                                       else schedconf.expand_hostlist(node["nodename"])[0])
+            name = files.node_name or (name if name in expand_hostlist(node["nodename"])
+                                       else expand_hostlist(node["nodename"])[0])
             e = slurm_emit(host, topo, name=name, **layout_opts)
             found = list(check_slurm_node(number, node, e.node, e.layout, e.memory_mib, files.slurm_conf))
             out.append(CheckResult("scheduler.slurm_conf", "scheduler", f"slurm.conf node line of {name}",

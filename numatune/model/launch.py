@@ -9,16 +9,15 @@ Never mutate the shared empty-dict defaults.
 
 from __future__ import annotations
 
-from numatune.model._record import record
-
-# Linux uapi/linux/mempolicy.h: defined once, in numatune.system.memsys (which imports no more than errors.py)
-from numatune.system.memsys import (
+# Linux uapi/linux/mempolicy.h: defined once, in numatune.mempolicy (a leaf; system.memsys re-exports them)
+from numatune.mempolicy import (
     MPOL_BIND,
     MPOL_INTERLEAVE,
     MPOL_PREFERRED,
     MPOL_PREFERRED_MANY,
     MPOL_WEIGHTED_INTERLEAVE,
 )
+from numatune.model._record import record
 
 CPU_BIND_MODES = ("node", "socket", "exclusive", "core-complex", "cores:N", "none")
 TORCH_MODES = ("node", "socket", "exclusive", "core-complex")  # torchrun --numa-binding's vocabulary

@@ -15,6 +15,10 @@ TYPE_CHECKING = False  # annotations only: collections.abc imports collections (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+# The system-wide weighted-interleave weights (NumaNode.interleave_weight; `auto` on Linux 6.16+): read by
+# readers.nodes, named in the advice of launch's plan.
+WEIGHT_DIR = "/sys/kernel/mm/mempolicy/weighted_interleave"
+
 # Shared, read-only default for mapping fields (record defaults are shared between instances).
 EMPTY_MAP: Mapping = MappingProxyType({})
 

@@ -36,11 +36,10 @@ from numatune.model.resolve import (  # noqa: F401 - re-exported: the CLI, irq p
     pci_sort_key,
     rank_gpu,
 )
-from numatune.model.topology import NumaNode, PciDevice, Topology
+from numatune.model.topology import WEIGHT_DIR, NumaNode, PciDevice, Topology
 from numatune.plan.cores import even_share, is_linear, topology_order
 from numatune.plan.cxl import nearest_cpu_node
 from numatune.plan.nic import choose_nic, nic_env
-from numatune.readers.nodes import WEIGHT_DIR
 
 
 # -- option parsing (pure, used by the CLI) ---------------------------------------------------------

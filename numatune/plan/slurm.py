@@ -368,3 +368,26 @@ class SlurmEmit:
     autodetect: str
     notes: tuple[str, ...]
     memory_mib: int | None
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """Slurm hostlist: "a[01-03,7],b" -> a01 a02 a03 a7 b (zero padding kept; nested brackets are not Slurm's)."""
+    import re  # here: the report paths that import this module start without `re`
+
+    from numatune.errors import InputError
+
+    names: list[str] = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", expr):
+        m = re.match(r"^(.*?)\[([^\]]*)\](.*)$", part)
+        if not m:
+            names.append(part)
+            continue
+        head, ranges, tail = m.groups()
+        for r in ranges.split(","):
+            lo, _, hi = r.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                raise InputError(f"bad hostlist range {r!r} in {expr!r}")
+            width = len(lo)
+            for i in range(int(lo), int(hi or lo) + 1):
+                names += [n for n in expand_hostlist(f"{head}{i:0{width}d}{tail}")]
+    return names

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from numatune.model.findings import Skipped
-from numatune.model.topology import HmatEntry, HugePages, MemorySideCache, NumaNode
+from numatune.model.topology import WEIGHT_DIR, HmatEntry, HugePages, MemorySideCache, NumaNode
 from numatune.system.host import Host, natural_key, numbered
 
 NODE_DIR = "/sys/devices/system/node"
 TIER_DIR = "/sys/devices/virtual/memory_tiering"
-WEIGHT_DIR = "/sys/kernel/mm/mempolicy/weighted_interleave"
 
 
 def parse_node_meminfo(text: str) -> dict[str, int]:

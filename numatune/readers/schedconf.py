@@ -8,7 +8,6 @@ may be hostlist expressions (`gpu[01-04,07]`), `NodeName=DEFAULT` sets defaults 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -52,25 +51,6 @@ def parse_pairs(line: str) -> dict[str, str]:
         if sep:
             out[key.lower()] = value
     return out
-
-
-def expand_hostlist(expr: str) -> list[str]:
-    """Slurm hostlist: "a[01-03,7],b" -> a01 a02 a03 a7 b (zero padding kept; nested brackets are not Slurm's)."""
-    names: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", expr):
-        m = re.match(r"^(.*?)\[([^\]]*)\](.*)$", part)
-        if not m:
-            names.append(part)
-            continue
-        head, ranges, tail = m.groups()
-        for r in ranges.split(","):
-            lo, _, hi = r.partition("-")
-            if not lo.isdigit() or (hi and not hi.isdigit()):
-                raise InputError(f"bad hostlist range {r!r} in {expr!r}")
-            width = len(lo)
-            for i in range(int(lo), int(hi or lo) + 1):
-                names += [n for n in expand_hostlist(f"{head}{i:0{width}d}{tail}")]
-    return names
 
 
 def slurm_node_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:

@@ -12,11 +12,11 @@ from numatune.analysis.policy import (
     apply_overrides,
     evaluate_policy,
     gpu_local_nics,
-    load_policy,
     parse_policy,
     version_at_least,
     version_tuple,
 )
+from numatune.commands.check import load_policy
 from numatune.errors import InputError
 from numatune.model.check import IrqPlacement
 from numatune.model.findings import Severity

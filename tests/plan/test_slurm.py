@@ -136,8 +136,9 @@ def test_numa_as_socket_numbers_sockets_by_node():
 
 
 def test_hostlist_and_config_lines(tmp_path):
-    from numatune.readers.schedconf import expand_hostlist, slurm_node_lines
+    from numatune.plan.slurm import expand_hostlist
     from numatune.readers.schedconf import gres_lines as read_gres
+    from numatune.readers.schedconf import slurm_node_lines
 
     assert expand_hostlist("gpu[01-03,7],login") == ["gpu01", "gpu02", "gpu03", "gpu7", "login"]
     assert expand_hostlist("/dev/nvidia[0-1]") == ["/dev/nvidia0", "/dev/nvidia1"]
