@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
     from numatune.model.launch import LaunchOptions
 
-KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")  # the policies that need each node's kind
-
 
 def launch_options(kw: Mapping[str, Any]) -> LaunchOptions:
     """The launch options as the command line gave them (click's values) → LaunchOptions."""
@@ -65,23 +63,9 @@ def run_launch(app, opts: LaunchOptions, command: Sequence[str], *, fmt: str | N
         raise UsageError(f"launch can only run a command on the live node, not on --root {app.root}",
                          hint="add --dry-run or --json to see the plan for that root")
 
-    from numatune.live.bind import gather_facts, read_launch_devices, read_launch_topology
-    from numatune.plan.launch import normalize_bdf, plan_launch
+    from numatune.live.bind import plan_live
 
-    topo = read_launch_topology(host, node_kinds=opts.mem_policy in KIND_POLICIES)
-    devices = []
-    if opts.node is None or opts.gpu is not None:
-        bdf = normalize_bdf(opts.gpu) if opts.gpu else None
-        devices = read_launch_devices(host, topo, bdf, nics=opts.nic != "none")
-    elif opts.nic != "none":
-        devices = [d for d in read_launch_devices(host, topo, nics=True) if d.kind == "nic"]
-    probe = opts.mem_policy in ("preferred-many", "weighted") and opts.via in ("auto", "numactl")
-    caches = opts.cpu_bind.mode in ("core-complex", "exclusive", "cores")  # cores in cache order
-    facts = gather_facts(host, os.environ, probe=probe, topo=topo if caches else None,
-                         devices=[d for d in devices if d.kind == "nic"])
-    plan = plan_launch(topo, devices, facts, opts, command)
-    if host.notes:  # files that exist but could not be read, links leaving a saved root
-        plan = plan._replace(warnings=plan.warnings + tuple(f"cannot read {p}: {r}" for p, r in host.notes))
+    plan = plan_live(host, os.environ, opts, command)
     if fmt == "json":
         from numatune.render.launch_json import launch_document
 

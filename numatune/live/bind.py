@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from numatune.cpulist import format_cpulist
 from numatune.errors import CommandNotExecutable, CommandNotRunnable, NumatuneError
-from numatune.model.launch import LaunchFacts, LaunchPlan, Numactl
+from numatune.model.launch import LaunchFacts, LaunchOptions, LaunchPlan, Numactl
 from numatune.model.topology import PciDevice, Topology
 from numatune.system import memsys
 from numatune.system.host import Host
@@ -216,6 +216,46 @@ def read_pci_function(host: Host, bdf: str, topo: Topology) -> PciDevice | None:
         inferred_from="local_cpulist" if inferred is not None else None,
         local_cpus=tuple(sorted(local)),
     )
+
+
+# -- the whole live plan ---------------------------------------------------------------------------------
+KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")  # policies that need the CXL/DAX scan
+
+
+def plan_live(host: Host, environ: Mapping[str, str], opts: LaunchOptions, command: Sequence[str] = (), *,
+              rebind: bool = False) -> LaunchPlan:
+    """launch's planning for `host` (the live node or a saved root): what it reads, then plan_launch.
+
+    Reads only what the options need (no PCI scan for --node without --nic, the CXL scan only for the
+    policies that name CXL nodes, the cache groups only for the modes that split cores). `rebind`
+    (numatune.bind, in a process that is already running) plans within the cgroup's CPUs rather than
+    the calling thread's current mask, which may be the very binding being replaced; inside a Slurm
+    step the step's CPUs stay the limit, as for launch.
+    """
+    from numatune.plan.launch import normalize_bdf, plan_launch
+
+    topo = read_launch_topology(host, node_kinds=opts.mem_policy in KIND_POLICIES)
+    devices: list[PciDevice] = []
+    if opts.node is None or opts.gpu is not None:
+        bdf = normalize_bdf(opts.gpu) if opts.gpu else None
+        devices = read_launch_devices(host, topo, bdf, nics=opts.nic != "none")
+    elif opts.nic != "none":
+        devices = [d for d in read_launch_devices(host, topo, nics=True) if d.kind == "nic"]
+    probe = opts.mem_policy in ("preferred-many", "weighted") and opts.via in ("auto", "numactl")
+    caches = opts.cpu_bind.mode in ("core-complex", "exclusive", "cores")  # cores in cache order
+    facts = gather_facts(host, environ, probe=probe, topo=topo if caches else None,
+                         devices=[d for d in devices if d.kind == "nic"])
+    if rebind and host.is_live and not facts.env.get("SLURM_JOB_ID"):
+        cpuset, where = cgroup_cpuset(host)
+        if cpuset is not None:
+            facts = facts._replace(allowed_cpus=cpuset, allowed_source=f"{where} (a re-bind: not the current mask)")
+        else:
+            facts = facts._replace(allowed_cpus=None, allowed_source="every online CPU (no cgroup cpuset readable; "
+                                                                     "a re-bind: not the current mask)")
+    plan = plan_launch(topo, devices, facts, opts, command)
+    if host.notes:  # files that exist but could not be read, links leaving a saved root
+        plan = plan._replace(warnings=plan.warnings + tuple(f"cannot read {p}: {r}" for p, r in host.notes))
+    return plan
 
 
 # -- applying -----------------------------------------------------------------------------------------------
