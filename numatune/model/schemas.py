@@ -18,4 +18,5 @@ SCHEMAS = {
     "plan-memory": "numatune.plan-memory/1",
     "probe": "numatune.probe/1",
     "compare": "numatune.compare/1",
+    "bind": "numatune.bind/1",
 }

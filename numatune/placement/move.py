@@ -154,7 +154,7 @@ def place(obj: Any, target: Any, *, allow_shared_pages: bool = False, move_share
     check = expected_check(after_status, layout, ps)
     unmovable: dict[str, int] = {}
     if check.misplaced:
-        unmovable = _why_left(start, after_status, layout, ps, move_shared)
+        unmovable = why_left(start, after_status, layout, ps, move_shared)
         after_status = page_status(start, end, ps=ps)  # the re-try may have moved some: ask again
         check = expected_check(after_status, layout, ps)
         if not check.misplaced:
@@ -178,7 +178,7 @@ def place(obj: Any, target: Any, *, allow_shared_pages: bool = False, move_share
     return report
 
 
-def _why_left(start: int, status: list[int], layout: list, ps: int, move_shared: bool) -> dict[str, int]:
+def why_left(start: int, status: list[int], layout: list, ps: int, move_shared: bool) -> dict[str, int]:
     """Ask move_pages to move each misplaced page to its node: its per-page status says why it stays."""
     pages, nodes = [], []
     for off, length, run_nodes in layout:

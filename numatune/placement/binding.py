@@ -1,0 +1,461 @@
+"""numatune.bind(): bind the running process from inside, completely: every thread, the memory policy, the
+pages it already touched. For frameworks that start their own workers (vLLM and SGLang workers, Ray
+actors, DataLoader and multiprocessing pools), where `numatune launch` cannot sit in front of an exec.
+
+    import numatune
+    report = numatune.bind()            # rank -> GPU -> node exactly as `numatune launch` resolves it
+    report = numatune.bind(node=1)      # or a node; cpu_bind=, mem_policy=, nic= as launch's options
+    print(report.describe())            # or report.to_dict() (numatune.bind/1, docs/json-schemas.md)
+
+What a late binding (sched_setaffinity or numa_bind inside the program) leaves behind, and what bind() does:
+- Threads that already exist keep their old CPU mask: bind() sets the mask of every task in /proc/self/task
+  (scanning again until no new thread appears) and reads each one back.
+- set_mempolicy(2) changes the calling thread's policy only; no call sets another thread's. Threads the
+  caller creates afterwards inherit it (and its mask), so call bind() first thing, from the thread that starts
+  the others. Threads that already exist keep their own (default: local) policy, which with their new mask
+  allocates on the bound node whenever it has free pages; the anonymous mappings that exist (heap, thread
+  arenas and stacks, tensors) get the policy as a range policy (mbind), which holds for every thread. A
+  thread pool can apply the caller's policy to its threads with `bind_thread` as its initializer.
+- Pages first touched elsewhere stay there: bind() moves the process's own anonymous pages (mbind with
+  MPOL_MF_MOVE, mapping by mapping, at most `max_move_bytes`) and reports what could not move and why
+  (shared with forked workers, pinned, over the bound, a range policy the program set itself).
+Best effort (`best_effort=True`): nothing raises for a binding that cannot be honoured (a node this machine
+lacks); the report says why nothing was bound. NUMATUNE_BIND=0 in the environment turns bind() into a
+no-op whose report says so. Importable without click or rich.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from numatune.cpulist import format_cpulist
+from numatune.errors import NumatuneError
+from numatune.model._record import record
+
+DEFAULT_MAX_MOVE = 16 << 30  # bytes of already-touched memory bind() moves at most (a few seconds of migration)
+DISABLE = "NUMATUNE_BIND"  # "0" turns bind() into a no-op that says so
+OWN_KINDS = ("anon", "heap", "stack", "hugetlb")  # moved: the process's private anonymous memory
+MAX_SCANS = 8  # passes over /proc/self/task while threads keep appearing
+
+# The last binding applied in this process (mode, nodes, cpus): bind_thread repeats it, and a later bind()
+# treats range policies it set itself as its own to replace.
+_LAST: dict[str, Any] = {}
+
+
+@record
+class ThreadBinding:
+    """One task of the process: its mask before and after (read back from the kernel)."""
+
+    tid: int
+    name: str
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    error: str | None = None  # why its mask was not set ("exited", the kernel's refusal)
+
+
+@record
+class BindReport:
+    """What bind() did. `bound` is False when nothing was applied: `skipped` says why."""
+
+    bound: bool
+    skipped: str | None
+    pid: int
+    node: int | None
+    cpus: tuple[int, ...]
+    memory_policy: str
+    memory_nodes: tuple[int, ...]
+    threads: tuple[ThreadBinding, ...] = ()
+    pages_before: Mapping[int, int] = {}  # node -> resident pages of the process's own memory, before
+    pages_after: Mapping[int, int] = {}
+    moved: int = 0  # pages that left nodes outside the target
+    left: Mapping[str, int] = {}  # reason -> pages left outside the target
+    env: Mapping[str, str] = {}  # variables set in os.environ (OMP_NUM_THREADS, the NIC's)
+    reasons: tuple[str, ...] = ()  # launch's planning sentences
+    warnings: tuple[str, ...] = ()
+    seconds: float = 0.0
+    page_size: int = 4096
+    plan: Any = None  # the LaunchPlan (None when skipped before planning)
+
+    @property
+    def target_nodes(self) -> tuple[int, ...]:
+        return self.memory_nodes or ((self.node,) if self.node is not None else ())
+
+    @property
+    def on_target(self) -> float:
+        """The share of the process's own resident pages on the target nodes now (1.0 when it has none)."""
+        total = sum(self.pages_after.values())
+        if not total or not self.target_nodes:
+            return 1.0
+        return sum(p for n, p in self.pages_after.items() if n in self.target_nodes) / total
+
+    def describe(self) -> str:
+        if not self.bound:
+            return f"numatune.bind: nothing bound: {self.skipped}"
+        set_ = [t for t in self.threads if t.error is None]
+        parts = [f"numatune.bind: pid {self.pid} bound to node {self.node}"]
+        if self.cpus:
+            parts.append(f"CPUs {format_cpulist(self.cpus)} on {len(set_)} of {len(self.threads)} thread(s)")
+        if self.memory_policy != "none":
+            parts.append(f"memory {self.memory_policy} {format_cpulist(self.memory_nodes)}")
+        parts.append(f"{self.moved} page(s) moved, {self.on_target:.1%} of its own pages on node(s) "
+                     f"{format_cpulist(self.target_nodes)}")
+        text = "; ".join(parts)
+        if self.left:
+            text += "; left: " + ", ".join(f"{n} {why}" for why, n in self.left.items())
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as the numatune.bind/1 document (docs/json-schemas.md)."""
+        from numatune.render.envelope import envelope
+
+        plan = None
+        if self.plan is not None:
+            from numatune.render.launch_json import launch_document
+
+            plan = launch_document(self.plan, "/")
+        return envelope(
+            "bind",
+            bound=self.bound,
+            skipped=self.skipped,
+            pid=self.pid,
+            node=self.node,
+            cpus=list(self.cpus),
+            cpulist=format_cpulist(self.cpus),
+            memory={"policy": self.memory_policy, "nodes": list(self.memory_nodes)},
+            threads=[{"tid": t.tid, "name": t.name, "before": format_cpulist(t.before),
+                      "after": format_cpulist(t.after), "error": t.error} for t in self.threads],
+            pages={"page_size": self.page_size, "before": {str(n): p for n, p in sorted(self.pages_before.items())},
+                   "after": {str(n): p for n, p in sorted(self.pages_after.items())}, "moved": self.moved,
+                   "on_target": round(self.on_target, 6), "left": dict(self.left)},
+            env=dict(self.env),
+            seconds=round(self.seconds, 6),
+            warnings=list(self.warnings),
+            plan=plan,
+        )
+
+
+def _skipped(why: str, *, plan: Any = None, warnings: Sequence[str] = (), started: float = 0.0) -> BindReport:
+    return BindReport(False, why, os.getpid(), plan.node if plan is not None else None, (), "none", (),
+                      reasons=tuple(plan.reasons) if plan is not None else (), warnings=tuple(warnings),
+                      seconds=time.perf_counter() - started if started else 0.0, plan=plan)
+
+
+def options(node: int | None = None, *, gpu: str | int | None = None, rank: int | None = None,
+            local_size: int | None = None, cpu_bind: str = "node", cpu_kind: str = "performance",
+            reserve_cores: int = 0, allow_isolated: bool = False, mem_policy: str = "bind",
+            mem_nodes: Sequence[int] | None = None, weights: Mapping[int, int] | None = None, nic: str = "none",
+            nic_transport: str = "rdma", best_effort: bool = False) -> Any:
+    """launch's options (LaunchOptions) from bind()'s keywords, checked as launch's command line checks them."""
+    from numatune.errors import UsageError
+    from numatune.model.launch import CPU_KIND_CHOICES, MEM_POLICIES, NIC_TRANSPORTS, LaunchOptions
+    from numatune.plan.launch import parse_cpu_bind
+
+    for name, value, choices in (("cpu_kind", cpu_kind, CPU_KIND_CHOICES), ("mem_policy", mem_policy, MEM_POLICIES),
+                                 ("nic_transport", nic_transport, NIC_TRANSPORTS)):
+        if value not in choices:
+            raise UsageError(f"numatune.bind: {name}={value!r}: expected one of {', '.join(choices)}")
+    for name, value in (("node", node), ("rank", rank), ("local_size", local_size), ("reserve_cores", reserve_cores)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise UsageError(f"numatune.bind: {name}={value!r}: expected a non-negative integer")
+    if local_size == 0:
+        raise UsageError("numatune.bind: local_size=0: expected at least 1")
+    if mem_nodes is not None and not mem_nodes:
+        raise UsageError("numatune.bind: mem_nodes is empty")
+    return LaunchOptions(rank=rank, local_size=local_size, gpu=None if gpu is None else str(gpu), node=node,
+                         cpu_bind=parse_cpu_bind(cpu_bind), reserve_cores=reserve_cores,
+                         allow_isolated=allow_isolated, mem_policy=mem_policy,
+                         mem_nodes=tuple(sorted(set(mem_nodes))) if mem_nodes is not None else None,
+                         weights=dict(weights) if weights is not None else None, via="direct",
+                         best_effort=best_effort, cpu_kind=cpu_kind, nic=nic, nic_transport=nic_transport)
+
+
+def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | None = None,
+         local_size: int | None = None, cpu_bind: str = "node", cpu_kind: str = "performance",
+         reserve_cores: int = 0, allow_isolated: bool = False, mem_policy: str = "bind",
+         mem_nodes: Sequence[int] | None = None, weights: Mapping[int, int] | None = None, nic: str = "none",
+         nic_transport: str = "rdma", best_effort: bool = False, move: bool = True,
+         max_move_bytes: int = DEFAULT_MAX_MOVE, set_env: bool = True,
+         environ: Mapping[str, str] | None = None) -> BindReport:
+    """Bind this whole process as `numatune launch` would bind a rank, from inside it; returns a BindReport.
+
+    The node comes from `node`, else from the rank's GPU (`gpu`, else LOCAL_RANK/SLURM_LOCALID/... and
+    CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES, as launch reads them). The keywords are
+    launch's options (cpu_bind: node, socket, exclusive, core-complex, cores:N, none; mem_policy: bind,
+    preferred, preferred-many, interleave, weighted, cxl-spill, none). A re-bind plans within the cgroup's
+    CPUs (cpuset.cpus.effective), not the current mask; inside a Slurm step within the step's CPUs.
+
+    Applies: the CPU mask to every thread; the memory policy to the calling thread (threads it creates
+    later inherit it; see `bind_thread` for a pool's threads) and, as a range policy, to the anonymous
+    memory that exists; and moves up to `max_move_bytes` of the process's own pages onto the node(s)
+    (`move=False` moves none). With `set_env`, the variables launch would export (OMP_NUM_THREADS, the
+    NIC's) are set in os.environ where unset: they reach child processes and libraries initialised later.
+
+    Raises BindingError (exit code 4 in the CLI's terms) when the binding cannot be honoured, UsageError for
+    impossible keywords; with `best_effort=True` a binding error returns an unbound report instead.
+    """
+    started = time.perf_counter()
+    env = os.environ if environ is None else environ
+    if env.get(DISABLE, "").strip() == "0":
+        return _skipped(f"{DISABLE}=0 in the environment: binding is turned off", started=started)
+    opts = options(node, gpu=gpu, rank=rank, local_size=local_size, cpu_bind=cpu_bind, cpu_kind=cpu_kind,
+                   reserve_cores=reserve_cores, allow_isolated=allow_isolated, mem_policy=mem_policy,
+                   mem_nodes=mem_nodes, weights=weights, nic=nic, nic_transport=nic_transport,
+                   best_effort=best_effort)
+    from numatune.live.bind import plan_live
+    from numatune.system.host import Host
+
+    try:
+        plan = plan_live(Host.open("/"), env, opts, rebind=True)
+    except NumatuneError as exc:
+        if not best_effort:
+            raise
+        return _skipped(f"{exc.message}; nothing bound (best effort)", warnings=(exc.message,), started=started)
+    if plan.unbound:
+        return _skipped("; ".join(w for w in plan.warnings if "best-effort" in w) or "the plan is unbound",
+                        plan=plan, warnings=plan.warnings, started=started)
+    warnings = list(plan.warnings)
+    try:
+        return _apply(plan, opts, move, max_move_bytes, set_env, warnings, started)
+    except NumatuneError as exc:
+        if not best_effort:
+            raise
+        return _skipped(f"{exc.message}; stopped (best effort)", plan=plan, warnings=[*warnings, exc.message],
+                        started=started)
+
+
+def _apply(plan: Any, opts: Any, move: bool, max_move_bytes: int, set_env: bool, warnings: list[str],
+           started: float) -> BindReport:
+    from numatune.system import memsys
+    from numatune.system.host import Host
+
+    host = Host.open("/")
+    cpus = tuple(plan.cpus)
+    threads: tuple[ThreadBinding, ...] = ()
+    if cpus:
+        threads = bind_threads(host, cpus)
+        failed = [t for t in threads if t.error and t.error != "exited"]
+        if failed and len(failed) == len(threads):
+            raise NumatuneError(f"sched_setaffinity({format_cpulist(cpus)}) refused for every thread: "
+                                f"{failed[0].error}")
+        warnings += [f"thread {t.tid} ({t.name}): mask not set: {t.error}" for t in failed]
+    mem = plan.memory
+    if mem.mode is not None:
+        memsys.set_mempolicy(mem.mode, mem.nodes)
+    targets = tuple(mem.nodes) if mem.mode is not None else ((plan.node,) if plan.node is not None else ())
+    mode = mem.mode if mem.mode is not None else memsys.MPOL_BIND
+    ps = memsys.page_size()
+    before = after = {}
+    moved = 0
+    left: dict[str, int] = {}
+    if targets:
+        before, after, moved, left = move_own_pages(host, mode, targets, keep_policy=mem.mode is not None,
+                                                    budget=max_move_bytes if move else 0, ps=ps)
+    set_vars: dict[str, str] = {}
+    if set_env:
+        for key, value in plan.env.items():
+            if key not in os.environ:
+                os.environ[key] = value
+                set_vars[key] = value
+    _LAST.update(mode=mem.mode, nodes=tuple(mem.nodes), cpus=cpus)
+    nodes = tuple(mem.nodes) if mem.mode is not None else ()
+    return BindReport(True, None, os.getpid(), plan.node, cpus, mem.policy, nodes,
+                      threads, before, after, moved, left, set_vars, tuple(plan.reasons), tuple(warnings),
+                      time.perf_counter() - started, ps, plan)
+
+
+def bind_threads(host: Any, cpus: Sequence[int]) -> tuple[ThreadBinding, ...]:
+    """Set `cpus` as the mask of every task of this process, scanning /proc/self/task again until a pass
+    finds no thread it has not seen (a thread started meanwhile by one not yet bound); each mask read back."""
+    want = set(cpus)
+    seen: dict[int, ThreadBinding] = {}
+    for _ in range(MAX_SCANS):
+        tids = sorted(int(t) for t in host.listdir("/proc/self/task") if t.isdigit())
+        new = [t for t in tids if t not in seen]
+        if not new:
+            break
+        for tid in new:
+            name = (host.read_optional(f"/proc/self/task/{tid}/comm") or "").strip()
+            before: tuple[int, ...] = ()
+            try:
+                before = tuple(sorted(os.sched_getaffinity(tid)))
+                os.sched_setaffinity(tid, want)
+                seen[tid] = ThreadBinding(tid, name, before, tuple(sorted(os.sched_getaffinity(tid))))
+            except ProcessLookupError:
+                seen[tid] = ThreadBinding(tid, name, (), (), "exited")
+            except OSError as exc:
+                seen[tid] = ThreadBinding(tid, name, before, before, exc.strerror or str(exc))
+    return tuple(seen[t] for t in sorted(seen))
+
+
+def _own_mappings(host: Any) -> tuple[list[Any], dict[int, int]]:
+    """(numa_maps placements, start -> end from /proc/self/maps) of this process."""
+    from numatune.readers.procs import parse_numa_maps
+
+    text = host.read_optional("/proc/self/numa_maps") or ""
+    placements = list(parse_numa_maps(text, per_mapping=True).by_mapping or ())
+    ends = {}
+    for line in (host.read_optional("/proc/self/maps") or "").splitlines():
+        lo, _, hi = line.partition(" ")[0].partition("-")
+        try:
+            ends[int(lo, 16)] = int(hi, 16)
+        except ValueError:
+            continue
+    return placements, ends
+
+
+def _pages(placements: Sequence[Any], ps: int) -> dict[int, int]:
+    """node -> pages (in base pages of `ps`) of the process's own memory."""
+    out: dict[int, int] = {}
+    for m in placements:
+        if m.kind in OWN_KINDS:
+            for n, p in m.pages.items():
+                out[n] = out.get(n, 0) + p * (m.page_size // ps)
+    return out
+
+
+def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy: bool, budget: int,
+                   ps: int) -> tuple[dict[int, int], dict[int, int], int, dict[str, int]]:
+    """Move the process's own anonymous pages onto `targets`, mapping by mapping, `budget` bytes at most.
+
+    Each mapping with pages off the targets gets mbind(mode, targets, MPOL_MF_MOVE), unless it carries a
+    range policy the program set itself (left: the program placed it; a policy a previous bind() set is
+    replaced). `keep_policy` False (mem_policy none) resets the range to the default policy afterwards.
+    Shared memory (shm, memfd) is never moved: other processes map it. Returns (pages by node before, after,
+    pages moved off other nodes, reason -> pages left off the targets).
+    """
+    from numatune.placement.move import why_left
+    from numatune.placement.pages import page_status
+    from numatune.system import memsys
+
+    want = frozenset(targets)
+    placements, ends = _own_mappings(host)
+    before = _pages(placements, ps)
+    left: dict[str, int] = {}
+
+    def leave(why: str, pages: int) -> None:
+        if pages:
+            left[why] = left.get(why, 0) + pages
+
+    ours = (_LAST.get("mode"), frozenset(_LAST.get("nodes", ())))
+    tried: list[tuple[int, int]] = []
+    remaining = budget
+    for m in placements:
+        off = sum(p for n, p in m.pages.items() if n not in want) * (m.page_size // ps)
+        if not off:
+            continue
+        if m.kind == "shm":
+            leave("shared memory (shm, memfd): other processes map it, not moved", off)
+            continue
+        if m.kind not in OWN_KINDS:
+            continue
+        end = ends.get(m.start)
+        if end is None:
+            leave("unmapped while binding", off)
+            continue
+        try:
+            vma_mode, vma_nodes = memsys.get_mempolicy(m.start)
+        except NumatuneError:
+            leave("unmapped while binding", off)
+            continue
+        if vma_mode != memsys.MPOL_DEFAULT and (vma_mode & ~memsys.MPOL_MODE_FLAGS, vma_nodes) != ours:
+            leave("a range policy the program set (mbind) is kept", off)
+            continue
+        if off * ps > remaining:
+            leave(f"over max_move_bytes ({budget} bytes)", off)
+            continue
+        remaining -= off * ps
+        try:
+            memsys.mbind(m.start, end - m.start, mode, want, memsys.MPOL_MF_MOVE)
+            if not keep_policy:
+                memsys.mbind(m.start, end - m.start, memsys.MPOL_DEFAULT)
+        except memsys.SyscallFailed as exc:
+            leave(f"mbind refused: {exc.message}", off)
+            continue
+        tried.append((m.start, end))
+    placements, _ = _own_mappings(host)
+    after = _pages(placements, ps)
+    off_before = sum(p for n, p in before.items() if n not in want)
+    off_after = sum(p for n, p in after.items() if n not in want)
+    for start, end in tried:  # what stayed in the mappings that were moved: the kernel says why, page by page
+        status = page_status(start, end, ps=ps)
+        if any(s >= 0 and s not in want for s in status):
+            for why, n in why_left(start, status, [(0, end - start, sorted(want))], ps, False).items():
+                leave(why, n)
+    return before, after, max(0, off_before - off_after), left
+
+
+def bind_thread() -> bool:
+    """Give the calling thread the memory policy and CPU mask of this process's last bind(); False when
+    bind() has not bound anything yet. For pools whose threads exist before bind() or are started by
+    threads that were not bound: ThreadPoolExecutor(initializer=numatune.bind_thread)."""
+    if not _LAST:
+        return False
+    from numatune.system import memsys
+
+    if _LAST["cpus"]:
+        os.sched_setaffinity(0, _LAST["cpus"])
+    if _LAST["mode"] is not None:
+        memsys.set_mempolicy(_LAST["mode"], _LAST["nodes"])
+    return True
+
+
+_REPORTS: list[BindReport] = []
+
+
+def last_report() -> BindReport | None:
+    """The report of the last bind() a worker helper made in this process (None before one ran)."""
+    return _REPORTS[-1] if _REPORTS else None
+
+
+class BindWorker:
+    """A picklable callable that binds the process it runs in: a DataLoader `worker_init_fn`, a
+    multiprocessing / torch.multiprocessing Pool `initializer`, or the first line of a worker's entry point.
+
+    Arguments it is called with (DataLoader's worker id, a pool's initargs) are passed on to `then`, the
+    caller's own initializer, which runs after the binding. `report_to` (a path; "{pid}" is replaced) gets
+    the report as JSON. Keywords are bind()'s; best_effort defaults to True here: a worker that cannot be
+    bound keeps running unbound (its report, `last_report()`, says why).
+    """
+
+    def __init__(self, then: Callable[..., Any] | None = None, report_to: str | None = None, **kw: Any) -> None:
+        kw.setdefault("best_effort", True)
+        options(**{k: v for k, v in kw.items() if k not in ("move", "max_move_bytes", "set_env", "environ")})
+        self.then = then
+        self.report_to = report_to
+        self.kw = kw
+
+    def __call__(self, *args: Any) -> BindReport:
+        report = bind(**self.kw)
+        _REPORTS.append(report)
+        if self.report_to:
+            from numatune.render.envelope import dumps
+            from numatune.system.outfile import write_file
+
+            write_file(self.report_to.replace("{pid}", str(os.getpid())), dumps(report.to_dict()) + "\n")
+        if self.then is not None:
+            self.then(*args)
+        return report
+
+
+def bind_worker(then: Callable[..., Any] | None = None, *, report_to: str | None = None, **kw: Any) -> BindWorker:
+    """A worker_init_fn / initializer that binds each worker process (see BindWorker):
+
+        DataLoader(ds, num_workers=4, worker_init_fn=numatune.bind_worker())    # the rank's node
+        torch.multiprocessing.Pool(4, initializer=numatune.bind_worker(node=1))
+    """
+    return BindWorker(then, report_to, **kw)
+
+
+def bind_actor(**kw: Any) -> BindReport:
+    """Bind a Ray actor (or task) from its __init__: Ray gives each actor its GPUs by setting
+    CUDA_VISIBLE_DEVICES to their indices, so the actor is rank 0 of its own view and its first visible
+    GPU names the node, as launch resolves CUDA_VISIBLE_DEVICES. Keywords are bind()'s (rank defaults to 0,
+    best_effort to True: an actor without a GPU, or on a node without it, runs unbound and says why)."""
+    kw.setdefault("rank", 0)
+    kw.setdefault("best_effort", True)
+    report = bind(**kw)
+    _REPORTS.append(report)
+    return report
