@@ -72,6 +72,7 @@ class BindReport:
     pages_after: Mapping[int, int] = {}
     moved: int = 0  # pages that left nodes outside the target
     left: Mapping[str, int] = {}  # reason -> pages left outside the target
+    ranges: int = 0  # anonymous mappings given the memory policy as a range policy (mbind)
     env: Mapping[str, str] = {}  # variables set in os.environ (OMP_NUM_THREADS, the NIC's)
     reasons: tuple[str, ...] = ()  # launch's planning sentences
     warnings: tuple[str, ...] = ()
@@ -124,7 +125,7 @@ class BindReport:
             node=self.node,
             cpus=list(self.cpus),
             cpulist=format_cpulist(self.cpus),
-            memory={"policy": self.memory_policy, "nodes": list(self.memory_nodes)},
+            memory={"policy": self.memory_policy, "nodes": list(self.memory_nodes), "ranges": self.ranges},
             threads=[{"tid": t.tid, "name": t.name, "before": format_cpulist(t.before),
                       "after": format_cpulist(t.after), "error": t.error} for t in self.threads],
             pages={"page_size": self.page_size, "before": {str(n): p for n, p in sorted(self.pages_before.items())},
@@ -244,15 +245,17 @@ def _apply(plan: Any, opts: Any, move: bool, max_move_bytes: int, set_env: bool,
     mem = plan.memory
     if mem.mode is not None:
         memsys.set_mempolicy(mem.mode, mem.nodes)
+    elif _LAST.get("mode") is not None:  # mem_policy none after a bind() that set one: back to the default
+        memsys.set_mempolicy(memsys.MPOL_DEFAULT)
     targets = tuple(mem.nodes) if mem.mode is not None else ((plan.node,) if plan.node is not None else ())
     mode = mem.mode if mem.mode is not None else memsys.MPOL_BIND
     ps = memsys.page_size()
     before = after = {}
-    moved = 0
+    moved = ranges = 0
     left: dict[str, int] = {}
     if targets:
-        before, after, moved, left = move_own_pages(host, mode, targets, keep_policy=mem.mode is not None,
-                                                    budget=max_move_bytes if move else 0, ps=ps)
+        before, after, moved, left, ranges = move_own_pages(host, mode, targets, keep_policy=mem.mode is not None,
+                                                            move=move, budget=max_move_bytes, ps=ps)
     set_vars: dict[str, str] = {}
     if set_env:
         for key, value in plan.env.items():
@@ -262,8 +265,8 @@ def _apply(plan: Any, opts: Any, move: bool, max_move_bytes: int, set_env: bool,
     _LAST.update(mode=mem.mode, nodes=tuple(mem.nodes), cpus=cpus)
     nodes = tuple(mem.nodes) if mem.mode is not None else ()
     return BindReport(True, None, os.getpid(), plan.node, cpus, mem.policy, nodes,
-                      threads, before, after, moved, left, set_vars, tuple(plan.reasons), tuple(warnings),
-                      time.perf_counter() - started, ps, plan)
+                      threads, before, after, moved, left, ranges, set_vars, tuple(plan.reasons),
+                      tuple(warnings), time.perf_counter() - started, ps, plan)
 
 
 def bind_threads(host: Any, cpus: Sequence[int]) -> tuple[ThreadBinding, ...]:
@@ -290,17 +293,18 @@ def bind_threads(host: Any, cpus: Sequence[int]) -> tuple[ThreadBinding, ...]:
     return tuple(seen[t] for t in sorted(seen))
 
 
-def _own_mappings(host: Any) -> tuple[list[Any], dict[int, int]]:
-    """(numa_maps placements, start -> end from /proc/self/maps) of this process."""
+def _own_mappings(host: Any) -> tuple[list[Any], dict[int, tuple[int, str]]]:
+    """(numa_maps placements, start -> (end, path) from /proc/self/maps) of this process."""
     from numatune.readers.procs import parse_numa_maps
 
     text = host.read_optional("/proc/self/numa_maps") or ""
     placements = list(parse_numa_maps(text, per_mapping=True).by_mapping or ())
     ends = {}
     for line in (host.read_optional("/proc/self/maps") or "").splitlines():
-        lo, _, hi = line.partition(" ")[0].partition("-")
+        fields = line.split(maxsplit=5)
+        lo, _, hi = fields[0].partition("-")
         try:
-            ends[int(lo, 16)] = int(hi, 16)
+            ends[int(lo, 16)] = (int(hi, 16), fields[5].strip() if len(fields) > 5 else "")
         except ValueError:
             continue
     return placements, ends
@@ -316,15 +320,16 @@ def _pages(placements: Sequence[Any], ps: int) -> dict[int, int]:
     return out
 
 
-def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy: bool, budget: int,
-                   ps: int) -> tuple[dict[int, int], dict[int, int], int, dict[str, int]]:
-    """Move the process's own anonymous pages onto `targets`, mapping by mapping, `budget` bytes at most.
+def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy: bool, move: bool, budget: int,
+                   ps: int) -> tuple[dict[int, int], dict[int, int], int, dict[str, int], int]:
+    """Give the process's own anonymous mappings the policy and move their pages onto `targets`.
 
-    Each mapping with pages off the targets gets mbind(mode, targets, MPOL_MF_MOVE), unless it carries a
-    range policy the program set itself (left: the program placed it; a policy a previous bind() set is
-    replaced). `keep_policy` False (mem_policy none) resets the range to the default policy afterwards.
-    Shared memory (shm, memfd) is never moved: other processes map it. Returns (pages by node before, after,
-    pages moved off other nodes, reason -> pages left off the targets).
+    Each mapping (heap, stacks, thread arenas, anonymous mmaps, resident or only reserved) gets
+    mbind(mode, targets), with MPOL_MF_MOVE when it has pages elsewhere and `budget` bytes allow, unless it
+    carries a range policy the program set itself (kept; a policy a previous bind() set is replaced).
+    `keep_policy` False (mem_policy none) only moves, and resets each range to the default policy.
+    Shared memory (shm, memfd) is never touched: other processes map it. Returns (pages by node before,
+    after, pages moved off other nodes, reason -> pages left off the targets, mappings given the policy).
     """
     from numatune.placement.move import why_left
     from numatune.placement.pages import page_status
@@ -341,19 +346,20 @@ def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy:
 
     ours = (_LAST.get("mode"), frozenset(_LAST.get("nodes", ())))
     tried: list[tuple[int, int]] = []
+    ranges = 0
     remaining = budget
     for m in placements:
         off = sum(p for n, p in m.pages.items() if n not in want) * (m.page_size // ps)
-        if not off:
-            continue
         if m.kind == "shm":
             leave("shared memory (shm, memfd): other processes map it, not moved", off)
             continue
         if m.kind not in OWN_KINDS:
             continue
-        end = ends.get(m.start)
+        end, path = ends.get(m.start, (None, ""))
         if end is None:
             leave("unmapped while binding", off)
+            continue
+        if path.startswith("[v"):  # [vdso], [vvar], [vsyscall]: the kernel's, never migratable
             continue
         try:
             vma_mode, vma_nodes = memsys.get_mempolicy(m.start)
@@ -363,18 +369,23 @@ def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy:
         if vma_mode != memsys.MPOL_DEFAULT and (vma_mode & ~memsys.MPOL_MODE_FLAGS, vma_nodes) != ours:
             leave("a range policy the program set (mbind) is kept", off)
             continue
-        if off * ps > remaining:
-            leave(f"over max_move_bytes ({budget} bytes)", off)
+        moving = bool(off) and move and off * ps <= remaining
+        if off and not moving:
+            leave("not moved (move=False)" if not move else f"over max_move_bytes ({budget} bytes)", off)
+        if not (moving or keep_policy or vma_mode != memsys.MPOL_DEFAULT):
             continue
-        remaining -= off * ps
         try:
-            memsys.mbind(m.start, end - m.start, mode, want, memsys.MPOL_MF_MOVE)
-            if not keep_policy:
+            if moving or keep_policy:
+                memsys.mbind(m.start, end - m.start, mode, want, memsys.MPOL_MF_MOVE if moving else 0)
+            if not keep_policy:  # and a range policy a previous bind() set goes too
                 memsys.mbind(m.start, end - m.start, memsys.MPOL_DEFAULT)
         except memsys.SyscallFailed as exc:
             leave(f"mbind refused: {exc.message}", off)
             continue
-        tried.append((m.start, end))
+        ranges += keep_policy
+        if moving:
+            remaining -= off * ps
+            tried.append((m.start, end))
     placements, _ = _own_mappings(host)
     after = _pages(placements, ps)
     off_before = sum(p for n, p in before.items() if n not in want)
@@ -384,7 +395,7 @@ def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy:
         if any(s >= 0 and s not in want for s in status):
             for why, n in why_left(start, status, [(0, end - start, sorted(want))], ps, False).items():
                 leave(why, n)
-    return before, after, max(0, off_before - off_after), left
+    return before, after, max(0, off_before - off_after), left, ranges
 
 
 def bind_thread() -> bool:
