@@ -179,7 +179,7 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
          mem_nodes: Sequence[int] | None = None, weights: Mapping[int, int] | None = None, nic: str = "none",
          nic_transport: str = "rdma", best_effort: bool = False, move: bool = True,
          max_move_bytes: int = DEFAULT_MAX_MOVE, set_env: bool = True,
-         environ: Mapping[str, str] | None = None) -> BindReport:
+         environ: Mapping[str, str] | None = None, dry_run: bool = False, root: str | None = None) -> BindReport:
     """Bind this whole process as `numatune launch` would bind a rank, from inside it; returns a BindReport.
 
     The node comes from `node`, else from the rank's GPU (`gpu`, else LOCAL_RANK/SLURM_LOCALID/... and
@@ -194,6 +194,10 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     (`move=False` moves none). With `set_env`, the variables launch would export (OMP_NUM_THREADS, the
     NIC's) are set in os.environ where unset: they reach child processes and libraries initialised later.
 
+    `dry_run` plans only (the report's plan, cpus and memory say what would be bound; nothing is applied),
+    for this machine or for a saved `root` (a snapshot or fixture tree, as `numatune --root R launch --dry-run`);
+    `environ` replaces os.environ for the planning (LOCAL_RANK, CUDA_VISIBLE_DEVICES, NUMATUNE_BIND, ...).
+
     Raises BindingError (exit code 4 in the CLI's terms) when the binding cannot be honoured, UsageError for
     impossible keywords; with `best_effort=True` a binding error returns an unbound report instead.
     """
@@ -205,11 +209,15 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
                    reserve_cores=reserve_cores, allow_isolated=allow_isolated, mem_policy=mem_policy,
                    mem_nodes=mem_nodes, weights=weights, nic=nic, nic_transport=nic_transport,
                    best_effort=best_effort)
+    if root is not None and not dry_run:
+        from numatune.errors import UsageError
+
+        raise UsageError(f"numatune.bind: root={root!r} needs dry_run=True: bind() applies to this process only")
     from numatune.live.bind import plan_live
     from numatune.system.host import Host
 
     try:
-        plan = plan_live(Host.open("/"), env, opts, rebind=True)
+        plan = plan_live(Host.open(root or "/"), env, opts, rebind=True)
     except NumatuneError as exc:
         if not best_effort:
             raise
@@ -217,6 +225,12 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     if plan.unbound:
         return _skipped("; ".join(w for w in plan.warnings if "best-effort" in w) or "the plan is unbound",
                         plan=plan, warnings=plan.warnings, started=started)
+    if dry_run:
+        mem = plan.memory
+        return BindReport(False, "dry run: nothing applied", os.getpid(), plan.node, tuple(plan.cpus), mem.policy,
+                          tuple(mem.nodes) if mem.mode is not None else (), env=dict(plan.env),
+                          reasons=tuple(plan.reasons), warnings=tuple(plan.warnings),
+                          seconds=time.perf_counter() - started, plan=plan)
     warnings = list(plan.warnings)
     try:
         return _apply(plan, opts, move, max_move_bytes, set_env, warnings, started)
@@ -463,9 +477,15 @@ def bind_worker(then: Callable[..., Any] | None = None, *, report_to: str | None
 def bind_actor(**kw: Any) -> BindReport:
     """Bind a Ray actor (or task) from its __init__: Ray gives each actor its GPUs by setting
     CUDA_VISIBLE_DEVICES to their indices, so the actor is rank 0 of its own view and its first visible
-    GPU names the node, as launch resolves CUDA_VISIBLE_DEVICES. Keywords are bind()'s (rank defaults to 0,
-    best_effort to True: an actor without a GPU, or on a node without it, runs unbound and says why)."""
-    kw.setdefault("rank", 0)
+    GPU names the node, as launch resolves CUDA_VISIBLE_DEVICES. Where a local rank is set (Ray Train sets
+    LOCAL_RANK, and shows each worker the node's GPUs) launch's rule applies unchanged. Keywords are bind()'s
+    (rank defaults to 0 without a local rank variable, best_effort to True: an actor without a GPU, or on a
+    node without it, runs unbound and says why)."""
+    from numatune.model.resolve import RANK_VARS
+
+    env = os.environ if kw.get("environ") is None else kw["environ"]
+    if not any(env.get(key, "").strip() for key, _ in RANK_VARS):  # Ray Train sets LOCAL_RANK: launch's rule
+        kw.setdefault("rank", 0)
     kw.setdefault("best_effort", True)
     report = bind(**kw)
     _REPORTS.append(report)
