@@ -307,21 +307,33 @@ def bind_threads(host: Any, cpus: Sequence[int]) -> tuple[ThreadBinding, ...]:
     return tuple(seen[t] for t in sorted(seen))
 
 
-def _own_mappings(host: Any) -> tuple[list[Any], dict[int, tuple[int, str]]]:
-    """(numa_maps placements, start -> (end, path) from /proc/self/maps) of this process."""
+def _own_mappings(host: Any) -> tuple[list[Any], list[tuple[int, int, str]]]:
+    """(numa_maps placements, sorted (start, end, path) ranges of /proc/self/maps) of this process."""
     from numatune.readers.procs import parse_numa_maps
 
     text = host.read_optional("/proc/self/numa_maps") or ""
     placements = list(parse_numa_maps(text, per_mapping=True).by_mapping or ())
-    ends = {}
+    ranges = []
     for line in (host.read_optional("/proc/self/maps") or "").splitlines():
         fields = line.split(maxsplit=5)
         lo, _, hi = fields[0].partition("-")
         try:
-            ends[int(lo, 16)] = (int(hi, 16), fields[5].strip() if len(fields) > 5 else "")
+            ranges.append((int(lo, 16), int(hi, 16), fields[5].strip() if len(fields) > 5 else ""))
         except ValueError:
             continue
-    return placements, ends
+    return placements, sorted(ranges)
+
+
+def _range_at(ranges: list[tuple[int, int, str]], addr: int) -> tuple[int, str] | None:
+    """(end, path) of the mapping holding `addr`. The two files are read one after the other and Python
+    allocates in between: a new arena next to a mapping merges with it, so a numa_maps start may now lie
+    inside a wider range of maps, whose end still closes it."""
+    from bisect import bisect_right
+
+    i = bisect_right(ranges, (addr, 1 << 64)) - 1
+    if i >= 0 and ranges[i][0] <= addr < ranges[i][1]:
+        return ranges[i][1], ranges[i][2]
+    return None
 
 
 def _pages(placements: Sequence[Any], ps: int) -> dict[int, int]:
@@ -350,7 +362,7 @@ def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy:
     from numatune.system import memsys
 
     want = frozenset(targets)
-    placements, ends = _own_mappings(host)
+    placements, ranges = _own_mappings(host)
     before = _pages(placements, ps)
     left: dict[str, int] = {}
 
@@ -360,7 +372,7 @@ def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy:
 
     ours = (_LAST.get("mode"), frozenset(_LAST.get("nodes", ())))
     tried: list[tuple[int, int]] = []
-    ranges = 0
+    given = 0
     remaining = budget
     for m in placements:
         off = sum(p for n, p in m.pages.items() if n not in want) * (m.page_size // ps)
@@ -369,10 +381,11 @@ def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy:
             continue
         if m.kind not in OWN_KINDS:
             continue
-        end, path = ends.get(m.start, (None, ""))
-        if end is None:
+        found = _range_at(ranges, m.start)
+        if found is None:
             leave("unmapped while binding", off)
             continue
+        end, path = found
         if path.startswith("[v"):  # [vdso], [vvar], [vsyscall]: the kernel's, never migratable
             continue
         try:
@@ -396,7 +409,7 @@ def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy:
         except memsys.SyscallFailed as exc:
             leave(f"mbind refused: {exc.message}", off)
             continue
-        ranges += keep_policy
+        given += keep_policy
         if moving:
             remaining -= off * ps
             tried.append((m.start, end))
@@ -409,7 +422,7 @@ def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy:
         if any(s >= 0 and s not in want for s in status):
             for why, n in why_left(start, status, [(0, end - start, sorted(want))], ps, False).items():
                 leave(why, n)
-    return before, after, max(0, off_before - off_after), left, ranges
+    return before, after, max(0, off_before - off_after), left, given
 
 
 def bind_thread() -> bool:

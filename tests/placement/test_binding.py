@@ -1,0 +1,329 @@
+"""numatune.bind() and its worker helpers on this kernel (node 0; every NUMA kernel has it), and its planning
+on fixture trees (dry_run, root=).
+
+Binding changes the whole process (every thread's mask, the memory policy, range policies), so each live
+case runs in a child process that prints what the kernel says afterwards as JSON; pytest's own process is
+left as it was. The masks asked for are narrower than the child's starting mask (one core, where the child
+started on another CPU), so a thread the call missed would show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import numatune
+from numatune.errors import BindingError, UsageError
+from numatune.placement.binding import BindReport, bind, bind_actor, bind_worker
+from tests.conftest import PROJECT, fixture_root
+
+CPUS = sorted(os.sched_getaffinity(0))
+NEEDS_TWO = pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs to see a mask change")
+HM = "handmade-launch-2s4gpu-cxl"  # 2 sockets, 4 GPUs (2 per node: 0000:18, 0000:3b on 0; 0000:86, 0000:af on 1)
+
+
+def first_core() -> list[int]:
+    """CPU0's core (its SMT siblings): what cpu_bind="cores:1" on node 0 gives."""
+    text = open("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list").read().strip()
+    from numatune.cpulist import parse_cpulist
+
+    return sorted(parse_cpulist(text))
+
+
+def run_child(code: str, *, env: dict[str, str] | None = None, timeout: float = 240) -> dict:
+    """Run `code` (which prints one JSON line last) in a fresh interpreter started on the last CPU only."""
+    path = os.pathsep.join([str(PROJECT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    full = {**os.environ, "PYTHONPATH": path, **(env or {})}
+    full.pop("NUMATUNE_BIND", None)
+    if env and "NUMATUNE_BIND" in env:
+        full["NUMATUNE_BIND"] = env["NUMATUNE_BIND"]
+    prog = f"import os\nos.sched_setaffinity(0, {{{CPUS[-1]}}})\n" + textwrap.dedent(code)
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, cwd=PROJECT, env=full,
+                         timeout=timeout, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# -- what it refuses, skips and plans (no change to this process) ---------------------------------------
+def test_numatune_bind_0_is_a_no_op_that_says_so():
+    before = os.sched_getaffinity(0)
+    report = bind(node=0, environ={"NUMATUNE_BIND": "0"})
+    assert not report.bound and report.skipped.startswith("NUMATUNE_BIND=0")
+    assert report.describe() == f"numatune.bind: nothing bound: {report.skipped}"
+    assert report.to_dict()["bound"] is False and report.to_dict()["plan"] is None
+    assert os.sched_getaffinity(0) == before
+
+
+def test_a_node_this_machine_lacks_is_an_error_unless_best_effort():
+    from numatune.system import memsys
+
+    missing = 1 + max(int(n[4:]) for n in os.listdir("/sys/devices/system/node") if n[4:].isdigit())
+    before, policy = os.sched_getaffinity(0), memsys.get_mempolicy()
+    with pytest.raises(BindingError, match=f"node {missing} .*is not in this root"):
+        bind(node=missing)
+    report = bind(node=missing, best_effort=True)
+    assert not report.bound and f"node {missing}" in report.skipped and report.warnings
+    assert (os.sched_getaffinity(0), memsys.get_mempolicy()) == (before, policy)
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"cpu_bind": "nodes"}, "--cpu-bind 'nodes'"),
+    ({"mem_policy": "membind"}, "mem_policy='membind'"),
+    ({"node": -1}, "node=-1"),
+    ({"local_size": 0}, "local_size=0"),
+    ({"mem_nodes": ()}, "mem_nodes is empty"),
+    ({"node": 0, "root": "/"}, "needs dry_run=True"),
+])
+def test_impossible_keywords_are_usage_errors(kw, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")):
+        bind(**kw)
+
+
+def test_a_worker_helper_checks_its_keywords_when_made():
+    with pytest.raises(UsageError):
+        bind_worker(cpu_bind="cores:0")
+
+
+def test_dry_run_on_a_saved_root_resolves_as_launch_does():
+    """The same resolver as launch: LOCAL_RANK=3 with the node's 4 GPUs visible is GPU3 (0000:af:00.0) on node 1,
+    and exclusive splits node 1's 8 cores between the 2 GPUs in use there."""
+    root = str(fixture_root(HM))
+    env = {"LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "4"}
+    report = bind(dry_run=True, root=root, environ=env, cpu_bind="exclusive")
+    assert not report.bound and report.skipped == "dry run: nothing applied"
+    assert (report.plan.gpu.bdf, report.node, report.memory_policy, report.memory_nodes) == ("0000:af:00.0", 1,
+                                                                                            "bind", (1,))
+    assert report.cpus == (6, 7, 14, 15)
+    doc = report.to_dict()
+    assert doc["plan"]["schema"] == "numatune.launch/2" and doc["plan"]["gpu"]["bdf"] == "0000:af:00.0"
+
+
+@pytest.mark.parametrize(("visible", "bdf", "node"), [("3", "0000:af:00.0", 1), ("0", "0000:18:00.0", 0),
+                                                      ("2,1", "0000:86:00.0", 1)])
+def test_a_ray_actor_is_rank_0_of_the_gpus_ray_made_visible(visible, bdf, node):
+    """Stand-in for Ray: an actor asking num_gpus=1 gets CUDA_VISIBLE_DEVICES set to its GPU's index (Ray's
+    worker sets it per actor); no local rank variable is set, so bind_actor is rank 0 of that view."""
+    report = bind_actor(dry_run=True, root=str(fixture_root(HM)), environ={"CUDA_VISIBLE_DEVICES": visible})
+    assert (report.plan.gpu.bdf, report.node) == (bdf, node)
+    assert report.plan.rank.rank == 0
+
+
+def test_a_ray_train_worker_keeps_its_local_rank():
+    """Ray Train sets LOCAL_RANK and shows each worker the node's GPUs: launch's rule, not rank 0."""
+    env = {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "LOCAL_RANK": "2"}
+    report = bind_actor(dry_run=True, root=str(fixture_root(HM)), environ=env)
+    assert (report.plan.gpu.bdf, report.node) == ("0000:86:00.0", 1)
+
+
+def test_the_package_face_gives_the_api_lazily():
+    assert numatune.bind is bind and numatune.BindReport is BindReport
+    assert {"bind", "bind_worker", "bind_thread", "bind_actor"} <= set(dir(numatune))
+    with pytest.raises(AttributeError):
+        numatune.no_such_thing  # noqa: B018
+
+
+# -- live: the whole process ---------------------------------------------------------------------------------
+@NEEDS_TWO
+def test_every_thread_the_memory_policy_and_the_existing_mappings():
+    """Threads started before bind() get the mask; a thread started after inherits mask and policy; an existing
+    thread keeps its own policy until bind_thread(); an existing anonymous mapping gets the range policy."""
+    got = run_child("""
+        import ctypes, json, mmap, threading
+        import numatune
+        from numatune.system import memsys
+        go, done = threading.Event(), threading.Event()
+        seen = {}
+        def old():
+            go.wait()
+            seen["old"] = memsys.get_mempolicy()[0]
+            numatune.bind_thread()
+            seen["old_after"] = [memsys.get_mempolicy()[0], sorted(memsys.get_mempolicy()[1])]
+            done.set()
+        ts = [threading.Thread(target=old)] + [threading.Thread(target=done.wait) for _ in range(3)]
+        for t in ts: t.start()
+        buf = mmap.mmap(-1, 4 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        buf.write(b"x" * (4 << 20))
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+        before = {t: sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}
+        report = numatune.bind(node=0, cpu_bind="cores:1")
+        masks = {t: sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}
+        def new():
+            seen["new"] = [sorted(os.sched_getaffinity(0)), memsys.get_mempolicy()[0]]
+        t = threading.Thread(target=new); t.start(); t.join()
+        go.set(); done.wait()
+        print(json.dumps({"before": before, "masks": masks, "seen": seen, "report": report.to_dict(),
+                          "range": memsys.get_mempolicy(addr)[0], "main": memsys.get_mempolicy()[0]}))
+    """)
+    core = first_core()
+    assert len(got["masks"]) == 5 and all(m == [CPUS[-1]] for m in got["before"].values())
+    assert all(m == core for m in got["masks"].values())
+    report = got["report"]
+    assert report["bound"] and report["cpus"] == core and report["memory"] == {"policy": "bind", "nodes": [0],
+                                                                               "ranges": report["memory"]["ranges"]}
+    assert {str(t["tid"]) for t in report["threads"]} == set(got["masks"])
+    assert all(t["after"] == report["cpulist"] and t["error"] is None for t in report["threads"])
+    assert report["memory"]["ranges"] >= 1 and report["pages"]["on_target"] == 1.0
+    assert got["main"] == got["range"] == 2  # MPOL_BIND: the caller's policy and the existing mapping's
+    assert got["seen"] == {"new": [core, 2], "old": 0, "old_after": [2, [0]]}
+
+
+@NEEDS_TWO
+def test_mem_policy_none_moves_without_a_policy_and_undoes_a_previous_bind():
+    got = run_child("""
+        import json
+        import numatune
+        from numatune.system import memsys
+        first = numatune.bind(node=0)
+        second = numatune.bind(node=0, mem_policy="none", cpu_bind="cores:1")
+        print(json.dumps({"first": first.memory_policy, "second": second.to_dict()["memory"],
+                          "policy": memsys.get_mempolicy()[0], "cpus": sorted(os.sched_getaffinity(0))}))
+    """)
+    assert got == {"first": "bind", "second": {"policy": "none", "nodes": [], "ranges": 0}, "policy": 0,
+                   "cpus": first_core()}
+
+
+def test_the_report_is_the_documented_json_document():
+    got = run_child("""
+        import json
+        import numatune
+        print(json.dumps(numatune.bind(node=0).to_dict()))
+    """)
+    assert got["schema"] == "numatune.bind/1"
+    assert set(got) == documented_fields("numatune.bind/1")
+    assert set(got["pages"]) == {"page_size", "before", "after", "moved", "on_target", "left"}
+    assert got["env"].get("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS")) is not None
+
+
+def documented_fields(schema: str) -> set[str]:
+    """The top-level keys docs/json-schemas.md's table lists for `schema` (first column, in backticks)."""
+    import re
+
+    page = (PROJECT / "docs" / "json-schemas.md").read_text()
+    section = page.split(f"## {schema}", 1)[1].split("\n## ", 1)[0]
+    names = set()
+    for row in re.findall(r"^\| ([^|]+) \|", section, re.M):
+        names |= {n.removesuffix("[]") for n in re.findall(r"`([\w.\[\]]+)`", row) if "." not in n}
+    return names
+
+
+# -- live: the worker helpers with the real torch --------------------------------------------------------------
+@NEEDS_TWO
+def test_dataloader_workers_are_bound_by_worker_init_fn(tmp_path):
+    """DataLoader(num_workers=2, worker_init_fn=numatune.bind_worker(...)): each worker process, including a thread
+    it had started before the call (as a library would), ends on node 0's first core; each writes its report."""
+    pytest.importorskip("torch", reason="PyTorch is not installed (scripts/test.sh installs it)")
+    got = run_child(f"""
+        import json, threading
+        import torch
+        import numatune
+
+        def masks():
+            return {{t: sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}}
+
+        class Masks(torch.utils.data.Dataset):
+            def __len__(self):
+                return 8
+            def __getitem__(self, i):
+                return json.dumps({{"pid": os.getpid(), "masks": masks()}})
+
+        binder = numatune.bind_worker(node=0, cpu_bind="cores:1", report_to={str(tmp_path)!r} + "/w-{{pid}}.json")
+
+        def init(worker_id):
+            threading.Thread(target=threading.Event().wait, daemon=True).start()  # a thread that exists before
+            binder(worker_id)
+
+        loader = torch.utils.data.DataLoader(Masks(), num_workers=2, worker_init_fn=init, batch_size=None)
+        rows = [json.loads(r) for r in loader]
+        print(json.dumps({{"rows": rows, "parent": sorted(os.sched_getaffinity(0))}}))
+    """)
+    core = first_core()
+    pids = {r["pid"] for r in got["rows"]}
+    assert len(pids) == 2 and got["parent"] == [CPUS[-1]]  # the parent is not touched
+    for row in got["rows"]:
+        assert len(row["masks"]) >= 2 and all(m == core for m in row["masks"].values()), row
+    reports = {int(p.name[2:-5]): json.loads(p.read_text()) for p in tmp_path.glob("w-*.json")}
+    assert set(reports) == pids
+    assert all(r["bound"] and r["cpus"] == core and len(r["threads"]) >= 2 for r in reports.values())
+
+
+@NEEDS_TWO
+def test_torch_multiprocessing_pool_initializer_binds_each_worker():
+    """torch.multiprocessing with the spawn start method: the initializer is pickled (BindWorker), each worker is
+    bound before its first task, and the caller's own initializer runs after with its arguments."""
+    pytest.importorskip("torch", reason="PyTorch is not installed (scripts/test.sh installs it)")
+    got = run_child("""
+        import json
+        import torch.multiprocessing as mp
+        import numatune
+        from tests.placement.test_binding import pool_task, pool_then
+
+        if __name__ == "__main__":
+            ctx = mp.get_context("spawn")
+            with ctx.Pool(2, initializer=numatune.bind_worker(pool_then, node=0, cpu_bind="cores:1"),
+                          initargs=("tag",)) as pool:
+                rows = pool.map(pool_task, range(4))
+            print(json.dumps(rows))
+    """)
+    core = first_core()
+    assert len({r["pid"] for r in got}) >= 1
+    for row in got:
+        assert row["then"] == "tag" and row["bound"] and row["cpus"] == core
+        assert all(m == core for m in row["masks"].values()), row
+
+
+_THEN: list[str] = []
+
+
+def pool_then(tag: str) -> None:
+    _THEN.append(tag)
+
+
+def pool_task(_: int) -> dict:
+    from numatune.placement.binding import last_report
+
+    report = last_report()
+    return {"pid": os.getpid(), "then": _THEN[-1] if _THEN else None, "bound": report.bound,
+            "cpus": list(report.cpus), "masks": {t: sorted(os.sched_getaffinity(int(t)))
+                                                 for t in os.listdir("/proc/self/task")}}
+
+
+@NEEDS_TWO
+def test_ray_actors_are_bound_from_init():
+    """Ray from PyPI (when installed): two actors with num_gpus=1 each (declared GPUs: Ray sets
+    CUDA_VISIBLE_DEVICES per actor all the same); bind_actor resolves each actor's GPU on the 4-GPU fixture tree
+    as rank 0 of its view, and binds the actor's own process live, every one of its threads."""
+    pytest.importorskip("ray", reason="Ray is not installed (pip install ray: about 80 MB, adds msgpack, protobuf)")
+    got = run_child(f"""
+        import json
+        import ray
+        import numatune
+
+        ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
+
+        @ray.remote(num_gpus=1, num_cpus=0)
+        class Actor:
+            def __init__(self):
+                self.planned = numatune.bind_actor(dry_run=True, root={str(fixture_root(HM))!r})
+                self.report = numatune.bind_actor(node=0, cpu_bind="cores:1")
+
+            def info(self):
+                return {{"visible": os.environ.get("CUDA_VISIBLE_DEVICES"), "gpu": self.planned.plan.gpu.bdf,
+                        "bound": self.report.bound, "threads": len(self.report.threads),
+                        "masks": {{t: sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}}}}
+
+        actors = [Actor.remote() for _ in range(2)]
+        rows = ray.get([a.info.remote() for a in actors])
+        ray.shutdown()
+        print(json.dumps(rows))
+    """)
+    by_visible = {r["visible"]: r for r in got}
+    assert set(by_visible) == {"0", "1"}
+    assert by_visible["0"]["gpu"] == "0000:18:00.0" and by_visible["1"]["gpu"] == "0000:3b:00.0"
+    for row in got:
+        assert row["bound"] and row["threads"] >= 2
+        assert all(m == first_core() for m in row["masks"].values()), row
