@@ -176,3 +176,21 @@ def test_dax_region_matching_is_the_regular_expressions_it_replaces(real):
         assert (at is None) == (m is None), (real, pattern)
         if m:
             assert tuple(parts[at + g] for g in groups) == m.groups()
+
+
+def test_numatune_bind_imports_neither_click_nor_rich():
+    """`import numatune; numatune.bind` (issue 36), and a call of it, load no CLI or rendering library: a
+    framework's worker pays for the planning and the syscalls only."""
+    from tests.conftest import PROJECT
+
+    heavy = ("click", "rich", "yaml", "psutil", "pyudev", "cpuinfo", "numpy", "torch")
+    code = ("import sys\n"
+            "import numatune\n"
+            "assert 'numatune.placement' not in sys.modules\n"  # the face is lazy
+            "numatune.bind\n"
+            "report = numatune.bind(node=0, dry_run=True)\n"
+            "report.to_dict()\n"
+            f"sys.stderr.write(repr(sorted(m for m in {heavy!r} if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT, check=False,
+                         env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    assert out.returncode == 0 and out.stderr.strip().endswith("[]"), out.stderr[-600:]

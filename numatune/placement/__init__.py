@@ -17,11 +17,6 @@ imported only when a tensor or array is made.
 
 from __future__ import annotations
 
-from numatune.placement.arena import Arena, ArenaReport
-from numatune.placement.move import PlaceReport, place
-from numatune.placement.pages import PageCounts, Span, span_of, where
-from numatune.placement.targets import Stripe, Target, live_context, resolve
-
 __all__ = [
     "Allocation",
     "Arena",
@@ -49,21 +44,28 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):  # noqa: ANN202 - lazy: the plan and the torch helpers load on first use
+# name -> the module that defines it. Nothing is imported with the package: `numatune.bind` (placement.binding)
+# loads only what binding needs, and each name below loads its own module on first use.
+_LAZY = {
+    "Arena": "arena", "ArenaReport": "arena", "PlaceReport": "move", "place": "move", "PageCounts": "pages",
+    "Span": "pages", "span_of": "pages", "where": "pages", "Stripe": "targets", "Target": "targets",
+    "live_context": "targets", "resolve": "targets", "allocating": "scope", "Allocation": "scope",
+    "pin": "pinning", "apply": "pytorch", "place_optimizer_state": "pytorch", "plan_for": "pytorch",
+    "PlannedMemory": "pytorch",
+}
+
+
+def __getattr__(name: str):  # noqa: ANN202 - lazy: each name loads its module on first use
     if name in ("latency_first", "training_items", "Item", "MemoryPlan"):
         from numatune.plan import memory
 
         return getattr(memory, name)
-    if name in ("apply", "place_optimizer_state", "plan_for", "PlannedMemory"):
-        from numatune.placement import pytorch
+    if name in _LAZY:
+        import importlib
 
-        return getattr(pytorch, name)
-    if name in ("allocating", "Allocation"):
-        from numatune.placement import scope
-
-        return getattr(scope, name)
-    if name == "pin":
-        from numatune.placement.pinning import pin
-
-        return pin
+        return getattr(importlib.import_module(f"numatune.placement.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'numatune.placement' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -29,11 +29,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from numatune.cpulist import format_cpulist
 from numatune.errors import NumatuneError
 from numatune.model._record import record
+
+TYPE_CHECKING = False  # typing costs ~15 ms to import; a worker's first call should not pay it
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_MAX_MOVE = 16 << 30  # bytes of already-touched memory bind() moves at most (a few seconds of migration)
 DISABLE = "NUMATUNE_BIND"  # "0" turns bind() into a no-op that says so
@@ -357,8 +360,6 @@ def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy:
     Shared memory (shm, memfd) is never touched: other processes map it. Returns (pages by node before,
     after, pages moved off other nodes, reason -> pages left off the targets, mappings given the policy).
     """
-    from numatune.placement.move import why_left
-    from numatune.placement.pages import page_status
     from numatune.system import memsys
 
     want = frozenset(targets)
@@ -418,6 +419,9 @@ def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy:
     off_before = sum(p for n, p in before.items() if n not in want)
     off_after = sum(p for n, p in after.items() if n not in want)
     for start, end in tried:  # what stayed in the mappings that were moved: the kernel says why, page by page
+        from numatune.placement.move import why_left
+        from numatune.placement.pages import page_status
+
         status = page_status(start, end, ps=ps)
         if any(s >= 0 and s not in want for s in status):
             for why, n in why_left(start, status, [(0, end - start, sorted(want))], ps, False).items():
