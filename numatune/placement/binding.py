@@ -260,10 +260,16 @@ def _apply(plan: Any, opts: Any, move: bool, max_move_bytes: int, set_env: bool,
                                 f"{failed[0].error}")
         warnings += [f"thread {t.tid} ({t.name}): mask not set: {t.error}" for t in failed]
     mem = plan.memory
-    if mem.mode is not None:
-        memsys.set_mempolicy(mem.mode, mem.nodes)
-    elif _LAST.get("mode") is not None:  # mem_policy none after a bind() that set one: back to the default
-        memsys.set_mempolicy(memsys.MPOL_DEFAULT)
+    try:
+        if mem.mode is not None:
+            memsys.set_mempolicy(mem.mode, mem.nodes)
+        elif _LAST.get("mode") is not None:  # mem_policy none after a bind() that set one: back to the default
+            memsys.set_mempolicy(memsys.MPOL_DEFAULT)
+    except memsys.SyscallFailed as exc:
+        if not opts.best_effort or not cpus:
+            raise
+        warnings.append(f"{exc.message}: the CPUs are bound, the memory policy is not (best effort)")
+        mem = mem._replace(policy="none", mode=None, nodes=())
     targets = tuple(mem.nodes) if mem.mode is not None else ((plan.node,) if plan.node is not None else ())
     mode = mem.mode if mem.mode is not None else memsys.MPOL_BIND
     ps = memsys.page_size()
@@ -464,7 +470,8 @@ class BindWorker:
 
     def __init__(self, then: Callable[..., Any] | None = None, report_to: str | None = None, **kw: Any) -> None:
         kw.setdefault("best_effort", True)
-        options(**{k: v for k, v in kw.items() if k not in ("move", "max_move_bytes", "set_env", "environ")})
+        options(**{k: v for k, v in kw.items() if k not in ("move", "max_move_bytes", "set_env", "environ",
+                                                              "dry_run", "root")})
         self.then = then
         self.report_to = report_to
         self.kw = kw

@@ -29,8 +29,11 @@ HM = "handmade-launch-2s4gpu-cxl"  # 2 sockets, 4 GPUs (2 per node: 0000:18, 000
 
 def first_core() -> list[int]:
     """CPU0's core (its SMT siblings): what cpu_bind="cores:1" on node 0 gives."""
-    text = open("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list").read().strip()
+    from pathlib import Path
+
     from numatune.cpulist import parse_cpulist
+
+    text = Path("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list").read_text().strip()
 
     return sorted(parse_cpulist(text))
 
@@ -125,6 +128,73 @@ def test_the_package_face_gives_the_api_lazily():
     assert {"bind", "bind_worker", "bind_thread", "bind_actor"} <= set(dir(numatune))
     with pytest.raises(AttributeError):
         numatune.no_such_thing  # noqa: B018
+
+
+# -- the page accounting, against numa_maps lines written for one real mapping -------------------------------------
+class StatedMaps:
+    """A Host stand-in whose numa_maps is written by the test (pages on a node this machine may lack) and whose
+    maps is the kernel's: move_own_pages asks the kernel about the real mapping, judges from the stated pages."""
+
+    def __init__(self, numa_maps: str) -> None:
+        self.numa_maps = numa_maps
+
+    def read_optional(self, path: str) -> str | None:
+        if path == "/proc/self/numa_maps":
+            return self.numa_maps
+        with open(path) as f:
+            return f.read()
+
+
+@pytest.fixture
+def buffer():
+    import ctypes
+    import mmap
+
+    buf = mmap.mmap(-1, 2 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    buf.write(b"x" * (2 << 20))
+    yield ctypes.addressof(ctypes.c_char.from_buffer(buf))
+
+
+def lines(addr: int) -> str:
+    return (f"{addr:x} default anon=512 dirty=512 N0=256 N1=256 kernelpagesize_kB=4\n"
+            f"{addr + (64 << 30):x} default file=/dev/shm/torch_1 mapped=3 N1=3 kernelpagesize_kB=4\n"
+            f"{addr + (65 << 30):x} default file=/usr/lib/libc.so.6 mapped=40 N1=40 kernelpagesize_kB=4\n")
+
+
+@pytest.mark.parametrize(("move", "budget", "why"), [(True, 0, "over max_move_bytes (0 bytes)"),
+                                                      (False, 1 << 30, "not moved (move=False)")])
+def test_pages_left_off_the_target_are_counted_with_the_reason(buffer, move, budget, why):
+    """Off-target pages beyond the bound (or with move=False) stay, counted; shared memory is never moved; file
+    pages (libraries) are not the process's own. The mapping still gets the range policy."""
+    from numatune.placement.binding import move_own_pages
+    from numatune.system import memsys
+
+    before, after, moved, left, given = move_own_pages(StatedMaps(lines(buffer)), memsys.MPOL_BIND, (0,),
+                                                       keep_policy=True, move=move, budget=budget, ps=4096)
+    assert before == after == {0: 256, 1: 256} and moved == 0 and given == 1
+    assert left == {why: 256, "shared memory (shm, memfd): other processes map it, not moved": 3}
+    assert memsys.get_mempolicy(buffer) == (memsys.MPOL_BIND, frozenset({0}))
+
+
+def test_a_range_policy_the_program_set_is_kept(buffer):
+    from numatune.placement.binding import move_own_pages
+    from numatune.system import memsys
+
+    memsys.mbind(buffer, 2 << 20, memsys.MPOL_PREFERRED, (0,))
+    *_, left, given = move_own_pages(StatedMaps(lines(buffer)), memsys.MPOL_BIND, (0,), keep_policy=True,
+                                     move=True, budget=1 << 30, ps=4096)
+    assert left["a range policy the program set (mbind) is kept"] == 256 and given == 0
+    assert memsys.get_mempolicy(buffer) == (memsys.MPOL_PREFERRED, frozenset({0}))
+
+
+def test_a_mapping_is_found_by_address_after_a_neighbour_merged_with_it():
+    from numatune.placement.binding import _range_at
+
+    ranges = [(0x1000, 0x5000, ""), (0x7000, 0x9000, "[heap]"), (0xA000, 0xB000, "[vdso]")]
+    assert _range_at(ranges, 0x3000) == (0x5000, "")  # a numa_maps start inside a wider (merged) range
+    assert _range_at(ranges, 0x7000) == (0x9000, "[heap]")
+    assert _range_at(ranges, 0x6000) is None and _range_at(ranges, 0x500) is None
+    assert _range_at(ranges, 0xB000) is None
 
 
 # -- live: the whole process ---------------------------------------------------------------------------------
