@@ -88,6 +88,13 @@ class BindReport:
         return self.memory_nodes or ((self.node,) if self.node is not None else ())
 
     @property
+    def moved_from(self) -> dict[int, int]:
+        """node -> pages fewer there than before, for the nodes outside the target (where the moved pages came
+        from; a page freed meanwhile counts too)."""
+        return {n: p - self.pages_after.get(n, 0) for n, p in sorted(self.pages_before.items())
+                if n not in self.target_nodes and p > self.pages_after.get(n, 0)}
+
+    @property
     def on_target(self) -> float:
         """The share of the process's own resident pages on the target nodes now (1.0 when it has none)."""
         total = sum(self.pages_after.values())
@@ -133,6 +140,7 @@ class BindReport:
                       "after": format_cpulist(t.after), "error": t.error} for t in self.threads],
             pages={"page_size": self.page_size, "before": {str(n): p for n, p in sorted(self.pages_before.items())},
                    "after": {str(n): p for n, p in sorted(self.pages_after.items())}, "moved": self.moved,
+                   "moved_from": {str(n): p for n, p in self.moved_from.items()},
                    "on_target": round(self.on_target, 6), "left": dict(self.left)},
             env=dict(self.env),
             seconds=round(self.seconds, 6),
@@ -420,6 +428,8 @@ def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy:
         if moving:
             remaining -= off * ps
             tried.append((m.start, end))
+    if not tried:  # nothing moved: the kernel's numa_maps walk (every page of the process) is not repeated
+        return before, dict(before), 0, left, given
     placements, _ = _own_mappings(host)
     after = _pages(placements, ps)
     off_before = sum(p for n, p in before.items() if n not in want)

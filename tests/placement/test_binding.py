@@ -265,7 +265,8 @@ def test_the_report_is_the_documented_json_document():
     """)
     assert got["schema"] == "numatune.bind/1"
     assert set(got) == documented_fields("numatune.bind/1")
-    assert set(got["pages"]) == {"page_size", "before", "after", "moved", "on_target", "left"}
+    assert set(got["pages"]) == {"page_size", "before", "after", "moved", "moved_from", "on_target",
+                                 "left"}
     assert got["env"].get("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS")) is not None
 
 

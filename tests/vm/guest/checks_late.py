@@ -118,7 +118,8 @@ def bind_from_inside(ctx: Context) -> dict[str, Any]:
     if (entry or {}).get("late_binding"):
         problems.append(f"audit still finds late binding: {entry['late_binding']}")
     pages = report["pages"]
-    if not report["bound"] or pages["moved"] * pages["page_size"] < 0.99 * size:
+    if (not report["bound"] or pages["moved"] * pages["page_size"] < 0.99 * size
+            or pages["moved_from"].get("0", 0) * pages["page_size"] < 0.99 * size):
         problems.append(f"the report does not say the buffer's pages moved: {json.dumps(report)[:2000]}")
     tids = {t["tid"] for t in report["threads"] if t["error"] is None and t["after"] == _cpulist(node1)}
     if not set(rep["tids"]) | {pid} <= tids:
