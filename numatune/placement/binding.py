@@ -209,7 +209,7 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     for this machine or for a saved `root` (a snapshot or fixture tree, as `numatune --root R launch --dry-run`);
     `environ` replaces os.environ for the planning (LOCAL_RANK, CUDA_VISIBLE_DEVICES, NUMATUNE_BIND, ...).
 
-    Raises BindingError (exit code 4 in the CLI's terms) when the binding cannot be honoured, UsageError for
+    Raises BindingError (launch exits 7 for it) when the binding cannot be honoured, UsageError for
     impossible keywords; with `best_effort=True` a binding error returns an unbound report instead.
     """
     started = time.perf_counter()
