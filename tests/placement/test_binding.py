@@ -243,6 +243,34 @@ def test_every_thread_the_memory_policy_and_the_existing_mappings():
 
 
 @NEEDS_TWO
+def test_threads_started_while_binding_end_bound_too():
+    """A thread that keeps starting short-lived threads during the call (a pool growing): bind() scans
+    /proc/self/task again until no new thread appears, and what the bound spawner starts inherits the mask."""
+    got = run_child("""
+        import json, threading, time
+        import numatune
+        stop = threading.Event()
+        def spawner():
+            while not stop.is_set():
+                t = threading.Thread(target=time.sleep, args=(0.05,)); t.start()
+        threading.Thread(target=spawner, daemon=True).start()
+        time.sleep(0.1)
+        report = numatune.bind(node=0, cpu_bind="cores:1")
+        time.sleep(0.2)  # the threads started before the spawner was bound have ended
+        masks = {}
+        for t in os.listdir("/proc/self/task"):
+            try:
+                masks[t] = sorted(os.sched_getaffinity(int(t)))
+            except ProcessLookupError:  # a short-lived thread that ended meanwhile
+                pass
+        stop.set()
+        print(json.dumps({"masks": masks, "threads": len(report.threads), "cpus": list(report.cpus)}))
+    """)
+    assert got["cpus"] == first_core() and got["threads"] >= 3
+    assert len(got["masks"]) >= 2 and all(m == got["cpus"] for m in got["masks"].values()), got["masks"]
+
+
+@NEEDS_TWO
 def test_mem_policy_none_moves_without_a_policy_and_undoes_a_previous_bind():
     got = run_child("""
         import json
