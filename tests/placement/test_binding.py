@@ -14,10 +14,12 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 import numatune
+from numatune.cpulist import parse_cpulist
 from numatune.errors import BindingError, UsageError
 from numatune.placement.binding import BindReport, bind, bind_actor, bind_worker
 from tests.conftest import PROJECT, fixture_root
@@ -29,10 +31,6 @@ HM = "handmade-launch-2s4gpu-cxl"  # 2 sockets, 4 GPUs (2 per node: 0000:18, 000
 
 def first_core() -> list[int]:
     """CPU0's core (its SMT siblings): what cpu_bind="cores:1" on node 0 gives."""
-    from pathlib import Path
-
-    from numatune.cpulist import parse_cpulist
-
     text = Path("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list").read_text().strip()
 
     return sorted(parse_cpulist(text))
@@ -268,6 +266,22 @@ def test_threads_started_while_binding_end_bound_too():
     """)
     assert got["cpus"] == first_core() and got["threads"] >= 3
     assert len(got["masks"]) >= 2 and all(m == got["cpus"] for m in got["masks"].values()), got["masks"]
+
+
+@NEEDS_TWO
+@pytest.mark.parametrize(("env", "slurm"), [({}, False), ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0"}, True)])
+def test_a_rebind_leaves_the_current_mask_except_inside_a_slurm_step(env, slurm):
+    """Started on the last CPU only: a re-bind to node 0 takes node 0's CPUs within the cgroup's (the mask it
+    replaces is no limit); inside a Slurm step the step's CPUs, the current mask, stay the limit, as for launch."""
+    got = run_child("""
+        import json
+        import numatune
+        report = numatune.bind(node=0)
+        print(json.dumps({"cpus": list(report.cpus), "mask": sorted(os.sched_getaffinity(0))}))
+    """, env=env)
+    node0 = sorted(parse_cpulist(Path("/sys/devices/system/node/node0/cpulist").read_text().strip()) & set(CPUS))
+    want = [CPUS[-1]] if slurm else node0
+    assert got == {"cpus": want, "mask": want}
 
 
 @NEEDS_TWO
