@@ -55,9 +55,6 @@ CLI_NOT_MOVED_YET: dict[str, frozenset[str]] = {
                                      "numatune.render.prometheus"}),
     "numatune.cli.compare": frozenset({"numatune.analysis.compare", "numatune.live.bind", "numatune.plan.launch",
                                        "numatune.render.compare_out", "numatune.render.launch_text"}),
-    "numatune.cli.emit": frozenset({"numatune.plan.kubelet", "numatune.plan.nfd", "numatune.readers.irqs",
-                                    "numatune.render.emit_out"}),
-    "numatune.cli.fleet": frozenset({"numatune.render.fleet_out", "numatune.render.html_out"}),
     "numatune.cli.inspect": frozenset({"numatune.readers.pci", "numatune.render.html_out",
                                        "numatune.render.inspect_json", "numatune.render.inspect_text",
                                        "numatune.render.picture", "numatune.render.prometheus"}),
@@ -271,9 +268,10 @@ def test_pure_layers_read_nothing():
 
 
 def test_cli_modules_are_options_only():
-    """launch, irq, plan-memory, check, diff and snapshot reach their use cases through numatune.commands only."""
+    """launch, irq, plan-memory, check, diff, snapshot, emit and fleet reach their use cases through
+    numatune.commands only."""
     assert cli_past_options(GRAPH) == []
-    for name in ("launch", "irq", "plan_memory", "check", "diff", "snapshot"):
+    for name in ("launch", "irq", "plan_memory", "check", "diff", "snapshot", "emit", "fleet"):
         assert f"numatune.cli.{name}" not in CLI_NOT_MOVED_YET
         assert any(t == f"numatune.commands.{name}" for t in GRAPH[f"numatune.cli.{name}"]), name
 

@@ -1,4 +1,4 @@
-"""numatune emit slurm|kubelet|nfd."""
+"""numatune emit slurm|kubelet|nfd|dra: options only (the use cases are in numatune.commands.emit)."""
 
 from __future__ import annotations
 
@@ -76,14 +76,11 @@ def slurm_cmd(app: App, node_name: str | None, reserve_cores: int, reserve_memor
               numa_as_socket: bool, nic_gres: bool, allow_ecores: bool, stand_ins: tuple[tuple[str, str], ...],
               fmt: str, output: Path | None) -> None:
     """The slurm.conf NodeName line and gres.conf lines (one per GPU, Cores= in Slurm's abstract numbering)."""
-    from numatune.commands.emit import read_emit_topology, slurm_emit
-    from numatune.render.emit_out import slurm_document, slurm_text
+    from numatune.commands.emit import slurm_output
 
-    topo = read_emit_topology(app.host)
-    e = slurm_emit(app.host, topo, name=node_name, reserve_cores=reserve_cores, reserve_memory_mib=reserve_memory,
-                   numa_as_socket=numa_as_socket, nic_gres=nic_gres, allow_ecores=allow_ecores,
-                   stand_ins=stand_ins)
-    _render(app, fmt, (slurm_document(e), slurm_text(e)), output)
+    _write(app, slurm_output(app.host, fmt, name=node_name, reserve_cores=reserve_cores,
+                             reserve_memory_mib=reserve_memory, numa_as_socket=numa_as_socket, nic_gres=nic_gres,
+                             allow_ecores=allow_ecores, stand_ins=stand_ins), output)
 
 
 @emit_group.command("kubelet")
@@ -103,17 +100,11 @@ def slurm_cmd(app: App, node_name: str | None, reserve_cores: int, reserve_memor
 def kubelet_cmd(app: App, reserve_cores: int, kube_reserved: int, system_reserved: int, topology_policy: str,
                 scope: str, fmt: str, output: Path | None) -> None:
     """A KubeletConfiguration fragment: static CPU manager, topology manager, Static memory manager."""
-    from numatune.commands.emit import read_emit_topology
-    from numatune.plan.kubelet import kubelet_plan
-    from numatune.readers.irqs import read_isolated
-    from numatune.render.emit_out import kubelet_document, kubelet_text
+    from numatune.commands.emit import kubelet_output
 
-    topo = read_emit_topology(app.host)
-    plan = kubelet_plan(topo, reserve_cores=reserve_cores, kube_reserved_mib=kube_reserved,
-                        system_reserved_mib=system_reserved, topology_policy=topology_policy, scope=scope,
-                        isolated=read_isolated(app.host))
-    _render(app, fmt, (kubelet_document(plan.config, plan.notes, topo.source),
-                       kubelet_text(plan.config, plan.notes, topo.source)), output)
+    _write(app, kubelet_output(app.host, fmt, reserve_cores=reserve_cores, kube_reserved_mib=kube_reserved,
+                               system_reserved_mib=system_reserved, topology_policy=topology_policy, scope=scope),
+           output)
 
 
 @emit_group.command("nfd")
@@ -122,14 +113,9 @@ def kubelet_cmd(app: App, reserve_cores: int, kube_reserved: int, system_reserve
 @click.pass_obj
 def nfd_cmd(app: App, fmt: str, output: Path | None) -> None:
     """A node-feature-discovery local feature file: NUMA nodes, GPUs per node, GPU-NIC path, CXL capacity and tier."""
-    from numatune.commands.emit import read_emit_topology
-    from numatune.plan.nfd import features_file, nfd_labels, omitted
-    from numatune.render.emit_out import nfd_document
+    from numatune.commands.emit import nfd_output
 
-    topo = read_emit_topology(app.host)
-    labels = nfd_labels(topo)
-    text = features_file(labels, topo.source, omitted(topo))
-    _render(app, fmt, (nfd_document(labels, text, topo.source), text), output)
+    _write(app, nfd_output(app.host, fmt), output)
 
 
 @emit_group.command("dra")
@@ -149,8 +135,7 @@ def dra_cmd(app: App, count: int | None, form: str, gpu_class: str | None, nic_c
             fmt: str, output: Path | None) -> None:
     """Kubernetes DRA: the standard attributes (pciBusID, pcieRoot, numaNode) each device's driver should publish,
     and a ResourceClaimTemplate that gives each GPU a NIC under its root complex, else on its NUMA node."""
-    from numatune.commands.emit import dra_emit
-    from numatune.render.emit_out import dra_document, dra_text
+    from numatune.commands.emit import dra_output
 
-    e = dra_emit(app.host, form=form, count=count, gpu_class=gpu_class, nic_class=nic_class, name=name)
-    _render(app, fmt, (dra_document(e), dra_text(e)), output)
+    _write(app, dra_output(app.host, fmt, form=form, count=count, gpu_class=gpu_class, nic_class=nic_class,
+                           name=name), output)

@@ -26,23 +26,12 @@ def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: s
     Reports are read as a stream: memory grows with the number of topologies, not of nodes.
     `--format html` (or `-o fleet.html`) writes one page with a row and a picture per group.
     """
-    from numatune.commands.fleet import run_fleet
+    from numatune.commands.fleet import fleet_output
     from numatune.errors import ExitCode
-    from numatune.render.fleet_out import fleet_document, render_fleet_text
 
-    fleet, unreadable = run_fleet(reports)
+    text, fleet, unreadable = fleet_output(reports, fmt)
     for where, why in unreadable:
         app.warn(f"{where}: {why}")
-    if fmt == "json":
-        from numatune.render.envelope import dumps
-
-        text = dumps(fleet_document(fleet, unreadable)) + "\n"
-    elif fmt == "html":
-        from numatune.render.html_out import fleet_html
-
-        text = fleet_html(fleet, unreadable)
-    else:
-        text = render_fleet_text(fleet, unreadable)
     if output is not None:
         write_output(output, text)
     else:

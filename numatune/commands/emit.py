@@ -28,6 +28,54 @@ def read_emit_topology(host: Host) -> Topology:
     return read_inspect_topology(host, pci_ids_from_env())
 
 
+def _as(fmt: str, doc: dict, text: str) -> str:
+    """The text of the format asked for: the configuration itself, or the numatune.emit/1 document."""
+    if fmt == "json":
+        from numatune.render.envelope import dumps
+
+        return dumps(doc) + "\n"
+    return text
+
+
+def slurm_output(host: Host, fmt: str, **options) -> str:  # noqa: ANN003 - slurm_emit's keywords
+    """`emit slurm`: the slurm.conf node line and gres.conf lines, or their JSON."""
+    from numatune.render.emit_out import slurm_document, slurm_text
+
+    e = slurm_emit(host, read_emit_topology(host), **options)
+    return _as(fmt, slurm_document(e), slurm_text(e))
+
+
+def kubelet_output(host: Host, fmt: str, **options) -> str:  # noqa: ANN003 - kubelet_plan's keywords
+    """`emit kubelet`: the KubeletConfiguration fragment (isolated CPUs never reserved), or its JSON."""
+    from numatune.plan.kubelet import kubelet_plan
+    from numatune.readers.irqs import read_isolated
+    from numatune.render.emit_out import kubelet_document, kubelet_text
+
+    topo = read_emit_topology(host)
+    plan = kubelet_plan(topo, isolated=read_isolated(host), **options)
+    return _as(fmt, kubelet_document(plan.config, plan.notes, topo.source),
+               kubelet_text(plan.config, plan.notes, topo.source))
+
+
+def nfd_output(host: Host, fmt: str) -> str:
+    """`emit nfd`: the node-feature-discovery feature file, or its JSON."""
+    from numatune.plan.nfd import features_file, nfd_labels, omitted
+    from numatune.render.emit_out import nfd_document
+
+    topo = read_emit_topology(host)
+    labels = nfd_labels(topo)
+    text = features_file(labels, topo.source, omitted(topo))
+    return _as(fmt, nfd_document(labels, text, topo.source), text)
+
+
+def dra_output(host: Host, fmt: str, **options) -> str:  # noqa: ANN003 - dra_emit's keywords
+    """`emit dra`: the standard attributes, the pairs and the claim template, or their JSON."""
+    from numatune.render.emit_out import dra_document, dra_text
+
+    e = dra_emit(host, **options)
+    return _as(fmt, dra_document(e), dra_text(e))
+
+
 def dra_emit(host: Host, *, form: str = "scalar", count: int | None = None, gpu_class: str | None = None,
              nic_class: str = "dranet", name: str | None = None) -> DraEmit:
     """`emit dra`: the node's standard DRA attributes and a GPU+NIC claim template (a count above the node's

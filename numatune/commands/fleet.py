@@ -237,3 +237,20 @@ def run_fleet(specs: tuple[str, ...], stdin=None) -> tuple[Fleet, list[tuple[str
         raise InputError("no numatune inspect report found in the input",
                          hint="gather them with e.g. `srun --ntasks-per-node=1 numatune inspect --json`")
     return tally.result(), unreadable
+
+
+def fleet_output(specs: tuple[str, ...], fmt: str) -> tuple[str, Fleet, list[tuple[str, str]]]:
+    """`numatune fleet`: (the report in `fmt` — text, json or html —, the fleet, the unreadable sources)."""
+    fleet, unreadable = run_fleet(specs)
+    if fmt == "json":
+        from numatune.render.envelope import dumps
+        from numatune.render.fleet_out import fleet_document
+
+        return dumps(fleet_document(fleet, unreadable)) + "\n", fleet, unreadable
+    if fmt == "html":
+        from numatune.render.html_out import fleet_html
+
+        return fleet_html(fleet, unreadable), fleet, unreadable
+    from numatune.render.fleet_out import render_fleet_text
+
+    return render_fleet_text(fleet, unreadable), fleet, unreadable
