@@ -1,9 +1,11 @@
 """Prometheus end to end: numatune's textfiles -> real node_exporters -> a real Prometheus -> the shipped rules.
 
-The machines are fixture trees (each listed in fixtures/README.md); numatune writes their textfiles here, the
-way the shipped systemd unit does on a node. Two are hand-made variants, labelled as such below: a CXL machine
-whose tier files are edited so its CXL node sits in DRAM's tier, and a process with half its memory on the far
-node, added to a real two-socket tree (the fixtures hold no process trees).
+The machines are fixture trees (each listed in fixtures/README.md); their textfiles are written by the shipped
+systemd unit's own command line (examples/prometheus/numatune-textfile.service's ExecStart, read as systemd reads
+it), run under each tree as its root. Two are hand-made variants, labelled as such below: a CXL machine whose
+tier files are edited so its CXL node sits in DRAM's tier, and a training rank (LOCAL_RANK in its environment)
+with half its memory on the far node, added to a real two-socket tree (the fixtures hold no process trees).
+Each machine's scrape target carries a site label (`cluster`), which every alert must keep.
 
 - `promtool check rules` and `promtool test rules` on examples/prometheus/numatune-rules.yml, the test's input
   series being the textfiles' samples and its expected alerts computed here from the same samples;
@@ -12,7 +14,8 @@ node, added to a real two-socket tree (the fixtures hold no process trees).
   alert fires on the misplaced-GPU machine and not on the clean GPU machine.
 
 They skip, naming what is missing, when Debian's prometheus / prometheus-node-exporter are not installed
-(scripts/test.sh installs them); once they run, any disagreement fails.
+(scripts/test.sh installs them), except under CI=true, where a missing engine fails; once they run, any
+disagreement fails.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -31,11 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from numatune.cli import main
-from tests.conftest import fixture_copy, fixture_root
+from tests.conftest import engine_missing, fixture_copy, fixture_root
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "examples" / "prometheus" / "numatune-rules.yml"
@@ -44,6 +48,8 @@ UNITS = REPO / "examples" / "prometheus"
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
+BIN = os.path.dirname(sys.executable)  # the environment's `numatune` script sits beside its python
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 
 #: instance name -> (fixture, what numatune writes there)
 MACHINES = {
@@ -55,17 +61,35 @@ MACHINES = {
     "broken-srat": "8em64t-2s2ca2c-buggynuma",  # an error finding (NT008)
     "trainer": "intel-xeon-L5640-2node",  # + a hand-made process with half its memory on the far node
 }
+#: the site label each machine's scrape target carries (what Alertmanager routes on)
+CLUSTER = {name: "east" if i % 2 else "west" for i, name in enumerate(MACHINES)}
 
 
-def _numatune(*args: str) -> str:
-    res = CliRunner().invoke(main, list(args), env={"NUMATUNE_PCI_IDS": "", "NO_COLOR": "1"},
-                             catch_exceptions=False)
-    assert res.exit_code == 0, res.output
-    return res.stdout
+def unit_script(directory: Path | str = TEXTFILE_DIR) -> list[str]:
+    """The textfile service's ExecStart as systemd runs it: split as systemd splits it, `$$` and `%%` unescaped,
+    with the collector directory swapped for `directory`. A `${VAR}`, lone `$VAR` word or other `%` specifier
+    (which systemd would substitute) fails here rather than run differently."""
+    text = (UNITS / "numatune-textfile.service").read_text()
+    lines = [x for x in text.splitlines() if x.startswith("ExecStart=")]
+    assert len(lines) == 1, lines
+    argv = []
+    for word in shlex.split(lines[0][len("ExecStart="):]):
+        assert "${" not in word.replace("$$", "") and not re.fullmatch(r"\$\w+", word), word
+        assert not re.search(r"%[^%]", word.replace("%%", "")), word
+        argv.append(word.replace("$$", "$").replace("%%", "%"))
+    assert argv[0] == "/bin/sh" and argv[1] == "-c" and TEXTFILE_DIR in argv[2], argv
+    return [*argv[:2], argv[2].replace(TEXTFILE_DIR, str(directory)), *argv[3:]]
+
+
+def run_unit(root: Path | str, directory: Path, **kw: object) -> subprocess.CompletedProcess[str]:
+    """The shipped unit's command, with numatune reading `root` (NUMATUNE_ROOT) and writing into `directory`."""
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}", "NUMATUNE_ROOT": str(root),
+           "NUMATUNE_PCI_IDS": "", "NO_COLOR": "1"}
+    return subprocess.run(unit_script(directory), capture_output=True, text=True, timeout=300, env=env, **kw)
 
 
 def _trainer_tree(dest: Path) -> Path:
-    """Hand-made process 4242 on a real two-socket tree: threads on node 0, half its anonymous memory on node 1."""
+    """Hand-made rank 4242 on a real two-socket tree: threads on node 0, half its anonymous memory on node 1."""
     root = fixture_copy("intel-xeon-L5640-2node", dest)
     pid = root / "proc" / "4242"
     (pid / "task" / "4242").mkdir(parents=True)
@@ -90,7 +114,7 @@ def _cxl_top_tier_tree(dest: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def textfiles(tmp_path_factory) -> dict[str, Path]:
-    """instance -> its textfile directory, written by numatune as the shipped unit does (inspect, irq, audit)."""
+    """instance -> its textfile directory, written by the shipped unit's command (inspect, irq, audit --ranks)."""
     base = tmp_path_factory.mktemp("textfiles")
     out = {}
     for name, fixture in MACHINES.items():
@@ -102,24 +126,27 @@ def textfiles(tmp_path_factory) -> dict[str, Path]:
             root = fixture_root(fixture)
         d = base / name
         d.mkdir()
-        (d / "numatune_inspect.prom").write_text(_numatune("--root", str(root), "inspect", "-f", "prometheus"))
-        if (Path(root) / "proc" / "interrupts").exists():
-            (d / "numatune_irq.prom").write_text(_numatune("--root", str(root), "irq", "-f", "prometheus"))
-        if name == "trainer":
-            (d / "numatune_audit.prom").write_text(_numatune("--root", str(root), "audit", "4242", "-f", "prometheus"))
+        res = run_unit(root, d)
+        assert res.returncode == 0, (name, res.stderr)
+        assert sorted(p.name for p in d.iterdir()) == [f"numatune_{c}.prom" for c in ("audit", "inspect", "irq")]
         out[name] = d
     return out
 
 
 def _samples(textfiles: dict[str, Path]) -> list[tuple[str, dict[str, str], float]]:
-    """(metric, labels with instance and job, value) of every sample numatune wrote."""
+    """(metric, labels with the target's: instance, job and cluster, value) of every sample numatune wrote."""
     out = []
     for name, d in textfiles.items():
         for f in sorted(d.glob("*.prom")):
             for fam in text_string_to_metric_families(f.read_text()):
                 for s in fam.samples:
-                    out.append((s.name, {**s.labels, "instance": name, "job": "numatune"}, s.value))
+                    out.append((s.name, {**s.labels, **_target(name)}, s.value))
     return out
+
+
+def _target(name: str) -> dict[str, str]:
+    """The labels Prometheus gives every series scraped from machine `name`'s node_exporter."""
+    return {"instance": name, "job": "numatune", "cluster": CLUSTER[name]}
 
 
 def _findings(textfiles: dict[str, Path]) -> dict[str, set[tuple[str, str]]]:
@@ -137,7 +164,12 @@ def test_the_machines_have_the_findings_the_alerts_are_about(textfiles):
     assert "NT003" in codes["cxl-top-tier"] and "NT003" not in codes["cxl"]
     assert "NT201" in codes["two-socket"] and "NT008" in codes["broken-srat"]
     audit = (textfiles["trainer"] / "numatune_audit.prom").read_text()
-    assert 'numatune_process_remote_ratio{pid="4242"' in audit
+    assert 'numatune_process_remote_ratio{pid="4242",rank="0",comm="python"} 0.5' in audit
+    ranks = {"trainer": 1, "gpu-clean": 1}  # h100-vm-1gpu was captured with a rank running (pid 1248, LOCAL_RANK=0)
+    for name in MACHINES:  # the unit audits every machine's ranks, none running being an empty report
+        text = (textfiles[name] / "numatune_audit.prom").read_text()
+        assert f"numatune_audit_processes {ranks.get(name, 0)}\n" in text, name
+    assert 'numatune_process_remote_ratio{pid="1248",rank="0"' in (textfiles["gpu-clean"] / "numatune_audit.prom").read_text()
 
 
 # -- promtool ------------------------------------------------------------------------------------------------------
@@ -146,8 +178,8 @@ def test_the_machines_have_the_findings_the_alerts_are_about(textfiles):
 def _need(*tools: tuple[str | None, str]) -> None:
     missing = [name for path, name in tools if path is None]
     if missing:
-        pytest.skip(f"{', '.join(missing)} not installed (Debian: prometheus, prometheus-node-exporter; "
-                    "scripts/test.sh installs them)")
+        engine_missing(f"{', '.join(missing)} not installed (Debian: prometheus, prometheus-node-exporter; "
+                       "scripts/test.sh installs them)")
 
 
 def test_promtool_check_rules():
@@ -163,23 +195,27 @@ def _series(metric: str, labels: dict[str, str]) -> str:
 
 def expected_alerts(textfiles: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
     """What each shipped alert must say for these machines, computed here from the samples (not by PromQL): its
-    labels, plus its annotations under "annotations" (the rules' templates, rendered by hand)."""
+    labels (every label of the series it is about, the target's included, less the ones numatune's rules drop:
+    `command` of a finding, `name` of a device), plus its annotations under "annotations" (the rules' templates,
+    rendered by hand)."""
     samples = _samples(textfiles)
     alerts: dict[str, list[dict[str, Any]]] = {}
-    gpu = {(lab["instance"], lab["code"], lab["subject"]) for m, lab, _ in samples
-           if m == "numatune_finding" and lab["code"] in ("NT002", "NT018")}
+
+    def finding(lab: dict[str, str], severity: str) -> dict[str, str]:
+        return {**{k: v for k, v in lab.items() if k != "command"}, "severity": severity}
+
+    gpu = [lab for m, lab, _ in samples if m == "numatune_finding" and lab["code"] in ("NT002", "NT018")]
     alerts["NumatuneGpuNicRemote"] = [
-        {"severity": "warning", "instance": i, "code": c, "subject": s, "annotations": {
-            "summary": f"GPU {s} on {i} has no NIC close to it ({c})",
+        {**finding(lab, "warning"), "annotations": {
+            "summary": f"GPU {lab['subject']} on {lab['instance']} has no NIC close to it ({lab['code']})",
             "description": "Put a NIC on each GPU's socket, or have each rank use the NIC on its node (NCCL_IB_HCA)."}}
-        for i, c, s in sorted(gpu)]
-    err = {(lab["instance"], lab["code"], lab["subject"]) for m, lab, _ in samples
-           if m == "numatune_finding" and lab["severity"] == "error"}
+        for lab in gpu]
+    err = [lab for m, lab, _ in samples if m == "numatune_finding" and lab["severity"] == "error"]
     alerts["NumatuneFindingError"] = [
-        {"severity": "critical", "instance": i, "code": c, "subject": s, "annotations": {
-            "summary": f"numatune {c} (error) on {i}: {s}",
-            "description": f"Run `numatune check` on {i} for the message and the fix."}}
-        for i, c, s in sorted(err)]
+        {**finding(lab, "critical"), "annotations": {
+            "summary": f"numatune {lab['code']} (error) on {lab['instance']}: {lab['subject']}",
+            "description": f"Run `numatune check` on {lab['instance']} for the message and the fix."}}
+        for lab in err]
     cxl = []
     for name in textfiles:
         tier = {lab["node"]: v for m, lab, v in samples if m == "numatune_node_memory_tier" and lab["instance"] == name}
@@ -188,23 +224,25 @@ def expected_alerts(textfiles: dict[str, Path]) -> dict[str, list[dict[str, Any]
         dram = [tier[n] for n, (_, c) in cpus.items() if c > 0 and n in tier]
         for n, (kind, c) in sorted(cpus.items()):
             if dram and c == 0 and kind in ("cxl", "pmem", "unknown") and tier.get(n) == min(dram):
-                cxl.append({"severity": "warning", "instance": name, "job": "numatune", "node": n, "annotations": {
+                cxl.append({**_target(name), "severity": "warning", "node": n, "annotations": {
                     "summary": f"CPU-less node {n} on {name} sits in DRAM's memory tier {tier[n]:g}",
                     "description": "The kernel neither demotes to it nor promotes from it (NT003): publish HMAT/CDAT"
                                    " or use kmem."}})
     alerts["NumatuneCxlInDramTier"] = cxl
-    irqs: dict[tuple[str, ...], float] = {}
+    irqs: dict[tuple[tuple[str, str], ...], float] = {}
     for m, lab, v in samples:
         if m == "numatune_device_irqs_remote":
-            key = (lab["instance"], lab["device"], lab["kind"], lab["node"])
+            key = tuple(sorted((k, x) for k, x in lab.items() if k != "name"))
             irqs[key] = irqs.get(key, 0) + v
     alerts["NumatuneIrqsOffNode"] = [
-        {"severity": "warning", "instance": i, "device": d, "kind": k, "node": n, "annotations": {
-            "summary": f"{v:g} IRQs of {k} {d} on {i} are routed off node {n}",
-            "description": f"Run `numatune irq plan` and `numatune irq apply` on {i} (or stop irqbalance)."}}
-        for (i, d, k, n), v in sorted(irqs.items()) if v > 0]
+        {**dict(key), "severity": "warning", "annotations": {
+            "summary": f"{v:g} IRQs of {dict(key)['kind']} {dict(key)['device']} on {dict(key)['instance']} are"
+                       f" routed off node {dict(key)['node']}",
+            "description": f"Run `numatune irq plan` and `numatune irq apply` on {dict(key)['instance']}"
+                           " (or stop irqbalance)."}}
+        for key, v in sorted(irqs.items()) if v > 0]
     alerts["NumatuneRemoteMemory"] = [
-        {"severity": "warning", "instance": lab["instance"], "pid": lab["pid"], "comm": lab["comm"], "annotations": {
+        {**lab, "severity": "warning", "annotations": {
             "summary": f"Process {lab['pid']} ({lab['comm']}) on {lab['instance']} has {100 * v:g}% of its memory"
                        " on remote nodes",
             "description": f"`numatune audit {lab['pid']}` on {lab['instance']} names the fix (numatune launch,"
@@ -216,6 +254,8 @@ def expected_alerts(textfiles: dict[str, Path]) -> dict[str, list[dict[str, Any]
 def test_expected_alerts_name_the_right_machines(textfiles):
     alerts = expected_alerts(textfiles)
     machines = {name: {a["instance"] for a in rows} for name, rows in alerts.items()}
+    assert all(a["cluster"] == CLUSTER[a["instance"]] and a["job"] == "numatune" for rows in alerts.values()
+               for a in rows)
     assert machines == {
         "NumatuneGpuNicRemote": {"gpu-misplaced"},
         "NumatuneFindingError": {"broken-srat"},
@@ -236,6 +276,11 @@ def test_promtool_test_rules(textfiles, tmp_path):
         for key in found:
             per_code[key] = per_code.get(key, 0) + 1
     alerts = expected_alerts(textfiles)
+    remote: dict[str, float] = {}  # the largest remote share of a rank, per machine
+    for m, lab, v in samples:
+        if m == "numatune_process_remote_ratio":
+            remote[lab["instance"]] = max(v, remote.get(lab["instance"], v))
+    assert remote["trainer"] == 0.5
     test = {
         "rule_files": [str(RULES)],
         "evaluation_interval": "1m",
@@ -254,8 +299,8 @@ def test_promtool_test_rules(textfiles, tmp_path):
                                                     {"code": c, "severity": s}), "value": n}
                                  for (c, s), n in sorted(per_code.items())]},
                 {"expr": 'instance:numatune_process_remote_ratio:max', "eval_time": "15m",
-                 "exp_samples": [{"labels": 'instance:numatune_process_remote_ratio:max{instance="trainer"}',
-                                  "value": 0.5}]},
+                 "exp_samples": [{"labels": _series("instance:numatune_process_remote_ratio:max", {"instance": i}),
+                                  "value": v} for i, v in sorted(remote.items())]},
             ],
         }],
     }
@@ -331,7 +376,8 @@ def test_prometheus_scrapes_node_exporters_and_alerts(textfiles, tmp_path):
     t0 = time.monotonic()
     ports = {name: _free_port() for name in textfiles}
     prom_port = _free_port()
-    targets = [{"targets": [f"127.0.0.1:{ports[name]}"], "labels": {"instance": name}} for name in textfiles]
+    targets = [{"targets": [f"127.0.0.1:{ports[name]}"], "labels": {"instance": name, "cluster": CLUSTER[name]}}
+               for name in textfiles]
     config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
               "rule_files": [str(RULES)],
               "scrape_configs": [{"job_name": "numatune", "static_configs": targets}]}
@@ -378,6 +424,20 @@ def test_prometheus_scrapes_node_exporters_and_alerts(textfiles, tmp_path):
                                ("NumatuneIrqsOffNode", "two-socket"), ("NumatuneFindingError", "broken-srat")):
             _wait(f"{alert} fires on {machine}", lambda a=alert, m=machine: m in firing_on(a))
             assert firing_on(alert) == {machine}, alert  # and never on another machine (gpu-clean, cxl)
+        # Each alert carries exactly the labels expected, the target's `cluster` included (Alertmanager routes
+        # on it); the remote-memory alert (for: 10m) is pending on the trainer's rank, from the unit's audit.
+        expected = expected_alerts(textfiles)
+        for alert, state in [(a, "firing") for a in expected if a != "NumatuneRemoteMemory"] + [
+                ("NumatuneRemoteMemory", "pending")]:
+            def labels(a: str = alert, st: str = state) -> list[dict[str, str]]:
+                rows = _query(prom_port, f'ALERTS{{alertname="{a}", alertstate="{st}"}}')
+                return sorted(({k: v for k, v in r["metric"].items() if k not in ("__name__", "alertname", "alertstate")}
+                               for r in rows), key=lambda x: json.dumps(x, sort_keys=True))
+
+            want = sorted(({k: v for k, v in row.items() if k != "annotations"} for row in expected[alert]),
+                          key=lambda x: json.dumps(x, sort_keys=True))
+            _wait(f"{alert} {state} with labels {want}", lambda f=labels, w=want: f() == w, timeout=30)
+            assert want and all(x["cluster"] == CLUSTER[x["instance"]] for x in want)
         stale = [a for a in firing() if a["metric"]["alertname"] == "NumatuneTextfileStale"]
         assert stale == []
         # every dashboard panel shows data for these machines (the recording rules have run by now)
@@ -441,29 +501,23 @@ def test_systemd_units_verify(tmp_path):
 def test_textfile_unit_writes_atomically(tmp_path):
     """The service's ExecStart, run as it is (root and collector directory swapped for test ones): each textfile is
     replaced by rename, never left half-written, and a failing run keeps the last good one."""
-    text = (UNITS / "numatune-textfile.service").read_text()
-    line = next(x for x in text.splitlines() if x.startswith("ExecStart="))
-    argv = json.loads("[" + ",".join(json.dumps(a) for a in _split_exec(line[len("ExecStart="):])) + "]")
-    assert argv[:2] == ["/bin/sh", "-c"]
-    script = argv[2].replace("/var/lib/prometheus/node-exporter", str(tmp_path))
-    numatune_bin = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin"
-    env = {**os.environ, "PATH": f"{numatune_bin}:{os.environ['PATH']}",
-           "NUMATUNE_ROOT": str(fixture_root("vm-two-socket"))}
-    res = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    res = run_unit(fixture_root("vm-two-socket"), tmp_path)
     assert res.returncode == 0, res.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["numatune_inspect.prom", "numatune_irq.prom"]
+    names = ["numatune_audit.prom", "numatune_inspect.prom", "numatune_irq.prom"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
     assert "numatune_numa_nodes 2" in (tmp_path / "numatune_inspect.prom").read_text()
     assert 'numatune_device_irqs_remote{device="0000:42:00.0"' in (tmp_path / "numatune_irq.prom").read_text()
-    # a failing run leaves the last good file and no temporary one
-    before = (tmp_path / "numatune_inspect.prom").read_text()
-    res = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120,
-                         env={**env, "NUMATUNE_ROOT": str(tmp_path / "missing")})
+    assert "numatune_audit_processes 0\n" in (tmp_path / "numatune_audit.prom").read_text()  # no rank running
+    # a failing run leaves the last good files and no temporary one, and the unit fails
+    before = {n: (tmp_path / n).read_text() for n in names}
+    res = run_unit(tmp_path / "missing", tmp_path)
     assert res.returncode != 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["numatune_inspect.prom", "numatune_irq.prom"]
-    assert (tmp_path / "numatune_inspect.prom").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+    assert {n: (tmp_path / n).read_text() for n in names} == before
 
 
-def _split_exec(value: str) -> list[str]:
-    import shlex
-
-    return shlex.split(value)
+def test_unit_script_reads_exec_start_as_systemd_does():
+    """`$$` is systemd's `$` (the temporary file is named after the shell's PID), `%%` its `%`."""
+    script = unit_script("/x")[2]
+    assert '"$f.$$"' in script and "$$$$" not in script and "/var/lib" not in script
+    assert "audit --ranks" not in script and "a=--ranks" in script

@@ -52,6 +52,9 @@ class _SampleBar:
 @click.option("--name", "names", multiple=True, metavar="PATTERN",
               help="Processes whose command name matches (shell glob; a plain word matches as a substring). "
                    "Repeatable.")
+@click.option("--ranks", is_flag=True,
+              help="Every process whose environment names a local rank (LOCAL_RANK, SLURM_LOCALID, "
+                   "OMPI_COMM_WORLD_LOCAL_RANK...): this machine's training ranks; none running is an empty report.")
 @format_option("text", "json", "prometheus")
 @click.option("--watch", is_flag=True, help="Live view, refreshed every --interval seconds (Ctrl-C to stop).")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, metavar="SECONDS",
@@ -77,6 +80,7 @@ def audit_cmd(
     pids: tuple[int, ...],
     children: bool,
     names: tuple[str, ...],
+    ranks: bool,
     fmt: str,
     watch: bool,
     interval: float,
@@ -101,8 +105,8 @@ def audit_cmd(
     prefetch = prefetch_numa_maps(app.host, pids) if pids and not children and not watch and not sample else None
     from numatune.analysis.locality import Thresholds
 
-    if not pids and not names:
-        raise click.UsageError("give at least one PID or --name PATTERN")
+    if not pids and not names and not ranks:
+        raise click.UsageError("give at least one PID, --name PATTERN or --ranks")
     if children and not pids:
         raise click.UsageError("--children needs the launcher's PID")
     if watch and fmt != "text":
@@ -120,7 +124,7 @@ def audit_cmd(
         thresholds = Thresholds(remote_warn, remote_misplaced, slow_tier_warn)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    run = AuditRun(app.host, pids, children, names, thresholds, mappings=per_mapping)
+    run = AuditRun(app.host, pids, children, names, thresholds, mappings=per_mapping, ranks=ranks)
     if watch:
         _watch(app, run, interval, count, sample)
         return

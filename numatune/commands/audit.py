@@ -47,12 +47,14 @@ class AuditRun:
 
     def __init__(
         self, host: Host, pids: tuple[int, ...], children: bool, names: tuple[str, ...], thresholds: Thresholds,
-        *, mappings: bool = False,
+        *, mappings: bool = False, ranks: bool = False,
     ) -> None:
-        """`mappings`: keep each process's placement per mapping (`audit --mappings`)."""
+        """`mappings`: keep each process's placement per mapping (`audit --mappings`); `ranks`: also every
+        process whose environment names a local rank (`audit --ranks`)."""
         from numatune.readers.topology import read_topology
 
         self.host, self.pids, self.children, self.names, self.thresholds = host, pids, children, names, thresholds
+        self.ranks = ranks
         self.mappings = mappings
         self.topo = read_topology(self.host, pci_ids=None)
         self.balancing = self.host.read_int("/proc/sys/kernel/numa_balancing")
@@ -62,7 +64,7 @@ class AuditRun:
         import os
 
         from numatune.errors import ProcessGone
-        from numatune.readers.procs import descendants, list_processes, match_name, pid_exists
+        from numatune.readers.procs import descendants, list_processes, match_name, pid_exists, rank_processes
 
         for pid in self.pids:
             if not pid_exists(self.host, pid):
@@ -70,7 +72,7 @@ class AuditRun:
         strict = set(self.pids)
         wanted: list[int] = []
         job = None
-        table = list_processes(self.host) if (self.children or self.names) else {}
+        table = list_processes(self.host) if (self.children or self.names or self.ranks) else {}
         if self.children:
             job = {"launchers": list(self.pids), "ranks": []}
             for pid in self.pids:
@@ -84,6 +86,8 @@ class AuditRun:
             if not matched:
                 raise ProcessGone(f"no process matches --name {pattern!r}")
             wanted += [p for p in matched if p not in wanted]
+        if self.ranks:  # none running is an empty report: a timer audits whatever trains right now
+            wanted += [p for p in rank_processes(self.host, table, exclude=me) if p not in wanted]
         return wanted, strict, job
 
     def read(

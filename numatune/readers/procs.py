@@ -583,6 +583,23 @@ def descendants(table: dict[int, tuple[int, str, str]], root: int) -> list[int]:
     return out
 
 
+def rank_processes(host: Host, table: dict[int, tuple[int, str, str]], exclude: int | None = None) -> list[int]:
+    """PIDs whose environment names a local rank the way launch reads it (LOCAL_RANK, SLURM_LOCALID,
+    OMPI_COMM_WORLD_LOCAL_RANK, ...): a machine's training ranks and the processes they started. An environment
+    that cannot be read (another user's process, an exited one) is passed over."""
+    out = []
+    for pid in sorted(table):
+        if pid == exclude:
+            continue
+        try:
+            found = local_rank(parse_environ(_Reader(host, pid).read("environ")))[0] is not None
+        except NumatuneError:  # exited, another user's, unreadable: not known to be a rank
+            continue
+        if found:
+            out.append(pid)
+    return out
+
+
 def match_name(table: dict[int, tuple[int, str, str]], pattern: str, exclude: int | None = None) -> list[int]:
     """PIDs whose comm or argv[0] basename matches a shell glob (a plain word matches as a substring)."""
     glob = any(c in pattern for c in "*?[")
