@@ -200,6 +200,23 @@ def test_saved_tree_root(cli, tmp_path):
     assert cli("--root", str(root), "audit", "4243").exit_code == 6
 
 
+def test_ranks_audits_every_process_with_a_local_rank(cli, tmp_path):
+    """--ranks: the processes whose environment names a local rank (any launcher's variable), nothing else; with
+    none running, an empty report and exit 0 (the textfile unit runs it on every machine)."""
+    root = _saved_tree(tmp_path)
+    write_process(root, 4243, "SLURM_LOCALID=1\x00SLURM_JOB_ID=7\x00")
+    write_process(root, 4244, "PATH=/usr/bin\x00")  # no rank: not a training process
+    write_process(root, 4245, "LOCAL_RANK=x\x00")  # malformed: not known to be a rank
+    r = cli("--root", str(root), "audit", "--ranks", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert [(p["pid"], p["rank"]) for p in json.loads(r.stdout)["processes"]] == [(4242, 0), (4243, 1)]
+    r = cli("--root", str(root), "audit", "--ranks", "4244", "--json")  # with PIDs: both
+    assert sorted(p["pid"] for p in json.loads(r.stdout)["processes"]) == [4242, 4243, 4244]
+    bare = fixture_copy("intel-xeon-L5640-2node", tmp_path / "bare")
+    r = cli("--root", str(bare), "audit", "--ranks", "-f", "prometheus")
+    assert r.exit_code == 0 and "numatune_audit_processes 0\n" in r.stdout and "numatune_process_" not in r.stdout
+
+
 def test_process_exits_between_listing_and_reading_is_skipped_in_a_tree(cli, tmp_path, monkeypatch):
     import numatune.readers.procs as procs
 
