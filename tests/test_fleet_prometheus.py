@@ -169,7 +169,8 @@ def test_the_machines_have_the_findings_the_alerts_are_about(textfiles):
     for name in MACHINES:  # the unit audits every machine's ranks, none running being an empty report
         text = (textfiles[name] / "numatune_audit.prom").read_text()
         assert f"numatune_audit_processes {ranks.get(name, 0)}\n" in text, name
-    assert 'numatune_process_remote_ratio{pid="1248",rank="0"' in (textfiles["gpu-clean"] / "numatune_audit.prom").read_text()
+    clean = (textfiles["gpu-clean"] / "numatune_audit.prom").read_text()
+    assert 'numatune_process_remote_ratio{pid="1248",rank="0"' in clean
 
 
 # -- promtool ------------------------------------------------------------------------------------------------------
@@ -431,8 +432,7 @@ def test_prometheus_scrapes_node_exporters_and_alerts(textfiles, tmp_path):
                 ("NumatuneRemoteMemory", "pending")]:
             def labels(a: str = alert, st: str = state) -> list[dict[str, str]]:
                 rows = _query(prom_port, f'ALERTS{{alertname="{a}", alertstate="{st}"}}')
-                return sorted(({k: v for k, v in r["metric"].items() if k not in ("__name__", "alertname", "alertstate")}
-                               for r in rows), key=lambda x: json.dumps(x, sort_keys=True))
+                return sorted((_alert_labels(r["metric"]) for r in rows), key=lambda x: json.dumps(x, sort_keys=True))
 
             want = sorted(({k: v for k, v in row.items() if k != "annotations"} for row in expected[alert]),
                           key=lambda x: json.dumps(x, sort_keys=True))
@@ -449,6 +449,11 @@ def test_prometheus_scrapes_node_exporters_and_alerts(textfiles, tmp_path):
                      if rule["health"] != "ok"]
         assert not unhealthy
     assert time.monotonic() - t0 < 90
+
+
+def _alert_labels(metric: dict[str, str]) -> dict[str, str]:
+    """An ALERTS series' labels less the ones Prometheus adds (its name, alertname, alertstate)."""
+    return {k: v for k, v in metric.items() if k not in ("__name__", "alertname", "alertstate")}
 
 
 def _dashboard_exprs() -> list[str]:
