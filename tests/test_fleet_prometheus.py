@@ -432,10 +432,10 @@ def test_prometheus_scrapes_node_exporters_and_alerts(textfiles, tmp_path):
                 ("NumatuneRemoteMemory", "pending")]:
             def labels(a: str = alert, st: str = state) -> list[dict[str, str]]:
                 rows = _query(prom_port, f'ALERTS{{alertname="{a}", alertstate="{st}"}}')
-                return sorted((_alert_labels(r["metric"]) for r in rows), key=lambda x: json.dumps(x, sort_keys=True))
+                return sorted((_alert_labels(r["metric"]) for r in rows), key=_canon)
 
             want = sorted(({k: v for k, v in row.items() if k != "annotations"} for row in expected[alert]),
-                          key=lambda x: json.dumps(x, sort_keys=True))
+                          key=_canon)
             _wait(f"{alert} {state} with labels {want}", lambda f=labels, w=want: f() == w, timeout=30)
             assert want and all(x["cluster"] == CLUSTER[x["instance"]] for x in want)
         stale = [a for a in firing() if a["metric"]["alertname"] == "NumatuneTextfileStale"]
@@ -449,6 +449,10 @@ def test_prometheus_scrapes_node_exporters_and_alerts(textfiles, tmp_path):
                      if rule["health"] != "ok"]
         assert not unhealthy
     assert time.monotonic() - t0 < 90
+
+
+def _canon(labels: dict[str, str]) -> str:
+    return json.dumps(labels, sort_keys=True)
 
 
 def _alert_labels(metric: dict[str, str]) -> dict[str, str]:
