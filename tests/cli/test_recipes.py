@@ -5,10 +5,13 @@ gives every rank its GPU, its own cores and its own NIC on the hand-made rail-al
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -78,3 +81,89 @@ def test_recipe_gives_every_rank_its_gpu_cores_and_nic(recipe, rail):
     assert [p["nic"]["rdma"] for p in plans] == [f"mlx5_{r}" for r in range(8)]
     assert all(p["env"]["UCX_NET_DEVICES"] == f"mlx5_{r}:1" for r, p in enumerate(plans))
     assert all(p["torchrun"]["mode"] == "exclusive" for p in plans)
+
+
+# -- the CPU-node recipes, run as written with a real torchrun ----------------------------------------------------
+CPU_TEXT = SECTION.split("On a node without GPUs", 1)[1]
+CPU_BLOCK = re.findall(r"^```console\n(.*?)^```", CPU_TEXT, re.M | re.S)[0]
+CPU_RECIPES = [line[2:] for line in CPU_BLOCK.splitlines() if line.startswith("$ ")]
+BIN = os.path.dirname(sys.executable)  # the environment's `numatune` and `torchrun` sit beside its python
+#: the `train.py` the recipes run: says where it runs (its PID, rank, CPUs, OMP_NUM_THREADS) and waits
+TRAIN = """\
+import json, os, pathlib, time
+rank = os.environ.get("LOCAL_RANK") or os.environ.get("SLURM_LOCALID")
+report = {"pid": os.getpid(), "rank": int(rank), "affinity": sorted(os.sched_getaffinity(0)),
+          "omp": os.environ.get("OMP_NUM_THREADS")}
+pathlib.Path(f"ready-{rank}.tmp").write_text(json.dumps(report))
+os.rename(f"ready-{rank}.tmp", f"ready-{rank}")
+end = time.monotonic() + 300
+while not pathlib.Path("stop").exists() and time.monotonic() < end:
+    time.sleep(0.1)
+"""
+
+
+def test_the_cpu_recipes_are_there():
+    assert [r.split()[0] for r in CPU_RECIPES] == ["torchrun", "numatune", "torchrun", "srun"]
+    assert CPU_RECIPES[1].startswith("numatune launch --emit wrap.sh ") and "./wrap.sh" in CPU_RECIPES[2]
+
+
+def _node0_cores() -> list[set[int]]:
+    """Physical cores (sets of sibling CPUs) of node 0 that this process may use."""
+    from pathlib import Path
+
+    allowed = os.sched_getaffinity(0)
+    cores: dict[str, set[int]] = {}
+    for cpu in sorted(allowed):
+        node = Path(f"/sys/devices/system/cpu/cpu{cpu}/node0")
+        if not node.exists() and Path("/sys/devices/system/node/node1").exists():
+            continue
+        sib = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip()
+        cores.setdefault(sib, set()).add(cpu)
+    return list(cores.values())
+
+
+@pytest.mark.parametrize("recipe", [r for r in CPU_RECIPES if r.startswith("torchrun ")])
+def test_cpu_recipe_runs_with_real_torchrun_and_audit_sees_each_rank_on_its_core(recipe, tmp_path):
+    """The README's line as written, by a shell, in a directory holding train.py: torchrun (the CPU build of torch)
+    starts 2 ranks, numatune binds each to its own core of node 0, and `numatune audit` of the ranks' PIDs says
+    so (and what each rank reads of itself agrees)."""
+    pytest.importorskip("torch.distributed.run", reason="the CPU build of torch is not installed (scripts/test.sh)")
+    if shutil.which("torchrun", path=BIN) is None:
+        pytest.skip(f"no torchrun beside {sys.executable}")
+    if len(_node0_cores()) < 2:
+        pytest.skip(f"node 0 has fewer than 2 usable physical cores here ({_node0_cores()}): 2 ranks cannot split it")
+    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), "NO_COLOR": "1"}
+    env.pop("NUMATUNE_ROOT", None)
+    (tmp_path / "train.py").write_text(TRAIN)
+    if "./wrap.sh" in recipe:  # the wrapper the README's `--emit` line writes, written by that line
+        emit = subprocess.run(["bash", "-c", CPU_RECIPES[1]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert emit.returncode == 0 and (tmp_path / "wrap.sh").exists(), emit.stderr
+    proc = subprocess.Popen(["bash", "-c", recipe], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not all((tmp_path / f"ready-{r}").exists() for r in (0, 1)):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the ranks did not start within 180 s"
+            time.sleep(0.2)
+        ranks = {r: json.loads((tmp_path / f"ready-{r}").read_text()) for r in (0, 1)}
+        audit = subprocess.run(["numatune", "audit", "--json", *(str(ranks[r]["pid"]) for r in (0, 1))], env=env,
+                               capture_output=True, text=True, timeout=120)
+        assert audit.returncode == 0, audit.stderr
+        seen = {p["pid"]: p for p in json.loads(audit.stdout)["processes"]}
+    finally:
+        (tmp_path / "stop").touch()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    cores = _node0_cores()
+    got = []
+    for r, report in ranks.items():
+        a = seen[report["pid"]]
+        assert a["rank"] == r and a["comm"].startswith("python")
+        assert sorted(a["cpus_allowed"]) == report["affinity"]  # audit reads what the rank itself sees
+        assert set(a["cpus_allowed"]) in cores, (r, a["cpus_allowed"], cores)  # one whole core of node 0
+        assert a["home_nodes"] == [0] and report["omp"] == str(len(a["cpus_allowed"]))
+        assert f"numatune: rank {r} → node 0: cpus " in err
+        got.append(frozenset(a["cpus_allowed"]))
+    assert got[0] != got[1]  # each rank its own core

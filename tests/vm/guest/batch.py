@@ -138,7 +138,8 @@ def main() -> int:
                 signal.alarm(0)
             entry = {"status": "passed", "details": details}
         except vm_guest.CheckSkipped as exc:
-            entry = {"status": "skipped", "details": str(exc)}
+            entry = {"status": "skipped", "details": str(exc),
+                     "engine_missing": isinstance(exc, vm_guest.EngineMissing)}
         except vm_guest.CheckFailed as exc:
             entry = {"status": "failed", "details": str(exc)}
         except AssertionError as exc:

@@ -11,6 +11,12 @@ Issue 27, item 1. One-node cluster on the two-socket machine, daemons from the h
   inside `srun` stays inside the step's CPUs and says so (or refuses, naming them);
 - `check --slurm-conf` passes on the running configuration and names the line of a deliberately wrong copy.
 
+Abstract ids (CpuSpecList, gres.conf Cores=) are turned into Linux CPUs with Slurm's own reading, never with
+numatune's: `slurmd -C` must state the sockets, cores and threads of numatune's node line, and the ids are
+hwloc's logical numbering (slurmd's xcpuinfo), read from `lstopo --of xml`; slurmd's own CPU affinity once
+it applied CpuSpecList must be those CPUs. TaskPlugin=task/cgroup,task/affinity must start (a slurmd that
+cannot is a failure, never a quiet fall-back to task/affinity alone).
+
 What the guest needs (../shared/vm-notes.md): an IPv4 address of its own (a dummy interface) with the
 host name in a bind-mounted copy of /etc/hosts, cgroup.conf with IgnoreSystemd=yes (no systemd/dbus),
 munged with its own key and socket, every daemon detached from the console, proctrack/linuxproc. Every
@@ -33,13 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from vm_checks import Context, check
-from vm_guest import CheckFailed, CheckSkipped, numatune, parse_cpulist, read, run, wait_for
+from vm_guest import CheckFailed, EngineMissing, numatune, parse_cpulist, read, run, wait_for
 
 ADDR = "10.77.0.1"
 WORK = Path("/tmp/numatune-slurm")
 TOUCHER = Path(__file__).with_name("toucher.py")
 TOUCH_MIB = 16
-BINARIES = ("slurmctld", "slurmd", "srun", "scontrol", "munged")
+BINARIES = ("slurmctld", "slurmd", "srun", "scontrol", "munged", "lstopo-no-graphics")
+TASK_PLUGIN = "task/cgroup,task/affinity"
 HW_DIFFERS = "configuration differs from hardware"
 
 
@@ -88,8 +95,8 @@ def _prepare_guest(log: list[str]) -> str:
     """Address, hosts file, cgroup2 controllers, munge: everything both phases share. Returns the host name."""
     missing = [b for b in BINARIES if shutil.which(b) is None and not Path("/usr/sbin", b).exists()]
     if missing:
-        raise CheckSkipped(f"Slurm/munge not installed on the host root ({', '.join(missing)}; Debian: slurmctld "
-                           "slurmd slurm-client munge, which tests/vm/setup.sh installs)")
+        raise EngineMissing(f"Slurm/munge/hwloc not installed on the host root ({', '.join(missing)}; Debian: "
+                            "slurmctld slurmd slurm-client munge hwloc, which tests/vm/setup.sh installs)")
     shutil.rmtree(WORK, ignore_errors=True)
     for sub in ("state", "spool", "munge"):
         (WORK / sub).mkdir(parents=True)
@@ -263,8 +270,37 @@ def _emit(*args: str) -> dict[str, Any]:
     return json.loads(res.stdout)
 
 
-def _abstract_to_linux(emit: dict[str, Any], cores: list[int]) -> set[int]:
-    return {cpu for sock in emit["layout"]["sockets"] for c in sock if c["core"] in cores for cpu in c["cpus"]}
+def _hwloc_cores() -> list[list[int]]:
+    """Linux CPUs of each core in hwloc's logical order: Slurm's abstract core i is hwloc's core i, and its
+    abstract CPU j (threads of a core in a row) hwloc's PU j (slurmd's xcpuinfo reads them the same way)."""
+    import xml.etree.ElementTree as ET
+
+    res = run(["lstopo-no-graphics", "--of", "xml", "-"], timeout=120, check=True)
+    cores = [[int(pu.get("os_index", "-1")) for pu in core.iter("object") if pu.get("type") == "PU"]
+             for core in ET.fromstring(res.stdout).iter("object") if core.get("type") == "Core"]
+    if not cores or any(not c for c in cores):
+        raise CheckFailed(f"hwloc lists no cores with PUs: {res.stdout[:600]}")
+    return cores
+
+
+def _slurmd_reading(cluster: Cluster, emit: dict[str, Any]) -> dict[str, int]:
+    """`slurmd -C` (Slurm's own reading of the hardware) states numatune's node line's counts."""
+    res = cluster.slurm("slurmd", "-C", timeout=120)
+    got = {k: int(v) for k, v in re.findall(r"\b(CPUs|SocketsPerBoard|CoresPerSocket|ThreadsPerCore)=(\d+)",
+                                              res.stdout)}
+    line = emit["node"]["line"]
+    want = {k: int(v) for k, v in re.findall(r"\b(CPUs|Sockets|CoresPerSocket|ThreadsPerCore)=(\d+)", line)}
+    want["SocketsPerBoard"] = want.pop("Sockets", 0)
+    if res.returncode != 0 or got != want:
+        raise CheckFailed(f"slurmd -C reads {got or res.summary()}, numatune's node line says {want} ({line})")
+    return got
+
+
+def _cores_to_linux(cores: list[list[int]], ids: list[int]) -> set[int]:
+    """gres.conf Cores= (abstract core ids) as Linux CPUs, through hwloc's numbering."""
+    if max(ids, default=-1) >= len(cores):
+        raise CheckFailed(f"Cores= {ids} names a core hwloc does not have ({len(cores)} cores)")
+    return {cpu for i in ids for cpu in cores[i]}
 
 
 @contextlib.contextmanager
@@ -283,7 +319,7 @@ def _cluster(log: list[str]) -> Iterator[tuple[Cluster, str]]:
             subprocess.run(["umount", "/etc/hosts"], timeout=20, capture_output=True, check=False)
 
 
-@check("two-socket")
+@check("two-socket", engines=True)
 def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
     """A real slurmctld/slurmd from `emit slurm`: srun bindings = audit, reserved cores unused, launch inside."""
     t0 = time.monotonic()
@@ -308,7 +344,7 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
                        "gres": [g["line"] for g in reserved["gres"]]}
     with _cluster(log) as (cluster, host):
         # -- phase 1: the plain node line ---------------------------------------------------------------
-        task_plugin = "task/cgroup,task/affinity"
+        task_plugin = TASK_PLUGIN
         conf = _write_config(host, plain["node"]["line"], task_plugin, [])
         wrong = WORK / "wrong-slurm.conf"
         wrong_text = conf.replace("CoresPerSocket=2", "CoresPerSocket=4")
@@ -318,14 +354,11 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
             checks.numatune("good", "check", "--slurm-conf", str(WORK / "slurm.conf"), "--json",
                             "--fail-on", "error", ok=(0, 1))
             checks.numatune("wrong", "check", "--slurm-conf", str(wrong), "--json", "--fail-on", "error", ok=(0, 1))
+            details["slurmd_C"] = _slurmd_reading(cluster, plain)
             try:
                 details["phase1"] = _start_slurm(cluster, host)
-            except CheckFailed as exc:  # task/cgroup needs more than the guest has: affinity alone
-                log.append(f"with TaskPlugin={task_plugin}: {str(exc)[:600]}")
-                cluster.stop_slurm()
-                task_plugin = "task/affinity"
-                _write_config(host, plain["node"]["line"], task_plugin, [])
-                details["phase1"] = _start_slurm(cluster, host)
+            except CheckFailed as exc:  # no fall-back: the check is about task/cgroup's confinement
+                raise CheckFailed(f"TaskPlugin={task_plugin} could not start: {exc}") from exc
         details["task_plugin"] = task_plugin
         details["check"] = _judge_checks(checks, wrong, wrong_line)
         lap("start_slurm_and_check")
@@ -342,6 +375,7 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
             raise CheckFailed(f"numatune audit of the Slurm tasks failed:\n{res.summary()}")
         audited = {p["pid"]: p for p in json.loads(res.stdout)["processes"]}
         details["phase1_tasks"] = _judge_phase1(tasks, audited, nodes, sockets)
+        details["task_cgroup"] = {label: _task_cgroup(t) for label, ts in tasks.items() for t in ts[:1]}
         lap("steps_and_audit")
         for _, proc in list(_srun_procs(cluster)):
             _kill(proc)
@@ -355,8 +389,14 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
         details["phase2"] = _start_slurm(cluster, host)
         lap("restart_reserved")
         spec = set(reserved["node"]["cpu_spec_list"])
-        reserved_cpus = _abstract_cpus_to_linux(reserved, spec)
-        gpu_cores = _abstract_to_linux(reserved, reserved["gres"][0]["cores"])
+        hw_cores = _hwloc_cores()
+        reserved_cpus = _cpus_to_linux(hw_cores, spec)
+        gpu_cores = _cores_to_linux(hw_cores, reserved["gres"][0]["cores"])
+        slurmd_cpus = _slurmd_affinity(cluster)
+        if slurmd_cpus != reserved_cpus:
+            raise CheckFailed(f"slurmd bound itself to CPUs {sorted(slurmd_cpus or [])} for CpuSpecList "
+                              f"{sorted(spec)}, hwloc's numbering gives {sorted(reserved_cpus)}")
+        details["hwloc_cores"] = hw_cores
         too_many = cluster.slurm("srun", "-n3", "--cpu-bind=cores", "--immediate=15", "true", timeout=60)
         if too_many.returncode == 0:
             raise CheckFailed(f"srun -n3 ran although CpuSpecList leaves 2 cores: {too_many.summary()}")
@@ -403,10 +443,22 @@ def _make_standin(path: Path) -> None:
     os.mknod(path, 0o666 | 0o020000, os.makedev(1, 3))
 
 
-def _abstract_cpus_to_linux(emit: dict[str, Any], ids: set[int]) -> set[int]:
-    """CpuSpecList ids are Slurm's abstract CPU ids: cores socket by socket, threads of a core in a row."""
-    flat = [cpu for sock in emit["layout"]["sockets"] for c in sock for cpu in c["cpus"]]
+def _cpus_to_linux(cores: list[list[int]], ids: set[int]) -> set[int]:
+    """CpuSpecList (Slurm's abstract CPU ids: hwloc's logical PUs, threads of a core in a row) as Linux CPUs."""
+    flat = [cpu for core in cores for cpu in core]
+    if max(ids, default=-1) >= len(flat):
+        raise CheckFailed(f"CpuSpecList {sorted(ids)} names a CPU hwloc does not have ({len(flat)} PUs)")
     return {flat[i] for i in ids}
+
+
+def _slurmd_affinity(cluster: Cluster) -> set[int] | None:
+    """The CPUs slurmd bound itself to (it does, to the CpuSpecList CPUs, once it applied them)."""
+    for p in cluster.procs:
+        if Path(p.args[0]).name == "slurmd" and p.poll() is None:
+            for line in read(f"/proc/{p.pid}/status", "").splitlines():
+                if line.startswith("Cpus_allowed_list:"):
+                    return set(parse_cpulist(line.split(":", 1)[1]))
+    return None
 
 
 def _judge_checks(par: _Parallel, wrong: Path, wrong_line: int) -> dict[str, Any]:
@@ -469,6 +521,22 @@ def _judge_phase1(tasks: dict[str, list[dict[str, Any]]], audited: dict[int, dic
             raise CheckFailed(f"--cpu-bind=cores gave two tasks one core: {rows}")
         out[label] = rows
     return out
+
+
+def _task_cgroup(task: dict[str, Any]) -> dict[str, Any]:
+    """task/cgroup confined the task: it sits in a job cgroup of slurmstepd whose effective cpuset holds its
+    CPUs (task/affinity alone leaves it in slurmd's cgroup)."""
+    path = next((x.split("::", 1)[1] for x in read(f"/proc/{task['pid']}/cgroup", "").splitlines()
+                 if x.startswith("0::")), "")
+    if "/job_" not in path:
+        raise CheckFailed(f"task {task['task']} (pid {task['pid']}) is in cgroup {path!r}, not a Slurm job's: "
+                          "task/cgroup did not confine it")
+    job = Path("/sys/fs/cgroup") / path.lstrip("/").split("/step_")[0]
+    cpus = set(parse_cpulist(read(job / "cpuset.cpus.effective", "")))
+    if not cpus or not set(task["affinity"]) <= cpus:
+        raise CheckFailed(f"task {task['task']}'s job cgroup {job} has cpuset {sorted(cpus)}, the task runs on "
+                          f"{task['affinity']}")
+    return {"cgroup": path, "job_cpus": sorted(cpus)}
 
 
 def _srun_procs(cluster: Cluster) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:

@@ -60,15 +60,17 @@ class Check:
     topologies: tuple[str, ...]
     func: Callable[[Context], dict[str, Any]]
     doc: str
+    engines: bool = False  # drives a real engine (Slurm, Prometheus): under CI=true it must have run
 
 
 REGISTRY: list[Check] = []
 
 
-def check(*topologies: str) -> Callable[[Callable[[Context], dict[str, Any]]], Callable[[Context], dict[str, Any]]]:
+def check(*topologies: str, engines: bool = False
+          ) -> Callable[[Callable[[Context], dict[str, Any]]], Callable[[Context], dict[str, Any]]]:
     def register(func: Callable[[Context], dict[str, Any]]) -> Callable[[Context], dict[str, Any]]:
         doc = (func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else ""
-        REGISTRY.append(Check(func.__name__, topologies or ALL, func, doc))
+        REGISTRY.append(Check(func.__name__, topologies or ALL, func, doc, engines))
         return func
 
     return register

@@ -31,6 +31,11 @@ class CheckSkipped(Exception):
     """A check cannot run in this guest (a binary it needs is not installed): reported as skipped, with why."""
 
 
+class EngineMissing(CheckSkipped):
+    """A real engine the check drives (Slurm, munge, Prometheus, node_exporter) is not installed: skipped, and a
+    failure on the host under CI=true (tests/vm/test_vm_checks.py), where a green run must prove it ran."""
+
+
 class NotImplementedYet(CheckFailed):
     """The numatune subcommand a check needs does not exist (yet): the check fails, loudly."""
 
