@@ -88,18 +88,7 @@ CPU_TEXT = SECTION.split("On a node without GPUs", 1)[1]
 CPU_BLOCK = re.findall(r"^```console\n(.*?)^```", CPU_TEXT, re.M | re.S)[0]
 CPU_RECIPES = [line[2:] for line in CPU_BLOCK.splitlines() if line.startswith("$ ")]
 BIN = os.path.dirname(sys.executable)  # the environment's `numatune` and `torchrun` sit beside its python
-#: the `train.py` the recipes run: says where it runs (its PID, rank, CPUs, OMP_NUM_THREADS) and waits
-TRAIN = """\
-import json, os, pathlib, time
-rank = os.environ.get("LOCAL_RANK") or os.environ.get("SLURM_LOCALID")
-report = {"pid": os.getpid(), "rank": int(rank), "affinity": sorted(os.sched_getaffinity(0)),
-          "omp": os.environ.get("OMP_NUM_THREADS")}
-pathlib.Path(f"ready-{rank}.tmp").write_text(json.dumps(report))
-os.rename(f"ready-{rank}.tmp", f"ready-{rank}")
-end = time.monotonic() + 300
-while not pathlib.Path("stop").exists() and time.monotonic() < end:
-    time.sleep(0.1)
-"""
+TRAIN = PROJECT / "tests" / "data" / "recipes" / "train.py"  # reports its PID, rank and CPUs, then waits
 
 
 def test_the_cpu_recipes_are_there():
@@ -134,7 +123,7 @@ def test_cpu_recipe_runs_with_real_torchrun_and_audit_sees_each_rank_on_its_core
         pytest.skip(f"node 0 has fewer than 2 usable physical cores here ({_node0_cores()}): 2 ranks cannot split it")
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), "NO_COLOR": "1"}
     env.pop("NUMATUNE_ROOT", None)
-    (tmp_path / "train.py").write_text(TRAIN)
+    shutil.copy(TRAIN, tmp_path / "train.py")
     if "./wrap.sh" in recipe:  # the wrapper the README's `--emit` line writes, written by that line
         emit = subprocess.run(["bash", "-c", CPU_RECIPES[1]], cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=120)

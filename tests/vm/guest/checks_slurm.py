@@ -13,8 +13,9 @@ Issue 27, item 1. One-node cluster on the two-socket machine, daemons from the h
 
 Abstract ids (CpuSpecList, gres.conf Cores=) are turned into Linux CPUs with Slurm's own reading, never with
 numatune's: `slurmd -C` must state the sockets, cores and threads of numatune's node line, and the ids are
-hwloc's logical numbering (slurmd's xcpuinfo), read from `lstopo --of xml`; slurmd's own CPU affinity once
-it applied CpuSpecList must be those CPUs. TaskPlugin=task/cgroup,task/affinity must start (a slurmd that
+mapped by the running slurmd's own abstract CPU map (SlurmdDebug=debug4: `CPU map[ABS]=>LINUX S:C:T`), which
+must agree with hwloc's logical numbering read from `lstopo --of xml`; slurmd's own CPU affinity once it
+applied CpuSpecList must be those CPUs. TaskPlugin=task/cgroup,task/affinity must start (a slurmd that
 cannot is a failure, never a quiet fall-back to task/affinity alone).
 
 What the guest needs (../shared/vm-notes.md): an IPv4 address of its own (a dummy interface) with the
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from vm_checks import Context, check
-from vm_guest import CheckFailed, EngineMissing, numatune, parse_cpulist, read, run, wait_for
+from vm_guest import REPO, CheckFailed, EngineMissing, numatune, parse_cpulist, read, run, wait_for
 
 ADDR = "10.77.0.1"
 WORK = Path("/tmp/numatune-slurm")
@@ -134,7 +135,7 @@ def _start_munge(cluster: Cluster) -> None:
         raise CheckFailed(f"munged did not create its socket in 120 s: {log}")
 
 
-def _write_config(host: str, node_line: str, task_plugin: str, gres: list[str]) -> str:
+def _write_config(host: str, node_line: str, task_plugin: str, gres: list[str], debug: str = "info") -> str:
     """slurm.conf (the node line as numatune wrote it, plus NodeAddr), cgroup.conf, gres.conf. Returns slurm.conf."""
     conf = "\n".join([
         "ClusterName=numatune",
@@ -149,7 +150,7 @@ def _write_config(host: str, node_line: str, task_plugin: str, gres: list[str]) 
         f"SlurmdPidFile={WORK / 'slurmd.pid'}",
         f"SlurmctldLogFile={WORK / 'slurmctld.log'}",
         f"SlurmdLogFile={WORK / 'slurmd.log'}",
-        "SlurmdDebug=info",
+        f"SlurmdDebug={debug}",
         "ProctrackType=proctrack/linuxproc",
         f"TaskPlugin={task_plugin}",
         "SelectType=select/cons_tres",
@@ -296,6 +297,25 @@ def _slurmd_reading(cluster: Cluster, emit: dict[str, Any]) -> dict[str, int]:
     return got
 
 
+def _slurmd_cpu_map(hw_cores: list[list[int]]) -> list[list[int]]:
+    """The running slurmd's abstract CPU map (its debug4 `CPU map[ABS]=>LINUX S:C:T s:c:t` lines) as Linux CPUs
+    per abstract core, checked against hwloc's logical numbering (which slurmd reads it from)."""
+    rows = {}
+    for m in re.finditer(r"CPU map\[(\d+)\]=>(\d+) S:C:T (\d+):(\d+):(\d+)", read(WORK / "slurmd.log", "")):
+        rows[int(m[1])] = tuple(int(x) for x in m.groups()[1:])
+    if not rows:
+        raise CheckFailed(f"slurmd logged no abstract CPU map at debug4: {read(WORK / 'slurmd.log', '')[-800:]}")
+    per_core: dict[tuple[int, int], list[int]] = {}
+    for ab in sorted(rows):
+        linux, sock, core, _ = rows[ab]
+        per_core.setdefault((sock, core), []).append(linux)
+    cores = [per_core[k] for k in sorted(per_core)]
+    flat = [rows[ab][0] for ab in sorted(rows)]
+    if cores != hw_cores or flat != [cpu for c in hw_cores for cpu in c]:
+        raise CheckFailed(f"slurmd's abstract CPU map {rows} disagrees with hwloc's logical cores {hw_cores}")
+    return cores
+
+
 def _cores_to_linux(cores: list[list[int]], ids: list[int]) -> set[int]:
     """gres.conf Cores= (abstract core ids) as Linux CPUs, through hwloc's numbering."""
     if max(ids, default=-1) >= len(cores):
@@ -380,16 +400,18 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
         for _, proc in list(_srun_procs(cluster)):
             _kill(proc)
             cluster.procs.remove(proc)
+        details["readme_srun"] = _readme_srun(cluster, nodes)
+        lap("readme_srun")
 
         # -- phase 2: CpuSpecList + a stand-in GPU -----------------------------------------------------
         cluster.stop_slurm()
         _make_standin(standin)
         gres = [g["line"] for g in reserved["gres"]]
-        _write_config(host, reserved["node"]["line"], task_plugin, gres)
+        _write_config(host, reserved["node"]["line"], task_plugin, gres, debug="debug4")
         details["phase2"] = _start_slurm(cluster, host)
         lap("restart_reserved")
         spec = set(reserved["node"]["cpu_spec_list"])
-        hw_cores = _hwloc_cores()
+        hw_cores = _slurmd_cpu_map(_hwloc_cores())
         reserved_cpus = _cpus_to_linux(hw_cores, spec)
         gpu_cores = _cores_to_linux(hw_cores, reserved["gres"][0]["cores"])
         slurmd_cpus = _slurmd_affinity(cluster)
@@ -537,6 +559,60 @@ def _task_cgroup(task: dict[str, Any]) -> dict[str, Any]:
         raise CheckFailed(f"task {task['task']}'s job cgroup {job} has cpuset {sorted(cpus)}, the task runs on "
                           f"{task['affinity']}")
     return {"cgroup": path, "job_cpus": sorted(cpus)}
+
+
+def readme_srun_recipe() -> str:
+    """The README's CPU-node srun recipe, as written (the console block after "On a node without GPUs")."""
+    text = (REPO / "README.md").read_text().split("On a node without GPUs", 1)[1]
+    block = re.findall(r"^```console\n(.*?)^```", text, re.M | re.S)[0]
+    return next(line[2:] for line in block.splitlines() if line.startswith("$ srun "))
+
+
+def _readme_srun(cluster: Cluster, nodes: dict[int, set[int]]) -> dict[str, Any]:
+    """The README's srun line run as written by a shell in a directory holding train.py (tests/data/recipes): each
+    of the two ranks is bound by numatune launch to its own core of node 0 inside the job's cgroup, and `numatune
+    audit` of their PIDs says so."""
+    recipe = readme_srun_recipe()
+    work = WORK / "recipe"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    shutil.copy(REPO / "tests" / "data" / "recipes" / "train.py", work / "train.py")
+    env = {**cluster.env, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    proc = subprocess.Popen(["bash", "-c", recipe], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        started = wait_for(lambda: all((work / f"ready-{r}").exists() for r in (0, 1)) or proc.poll() is not None,
+                           timeout=300, interval=1)
+        if not started or proc.poll() is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+            raise CheckFailed(f"$ {recipe}\n-> the ranks did not report within 300 s (rc {proc.returncode}): "
+                              f"{(out + err)[-1500:]}")
+        ranks = {r: json.loads((work / f"ready-{r}").read_text()) for r in (0, 1)}
+        res = numatune("audit", "--json", *(str(ranks[r]["pid"]) for r in (0, 1)), timeout=240)
+        if res.returncode != 0:
+            raise CheckFailed(f"numatune audit of the recipe's ranks failed:\n{res.summary()}")
+        audited = {p["pid"]: p for p in json.loads(res.stdout)["processes"]}
+    finally:
+        (work / "stop").touch()
+    out, err = proc.communicate(timeout=120)
+    if proc.returncode != 0:
+        raise CheckFailed(f"$ {recipe}\n-> rc {proc.returncode}: {(out + err)[-1500:]}")
+    rows = {}
+    for r, report in ranks.items():
+        a = audited[report["pid"]]
+        cpus = set(a["cpus_allowed"])
+        job = _task_cgroup({"pid": report["pid"], "task": r, "affinity": report["affinity"]})
+        if a["rank"] != r or sorted(cpus) != report["affinity"] or len(cpus) != 1 or not cpus <= nodes[0]:
+            raise CheckFailed(f"$ {recipe}\n-> rank {r}: audit says rank {a['rank']} on CPUs {sorted(cpus)}, the "
+                              f"rank reads {report['affinity']}; want one CPU of node 0 {sorted(nodes[0])}\n{err}")
+        if a["home_nodes"] != [0] or f"numatune: rank {r} → node 0" not in err:
+            raise CheckFailed(f"$ {recipe}\n-> rank {r}: home nodes {a['home_nodes']}; launch said: {err[-800:]}")
+        rows[r] = {"cpus": sorted(cpus), "omp": report["omp"], **job}
+    if rows[0]["cpus"] == rows[1]["cpus"]:
+        raise CheckFailed(f"$ {recipe}\n-> both ranks on CPU {rows[0]['cpus']}")
+    return {"recipe": recipe, "ranks": rows, "launch": err.strip().splitlines()[-2:]}
 
 
 def _srun_procs(cluster: Cluster) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
