@@ -4,6 +4,7 @@ gives every rank its GPU, its own cores and its own NIC on the hand-made rail-al
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import time
 
 import pytest
 
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, engine_missing
 from tests.handmade_rail import build_rail
 
 SECTION = (PROJECT / "README.md").read_text().split("#### numatune or your launcher's flag", 1)[1]
@@ -116,9 +117,8 @@ def test_cpu_recipe_runs_with_real_torchrun_and_audit_sees_each_rank_on_its_core
     """The README's line as written, by a shell, in a directory holding train.py: torchrun (the CPU build of torch)
     starts 2 ranks, numatune binds each to its own core of node 0, and `numatune audit` of the ranks' PIDs says
     so (and what each rank reads of itself agrees)."""
-    pytest.importorskip("torch.distributed.run", reason="the CPU build of torch is not installed (scripts/test.sh)")
-    if shutil.which("torchrun", path=BIN) is None:
-        pytest.skip(f"no torchrun beside {sys.executable}")
+    if importlib.util.find_spec("torch") is None or shutil.which("torchrun", path=BIN) is None:
+        engine_missing(f"no torchrun beside {sys.executable} (the CPU build of torch; scripts/test.sh installs it)")
     if len(_node0_cores()) < 2:
         pytest.skip(f"node 0 has fewer than 2 usable physical cores here ({_node0_cores()}): 2 ranks cannot split it")
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), "NO_COLOR": "1"}

@@ -15,6 +15,8 @@
 #   - virtme-ng (PyPI, provides `vng`) into the project venv.
 #
 # Environment: NUMATUNE_VM_CACHE overrides the cache directory; NUMATUNE_VM_SKIP_APT=1 skips apt.
+# Under CI=true the engines (Slurm, munge, Prometheus, node_exporter, hwloc) must install: a failure exits 1
+# (elsewhere it is logged and their checks skip, saying what is missing).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
@@ -33,8 +35,11 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 apt_pkgs=(qemu-system-x86 busybox-static numactl ndctl daxctl kmod udev pciutils iproute2 file)
-# The engines the guest runs: optional (their checks report "skipped", naming what is missing).
-optional_pkgs=(slurmctld slurmd slurm-client munge prometheus prometheus-node-exporter)
+# The engines the guest runs: optional outside CI (their checks report "skipped", naming what is missing);
+# hwloc's lstopo gives the Slurm check Slurm's own core numbering.
+optional_pkgs=(slurmctld slurmd slurm-client munge prometheus prometheus-node-exporter hwloc)
+ci=0
+[ "${CI:-}" = true ] && ci=1
 # Debian 12 ships the `cxl` tool inside ndctl; a separate package exists on some releases.
 missing=()
 for p in "${apt_pkgs[@]}"; do
@@ -62,8 +67,13 @@ if [ "${NUMATUNE_VM_SKIP_APT:-0}" != 1 ]; then
     fi
     if [ "${#optional[@]}" -gt 0 ]; then
         log "apt-get install ${optional[*]}"
-        "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${optional[@]}" </dev/null >/dev/null \
-            || log "could not install ${optional[*]}: the Slurm/Prometheus guest checks will report skipped"
+        if ! "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${optional[@]}" </dev/null >/dev/null; then
+            if [ "$ci" = 1 ]; then
+                log "CI=true: could not install the engines ${optional[*]}"
+                exit 1
+            fi
+            log "could not install ${optional[*]}: the Slurm/Prometheus guest checks will report skipped"
+        fi
     fi
     if ! command -v cxl >/dev/null 2>&1 && apt-cache show cxl >/dev/null 2>&1; then
         "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends cxl </dev/null >/dev/null

@@ -210,3 +210,38 @@ def test_shared_cache_keeps_each_checkouts_runs_apart(tmp_path, monkeypatch) -> 
     env = vm_runner.Environment(vng="vng", kernel_image=tmp_path / "vmlinuz")
     cmd = vm_runner.vng_command(env, vm_topology.load("two-socket"), runs / "two-socket")
     assert cmd[cmd.index(str(runs)) - 1] == "--rwdir"  # the guest can write its results there
+
+
+class _Session:
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
+    def get(self, name: str) -> Any:
+        return self.run
+
+
+@pytest.mark.parametrize("ci", ["true", ""])
+def test_an_engine_check_that_did_not_run_fails_under_ci(monkeypatch, ci: str) -> None:
+    """The Slurm and Prometheus checks: skipped for a missing package (in the guest) or a VM harness that cannot
+    run here, loudly, except under CI=true, where a green run must prove the engines ran. Other skips stay."""
+    import test_vm_checks
+    import vm_checks
+    from conftest import TopologyRun
+
+    engines = {c.name for c in vm_checks.for_topology("two-socket") if c.engines}
+    assert engines == {"slurm_places_as_numatune_says", "prometheus_scrapes_the_live_textfile"}
+    monkeypatch.setenv("CI", ci)
+    outcome = pytest.fail.Exception if ci else pytest.skip.Exception
+    missing = {"status": "skipped", "details": "slurmd not installed", "engine_missing": True}
+    run = TopologyRun(results={"started": True, "checks": {"slurm_places_as_numatune_says": missing}})
+    run.boots.append(vm_runner.BootResult("two-socket", 0, 1.0, False, Path("/run"), Path("/run/console.log"), []))
+    with pytest.raises(outcome, match="slurmd not installed"):
+        test_vm_checks.test_vm_check(_Session(run), "two-socket", "slurm_places_as_numatune_says")
+    unusable = TopologyRun(skip_reason="VM harness cannot run here: no qemu", unusable=True)
+    with pytest.raises(outcome, match="no qemu"):
+        test_vm_checks.test_vm_check(_Session(unusable), "two-socket", "prometheus_scrapes_the_live_textfile")
+    with pytest.raises(pytest.skip.Exception):  # a check without an engine skips either way
+        test_vm_checks.test_vm_check(_Session(unusable), "two-socket", "snapshot_parity")
+    stalled = TopologyRun(skip_reason="VM boot of 'two-socket' failed twice, outside the project")
+    with pytest.raises(pytest.skip.Exception):  # a boot that failed outside the project: retried, then skipped
+        test_vm_checks.test_vm_check(_Session(stalled), "two-socket", "slurm_places_as_numatune_says")
