@@ -594,6 +594,7 @@ def _readme_srun(cluster: Cluster, nodes: dict[int, set[int]]) -> dict[str, Any]
         if res.returncode != 0:
             raise CheckFailed(f"numatune audit of the recipe's ranks failed:\n{res.summary()}")
         audited = {p["pid"]: p for p in json.loads(res.stdout)["processes"]}
+        jobs = {r: _task_cgroup({"pid": ranks[r]["pid"], "task": r, "affinity": ranks[r]["affinity"]}) for r in ranks}
     finally:
         (work / "stop").touch()
     out, err = proc.communicate(timeout=120)
@@ -603,13 +604,12 @@ def _readme_srun(cluster: Cluster, nodes: dict[int, set[int]]) -> dict[str, Any]
     for r, report in ranks.items():
         a = audited[report["pid"]]
         cpus = set(a["cpus_allowed"])
-        job = _task_cgroup({"pid": report["pid"], "task": r, "affinity": report["affinity"]})
         if a["rank"] != r or sorted(cpus) != report["affinity"] or len(cpus) != 1 or not cpus <= nodes[0]:
             raise CheckFailed(f"$ {recipe}\n-> rank {r}: audit says rank {a['rank']} on CPUs {sorted(cpus)}, the "
                               f"rank reads {report['affinity']}; want one CPU of node 0 {sorted(nodes[0])}\n{err}")
         if a["home_nodes"] != [0] or f"numatune: rank {r} → node 0" not in err:
             raise CheckFailed(f"$ {recipe}\n-> rank {r}: home nodes {a['home_nodes']}; launch said: {err[-800:]}")
-        rows[r] = {"cpus": sorted(cpus), "omp": report["omp"], **job}
+        rows[r] = {"cpus": sorted(cpus), "omp": report["omp"], **jobs[r]}
     if rows[0]["cpus"] == rows[1]["cpus"]:
         raise CheckFailed(f"$ {recipe}\n-> both ranks on CPU {rows[0]['cpus']}")
     return {"recipe": recipe, "ranks": rows, "launch": err.strip().splitlines()[-2:]}
