@@ -17,6 +17,7 @@ from numatune.errors import ParseError, PermissionDenied, PmuUnavailable, Proces
 from numatune.readers import perf
 from numatune.readers.procs import (
     ENVIRON_KEYS,
+    list_processes,
     local_rank,
     parse_cgroup,
     parse_environ,
@@ -24,11 +25,13 @@ from numatune.readers.procs import (
     parse_sched_numa_faults,
     parse_stat,
     parse_vmstat,
+    rank_processes,
     read_process,
     unescape_octal,
 )
 from numatune.readers.topology import read_topology
 from numatune.system.host import Host
+from tests.conftest import fixture_copy, write_process
 
 MIB = 1024 * 1024
 
@@ -462,3 +465,25 @@ def test_per_mapping_on_this_process_real_numa_maps_adds_up():
     assert [m.start for m in mem.by_mapping] == starts  # file order, one per line
     assert {"heap", "stack", "file"} <= {m.kind for m in mem.by_mapping}
     assert any(m.name.startswith(("python", "libpython")) for m in mem.by_mapping)
+
+
+def test_rank_processes_are_those_whose_environment_names_a_local_rank(tmp_path, monkeypatch):
+    """Any launcher's variable counts (torchrun, Slurm, Open MPI); no rank, a malformed one or an environment that
+    cannot be read does not; `exclude` (audit's own PID on a live node) is left out."""
+    root = fixture_copy("intel-xeon-L5640-2node", tmp_path)
+    for pid, env in ((10, "LOCAL_RANK=0\x00"), (11, "SLURM_LOCALID=3\x00"), (12, "OMPI_COMM_WORLD_LOCAL_RANK=1\x00"),
+                     (13, "HOME=/root\x00"), (14, "LOCAL_RANK=-\x00"), (15, "LOCAL_RANK=2\x00")):
+        write_process(root, pid, env)
+    host = Host(str(root))
+    table = list_processes(host)
+    assert rank_processes(host, table) == [10, 11, 12, 15]
+    assert rank_processes(host, table, exclude=15) == [10, 11, 12]
+    real = Host.read_text
+
+    def denied(self, path):
+        if path == "/proc/11/environ":
+            raise PermissionDenied(f"{path}: permission denied")
+        return real(self, path)
+
+    monkeypatch.setattr(Host, "read_text", denied)
+    assert rank_processes(host, table) == [10, 12, 15]
