@@ -86,6 +86,10 @@ def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall
 
 def run(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the process's own streams: a caller passing argv keeps its own
+        from numatune.render.printable import never_fail_to_encode
+
+        never_fail_to_encode()
     call = match_fast_path(args, os.environ)
     if call is not None and argv is None:
         # The process is one fast report over a bounded tree: its thousands of records are acyclic
