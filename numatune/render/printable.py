@@ -57,11 +57,10 @@ def never_fail_to_encode() -> None:
     PYTHONIOENCODING=ascii or a Latin-1 locale) as `\\xNN`/`\\uXXXX` instead of failing the command:
     called once when the process starts. What is made printable holds no surrogate, so under UTF-8 nothing
     changes."""
+    import contextlib
     import sys
 
     for stream in (sys.stdout, sys.stderr):
         if getattr(stream, "errors", "") == "strict":
-            try:
+            with contextlib.suppress(AttributeError, ValueError, OSError):  # a stand-in stream
                 stream.reconfigure(errors="backslashreplace")
-            except (AttributeError, ValueError, OSError):  # a stand-in stream, or one already written to
-                pass
