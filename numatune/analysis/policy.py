@@ -10,7 +10,6 @@ live system (numactl's version, IRQ affinity) are gathered by the caller and pas
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -51,19 +50,6 @@ class PolicyFacts:
     irq_note: str = "IRQ affinity was not read"
 
 
-def decode_policy(raw: bytes, source: str) -> Policy:
-    """A policy file's bytes (the command reads the file) decoded and validated; any problem is an InputError
-    naming the file and key."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
-
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"policy {source} is not valid TOML: {exc}") from None
-    return parse_policy(data, source)
 
 
 def parse_policy(data: dict[str, Any], source: str = "<policy>") -> Policy:

@@ -12,7 +12,7 @@ anywhere. pynvml and json are imported only when a root has NVIDIA GPUs.
 
 from __future__ import annotations
 
-from numatune.errors import ParseError
+from numatune.errors import InputError, ParseError
 from numatune.model.topology import FabricLink, GpuFabric, NvmlGpu
 from numatune.numbers import maybe_int
 from numatune.system.host import Host
@@ -183,12 +183,12 @@ def load_record(host: Host) -> tuple[dict | None, str]:
     text = host.read_optional(SAVED)
     if text is None:
         return None, f"no NVML record in this root ({SAVED}: take the snapshot with NVML installed)"
-    import json
+    from numatune.system.infile import load_document
 
     try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise ParseError(SAVED, f"not JSON ({exc})") from exc
+        doc = load_document(text, SAVED)
+    except InputError as exc:
+        raise ParseError(SAVED, f"not JSON ({exc.message})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("gpus"), list):
         raise ParseError(SAVED, f"not an NVML record of format {FORMAT}")
     return doc, f"NVML record saved in this root ({SAVED})"
