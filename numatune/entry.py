@@ -78,8 +78,8 @@ def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall
             for at in range(len(rest) - n + 1):
                 if rest[at:at + n] == flag:
                     pids = rest[:at] + rest[at + n:]
-                    if pids and all(p.isdigit() and int(p) >= 1 for p in pids):
-                        return FastCall(command, root, debug, tuple(int(p) for p in pids), color=color)
+                    if pids and all(p.isascii() and p.isdigit() and len(p) <= 9 and p.strip("0") for p in pids):
+                        return FastCall(command, root, debug, tuple(map(int, pids)), color=color)
                     return None
     return None
 

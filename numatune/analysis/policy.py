@@ -20,6 +20,7 @@ from numatune.model.check import CheckResult, IrqPlacement
 from numatune.model.findings import Code, Finding, Severity, register
 from numatune.model.paths import RANK, nearest_nic
 from numatune.model.topology import Topology
+from numatune.numbers import parse_int
 
 PATH_KINDS = ("PIX", "PXB", "PHB", "NODE")  # allowed values of nic_max_path (SYS would allow anything)
 TIER_CHOICES = ("below-dram", "same-as-dram")
@@ -213,8 +214,8 @@ class _Validator:
 
 def version_tuple(text: str) -> tuple[int, ...] | None:
     """The leading dotted numbers of a version: "5.15.0-91-generic" -> (5, 15, 0); "2.0.16-1" -> (2, 0, 16)."""
-    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", text)
-    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+    m = re.match(r"\s*v?([0-9]{1,9}(?:\.[0-9]{1,9})*)", text)
+    return tuple(parse_int(x, "version") for x in m.group(1).split(".")) if m else None
 
 
 def version_at_least(have: str, want: str) -> bool | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from numatune.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
 from numatune.errors import ApplyError, InputError, PermissionDenied, ReadError
 from numatune.model._record import record
+from numatune.numbers import maybe_int
 from numatune.render.envelope import SCHEMAS, dumps, envelope, is_document
 from numatune.system.host import Host
 
@@ -177,7 +178,7 @@ def state_of(path: str | os.PathLike[str]) -> tuple[str | None, list[Saved]]:
     out = []
     for entry in doc["irqs"]:
         try:
-            saved = Saved(int(entry["irq"]), entry.get("smp_affinity_list"), entry.get("smp_affinity"),
+            saved = Saved(_irq_number(entry["irq"]), entry.get("smp_affinity_list"), entry.get("smp_affinity"),
                           str(entry.get("label", "")))
             # what restore will write: each form a string the parser takes (checked now, not mid-restore)
             if saved.smp_affinity_list is not None:
@@ -188,6 +189,16 @@ def state_of(path: str | os.PathLike[str]) -> tuple[str | None, list[Saved]]:
             raise InputError(f"{path}: malformed IRQ entry {entry!r}"[:300]) from exc
         out.append(saved)
     return root, out
+
+
+def _irq_number(value: object) -> int:
+    """An IRQ number as numatune writes it in a plan or state file: a JSON integer (a digit string taken too),
+    never a bool or a float; ValueError otherwise (the callers' "malformed entry")."""
+    if type(value) is int and 0 <= value < 1 << 32:
+        return value
+    if isinstance(value, str) and (number := maybe_int(value, "IRQ")) is not None and 0 <= number < 1 << 32:
+        return number
+    raise ValueError(f"not an IRQ number: {str(value)[:40]!r}")
 
 
 def _rows(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> list:
@@ -337,7 +348,7 @@ def read_plan(path: str | os.PathLike[str]) -> list[Change]:
     out = []
     for e in _rows(path, "irq-plan", "entries", "plan file", "a plan written by `numatune irq plan --json`"):
         try:
-            irq, action = int(e["irq"]), str(e["action"])
+            irq, action = _irq_number(e["irq"]), str(e["action"])
             if action == "set" and e.get("target"):
                 if not isinstance(e["target"], str):
                     raise TypeError("target is not a CPU list")

@@ -402,7 +402,7 @@ def read_process(
         pid=pid,
         comm=comm,
         cmdline=cmdline,
-        ppid=int(stat["ppid"]),  # type: ignore[arg-type]
+        ppid=stat["ppid"],  # type: ignore[arg-type]
         state=str(stat["state"]),
         threads=thread_infos,
         cpus_allowed=tuple(sorted(_cpulist(status.get("Cpus_allowed_list")))),

@@ -57,10 +57,11 @@ def never_fail_to_encode() -> None:
     PYTHONIOENCODING=ascii or a Latin-1 locale) as `\\xNN`/`\\uXXXX` instead of failing the command:
     called once when the process starts. What is made printable holds no surrogate, so under UTF-8 nothing
     changes."""
-    import contextlib
     import sys
 
     for stream in (sys.stdout, sys.stderr):
         if getattr(stream, "errors", "") == "strict":
-            with contextlib.suppress(AttributeError, ValueError, OSError):  # a stand-in stream
+            try:  # noqa: SIM105 - contextlib imports collections and functools, which the report paths do without
                 stream.reconfigure(errors="backslashreplace")
+            except (AttributeError, ValueError, OSError):  # a stand-in stream
+                pass
