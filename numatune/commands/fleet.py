@@ -19,7 +19,7 @@ import sys
 from numatune.analysis.diff import check_inspect_document
 from numatune.analysis.fleet import Fleet, FleetTally
 from numatune.errors import InputError
-from numatune.system.infile import MAX_DEPTH, check_nesting, nesting
+from numatune.system.infile import MAX_DEPTH, check_nesting, nesting, value_error
 
 _HOST = re.compile(r"^[A-Za-z0-9_.\-\[\]@]+$")  # pdsh/clush: "node01: text"
 _WS = re.compile(r"\s*")
@@ -126,7 +126,7 @@ def _decode_stream(chunks, src: _Source) -> None:  # noqa: ANN001 - iterable of 
         src.bad("not a report: nests deeper than the decoder goes")
         return
     except ValueError as exc:  # not JSONDecodeError: a number of more than 4,300 digits
-        src.bad(f"not a report: {' '.join(str(exc).split())[:120]}")
+        src.bad(f"not a report: {value_error(exc)}")
         return
     if in_array:
         src.bad("not valid JSON: the array is not closed")
@@ -162,7 +162,7 @@ def _pdsh_lines(lines, where: str, tally: FleetTally, unreadable: list[tuple[str
                 src.bad(f"not a report: nests deeper than {MAX_DEPTH} levels")
                 continue
             except (RecursionError, ValueError) as exc:  # past the scan; a number of more than 4,300 digits
-                src.bad(f"not a report: {type(exc).__name__}: {' '.join(str(exc).split())[:120]}")
+                src.bad(f"not a report: {value_error(exc) if isinstance(exc, ValueError) else 'nests too deeply'}")
                 continue
             src.take(doc)
     for src, buf in hosts.values():
@@ -278,7 +278,8 @@ def run_fleet(specs: tuple[str, ...], stdin=None) -> tuple[Fleet, list[tuple[str
 
             _read_file(open_input(spec, "report"), spec, os.path.splitext(os.path.basename(spec))[0], tally, unreadable)
     if not len(tally):
-        raise InputError("no numatune inspect report found in the input",
+        first = f" ({unreadable[0][0]}: {unreadable[0][1]})" if unreadable else ""
+        raise InputError(f"no numatune inspect report found in the input{first}",
                          hint="gather them with e.g. `srun --ntasks-per-node=1 numatune inspect --json`")
     return tally.result(), unreadable
 

@@ -166,4 +166,13 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
     except RecursionError:  # past the scan's estimate (a string's end misread): still one line, exit 3
         raise InputError(f"{where} nests too deeply to be read") from None
     except ValueError as exc:  # a number of more than 4,300 digits (json, tomllib, yaml's int)
-        raise InputError(f"{where} is not a document numatune reads: {' '.join(str(exc).split())[:120]}") from None
+        raise InputError(f"{where} is not a document numatune reads: {value_error(exc)}") from None
+
+
+def value_error(exc: ValueError) -> str:
+    """What a parser's stray ValueError means, in one line (Python's own words for a long number name a
+    function to call)."""
+    text = " ".join(str(exc).split())
+    if "integer string conversion" in text:
+        return "it holds a number of more than 4,300 digits, which no real document has"
+    return text[:120]
