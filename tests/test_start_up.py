@@ -169,7 +169,8 @@ def test_dax_region_matching_is_the_regular_expressions_it_replaces(real):
 
     parts = real.split("/")
     for kinds, pattern, groups in (  # ASCII digits: numbers are never read from others (numatune.numbers)
-            (("root", "nvdimm-bridge", "ndbus"), r"/(root[0-9]+)/nvdimm-bridge[0-9]+/ndbus[0-9]+/(region[0-9]+)/", (0, 3)),
+            (("root", "nvdimm-bridge", "ndbus"), r"/(root[0-9]+)/nvdimm-bridge[0-9]+/ndbus[0-9]+/(region[0-9]+)/",
+             (0, 3)),
             (("ndbus",), r"/ndbus[0-9]+/(region[0-9]+)/", (1,)),
             (("decoder.",), r"/decoder[0-9]+\.[0-9]+/(region[0-9]+)/", (1,))):
         m, at = re.search(pattern, real), dax_region_at(parts, *kinds)
