@@ -107,7 +107,8 @@ BIG = '{"schema": "numatune.inspect/3", "a": ' + LONG + "}\n"
 @pytest.mark.parametrize(("args", "kind"), [
     (["fleet", "{f}"], "json"), (["diff", "{f}", "{f}"], "json-object"), (["irq", "restore", "{f}"], "json"),
     (["irq", "apply", "--dry-run", "--plan", "{f}"], "json"), (["check", "--policy", "{f}"], "toml"),
-    (["check", "--kubelet-config", "{f}"], "yaml"), (["plan-memory", "--params", "7e9", "--probe", "{f}"], "json"),
+    (["check", "--kubelet-config", "{f}"], "yaml"), (["check", "--resource-slices", "{f}"], "yaml"),
+    (["check", "--resource-slices", "{f}"], "json"), (["plan-memory", "--params", "7e9", "--probe", "{f}"], "json"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else v)
 def test_1000_nested_brackets_in_every_document_reader(tmp_path, args, kind):
     """RecursionError (exit 70) before; now refused before parsing, exit 3 naming the file."""
@@ -235,3 +236,11 @@ def test_fleet_dir_skips_a_fifo_and_a_link_that_leaves_it(tmp_path):
     assert "not a regular file" in r.stderr
     r = answered("diff", str(reports / "b.json"), str(reports / "a.json"), codes=(3,))
     assert "not a regular file" in r.stderr
+
+
+def test_a_fifo_named_as_pci_ids_is_never_opened(tmp_path):
+    """NUMATUNE_PCI_IDS names the device-name database: a FIFO there blocked every report for ever."""
+    os.mkfifo(tmp_path / "pci.ids")
+    r = answered("--root", str(fixture_root("dev-1node-x86")), "inspect", codes=(0,),
+                 env=dict(os.environ, NUMATUNE_PCI_IDS=str(tmp_path / "pci.ids")))
+    assert "0000:00:03.0" in r.stdout

@@ -262,10 +262,12 @@ def _merge_kfd(host: Host, devices: list[PciDevice], nodes: tuple[NumaNode, ...]
 
 
 def _name_devices(devices: list[PciDevice], pci_ids: str) -> list[PciDevice]:
-    try:
-        with open(pci_ids, "rb") as fh:
-            db = fh.read()
-    except OSError:
+    from numatune.errors import InputError
+    from numatune.system.infile import read_input
+
+    try:  # a regular file only, bounded: a FIFO or /dev/zero named by NUMATUNE_PCI_IDS is never opened
+        db = read_input(pci_ids, "pci.ids", 16 << 20)
+    except InputError:
         return devices
     vendors: dict[int, tuple[str, int] | None] = {}  # each vendor's line found once, not once a device
     out = []
