@@ -124,6 +124,24 @@ def test_1000_nested_brackets_in_every_document_reader(tmp_path, args, kind):
         assert str(doc) in r.stderr and "more than 4,300 digits" in r.stderr
 
 
+@pytest.mark.parametrize(("name", "text"), [("nvml.json", "[" * 1000), ("nvml.json", '{"format": ' + LONG + "}")])
+def test_records_a_snapshot_keeps_are_documents_too(tmp_path, name, text):
+    """The NVML and numactl records a snapshot saves beside sys/ and proc/ are read through the same bounds."""
+    root = fixture_copy("h100-vm-1gpu", tmp_path)
+    (root / "numatune").mkdir(exist_ok=True)
+    (root / "numatune" / name).write_text(text)
+    r = answered("--root", str(root), "check", codes=(3,))
+    assert f"malformed /numatune/{name}" in r.stderr or f"/numatune/{name} nests deeper" in r.stderr
+
+
+@pytest.mark.parametrize(("text", "fmt"), [(f"a = {LONG}\n", "toml"), (f"a: {LONG}\n", "yaml"), (BIG, "json")])
+def test_a_5000_digit_number_in_any_document_is_one_line(text, fmt):
+    from numatune.errors import InputError
+
+    with pytest.raises(InputError, match=r"^f\.x is not a document numatune reads: it holds a number of more than"):
+        load_document(text, "f.x", fmt)
+
+
 @pytest.mark.parametrize(("text", "fmt", "depth"), [
     ('{"a": [1, {"b": "[[[[\\"]]"}]}', "json", 3), ("[" * 1000, "json", MAX_DEPTH + 1), ("[]" * 100_000, "json", 1),
     ('a = "[[[" # [[[[\nb = [[1]]\n[t]\n', "toml", 2), ("a: '[[['  # [[\nb:\n  - - c\n", "yaml", 4),

@@ -188,7 +188,7 @@ def load_record(host: Host) -> tuple[dict | None, str]:
     try:
         doc = load_document(text, SAVED)
     except InputError as exc:
-        raise ParseError(SAVED, f"not JSON ({exc.message})") from None
+        raise ParseError(SAVED, exc.message.removeprefix(f"{SAVED} ")) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("gpus"), list):
         raise ParseError(SAVED, f"not an NVML record of format {FORMAT}")
     return doc, f"NVML record saved in this root ({SAVED})"
