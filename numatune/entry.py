@@ -78,14 +78,18 @@ def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall
             for at in range(len(rest) - n + 1):
                 if rest[at:at + n] == flag:
                     pids = rest[:at] + rest[at + n:]
-                    if pids and all(p.isdigit() and int(p) >= 1 for p in pids):
-                        return FastCall(command, root, debug, tuple(int(p) for p in pids), color=color)
+                    if pids and all(p.isascii() and p.isdigit() and len(p) <= 9 and p.strip("0") for p in pids):
+                        return FastCall(command, root, debug, tuple(map(int, pids)), color=color)
                     return None
     return None
 
 
 def run(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the process's own streams: a caller passing argv keeps its own
+        from numatune.render.printable import never_fail_to_encode
+
+        never_fail_to_encode()
     call = match_fast_path(args, os.environ)
     if call is not None and argv is None:
         # The process is one fast report over a bounded tree: its thousands of records are acyclic

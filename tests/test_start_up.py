@@ -20,14 +20,14 @@ NAMES = ["cpu0", "cpu12", "cpu", "cpux", "xcpu1", "cpu1a", "cpu٣", "node10", "m
          "a_1", "a1b22c", "0000:18:00.0", "10000:00:04.0", "000:18:00.0", "123456789:18:00.0", "0000:18:00.8",
          "0000:1g:00.0", "0000:18:00:0", "00000000:ff:1f.7", ":0000:18:00.0", "pci0000:00", "pci10000:00",
          "pci000:00", "pci0000:0g", "pci0000:00:", "proc/1/fd/2", "a/proc/1/fd/2", "aproc/1/fd/2", "proc/x/fd/2",
-         "proc/1/fd/", "root/proc/12/fd/3", "uevent", "ab٣", "x-y-12"]
+         "proc/1/fd/", "root/proc/12/fd/3", "uevent", "ab٣", "x-y-12", "cpu" + "1" * 41]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_helpers_match_the_regular_expressions_they_replace(name):
     assert natural_key(name) == [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
     for prefix, suffix in (("cpu", ""), ("node", ""), ("memory_tier", ""), ("hugepages-", "kB"), ("index", "")):
-        m = re.match(rf"{prefix}(\d+){suffix}$", name)
+        m = re.match(rf"{prefix}([0-9]{{1,40}}){suffix}$", name)  # ASCII digits only, at most numbers.MAX_DIGITS
         assert numbered(name, prefix, suffix) == (int(m.group(1)) if m else None)
     assert is_bdf(name) == bool(re.match(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$", name))
     assert _is_host_bridge(name) == bool(re.match(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$", name))
@@ -168,10 +168,11 @@ def test_dax_region_matching_is_the_regular_expressions_it_replaces(real):
     from numatune.readers.cxl import dax_region_at
 
     parts = real.split("/")
-    for kinds, pattern, groups in (
-            (("root", "nvdimm-bridge", "ndbus"), r"/(root\d+)/nvdimm-bridge\d+/ndbus\d+/(region\d+)/", (0, 3)),
-            (("ndbus",), r"/ndbus\d+/(region\d+)/", (1,)),
-            (("decoder.",), r"/decoder\d+\.\d+/(region\d+)/", (1,))):
+    for kinds, pattern, groups in (  # ASCII digits: numbers are never read from others (numatune.numbers)
+            (("root", "nvdimm-bridge", "ndbus"), r"/(root[0-9]+)/nvdimm-bridge[0-9]+/ndbus[0-9]+/(region[0-9]+)/",
+             (0, 3)),
+            (("ndbus",), r"/ndbus[0-9]+/(region[0-9]+)/", (1,)),
+            (("decoder.",), r"/decoder[0-9]+\.[0-9]+/(region[0-9]+)/", (1,))):
         m, at = re.search(pattern, real), dax_region_at(parts, *kinds)
         assert (at is None) == (m is None), (real, pattern)
         if m:

@@ -13,6 +13,7 @@ from numatune.cpulist import format_cpulist
 from numatune.errors import InputError
 from numatune.model._record import record
 from numatune.model.schemas import SCHEMAS
+from numatune.numbers import MAX_DIGITS
 
 TYPE_CHECKING = False  # typing and dataclasses cost ~20 ms to import; diff starts without them
 if TYPE_CHECKING:
@@ -49,6 +50,13 @@ def check_inspect_document(doc: Any, where: str) -> dict[str, Any]:
     return doc
 
 
+def _id_key(key: str) -> tuple[int, int | str]:
+    """A node id from a report's keys in number order ("10" after "9"); any other key after them, as text."""
+    if key.isascii() and key.isdigit() and len(key) <= MAX_DIGITS:
+        return (0, int(key))
+    return (1, key)
+
+
 def _s(value: Any) -> str | None:
     if value is None:
         return None
@@ -81,7 +89,7 @@ def view(doc: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
         out[f"node {nid} kind"] = ("numa", _s(n.get("kind")))
         out[f"node {nid} memory"] = ("memory", _gib(n.get("memory_total_kib")))
         dist = n.get("distances") or {}
-        row = " ".join(f"{k}:{v}" for k, v in sorted(dist.items(), key=lambda kv: int(kv[0])))
+        row = " ".join(f"{k}:{v}" for k, v in sorted(dist.items(), key=lambda kv: _id_key(kv[0])))
         out[f"node {nid} distances"] = ("distances", row or None)
         out[f"node {nid} tier"] = ("tiers", _s(n.get("tier")))
     for d in doc.get("devices") or []:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from numatune.analysis.diff import _PATH_RANK, cpu_kinds_summary
+from numatune.numbers import maybe_int
 
 
 @dataclass(frozen=True)
@@ -257,11 +258,11 @@ class FleetTally:
 def _serial(value: Any) -> str | None:
     """A memdev serial as one spelling ("0x4e540001"); 0, absent or malformed is unknown (emulators and
     some devices report 0 for every device, which does not make them one device)."""
-    if isinstance(value, bool):
-        return None
-    try:
-        number = int(value, 0) if isinstance(value, str) else int(value)
-    except (TypeError, ValueError):
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and len(value) <= 20:  # "0x" and 16 hex digits: a 64-bit serial
+        number = maybe_int(value, "serial", base=0) or 0
+    else:
         return None
     return f"{number:#x}" if number > 0 else None
 

@@ -10,7 +10,6 @@ live system (numactl's version, IRQ affinity) are gathered by the caller and pas
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from numatune.model.check import CheckResult, IrqPlacement
 from numatune.model.findings import Code, Finding, Severity, register
 from numatune.model.paths import RANK, nearest_nic
 from numatune.model.topology import Topology
+from numatune.numbers import parse_int
 
 PATH_KINDS = ("PIX", "PXB", "PHB", "NODE")  # allowed values of nic_max_path (SYS would allow anything)
 TIER_CHOICES = ("below-dram", "same-as-dram")
@@ -51,19 +51,6 @@ class PolicyFacts:
     irq_note: str = "IRQ affinity was not read"
 
 
-def decode_policy(raw: bytes, source: str) -> Policy:
-    """A policy file's bytes (the command reads the file) decoded and validated; any problem is an InputError
-    naming the file and key."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
-
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"policy {source} is not valid TOML: {exc}") from None
-    return parse_policy(data, source)
 
 
 def parse_policy(data: dict[str, Any], source: str = "<policy>") -> Policy:
@@ -227,8 +214,8 @@ class _Validator:
 
 def version_tuple(text: str) -> tuple[int, ...] | None:
     """The leading dotted numbers of a version: "5.15.0-91-generic" -> (5, 15, 0); "2.0.16-1" -> (2, 0, 16)."""
-    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", text)
-    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+    m = re.match(r"\s*v?([0-9]{1,9}(?:\.[0-9]{1,9})*)", text)
+    return tuple(parse_int(x, "version") for x in m.group(1).split(".")) if m else None
 
 
 def version_at_least(have: str, want: str) -> bool | None:

@@ -11,6 +11,7 @@ from typing import Any
 from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.model.findings import Finding, Severity, register
 from numatune.model.topology import Topology
+from numatune.numbers import maybe_int
 from numatune.plan.slurm import GresLine, NodeLine, SlurmLayout
 
 NT520 = register(
@@ -62,10 +63,8 @@ NT535 = register(
 
 
 def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
+    """A slurm.conf / gres.conf count; None when absent or not a number (numbers.maybe_int: bounded)."""
+    return maybe_int(value, "the Slurm configuration") if value is not None else None
 
 
 def check_slurm_node(line_no: int, node: Mapping[str, str], expected: NodeLine, layout: SlurmLayout,

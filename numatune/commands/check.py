@@ -24,10 +24,15 @@ if TYPE_CHECKING:
 
 def load_policy(path: str | Path) -> Policy:
     """Read a policy file (a missing or unreadable one is one line, exit 3) and validate it."""
-    from numatune.analysis.policy import decode_policy
-    from numatune.system.infile import read_input
+    from numatune.analysis.policy import parse_policy
+    from numatune.errors import InputError
+    from numatune.system.infile import load_document, read_input
 
-    return decode_policy(read_input(path, "policy"), str(path))
+    try:
+        text = read_input(path, "policy").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"policy {path} is not valid TOML: {exc}") from None
+    return parse_policy(load_document(text, f"policy {path}", "toml"), str(path))
 
 
 def fail_level(option: str | None, policy: Policy | None) -> Severity:
@@ -222,13 +227,13 @@ def numactl_version(host: Host) -> tuple[str | None, str]:
     """numactl's installed version on the live node (or as a snapshot recorded it), and why not when
     it cannot be known."""
     if not host.is_live:
-        import json
+        from numatune.system.infile import load_document
 
         text = host.read_optional(NUMACTL_SAVED)
         if text is None:
             return None, "numactl's version is only known on the live node, not in a saved root"
         try:
-            doc = json.loads(text)
+            doc = load_document(text, NUMACTL_SAVED)
             version, note = doc["version"], doc["note"]
             if not (version is None or isinstance(version, str)) or not isinstance(note, str):
                 raise TypeError

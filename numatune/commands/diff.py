@@ -22,11 +22,15 @@ def sniff(path: str) -> str:
         raise InputError(f"{path} does not exist")
     if os.path.isdir(path):
         return "root"
+    from numatune.system.infile import open_input
+
+    fd = open_input(path, "input")  # a regular file only: a FIFO or device is refused, never opened
     try:
-        with open(path, "rb") as f:
-            head = f.read(512)
+        head = os.read(fd, 512)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     if head[:2] == b"\x1f\x8b" or head[:3] == b"BZh" or head[:6] == b"\xfd7zXZ\x00" or head[257:262] == b"ustar":
         return "snapshot"
     if head.lstrip()[:1] == b"{":
@@ -45,12 +49,9 @@ def inspect_doc_of_root(spec: str) -> dict[str, Any]:
 
 
 def load_report_text(text: str, where: str) -> Any:
-    import json
+    from numatune.system.infile import load_document
 
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where} is not valid JSON: {exc}") from None
+    return load_document(text, where)
 
 
 def load_inspect(spec: str) -> tuple[dict[str, Any], str]:
@@ -59,10 +60,11 @@ def load_inspect(spec: str) -> tuple[dict[str, Any], str]:
 
     kind = "root" if spec == "/" else sniff(spec)
     if kind == "report":
+        from numatune.system.infile import read_input
+
         try:
-            with open(spec, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as exc:
+            text = read_input(spec, "report").decode("utf-8")
+        except UnicodeDecodeError as exc:
             raise InputError(f"cannot read {spec}: {exc}") from None
         return check_inspect_document(load_report_text(text, spec), spec), kind
     return inspect_doc_of_root(spec), kind

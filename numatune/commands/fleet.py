@@ -12,19 +12,21 @@ A JSON array of reports (`jq -s`) is read element by element, in linear time and
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
-from pathlib import Path
 
 from numatune.analysis.diff import check_inspect_document
 from numatune.analysis.fleet import Fleet, FleetTally
 from numatune.errors import InputError
+from numatune.system.infile import value_error
 
 _HOST = re.compile(r"^[A-Za-z0-9_.\-\[\]@]+$")  # pdsh/clush: "node01: text"
 _WS = re.compile(r"\s*")
 CHUNK = 1 << 20  # bytes read from a stream at a time
 WHOLE_FILE = 8 << 20  # files up to this size are read in one go (a report is ~12 KB)
 _decoder = json.JSONDecoder()
+DEEP = "not a report: nests deeper than the JSON decoder goes (about 1,000 levels)"
 
 
 class _Source:
@@ -69,7 +71,12 @@ def _decode_stream(chunks, src: _Source) -> None:  # noqa: ANN001 - iterable of 
     not valid JSON. A top-level JSON array (`jq -s` output) is walked element by element, each report
     decoded and dropped on its own: linear time, memory of one report and one piece, whatever the
     array's length (decoding the array whole held every report, and re-decoding it from its start
-    for each new piece of a stream was quadratic)."""
+    for each new piece of a stream was quadratic).
+
+    Nesting is bounded by the C decoder itself, not by system.infile's scan (which would cost fleet
+    more than the decoding: ~1.7x on 3,000 reports): it refuses past Python's recursion limit with
+    RecursionError at C speed, caught here with anything a document's check raises, so 1,000 nested
+    "[" make one unreadable line. A number of more than 4,300 digits (ValueError) likewise."""
     pieces = iter(chunks)
     buf, pos = "", 0
     in_array = False  # inside a top-level "[": elements, then "," or "]"
@@ -84,42 +91,49 @@ def _decode_stream(chunks, src: _Source) -> None:  # noqa: ANN001 - iterable of 
         buf, pos = buf[pos:] + piece, 0
         return True
 
-    while True:
-        pos = _WS.match(buf, pos).end()
-        if pos == len(buf):
-            if more():
-                continue
-            break
-        ch = buf[pos]
-        if in_array and not need_value:
-            if ch == ",":
-                need_value, pos = True, pos + 1
-                continue
-            if ch == "]":
+    try:
+        while True:
+            pos = _WS.match(buf, pos).end()
+            if pos == len(buf):
+                if more():
+                    continue
+                break
+            ch = buf[pos]
+            if in_array and not need_value:
+                if ch == ",":
+                    need_value, pos = True, pos + 1
+                    continue
+                if ch == "]":
+                    in_array, pos = False, pos + 1
+                    continue
+                src.bad("not valid JSON: expected ',' or ']' between array elements")
+                return
+            if in_array and ch == "]" and not count:
                 in_array, pos = False, pos + 1
                 continue
-            src.bad("not valid JSON: expected ',' or ']' between array elements")
-            return
-        if in_array and ch == "]" and not count:
-            in_array, pos = False, pos + 1
-            continue
-        if not in_array and ch == "[":
-            in_array, need_value, count, pos = True, True, 0, pos + 1
-            continue
-        try:
-            doc, end = _decoder.raw_decode(buf, pos)
-        except json.JSONDecodeError as exc:
-            ran_off = exc.pos >= len(buf) - 4096 or exc.msg.startswith("Unterminated string")
-            if ran_off and more():  # cut by the piece's end (a cut string reports where it started)
+            if not in_array and ch == "[":
+                in_array, need_value, count, pos = True, True, 0, pos + 1
                 continue
-            src.bad(f"not valid JSON: {exc}")
-            return
-        if end == len(buf) and more():  # a number or literal may go on in the next piece
-            continue
-        src.take(doc)
-        pos = end
-        if in_array:
-            need_value, count = False, count + 1
+            try:
+                doc, end = _decoder.raw_decode(buf, pos)
+            except json.JSONDecodeError as exc:
+                ran_off = exc.pos >= len(buf) - 4096 or exc.msg.startswith("Unterminated string")
+                if ran_off and more():  # cut by the piece's end (a cut string reports where it started)
+                    continue
+                src.bad(f"not valid JSON: {exc}")
+                return
+            if end == len(buf) and more():  # a number or literal may go on in the next piece
+                continue
+            src.take(doc)
+            pos = end
+            if in_array:
+                need_value, count = False, count + 1
+    except RecursionError:  # the C decoder's own guard: see _decode_stream's docstring
+        src.bad(DEEP)
+        return
+    except ValueError as exc:  # not JSONDecodeError: a number of more than 4,300 digits
+        src.bad(f"not a report: {value_error(exc)}")
+        return
     if in_array:
         src.bad("not valid JSON: the array is not closed")
 
@@ -148,6 +162,9 @@ def _pdsh_lines(lines, where: str, tally: FleetTally, unreadable: list[tuple[str
                 doc = json.loads(text)
             except json.JSONDecodeError as exc:
                 src.bad(f"not valid JSON: {exc}")
+                continue
+            except (RecursionError, ValueError) as exc:  # see _decode_stream; a number of more than 4,300 digits
+                src.bad(f"not a report: {value_error(exc)}" if isinstance(exc, ValueError) else DEEP)
                 continue
             src.take(doc)
     for src, buf in hosts.values():
@@ -182,26 +199,22 @@ def _read_stream(stream, where: str, name: str, tally: FleetTally,  # noqa: ANN0
     _pdsh_lines(lines(), where, tally, unreadable)
 
 
-def _read_file(path: Path, tally: FleetTally, unreadable: list[tuple[str, str]]) -> None:
-    where = str(path)
-    try:
-        with open(path, "rb") as f:
+def _read_file(fd: int, where: str, name: str, tally: FleetTally, unreadable: list[tuple[str, str]]) -> None:
+    """One report file, already open (a regular file: system.infile / rootdir checked it); closed here."""
+    with open(fd, "rb") as f:
+        try:
             data = f.read(WHOLE_FILE + 1)
             if len(data) > WHOLE_FILE:  # a big JSON-lines or pdsh capture: stream it
                 import io
 
                 f.seek(0)
-                _read_stream(io.TextIOWrapper(f, encoding="utf-8"), where, path.stem, tally, unreadable)
+                _read_stream(io.TextIOWrapper(f, encoding="utf-8"), where, name, tally, unreadable)
                 return
-    except FileNotFoundError:
-        raise InputError(f"{path} does not exist") from None
-    except IsADirectoryError:
-        raise InputError(f"cannot read {path}: it is a directory") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
-    except UnicodeDecodeError as exc:
-        unreadable.append((where, f"not UTF-8 text: {exc}"))
-        return
+        except OSError as exc:
+            raise InputError(f"cannot read {where}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            unreadable.append((where, f"not UTF-8 text: {exc}"))
+            return
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -211,9 +224,42 @@ def _read_file(path: Path, tally: FleetTally, unreadable: list[tuple[str, str]])
     if not stripped:
         unreadable.append((where, "empty"))
     elif stripped[0] in "{[":
-        _decode_all(text, _Source(tally, unreadable, where, path.stem))
+        _decode_all(text, _Source(tally, unreadable, where, name))
     else:
         _pdsh_lines(text.splitlines(), where, tally, unreadable)
+
+
+def _read_dir(spec: str, tally: FleetTally, unreadable: list[tuple[str, str]]) -> None:
+    """Every *.json in directory SPEC, in name order, opened beneath it as a saved root's files are
+    (system.rootdir): a FIFO or device is skipped at once and never opened, a link that leaves SPEC is
+    skipped with a note and never opened (so nothing of it is read or echoed)."""
+    from numatune.system.rootdir import NotRegular, RootDir
+    from numatune.system.tarindex import Escapes
+
+    try:
+        top = RootDir(os.path.realpath(spec))
+        names = sorted(name for name, _ in top.listdir("") if name.endswith(".json"))
+    except OSError as exc:
+        raise InputError(f"cannot list {spec}: {exc.strerror or exc}") from None
+    if not names:
+        raise InputError(f"{spec} holds no *.json report")
+    for name in names:
+        where = os.path.join(spec, name)
+        try:
+            fd, _ = top.open_regular(name)
+        except Escapes:
+            unreadable.append((where, f"a link that leaves {spec}: skipped, never opened"))
+            continue
+        except NotRegular:
+            unreadable.append((where, "not a regular file (a FIFO, socket or device): skipped, never opened"))
+            continue
+        except IsADirectoryError:
+            unreadable.append((where, "a directory: skipped"))
+            continue
+        except OSError as exc:
+            unreadable.append((where, f"cannot read: {exc.strerror or exc}"))
+            continue
+        _read_file(fd, where, name.removesuffix(".json"), tally, unreadable)
 
 
 def run_fleet(specs: tuple[str, ...], stdin=None) -> tuple[Fleet, list[tuple[str, str]]]:  # noqa: ANN001
@@ -224,17 +270,15 @@ def run_fleet(specs: tuple[str, ...], stdin=None) -> tuple[Fleet, list[tuple[str
         if spec == "-":
             _read_stream(stdin if stdin is not None else sys.stdin, "stdin", "stdin", tally, unreadable)
             continue
-        path = Path(spec)
-        if path.is_dir():
-            files = sorted(path.glob("*.json"), key=lambda p: p.name)
-            if not files:
-                raise InputError(f"{spec} holds no *.json report")
+        if os.path.isdir(spec):
+            _read_dir(spec, tally, unreadable)
         else:
-            files = [path]
-        for f in files:
-            _read_file(f, tally, unreadable)
+            from numatune.system.infile import open_input
+
+            _read_file(open_input(spec, "report"), spec, os.path.splitext(os.path.basename(spec))[0], tally, unreadable)
     if not len(tally):
-        raise InputError("no numatune inspect report found in the input",
+        first = f" ({unreadable[0][0]}: {unreadable[0][1]})" if unreadable else ""
+        raise InputError(f"no numatune inspect report found in the input{first}",
                          hint="gather them with e.g. `srun --ntasks-per-node=1 numatune inspect --json`")
     return tally.result(), unreadable
 

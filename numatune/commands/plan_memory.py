@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 
+from numatune.numbers import parse_int
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -24,7 +26,12 @@ def parse_size(text: str, what: str) -> int:
         from numatune.errors import InputError
 
         raise InputError(f"{what} {text!r}: expected a size like 64G, 512MiB or 1.5T")
-    return int(float(m.group(1)) * 1024 ** "bkmgtp".index((m.group(2) or "b").lower()))
+    size = float(m.group(1)) * 1024 ** "bkmgtp".index((m.group(2) or "b").lower())
+    if not size < 1 << 80:  # "9" * 400 is a float of inf: no budget is a yobibyte
+        from numatune.errors import InputError
+
+        raise InputError(f"{what} {text[:40]!r}: larger than any memory")
+    return int(size)
 
 
 def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
@@ -66,8 +73,8 @@ def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
     budgets = {k: parse_size(kw[k], "--" + k.replace("_", "-")) if kw[k] else None
                for k in ("dram_budget", "cxl_budget", "reserve")}
     gpu = kw["gpu"]
-    if gpu is not None and gpu.isdigit():
-        gpu = int(gpu)
+    if gpu is not None and gpu.isascii() and gpu.isdigit() and len(gpu) <= 9:
+        gpu = parse_int(gpu, "--gpu")
     bws = _probe_figures(kw["probe_file"], ctx, gpu) if kw["probe_file"] else None
     cxl_nodes = None
     if kw["cxl_nodes"]:
@@ -99,16 +106,15 @@ def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
 
 def _probe_figures(path: str, ctx, gpu):  # noqa: ANN001, ANN202
     """Read bandwidths measured from the local DRAM node (the plan's initiator) in a probe document."""
-    import json
-
     from numatune.errors import InputError
     from numatune.placement.targets import probe_bandwidths, resolve
-    from numatune.system.infile import read_input
+    from numatune.system.infile import load_document, read_input
 
     raw = read_input(path, "--probe file")
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except ValueError:
+        text = raw.decode("utf-8")
+    except ValueError:  # UnicodeDecodeError
         raise InputError(f"--probe {path} is not JSON (expected numatune probe --json output)") from None
+    doc = load_document(text, f"--probe {path}")
     node = resolve(("local", gpu) if gpu is not None else "local", ctx).nodes[0]
     return probe_bandwidths(doc, node)

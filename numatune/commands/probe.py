@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from numatune.errors import InputError, NumatuneError, Unsupported
 from numatune.model.probe import Cell, CellPlacement, Figure, ProbeOptions, ProbeResult
 from numatune.model.topology import Topology
+from numatune.numbers import maybe_int
 from numatune.system.host import Host
 
 MIN_SIZE = 4 << 20
@@ -26,9 +27,10 @@ def parse_size(text: str) -> int:
     t = text.strip().upper().removesuffix("B").removesuffix("I")
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
     digits = t[:-1] if mult != 1 else t
-    if not digits.isdigit() or int(digits) == 0:
-        raise InputError(f"--size {text!r}: expected a size like 256M, 1G or 65536")
-    return int(digits) * mult
+    number = maybe_int(digits, "--size") if digits.isdigit() and len(digits) <= 15 else None
+    if not number:
+        raise InputError(f"--size {text[:40]!r}: expected a size like 256M, 1G or 65536")
+    return number * mult
 
 
 def _asked(asked, usable: list[int], known: set[int], option: str, known_note: str,

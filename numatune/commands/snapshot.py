@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 
 from numatune import __version__
 from numatune.errors import InputError, NumatuneError, ProcessGone
+from numatune.numbers import maybe_int
 from numatune.system.host import MAX_FILE_BYTES, Host
 from numatune.system.tarindex import Escapes
 
@@ -130,7 +131,7 @@ class Capture:
         """Other processes are not part of a snapshot (a live-only check such as "is irqbalance
         running" lists them all): only the --pid processes and the capturing one (/proc/self)."""
         m = _PROC_PID.match(logical)
-        return m is None or self.pids is None or int(m.group(1)) in self.pids
+        return m is None or self.pids is None or maybe_int(m.group(1), logical) in self.pids
 
     def _resolve(self, logical: str, hops: int, *, final: bool) -> str | None:
         if logical == "/":
@@ -324,7 +325,7 @@ def capture(src: Host, pids: Iterable[int], main: Any, make_obj: Callable[[Recor
     rec = dry_run(src, pids, main, make_obj)
     self_pid = src.read_link("/proc/self")
     running, daemon = irqbalance_process(src)  # whether it runs is part of the node's IRQ state: kept for replay
-    kept = {int(p) for p in (self_pid, daemon) if p and p.isdigit()}
+    kept = {n for n in (maybe_int(p, "/proc/self") for p in (self_pid, daemon) if p) if n is not None}
     cap = Capture(src, pids=frozenset(pids) | kept, errors=rec.errors, irqbalance=running)
     for logical in rec.touched:
         cap.touch(logical)

@@ -18,6 +18,7 @@ from numatune.cpulist import format_cpulist
 from numatune.errors import CommandNotExecutable, CommandNotRunnable, NumatuneError
 from numatune.model.launch import LaunchFacts, LaunchOptions, LaunchPlan, Numactl
 from numatune.model.topology import PciDevice, Topology
+from numatune.numbers import maybe_int, parse_int
 from numatune.system import memsys
 from numatune.system.host import Host
 
@@ -44,9 +45,9 @@ def probe_numactl(path: str) -> Numactl:
         text = out.stdout + out.stderr
     except (OSError, subprocess.SubprocessError):
         return Numactl(path, None, False, False)
-    m = re.search(r"(\d+)\.(\d+)\.(\d+)", text) if out.returncode == 0 else None
+    m = re.search(r"([0-9]{1,9})\.([0-9]{1,9})\.([0-9]{1,9})", text) if out.returncode == 0 else None
     version = m.group(0) if m else None
-    vt = tuple(int(x) for x in m.groups()) if m else None
+    vt = tuple(parse_int(x, "numactl --version") for x in m.groups()) if m else None
     many = "--preferred-many" in text or (vt is not None and vt >= (2, 0, 15))
     weighted = "--weighted-interleave" in text or (vt is not None and vt >= (2, 0, 19))
     return Numactl(path, version, many, weighted)
@@ -150,7 +151,8 @@ def read_rdma_ports(host: Host, devices: Sequence[PciDevice]) -> dict[str, tuple
     out = {}
     for d in devices:
         for name in d.rdma:
-            ports = sorted(int(p) for p in host.listdir(f"/sys/class/infiniband/{name}/ports") if p.isdigit())
+            where = f"/sys/class/infiniband/{name}/ports"
+            ports = sorted(n for n in (maybe_int(p, where) for p in host.listdir(where)) if n is not None and n >= 0)
             out[name] = tuple(ports) or (1,)
     return out
 

@@ -10,7 +10,6 @@ On a writable `--root` copy the same code runs without root, which is how the te
 from __future__ import annotations
 
 import errno
-import json
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -19,6 +18,7 @@ from pathlib import Path
 from numatune.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
 from numatune.errors import ApplyError, InputError, PermissionDenied, ReadError
 from numatune.model._record import record
+from numatune.numbers import maybe_int
 from numatune.render.envelope import SCHEMAS, dumps, envelope, is_document
 from numatune.system.host import Host
 
@@ -178,7 +178,7 @@ def state_of(path: str | os.PathLike[str]) -> tuple[str | None, list[Saved]]:
     out = []
     for entry in doc["irqs"]:
         try:
-            saved = Saved(int(entry["irq"]), entry.get("smp_affinity_list"), entry.get("smp_affinity"),
+            saved = Saved(_irq_number(entry["irq"]), entry.get("smp_affinity_list"), entry.get("smp_affinity"),
                           str(entry.get("label", "")))
             # what restore will write: each form a string the parser takes (checked now, not mid-restore)
             if saved.smp_affinity_list is not None:
@@ -191,6 +191,16 @@ def state_of(path: str | os.PathLike[str]) -> tuple[str | None, list[Saved]]:
     return root, out
 
 
+def _irq_number(value: object) -> int:
+    """An IRQ number as numatune writes it in a plan or state file: a JSON integer (a digit string taken too),
+    never a bool or a float; ValueError otherwise (the callers' "malformed entry")."""
+    if type(value) is int and 0 <= value < 1 << 32:
+        return value
+    if isinstance(value, str) and (number := maybe_int(value, "IRQ")) is not None and 0 <= number < 1 << 32:
+        return number
+    raise ValueError(f"not an IRQ number: {str(value)[:40]!r}")
+
+
 def _rows(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> list:
     """The list `key` of a numatune JSON document of this kind, read from a file; one clear error otherwise."""
     return _document(path, kind, key, what, written_by)[key]
@@ -198,13 +208,14 @@ def _rows(path: str | os.PathLike[str], kind: str, key: str, what: str, written_
 
 def _document(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> dict:
     """A numatune JSON document of this kind with a list `key`, read from a file; one clear error otherwise."""
-    from numatune.system.infile import read_input
+    from numatune.system.infile import load_document, read_input
 
     raw = read_input(path, what)
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:  # UnicodeDecodeError included
+        text = raw.decode("utf-8")
+    except ValueError as exc:  # UnicodeDecodeError
         raise InputError(f"cannot read {what} {path}: {exc}") from exc
+    doc = load_document(text, f"{what} {path}")
     if not is_document(doc, kind) or not isinstance(doc.get(key), list):
         raise InputError(f"{path} is not {written_by} (schema {SCHEMAS[kind]})")
     return doc
@@ -337,7 +348,7 @@ def read_plan(path: str | os.PathLike[str]) -> list[Change]:
     out = []
     for e in _rows(path, "irq-plan", "entries", "plan file", "a plan written by `numatune irq plan --json`"):
         try:
-            irq, action = int(e["irq"]), str(e["action"])
+            irq, action = _irq_number(e["irq"]), str(e["action"])
             if action == "set" and e.get("target"):
                 if not isinstance(e["target"], str):
                     raise TypeError("target is not a CPU list")

@@ -47,7 +47,7 @@ def pci_sort_key(bdf: str) -> tuple[int, ...]:
         return (1 << 40,)
     dev, _, fn = parts[2].partition(".")
     fields = (parts[0], parts[1], dev, fn)
-    if not all(f and _HEX.issuperset(f) for f in fields):
+    if not all(f and len(f) <= 8 and _HEX.issuperset(f) for f in fields):  # a domain has 8 digits at most
         return (1 << 40,)
     return tuple(int(f, 16) for f in fields)
 

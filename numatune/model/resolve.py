@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from numatune.errors import BindingError
 from numatune.model.order import AMD, NVIDIA, amd_vs_pci, gpu_order, pci_sort_key, runtime_devices
 from numatune.model.topology import PciDevice
+from numatune.numbers import MAX_DIGITS
 
 __all__ = ["gpu_order", "pci_sort_key"]  # re-exported: the order callers of the resolver use
 
@@ -98,10 +99,24 @@ def local_rank(env: Mapping[str, str]) -> tuple[int | None, str | None, str | No
         value = env.get(key)
         if value is None or value.strip() == "":
             continue
-        if not value.strip().isdigit():
-            raise BindingError(f"{key}={value!r} is not a non-negative integer")
-        return int(value), key, who
+        index = _index(value)
+        if index is None:
+            raise BindingError(f"{key}={_shown(value)} is not a non-negative integer")
+        return index, key, who
     return None, None, None
+
+
+def _index(value: str) -> int | None:
+    """A non-negative decimal integer in ASCII digits (numbers.MAX_DIGITS at most: a variable read from
+    another process's environment may hold anything), else None."""
+    text = value.strip()
+    if text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS:
+        return int(text)
+    return None
+
+
+def _shown(value: str) -> str:
+    return repr(value) if len(value) <= 60 else f"{value[:40]!r}... ({len(value)} characters)"
 
 
 # -- GPU -------------------------------------------------------------------------------------------------
@@ -124,14 +139,14 @@ def match_uuid(entry: str, gpus: Sequence[PciDevice], var: str) -> PciDevice:
 def resolve_entry(entry: str, gpus: Sequence[PciDevice], var: str) -> PciDevice:
     """One entry of a visible-devices list: an index into `gpus`, or a UUID."""
     entry = entry.strip()
-    if entry.isdigit():
-        index = int(entry)
+    index = _index(entry)
+    if index is not None:
         if index >= len(gpus):
             raise BindingError(f"{var} names GPU {index} but this root has {len(gpus)} such GPU(s)")
         return gpus[index]
     if UUID.match(entry):
         return match_uuid(entry, gpus, var)
-    raise BindingError(f"{var} entry {entry!r} is neither an index nor a GPU UUID")
+    raise BindingError(f"{var} entry {_shown(entry)} is neither an index nor a GPU UUID")
 
 
 def visible_devices(
@@ -181,7 +196,7 @@ def _listed(env: Mapping[str, str], var: str, pool: Sequence[PciDevice]) -> tupl
     if var == "CUDA_VISIBLE_DEVICES":  # enumeration stops at the first entry that names no device
         valid = 0
         for e in entries:
-            if not ((e.isdigit() and int(e) < len(pool)) or UUID.match(e)):
+            if not (((i := _index(e)) is not None and i < len(pool)) or UUID.match(e)):
                 break
             valid += 1
         if valid == 0:

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.errors import InputError, Unsupported
 from numatune.model.topology import NumaNode, PciDevice, Topology
+from numatune.numbers import maybe_int, parse_int
 from numatune.plan.cxl import CxlChoice, caller_weights, default_cxl, far_of
 
 MIB = 1 << 20
@@ -145,7 +146,9 @@ def _from_string(text: str, ctx: LiveContext, bandwidths: Mapping[int, float] | 
             for part in body.split(","):
                 node, _, w = part.partition("=")
                 try:
-                    weights[int(node)] = float(w)
+                    if (number := maybe_int(node, "target") if len(node) <= 9 else None) is None:
+                        raise ValueError(node)
+                    weights[number] = float(w)
                 except ValueError:
                     raise InputError(f"target {text!r}: expected stripe:NODE=SHARE,... (stripe:2=1,3=2)") from None
             return _stripe(Stripe(tuple(weights), weights), ctx, bandwidths)
@@ -206,8 +209,8 @@ def _gpu_local(gpu: Any, ctx: LiveContext) -> Target:
         if getattr(gpu, "type", None) not in ("cuda", "hip"):
             raise InputError(f"('local', {gpu!r}): not a GPU device")
         index = gpu.index if gpu.index is not None else 0
-    if isinstance(index, str) and index.isdigit():
-        index = int(index)
+    if isinstance(index, str) and index.isascii() and index.isdigit() and len(index) <= 9:
+        index = parse_int(index, "gpu")
     from numatune.errors import BindingError
 
     warnings: list[str] = []
@@ -328,8 +331,9 @@ def probe_bandwidths(doc: Mapping[str, Any], initiator: int | None = None) -> di
             continue
         for key in ("read_gbps", "copy_gbps"):
             fig = cell.get(key) or {}
-            if fig.get("median"):
-                out[int(cell["target"])] = float(fig["median"]) * 1000.0  # GB/s (1e9) -> MB/s as HMAT counts
+            target = cell.get("target")
+            if fig.get("median") and type(target) is int:  # a node id, as probe --json writes it
+                out[target] = float(fig["median"]) * 1000.0  # GB/s (1e9) -> MB/s as HMAT counts
                 break
     if not out:
         raise InputError(f"the probe document has no measured bandwidth from node {initiator}")
@@ -425,7 +429,7 @@ def _here(host: Any, topo: Topology) -> tuple[int | None, str]:
         return node, f"the calling thread's CPUs {format_cpulist(allowed)} are on node {node}"
     stat = host.read_optional("/proc/thread-self/stat") or ""
     fields = stat.rpartition(")")[2].split()
-    cpu = int(fields[36]) if len(fields) > 36 and fields[36].isdigit() else None
+    cpu = maybe_int(fields[36], "/proc/thread-self/stat") if len(fields) > 36 else None
     node = topo.node_of_cpu(cpu) if cpu is not None else None
     if node is None:
         return None, "the calling thread's node is unknown"

@@ -37,6 +37,7 @@ from numatune.model.resolve import (  # noqa: F401 - re-exported: the CLI, irq p
     rank_gpu,
 )
 from numatune.model.topology import WEIGHT_DIR, NumaNode, PciDevice, Topology
+from numatune.numbers import MAX_DIGITS, maybe_int, parse_int
 from numatune.plan.cores import even_share, is_linear, topology_order
 from numatune.plan.cxl import nearest_cpu_node
 from numatune.plan.nic import choose_nic, nic_env
@@ -47,9 +48,9 @@ def parse_cpu_bind(text: str) -> CpuBind:
     """`node`, `socket`, `exclusive`, `core-complex`, `none` or `cores:N`."""
     if text in ("node", "socket", "exclusive", "core-complex", "none"):
         return CpuBind(text)
-    m = re.fullmatch(r"cores:(\d+)", text)
-    if m and int(m.group(1)) > 0:
-        return CpuBind("cores", int(m.group(1)))
+    m = re.fullmatch(r"cores:([0-9]{1,9})", text)
+    if m and parse_int(m.group(1), "--cpu-bind") > 0:
+        return CpuBind("cores", parse_int(m.group(1), "--cpu-bind"))
     raise UsageError(
         f"--cpu-bind {text!r}: expected node, socket, exclusive, core-complex, cores:N (N >= 1) or none")
 
@@ -59,17 +60,19 @@ def parse_weights(text: str) -> dict[int, int]:
     out: dict[int, int] = {}
     for part in text.split(","):
         node, sep, weight = part.strip().partition(":")
-        if not sep or not node.isdigit() or not weight.isdigit():
-            raise UsageError(f"--weights {text!r}: expected NODE:WEIGHT[,NODE:WEIGHT...], e.g. 0:4,2:1")
-        if not 1 <= int(weight) <= 255:
+        if not (sep and node.isascii() and node.isdigit() and weight.isascii() and weight.isdigit()
+                and len(node) <= 9 and len(weight) <= 9):
+            raise UsageError(f"--weights {text[:80]!r}: expected NODE:WEIGHT[,NODE:WEIGHT...], e.g. 0:4,2:1")
+        number = parse_int(weight, "--weights")
+        if not 1 <= number <= 255:
             raise UsageError(f"--weights: weight {weight} for node {node} is outside 1-255")
-        out[int(node)] = int(weight)
+        out[parse_int(node, "--weights")] = number
     return out
 
 
 def kernel_version(release: str | None) -> tuple[int, int] | None:
-    m = re.match(r"(\d+)\.(\d+)", release or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    m = re.match(r"([0-9]{1,9})\.([0-9]{1,9})", release or "")  # a kernel release from the root
+    return (parse_int(m.group(1), "release"), parse_int(m.group(2), "release")) if m else None
 
 
 # -- rank ---------------------------------------------------------------------------------------------
@@ -77,19 +80,25 @@ def _env_int(env: Mapping[str, str], key: str) -> int | None:
     value = env.get(key)
     if value is None or value.strip() == "":
         return None
-    if not value.strip().isdigit():
-        raise InputError(f"{key}={value!r} is not a non-negative integer")
-    return int(value)
+    number = maybe_int(value, key) if len(value.strip()) <= MAX_DIGITS else None
+    if number is None or number < 0:
+        raise InputError(f"{key}={value[:40]!r} is not a non-negative integer")
+    return number
 
 
 def slurm_tasks_on_node(value: str, node_index: int) -> int | None:
     """SLURM_TASKS_PER_NODE "2(x3),1" → tasks on the node_index-th node of the job."""
     counts: list[int] = []
     for part in value.split(","):
-        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        m = re.fullmatch(r"([0-9]{1,9})(?:\(x([0-9]{1,9})\))?", part.strip())
         if not m:
             return None
-        counts += [int(m.group(1))] * int(m.group(2) or 1)
+        times = parse_int(m.group(2) or "1", "SLURM_TASKS_PER_NODE")
+        if len(counts) + times > node_index + 1:  # far enough: "1(x999999999)" is never spelled out
+            times = max(0, node_index + 1 - len(counts))
+        counts += [parse_int(m.group(1), "SLURM_TASKS_PER_NODE")] * times
+        if len(counts) > node_index:
+            break
     return counts[node_index] if 0 <= node_index < len(counts) else None
 
 
@@ -157,11 +166,11 @@ def _gpu_option(value: str, gpus: list[PciDevice], devices: Sequence[PciDevice])
         if dev is None:
             raise BindingError(f"--gpu {value}: no PCI device {bdf} in this root")
         return dev, f"--gpu {value} (PCI {dev.kind})", None
-    if value.isdigit():
-        if int(value) >= len(gpus):
-            raise BindingError(f"--gpu {value}: this root has {len(gpus)} GPU(s)")
-        return gpus[int(value)], f"--gpu {value} (GPU{value} of inspect)", ("--gpu indices are numatune's GPU "
-                                                                           "numbering: GPU0.. of inspect")
+    if value.isascii() and value.isdigit():
+        if len(value) > 9 or parse_int(value, "--gpu") >= len(gpus):
+            raise BindingError(f"--gpu {value[:40]}: this root has {len(gpus)} GPU(s)")
+        return (gpus[parse_int(value, "--gpu")], f"--gpu {value} (GPU{value} of inspect)",
+                "--gpu indices are numatune's GPU numbering: GPU0.. of inspect")
     if UUID.match(value):
         return match_uuid(value, gpus, "--gpu"), f"--gpu {value} (UUID)", None
     raise BindingError(f"--gpu {value!r}: expected an index, a PCI address (0000:18:00.0) or a GPU UUID")

@@ -117,7 +117,7 @@ def training_items(params: float, *, optimizer: str = "adam", layers: int | None
     back (2 B). Activation checkpoints: one bf16 [batch, seq_len, hidden] tensor per layer (the layer
     input that checkpointing keeps and offloads); left out when the shape is not given.
     """
-    if params <= 0:
+    if not 0 < params < 1e30:  # "inf" and "nan" are floats too; no model has 1e30 parameters
         raise InputError(f"--params {params:g}: expected a positive parameter count (7e9)")
     opt = optimizer.lower()
     if opt not in OPTIMIZER_STATE:

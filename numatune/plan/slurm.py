@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from numatune.cpulist import format_cpulist
 from numatune.model._record import record
 from numatune.model.topology import PciDevice, Topology
+from numatune.numbers import maybe_int
 
 
 @record
@@ -370,6 +371,9 @@ class SlurmEmit:
     memory_mib: int | None
 
 
+MAX_HOSTS = 1 << 20  # the hosts one hostlist may name: "node[0-99999999999]" is refused, not expanded
+
+
 def expand_hostlist(expr: str) -> list[str]:
     """Slurm hostlist: "a[01-03,7],b" -> a01 a02 a03 a7 b (zero padding kept; nested brackets are not Slurm's)."""
     import re  # here: the report paths that import this module start without `re`
@@ -385,9 +389,13 @@ def expand_hostlist(expr: str) -> list[str]:
         head, ranges, tail = m.groups()
         for r in ranges.split(","):
             lo, _, hi = r.partition("-")
-            if not lo.isdigit() or (hi and not hi.isdigit()):
-                raise InputError(f"bad hostlist range {r!r} in {expr!r}")
+            first = maybe_int(lo, "hostlist") if lo.isdigit() else None
+            last = maybe_int(hi, "hostlist") if hi.isdigit() else first if not hi else None
+            if first is None or last is None:
+                raise InputError(f"bad hostlist range {r[:40]!r} in {expr[:80]!r}")
             width = len(lo)
-            for i in range(int(lo), int(hi or lo) + 1):
+            for i in range(first, last + 1):
                 names += [n for n in expand_hostlist(f"{head}{i:0{width}d}{tail}")]
+                if len(names) > MAX_HOSTS:
+                    raise InputError(f"hostlist {expr[:80]!r} names more than {MAX_HOSTS} hosts, which no cluster has")
     return names

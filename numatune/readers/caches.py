@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from numatune.numbers import maybe_int
 from numatune.system.host import Host
 
 
-def parse_size(text: str | None) -> int | None:
+def parse_size(text: str | None, where: str = "size") -> int | None:
     """"49152K" / "1280K" / "32M" → bytes."""
     if not text:
         return None
     text = text.strip()
     mult = {"K": 1024, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
     digits = text[:-1] if mult != 1 else text
-    return int(digits) * mult if digits.isdigit() else None
+    value = maybe_int(digits, where) if digits.isdigit() else None
+    return None if value is None else value * mult
 
 
 def last_level_cache(host: Host, cpus: list[int] | tuple[int, ...]) -> int | None:
@@ -26,7 +28,7 @@ def last_level_cache(host: Host, cpus: list[int] | tuple[int, ...]) -> int | Non
                 continue
             kind = (host.read_optional(f"{base}/{idx}/type") or "").strip()
             level = host.read_int(f"{base}/{idx}/level")
-            size = parse_size(host.read_optional(f"{base}/{idx}/size"))
+            size = parse_size(host.read_optional(f"{base}/{idx}/size"), f"{base}/{idx}/size")
             if kind == "Instruction" or level is None or size is None:
                 continue
             shared = (host.read_optional(f"{base}/{idx}/shared_cpu_list") or str(cpu)).strip()

@@ -16,6 +16,7 @@ every kind (core type on x86, capacity, base, max frequency) until they tell all
 from __future__ import annotations
 
 from numatune.model.topology import Cpu, CpuKind, CpuKinds
+from numatune.numbers import maybe_int
 from numatune.system.host import Host
 
 CPU_DIR = "/sys/devices/system/cpu"
@@ -111,7 +112,7 @@ def _khz(mhz: int | None) -> int | None:
     return mhz * 1000 if mhz else None  # nominal_freq 0 means unknown
 
 
-def parse_cpuinfo_midr(text: str) -> dict[int, int]:
+def parse_cpuinfo_midr(text: str, where: str = "/proc/cpuinfo") -> dict[int, int]:
     """processor -> MIDR rebuilt from arm64 /proc/cpuinfo ("CPU implementer/variant/part/revision")."""
     out: dict[int, int] = {}
     proc: int | None = None
@@ -122,20 +123,19 @@ def parse_cpuinfo_midr(text: str) -> dict[int, int]:
             out[proc] = (fields["CPU implementer"] << 24 | fields.get("CPU variant", 0) << 20 | 0xF << 16
                          | fields["CPU part"] << 4 | fields.get("CPU revision", 0))
 
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         key, sep, value = line.partition(":")
         if not sep:
             continue
         key, value = key.strip(), value.strip()
         if key == "processor":
             flush()
-            proc = int(value) if value.isdigit() else None
+            proc = maybe_int(value, where, line=number)
             fields = {}
         elif key in ("CPU implementer", "CPU variant", "CPU part", "CPU revision"):
-            try:
-                fields[key] = int(value, 0)
-            except ValueError:
-                continue
+            number_value = maybe_int(value, where, base=0, line=number)
+            if number_value is not None and 0 <= number_value < 1 << 12:  # the widest MIDR field: 12 bits
+                fields[key] = number_value
     flush()
     return out
 

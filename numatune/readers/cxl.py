@@ -22,6 +22,7 @@ from numatune.model.topology import (
     CxlTopology,
     DaxDevice,
 )
+from numatune.numbers import maybe_int
 from numatune.readers.pci import read_link
 from numatune.system.host import Host, numbered
 
@@ -40,10 +41,7 @@ def _int_auto(host: Host, path: str) -> int | None:
     text = host.read_optional(path)
     if not text:
         return None
-    try:
-        return int(text.split()[0], 0)
-    except ValueError:
-        return None
+    return maybe_int(text.split()[0], path, base=0)  # "0x" and 4,000 hex digits: ParseError, not a size
 
 
 def read_cxl(host: Host) -> CxlTopology:
@@ -96,10 +94,11 @@ def read_cxl(host: Host) -> CxlTopology:
         base = f"{CXL_DEVICES}/{name}"
         positions = []
         for entry in host.listdir(base):
-            if re.match(r"^target\d+$", entry):
+            position = numbered(entry, "target")
+            if position is not None:
                 value = host.read_optional(f"{base}/{entry}")
                 if value:
-                    positions.append((int(entry[6:]), value))
+                    positions.append((position, value))
         positions.sort()
         region_positions[name] = positions
         targets = [value for _, value in positions]
@@ -158,13 +157,13 @@ def _first_event(host: Host, base: str, events: list[str], formats: dict[str, st
                  choices: tuple[str, ...]) -> CxlPmuEvent | None:
     for e in choices:
         if e in events:
-            made = pmu_event(e, host.read_optional(f"{base}/events/{e}") or "", formats)
+            made = pmu_event(e, host.read_optional(f"{base}/events/{e}") or "", formats, f"{base}/events/{e}")
             if made is not None:
                 return made
     return None
 
 
-def pmu_event(name: str, spec: str, formats: dict[str, str]) -> CxlPmuEvent | None:
+def pmu_event(name: str, spec: str, formats: dict[str, str], where: str = "events") -> CxlPmuEvent | None:
     """An event's "vid=0x1e98,gid=0x10,mask=0x1" placed into config/config1/config2 by the PMU's format
     files ("config:0-15", "config1:32"); None when a term has no format or a value does not parse."""
     words = {"config": 0, "config1": 0, "config2": 0}
@@ -174,11 +173,10 @@ def pmu_event(name: str, spec: str, formats: dict[str, str]) -> CxlPmuEvent | No
         field, _, bits = fmt.partition(":")
         if field not in words or not bits:
             return None
-        try:
-            number = int(value, 0) if value else 1
-            lo, _, hi = bits.partition("-")
-            lo_bit, hi_bit = int(lo), int(hi or lo)
-        except ValueError:
+        lo, _, hi = bits.partition("-")
+        number = maybe_int(value, where, base=0) if value else 1
+        lo_bit, hi_bit = maybe_int(lo, where), maybe_int(hi or lo, where)
+        if number is None or lo_bit is None or hi_bit is None or not 0 <= lo_bit <= hi_bit < 64:
             return None
         width = hi_bit - lo_bit + 1
         words[field] |= (number & ((1 << width) - 1)) << lo_bit
@@ -193,7 +191,8 @@ def _read_port(host: Host, name: str, kind: str, base: str) -> CxlPort:
     uport = uport_target.rsplit("/", 1)[-1] if uport_target else host.link_name(f"{base}/uport")
     real = host.resolve(base) or base
     parent = real.rsplit("/", 2)[-2] if real.count("/") >= 2 else None
-    dports = sorted((e for e in host.listdir(base) if re.match(r"^dport\d+$", e)), key=lambda e: int(e[5:]))
+    dports = sorted((e for e in host.listdir(base) if numbered(e, "dport") is not None),
+                    key=lambda e: numbered(e, "dport"))
     targets = []
     for d in dports:
         target = host.resolve(f"{base}/{d}")

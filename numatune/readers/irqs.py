@@ -21,6 +21,7 @@ from numatune.model._record import record
 from numatune.model.findings import Skipped
 from numatune.model.irq import DeviceIrqs, InterruptRow, InterruptsTable, Irq, IrqReport
 from numatune.model.topology import PciDevice, Topology
+from numatune.numbers import maybe_int, parse_int
 from numatune.readers import host_skipped
 from numatune.readers.settings import IRQBALANCE_KEYS, irqbalance_process
 from numatune.system.host import Host
@@ -74,8 +75,9 @@ def parse_interrupts(
         pos = nl + 1
         if header.strip():
             break
-    cpus = tuple(int(tok[3:]) for tok in header.decode("ascii", "replace").split()
-                 if tok.startswith("CPU") and tok[3:].isdigit())
+    header_line = data.count(b"\n", 0, max(pos - 1, 0)) + 1
+    cpus = tuple(parse_int(tok[3:], INTERRUPTS, line=header_line)
+                 for tok in header.decode("ascii", "replace").split() if tok.startswith("CPU") and tok[3:].isdigit())
     ncpu = len(cpus)
     width = 11 * ncpu  # the kernel writes " %10u" per online CPU
     zero_row = "          0" * ncpu
@@ -96,7 +98,8 @@ def parse_interrupts(
         if not label.isdigit():
             continue  # NMI, LOC, ERR, MIS, s390 EXT/I/O... : not device interrupts
         numeric += 1
-        irq = int(label)
+        irq = int(label) if len(label) <= 10 else parse_int(label.decode(), INTERRUPTS,
+                                                             line=data.count(b"\n", 0, line_start) + 1)
         start = colon + 1
         end = start + width
         if end < nl and data[end] == 32 and 48 <= data[end - 1] <= 57 and (ncpu == 0 or data[start] == 32):
@@ -218,11 +221,11 @@ def identify_action(name: str) -> NameMatch | None:
     m = _MLX.match(name)
     if m:
         queue = "comp" in m.group("what")
-        number = int(m.group("n")) if queue and m.group("n") else None
+        number = maybe_int(m.group("n"), INTERRUPTS) if queue and m.group("n") else None
         return NameMatch("bdf", m.group("bdf").lower(), "nic", "queue" if queue else "control", number)
     m = _NVME.match(name)
     if m:
-        q = int(m.group("q"))
+        q = maybe_int(m.group("q"), INTERRUPTS) or 0
         return NameMatch("nvme", m.group("ctrl"), "nvme", "queue" if q > 0 else "control", q if q > 0 else None)
     m = _DRIVER_BDF.match(name)
     if m:
@@ -233,7 +236,7 @@ def identify_action(name: str) -> NameMatch | None:
         bdf = _BDF_IN.search(iface)
         if bdf:
             return NameMatch("bdf", bdf.group(0).lower(), "nic", "control", None)
-        return NameMatch("netdev", iface, "nic", "queue", int(m.group("q")))
+        return NameMatch("netdev", iface, "nic", "queue", maybe_int(m.group("q"), INTERRUPTS))
     return None
 
 
@@ -245,7 +248,7 @@ def _role_of(name: str) -> tuple[str, int | None]:
     if any(w in low for w in _CONTROL_WORDS):
         return "control", None
     q = re.search(r"(\d+)$", name)
-    return "queue", int(q.group(1)) if q and q.group(1) != name else None
+    return "queue", maybe_int(q.group(1), INTERRUPTS) if q and q.group(1) != name else None
 
 
 # -- /proc/irq/N ---------------------------------------------------------------------------------
@@ -285,8 +288,9 @@ def read_irq_state(host: Host, irq: int, debugfs: bool = False) -> IrqState:
         state.effective_affinity_list = _cpus(host.read_optional(f"{base}/effective_affinity"), parse_cpumask)
     state.affinity_hint = _cpus(host.read_optional(f"{base}/affinity_hint"), parse_cpumask)
     node = host.read_optional(f"{base}/node")
-    if node and node.lstrip("-").isdigit() and int(node) >= 0:
-        state.node = int(node)
+    number = maybe_int(node, f"{base}/node") if node else None
+    if number is not None and number >= 0:
+        state.node = number
     if debugfs:
         text = host.read_optional(f"{DEBUGFS_IRQS}/{irq}")
         if text is not None:
@@ -447,7 +451,8 @@ def read_irq_report(host: Host, topo: Topology) -> IrqReport:
 
 
 def _msi_irqs(host: Host, dev: PciDevice) -> list[int]:
-    return [int(n) for n in host.listdir(f"{dev.path}/msi_irqs") if n.isdigit()]
+    where = f"{dev.path}/msi_irqs"
+    return [n for n in (maybe_int(name, where) for name in host.listdir(where)) if n is not None and n >= 0]
 
 
 def _mentions(tail: str, by_netdev: dict[str, _Dev]) -> bool:

@@ -9,7 +9,8 @@ link between CPU agents), nodes/N/p2p_links/M the indirect GPU-to-GPU paths the 
 from __future__ import annotations
 
 from numatune.model._record import record
-from numatune.system.host import Host
+from numatune.numbers import maybe_int
+from numatune.system.host import Host, numbered
 
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
 # CRAT io_link types (linux drivers/gpu/drm/amd/amdkfd/kfd_crat.h)
@@ -61,16 +62,15 @@ class Kfd:
                      and (direct is None or x.direct == direct)), None)
 
 
-def parse_kfd_properties(text: str) -> dict[str, int]:
+def parse_kfd_properties(text: str, where: str = "properties") -> dict[str, int]:
     """`name value` lines; values are integers (a hive_id may exceed 64-bit signed)."""
     out = {}
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         parts = line.split()
         if len(parts) == 2:
-            try:
-                out[parts[0]] = int(parts[1])
-            except ValueError:
-                continue
+            value = maybe_int(parts[1], where, line=number)
+            if value is not None:
+                out[parts[0]] = value
     return out
 
 
@@ -80,13 +80,13 @@ def kfd_bdf(props: dict[str, int]) -> str:
 
 
 def read_kfd(host: Host) -> Kfd:
-    ids = [i for i in host.listdir(KFD_NODES) if i.isdigit()]
+    ids = [i for i in host.listdir(KFD_NODES) if numbered(i, "") is not None]
     if not ids:
         return Kfd()
     agents, links = [], []
     for i in ids:
-        node = int(i)
-        p = parse_kfd_properties(host.read_optional(f"{KFD_NODES}/{i}/properties") or "")
+        node = numbered(i, "")
+        p = parse_kfd_properties(host.read_optional(f"{KFD_NODES}/{i}/properties") or "", f"{KFD_NODES}/{i}/properties")
         gpu = p.get("simd_count", 0) > 0
         agents.append(KfdAgent(
             id=node,

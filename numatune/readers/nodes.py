@@ -4,32 +4,32 @@ from __future__ import annotations
 
 from numatune.model.findings import Skipped
 from numatune.model.topology import WEIGHT_DIR, HmatEntry, HugePages, MemorySideCache, NumaNode
+from numatune.numbers import maybe_int
 from numatune.system.host import Host, natural_key, numbered
 
 NODE_DIR = "/sys/devices/system/node"
 TIER_DIR = "/sys/devices/virtual/memory_tiering"
 
 
-def parse_node_meminfo(text: str) -> dict[str, int]:
+def parse_node_meminfo(text: str, where: str = "meminfo") -> dict[str, int]:
     """`Node 0 MemTotal:  3762392 kB` lines -> {"MemTotal": 3762392} (kB; HugePages_* are counts)."""
     out: dict[str, int] = {}
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         head, sep, value = line.partition(":")
         if not sep:
             continue
         key = head.split()[-1] if head.split() else ""
         parts = value.split()
         if key and parts:
-            try:
-                out[key] = int(parts[0])
-            except ValueError:
-                continue
+            value = maybe_int(parts[0], where, line=number)
+            if value is not None:
+                out[key] = value
     return out
 
 
-def parse_meminfo(text: str) -> dict[str, int]:
+def parse_meminfo(text: str, where: str = "/proc/meminfo") -> dict[str, int]:
     """/proc/meminfo has the same shape without the "Node N" prefix."""
-    return parse_node_meminfo(text)
+    return parse_node_meminfo(text, where)
 
 
 def node_ids(host: Host) -> list[int]:
@@ -74,7 +74,7 @@ def read_nodes(
             missing = sorted(cpus - known_cpus)
             skipped.append(Skipped(f"node {nid}", f"cpulist names {len(missing)} CPUs with no cpu directory"))
             cpus = cpus & known_cpus
-        meminfo = parse_node_meminfo(host.read_optional(f"{base}/meminfo") or "")
+        meminfo = parse_node_meminfo(host.read_optional(f"{base}/meminfo") or "", f"{base}/meminfo")
         distances, problem = _read_distances(host, base, order)
         if problem:
             skipped.append(Skipped(f"node {nid} distances", problem))
@@ -111,9 +111,8 @@ def _read_distances(host: Host, base: str, order: list[int]) -> tuple[dict[int, 
     text = host.read_optional(f"{base}/distance")
     if text is None:
         return {}, "no distance file"
-    try:
-        values = [int(v) for v in text.split()]
-    except ValueError:
+    values = [maybe_int(v, f"{base}/distance") for v in text.split()]
+    if None in values:
         return {}, f"malformed distance row {text[:40]!r}"
     if len(values) != len(order):
         return {}, f"distance row has {len(values)} entries for {len(order)} online nodes"

@@ -12,8 +12,9 @@ anywhere. pynvml and json are imported only when a root has NVIDIA GPUs.
 
 from __future__ import annotations
 
-from numatune.errors import ParseError
+from numatune.errors import InputError, ParseError
 from numatune.model.topology import FabricLink, GpuFabric, NvmlGpu
+from numatune.numbers import maybe_int
 from numatune.system.host import Host
 
 FORMAT = "numatune.nvml-record/1"
@@ -182,12 +183,12 @@ def load_record(host: Host) -> tuple[dict | None, str]:
     text = host.read_optional(SAVED)
     if text is None:
         return None, f"no NVML record in this root ({SAVED}: take the snapshot with NVML installed)"
-    import json
+    from numatune.system.infile import load_document
 
     try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise ParseError(SAVED, f"not JSON ({exc})") from exc
+        doc = load_document(text, SAVED)
+    except InputError as exc:
+        raise ParseError(SAVED, exc.message.removeprefix(f"{SAVED} ")) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("gpus"), list):
         raise ParseError(SAVED, f"not an NVML record of format {FORMAT}")
     return doc, f"NVML record saved in this root ({SAVED})"
@@ -199,11 +200,15 @@ def nvml_bdf(bus_id: object) -> str | None:
     if not isinstance(bus_id, str) or bus_id.count(":") != 2:
         return None
     domain, bus, rest = bus_id.strip().lower().split(":")
-    try:
-        value = int(domain, 16)
-    except ValueError:
+    value = maybe_int(domain, SAVED, base=16) if len(domain) <= 16 else None  # NVML writes 8 digits
+    if value is None or value < 0:
         return None
     return f"{value:04x}:{bus}:{rest}"
+
+
+def _count(value: object, default: int | None = None) -> int | None:
+    """A record's non-negative integer (an index, a PID): a JSON number, or DEFAULT for anything else."""
+    return value if type(value) is int and 0 <= value < 1 << 64 else default
 
 
 def _ok(value: object) -> bool:
@@ -245,14 +250,15 @@ def fabric_from_record(doc: dict, note: str, source: str) -> GpuFabric:
         status = fabric.get("status")
         procs = g.get("compute_processes")
         gpus.append(NvmlGpu(
-            index=int(g.get("index", len(gpus))),
+            index=_count(g.get("index"), len(gpus)),
             bdf=bdf,
             uuid=g["uuid"] if isinstance(g.get("uuid"), str) else None,
             name=g["name"] if isinstance(g.get("name"), str) else None,
             nvlinks_active=active,
             fabric_state=FABRIC_STATES.get(state, str(state)) if isinstance(state, int) else None,
             fabric_status=("success" if status == 0 else f"NVML error {status}") if isinstance(status, int) else None,
-            processes=tuple(sorted(int(p["pid"]) for p in procs if isinstance(p, dict) and "pid" in p))
+            processes=tuple(sorted(pid for p in procs
+                                   if isinstance(p, dict) and (pid := _count(p.get("pid"))) is not None))
             if isinstance(procs, list) else (),
         ))
     links = [FabricLink(a, b, "nvlink", (n + 1) // 2, source=source) for (a, b), n in sorted(direct.items())]

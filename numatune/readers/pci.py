@@ -13,6 +13,7 @@ from numatune.errors import ParseError
 from numatune.model.findings import Skipped
 from numatune.model.order import pci_sort_key
 from numatune.model.topology import NumaNode, NvidiaGpuInfo, PciDevice, PciLink
+from numatune.numbers import maybe_int
 from numatune.readers import NVIDIA_GPUS
 from numatune.readers.kfd import Kfd, read_kfd
 from numatune.system.host import Host
@@ -60,17 +61,18 @@ def device_kind(class_code: int, vendor_id: int | None) -> str:
 REPORTED_KINDS = ("gpu", "display", "nic", "nvme", "cxl", "accelerator")
 
 
-def parse_nvidia_information(text: str) -> NvidiaGpuInfo:
-    fields = {}
-    for line in text.splitlines():
+def parse_nvidia_information(text: str, where: str = "information") -> NvidiaGpuInfo:
+    fields, lines = {}, {}
+    for number, line in enumerate(text.splitlines(), 1):
         key, sep, value = line.partition(":")
         if sep:
             fields[key.strip()] = value.strip()
-    minor = fields.get("Device Minor")
+            lines[key.strip()] = number
+    minor = maybe_int(fields["Device Minor"], where, line=lines["Device Minor"]) if fields.get("Device Minor") else None
     return NvidiaGpuInfo(
         model=fields.get("Model"),
         uuid=fields.get("GPU UUID"),
-        minor=int(minor) if minor and minor.isdigit() else None,
+        minor=minor if minor is not None and minor >= 0 else None,
         bus_location=fields.get("Bus Location"),
     )
 
@@ -173,7 +175,7 @@ def _read_nvidia(host: Host) -> dict[str, NvidiaGpuInfo]:
     for name in host.listdir(NVIDIA_GPUS):
         text = host.read_optional(f"{NVIDIA_GPUS}/{name}/information")
         if text:
-            out[name.lower()] = parse_nvidia_information(text)
+            out[name.lower()] = parse_nvidia_information(text, f"{NVIDIA_GPUS}/{name}/information")
     return out
 
 
@@ -260,10 +262,12 @@ def _merge_kfd(host: Host, devices: list[PciDevice], nodes: tuple[NumaNode, ...]
 
 
 def _name_devices(devices: list[PciDevice], pci_ids: str) -> list[PciDevice]:
-    try:
-        with open(pci_ids, "rb") as fh:
-            db = fh.read()
-    except OSError:
+    from numatune.errors import InputError
+    from numatune.system.infile import read_input
+
+    try:  # a regular file only, bounded: a FIFO or /dev/zero named by NUMATUNE_PCI_IDS is never opened
+        db = read_input(pci_ids, "pci.ids", 16 << 20)
+    except InputError:
         return devices
     vendors: dict[int, tuple[str, int] | None] = {}  # each vendor's line found once, not once a device
     out = []

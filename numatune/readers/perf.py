@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from numatune.errors import PmuUnavailable
 from numatune.model._record import record
+from numatune.numbers import parse_int
 from numatune.system.host import Host
 
 PERF_TYPE_HW_CACHE = 3
@@ -116,7 +117,7 @@ def cpu_identity(host: Host) -> tuple[str | None, int | None, bool]:
         if key == "vendor_id" and vendor is None:
             vendor = value.strip()
         elif key == "cpu family" and family is None and value.strip().isdigit():
-            family = int(value)
+            family = parse_int(value, "/proc/cpuinfo")
         elif key == "flags":
             hypervisor = "hypervisor" in value.split()
             break

@@ -28,6 +28,7 @@ from numatune.model.resolve import (
 )
 from numatune.model.resolve import local_rank as resolve_local_rank
 from numatune.model.topology import Topology
+from numatune.numbers import maybe_int, parse_int
 from numatune.system.host import Host
 
 # The environment keys, local-rank order, GPU ordering and cgroup parsing are the resolver's (shared with launch).
@@ -50,7 +51,7 @@ def unescape_octal(name: str) -> str:
     while i < len(name):
         ch = name[i]
         if ch == "\\" and i + 4 <= len(name) and name[i + 1 : i + 4].isdigit():
-            out.append(chr(int(name[i + 1 : i + 4], 8)))
+            out.append(chr(int(name[i + 1 : i + 4], 8)))  # three digits: bounded
             i += 4
         else:
             out.append(ch)
@@ -80,7 +81,8 @@ def _tails(lines: list[str]) -> Counter[str]:
     return Counter(line.partition(" ")[2] for line in lines if line)
 
 
-def _parse_tail(tail: str, page_kib: int) -> tuple[str, str, str, int, list[tuple[int, int]]] | None:
+def _parse_tail(tail: str, page_kib: int, where: str = "numa_maps",
+                ) -> tuple[str, str, str, int, list[tuple[int, int]]] | None:
     """(policy, kind, file token or "", page bytes, [(node, pages)]) of one numa_maps line without its
     address; None when malformed."""
     toks = tail.split()
@@ -101,12 +103,12 @@ def _parse_tail(tail: str, page_kib: int) -> tuple[str, str, str, int, list[tupl
             node, _, pages = tok[1:].partition("=")
             if not (node.isdigit() and pages.isdigit()):
                 return None
-            nodes.append((int(node), int(pages)))
+            nodes.append((parse_int(node, where), parse_int(pages, where)))
         elif tok.startswith("kernelpagesize_kB="):
             value = tok[18:]
             if not value.isdigit():
                 return None
-            kpage = int(value)
+            kpage = parse_int(value, where)
         elif tok == "huge":
             huge = True
         elif tok == "heap" or tok == "stack" or tok.startswith("file="):
@@ -154,13 +156,16 @@ def _placements(
                 name = name_of[file] = unescape_octal(file).rpartition("/")[2]
             fields = made[tail] = (kind, name, policy, size, dict(sorted(nodes)), off)
         try:
+            if len(addr) > 16:  # wider than any 64-bit address: not a mapping
+                raise ValueError
             out.append(new(MappingPlacement, (int(addr, 16), *fields)))
         except ValueError:
             continue
     return tuple(out)
 
 
-def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False) -> NumaMemory:
+def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, where: str = "numa_maps",
+                    ) -> NumaMemory:
     """Resident bytes by node, by mapping kind and by policy, in one pass over /proc/PID/numa_maps;
     with `per_mapping`, also every mapping's placement (`audit --mappings`) from the same parse.
 
@@ -169,6 +174,7 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False) 
     pages and no kernelpagesize_kB; hugetlb VMAs ("huge") counted in huge pages; N<node> for CPU-less
     nodes. `page_kib` is the base page size, used only by kernels older than 4.0 (no kernelpagesize_kB).
     Each distinct line tail (the line without its address) is parsed once, however many lines repeat it.
+    A number of more than numbers.MAX_DIGITS digits is ParseError naming WHERE (the file), exit 3.
     """
     lines = text.split("\n")
     by_node: dict[int, int] = {}
@@ -179,7 +185,7 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False) 
     mappings = 0
     malformed = 0
     for tail, count in _tails(lines).items():
-        p = _parse_tail(tail, page_kib)
+        p = _parse_tail(tail, page_kib, where)
         if per_mapping:
             parsed[tail] = p
         if p is None:
@@ -221,7 +227,7 @@ def parse_status(text: str) -> dict[str, str]:
     return out
 
 
-def parse_stat(text: str) -> dict[str, object]:
+def parse_stat(text: str, where: str = "stat") -> dict[str, object]:
     """/proc/PID/stat: the comm may hold blanks and parentheses, so split after the LAST ')'."""
     head, sep, rest = text.rpartition(")")
     if not sep:
@@ -230,17 +236,25 @@ def parse_stat(text: str) -> dict[str, object]:
     comm = head.partition("(")[2]
     if len(fields) < 7:
         raise ValueError("too few fields in stat")
-    cpu = int(fields[36]) if len(fields) > 36 and fields[36].lstrip("-").isdigit() else None
+    cpu = maybe_int(fields[36], where) if len(fields) > 36 else None
     return {
         "comm": comm,
         "state": fields[0],
-        "ppid": int(fields[1]),
-        "flags": int(fields[6]),
+        "ppid": _field(fields[1], where),
+        "flags": _field(fields[6], where),
         "cpu": cpu,  # field 39: the CPU it last ran on
     }
 
 
-def parse_sched_numa_faults(text: str) -> dict[int, int]:
+def _field(text: str, where: str) -> int:
+    """A stat field: ValueError when not a number (the callers' "malformed"), ParseError when too long."""
+    value = maybe_int(text, where)
+    if value is None:
+        raise ValueError(f"not a number: {text[:20]!r}")
+    return value
+
+
+def parse_sched_numa_faults(text: str, where: str = "sched") -> dict[int, int]:
     """NUMA-balancing hinting faults per node ("numa_faults node=N task_private=A task_shared=B ...").
 
     Old kernels swapped the private/shared labels, so only their sum is used.
@@ -250,20 +264,20 @@ def parse_sched_numa_faults(text: str) -> dict[int, int]:
         if not line.startswith("numa_faults node="):
             continue
         fields = dict(tok.split("=", 1) for tok in line.split()[1:] if "=" in tok)
-        try:
-            node = int(fields["node"])
-            out[node] = out.get(node, 0) + int(fields.get("task_private", 0)) + int(fields.get("task_shared", 0))
-        except (KeyError, ValueError):
-            continue
+        node = maybe_int(fields.get("node", ""), where)
+        private = maybe_int(fields.get("task_private", "0"), where)
+        shared = maybe_int(fields.get("task_shared", "0"), where)
+        if node is not None and private is not None and shared is not None:
+            out[node] = out.get(node, 0) + private + shared
     return out
 
 
-def parse_vmstat(text: str) -> dict[str, int]:
+def parse_vmstat(text: str, where: str = "/proc/vmstat") -> dict[str, int]:
     out = {}
-    for line in text.split("\n"):
+    for number, line in enumerate(text.split("\n"), 1):
         key, _, value = line.partition(" ")
         if value.strip().isdigit():
-            out[key] = int(value)
+            out[key] = parse_int(value, where, line=number)
     return out
 
 
@@ -350,9 +364,9 @@ def read_process(
     if r.gone():
         raise ProcessGone(f"no process with PID {pid}", hint="check the PID with `ps -p PID`")
     notes: list[str] = []
-    stat = _parsed(r, "stat", parse_stat)
+    stat = _parsed(r, "stat", lambda text: parse_stat(text, f"/proc/{pid}/stat"))
     status = _parsed(r, "status", parse_status)
-    kernel_thread = bool(int(stat["flags"]) & PF_KTHREAD)  # type: ignore[arg-type]
+    kernel_thread = bool(stat["flags"] & PF_KTHREAD)  # type: ignore[operator]
     cmdline_raw = r.optional("cmdline") or ""
     cmdline = tuple(a for a in cmdline_raw.split("\x00") if a) if cmdline_raw else ()
     comm = status.get("Name") or str(stat["comm"])
@@ -364,7 +378,7 @@ def read_process(
                 r.read("numa_maps")  # raises the clear PermissionDenied
             notes.append("numa_maps not available: memory placement unknown")
         else:
-            memory = parse_numa_maps(maps, per_mapping=mappings)
+            memory = parse_numa_maps(maps, per_mapping=mappings, where=f"/proc/{pid}/numa_maps")
             if memory.malformed_lines:
                 notes.append(f"{memory.malformed_lines} malformed numa_maps line(s) skipped")
             if not maps.strip():
@@ -388,7 +402,7 @@ def read_process(
         pid=pid,
         comm=comm,
         cmdline=cmdline,
-        ppid=int(stat["ppid"]),  # type: ignore[arg-type]
+        ppid=stat["ppid"],  # type: ignore[arg-type]
         state=str(stat["state"]),
         threads=thread_infos,
         cpus_allowed=tuple(sorted(_cpulist(status.get("Cpus_allowed_list")))),
@@ -427,11 +441,12 @@ def _read_threads(r: _Reader, stat: dict, status: dict[str, str]) -> tuple[Threa
         if st is None:
             continue  # the thread exited between listing and reading: not the process
         try:
-            t = parse_stat(st)
+            t = parse_stat(st, f"{r.base}/task/{name}/stat")
         except ValueError:
             continue
         allowed = _cpulist(parse_status(ss).get("Cpus_allowed_list")) if ss else frozenset()
-        out.append(ThreadInfo(int(name), str(t["comm"]), t["cpu"], tuple(sorted(allowed)), str(t["state"])))  # type: ignore[arg-type]
+        tid = parse_int(name, f"{r.base}/task")
+        out.append(ThreadInfo(tid, str(t["comm"]), t["cpu"], tuple(sorted(allowed)), str(t["state"])))  # type: ignore[arg-type]
     if not out:  # no task/ directory (a partial capture): the main thread from the process files
         allowed = _cpulist(status.get("Cpus_allowed_list"))
         out.append(ThreadInfo(r.pid, str(stat["comm"]), stat["cpu"], tuple(sorted(allowed)), str(stat["state"])))
@@ -445,7 +460,7 @@ def _read_numa_faults(r: _Reader, tids: list[int]) -> dict[int, int]:
         texts = [r.optional("sched")]
     total: dict[int, int] = {}
     for text in texts:
-        for node, n in parse_sched_numa_faults(text or "").items():
+        for node, n in parse_sched_numa_faults(text or "", f"{r.base}/sched").items():
             total[node] = total.get(node, 0) + n
     return total
 
@@ -483,14 +498,15 @@ def read_open_gpus(host: Host, pid: int, topo: Topology) -> tuple[GpuUse, ...]:
             continue
         name = target[5:]
         if name.startswith("nvidia") and name[6:].isdigit():
-            minor = int(name[6:])
+            minor = parse_int(name[6:], f"/proc/{pid}/fd/{fd}")
             bdf, node = _gpu_for_nvidia_minor(topo, minor)
             seen[target] = GpuUse(bdf, node, f"fd {target}", minor)
         elif name.startswith("dri/renderD") and name[11:].isdigit():
             dev = host.resolve(f"/sys/class/drm/{name[4:]}/device")
             bdf = dev.rsplit("/", 1)[-1] if dev else None
             pci = topo.device(bdf) if bdf else None
-            seen[target] = GpuUse(bdf, pci.node if pci else None, f"fd {target}", int(name[11:]))
+            seen[target] = GpuUse(bdf, pci.node if pci else None, f"fd {target}",
+                                    parse_int(name[11:], f"/proc/{pid}/fd/{fd}"))
         elif name == "kfd":
             seen[target] = GpuUse(None, None, "fd /dev/kfd (AMD GPU in use; which one from ROCR/HIP_VISIBLE_DEVICES)")
     return tuple(seen.values())
@@ -561,12 +577,12 @@ def list_processes(host: Host) -> dict[int, tuple[int, str, str]]:
         if not text:
             continue
         try:
-            st = parse_stat(text)
+            st = parse_stat(text, f"/proc/{name}/stat")
         except ValueError:
             continue
         cmd = host.read_optional(f"/proc/{name}/cmdline") or ""
         argv0 = cmd.split("\x00", 1)[0] if "\x00" in cmd else cmd.split(" ", 1)[0]
-        out[int(name)] = (int(st["ppid"]), str(st["comm"]), argv0.rsplit("/", 1)[-1])  # type: ignore[arg-type]
+        out[parse_int(name, "/proc")] = (st["ppid"], str(st["comm"]), argv0.rsplit("/", 1)[-1])  # type: ignore[arg-type]
     return out
 
 

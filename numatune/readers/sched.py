@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from numatune.model.topology import PciDevice, Topology
+from numatune.numbers import parse_int
 from numatune.system.host import Host
 
 CPU_DIR = "/sys/devices/system/cpu"
@@ -71,5 +72,5 @@ def read_meminfo_total_kib(host: Host) -> int | None:
         if line.startswith("MemTotal:"):
             parts = line.split()
             if len(parts) >= 2 and parts[1].isdigit():
-                return int(parts[1])
+                return parse_int(parts[1], "/proc/meminfo")
     return None

@@ -91,24 +91,10 @@ def gres_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:
 def _load_document(path: str | Path, what: str) -> Any:
     """A JSON or YAML document a user names (YAML through PyYAML, a default dependency imported only here);
     a YAML stream of several documents (`---`) is returned as a list of them."""
-    text = _read(path)
-    if text.lstrip().startswith(("{", "[")):
-        import json
+    from numatune.system.infile import load_document
 
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path} is not valid JSON: {exc}") from None
-    try:
-        import yaml
-    except ImportError:
-        raise InputError(f"reading YAML ({path}) needs PyYAML", hint="reinstall numatune (PyYAML is one of its "
-                         f"dependencies: pip install pyyaml), or give the {what} as JSON") from None
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
-    return docs[0] if len(docs) == 1 else docs
+    text = _read(path)
+    return load_document(text, str(path), "json" if text.lstrip().startswith(("{", "[")) else "yaml")
 
 
 def load_kubelet_config(path: str | Path) -> dict[str, Any]:

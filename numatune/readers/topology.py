@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from numatune.model.findings import Skipped
 from numatune.model.topology import CxlTopology, GpuFabric, KernelSettings, NumaNode, PciDevice, Topology
+from numatune.numbers import maybe_int
 from numatune.readers import NVIDIA_GPUS, host_skipped
 from numatune.readers.cpukinds import group_cpu_kinds, read_kind_facts
 from numatune.readers.cpus import read_cpus, summarize_cpus
@@ -127,10 +128,11 @@ def _nvidia_gpu_memory_nodes(host: Host) -> dict[int, str]:
     out = {}
     for bdf in host.listdir(NVIDIA_GPUS):
         text = host.read_optional(f"{NVIDIA_GPUS}/{bdf}/numa_status") or ""
-        for line in text.splitlines():
+        for number, line in enumerate(text.splitlines(), 1):
             key, _, value = line.partition(":")
-            if key.strip() == "Node" and value.strip().lstrip("-").isdigit() and int(value) >= 0:
-                out[int(value)] = bdf
+            node = maybe_int(value, f"{NVIDIA_GPUS}/{bdf}/numa_status", line=number) if key.strip() == "Node" else None
+            if node is not None and node >= 0:
+                out[node] = bdf
     return out
 
 

@@ -9,21 +9,22 @@ from __future__ import annotations
 
 import re
 
+from numatune.numbers import parse_int
 from numatune.system.host import Host
 
 ZONEINFO = "/proc/zoneinfo"
 _HEAD = re.compile(r"^Node\s+(\d+),\s+zone\s+(\S+)")
 
 
-def parse_zoneinfo(text: str) -> dict[int, dict[str, int]]:
+def parse_zoneinfo(text: str, where: str = "/proc/zoneinfo") -> dict[int, dict[str, int]]:
     """{node: {zone: managed pages}} (present pages where a kernel has no `managed` line)."""
     out: dict[int, dict[str, int]] = {}
     node = zone = None
     present: int | None = None
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         m = _HEAD.match(line)
         if m:
-            node, zone, present = int(m.group(1)), m.group(2), None
+            node, zone, present = parse_int(m.group(1), where, line=number), m.group(2), None
             out.setdefault(node, {})[zone] = 0
             continue
         if node is None or zone is None:
@@ -31,9 +32,9 @@ def parse_zoneinfo(text: str) -> dict[int, dict[str, int]]:
         parts = line.split()
         if len(parts) == 2 and parts[1].isdigit():
             if parts[0] == "managed":
-                out[node][zone] = int(parts[1])
+                out[node][zone] = parse_int(parts[1], where, line=number)
             elif parts[0] == "present":
-                present = int(parts[1])
+                present = parse_int(parts[1], where, line=number)
                 out[node][zone] = out[node][zone] or present
     return out
 

@@ -19,6 +19,7 @@ import os
 
 from numatune.cpulist import parse_cpulist, parse_cpumask
 from numatune.errors import InputError, NotASysfsTree, ParseError, PermissionDenied, ReadError
+from numatune.numbers import MAX_DIGITS, parse_int
 from numatune.system.tarindex import Escapes
 
 TYPE_CHECKING = False  # annotations only: `typing` costs a report's start 4-5 ms
@@ -66,7 +67,7 @@ def numbered(name: str, prefix: str, suffix: str = "") -> int | None:
     r"""N when NAME is PREFIX, decimal digits N, SUFFIX ("cpu12" -> 12), else None: re.match(r"cpu(\d+)$")."""
     if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
         digits = name[len(prefix):len(name) - len(suffix)]
-        if digits.isdecimal():
+        if digits.isascii() and digits.isdecimal() and len(digits) <= MAX_DIGITS:  # "cpu" and 5,000 digits: no CPU
             return int(digits)
     return None
 
@@ -373,13 +374,12 @@ class Host:
         return self._derived[key]
 
     def read_int(self, logical: str, base: int = 10) -> int | None:
+        """The first word of a one-value file as an integer (numatune.numbers: bounded, ASCII digits);
+        None if absent or empty, ParseError (exit 3) if it is not a number."""
         text = self.read_optional(logical)
         if text is None or text == "":
             return None
-        try:
-            return int(text.split()[0], base)
-        except ValueError as exc:
-            raise ParseError(logical, f"expected an integer, got {text[:40]!r}") from exc
+        return parse_int(text.split(None, 1)[0], logical, base=base)
 
     def read_cpulist(self, logical: str) -> frozenset[int] | None:
         return self._read_parsed(logical, parse_cpulist, "a CPU list")

@@ -1,5 +1,7 @@
 """The one reader of the files a user names as input: a policy, an `irq` plan or state file, the
-scheduler configurations `check` reads, `plan-memory --probe` results.
+scheduler configurations `check` reads, `plan-memory --probe` results, the reports `fleet` and `diff`
+read; and the one parser of the documents among them (JSON, TOML, YAML: `load_document`), bounded in
+size and nesting before a recursive parser sees them.
 
 A regular file only, read whole up to a bound: a FIFO, a device such as /dev/zero or a directory is
 one line and exit 3 (InputError), never a hang or gigabytes of memory, and it is never opened (the
@@ -13,11 +15,34 @@ import stat
 
 from numatune.errors import InputError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 MAX_INPUT_BYTES = 64 << 20  # a state file of 100,000 IRQs is ~20 MB; a policy or config a few KB
 
 
 def read_input(path: str | os.PathLike[str], what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of the file `what` (e.g. "state file") at `path`; InputError for anything else."""
+    name = os.fspath(path)
+    fd = open_input(name, what)
+    try:
+        chunks, size = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            size += len(chunk)
+            if size > limit:
+                raise InputError(f"{what} {name} is larger than {limit >> 20} MiB, which no {what} is")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {name}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def open_input(path: str | os.PathLike[str], what: str) -> int:
+    """A file descriptor open for reading on the regular file at `path` (for a reader that streams it);
+    InputError for a FIFO, a device, a directory or a missing file, which are never opened."""
     name = os.fspath(path)
     try:
         if not stat.S_ISREG(os.stat(name).st_mode):
@@ -30,14 +55,124 @@ def read_input(path: str | os.PathLike[str], what: str, limit: int = MAX_INPUT_B
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced since the look
             raise InputError(f"{what} {name} is not a regular file")
-        chunks, size = [], 0
-        while chunk := os.read(fd, 1 << 20):
-            size += len(chunk)
-            if size > limit:
-                raise InputError(f"{what} {name} is larger than {limit >> 20} MiB, which no {what} is")
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {name}: {exc.strerror or exc}") from None
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
+
+
+# -- documents -------------------------------------------------------------------------------------------
+#: No document numatune reads nests deeper (an inspect report ~8 levels, a kubelet config ~5); the
+#: parsers recurse once per level, so 1,000 nested "[" would end in RecursionError (exit 70).
+MAX_DEPTH = 64
+#: TOML and YAML are parsed in pure Python (~1-3 MB/s): a configuration is a few KB, and a bigger one
+#: would take minutes. JSON (C speed) keeps read_input's bound.
+MAX_CONFIG_BYTES = 4 << 20
+_BRACKETS = bytes.maketrans(b"[{]}", b"(())")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_NOT_STRUCTURE = {  # strings and comments: their brackets are text. Each pattern is linear: every character
+    # belongs to exactly one part ("unrolled" strings), and an unclosed string ends the text instead of failing.
+    "json": r'"[^"\\]*(?:\\[\s\S][^"\\]*)*"?',
+    "toml": r'"[^"\\\n]*(?:\\[\s\S][^"\\\n]*)*"?|\'[^\'\n]*\'?|#[^\n]*',
+    "yaml": r'"[^"\\]*(?:\\[\s\S][^"\\]*)*"?|\'[^\']*\'?|(?:^|(?<=\s))#[^\n]*',
+}
+_NAMES = {"json": "JSON", "toml": "TOML", "yaml": "YAML"}
+
+
+def nesting(text: str, fmt: str) -> int:
+    """How deep TEXT's brackets (and, for YAML, its indented blocks) nest, at most MAX_DEPTH + 1: a linear
+    scan, made before a recursive parser sees the text. Counts the brackets of a document cut short too
+    (a stream's piece), and errs towards deeper, never shallower, where a string's end is unclear."""
+    import re
+
+    skeleton = re.sub(_NOT_STRUCTURE[fmt], "", text)
+    # UTF-8 never holds an ASCII byte inside another character: the brackets are the bytes 5b 5d 7b 7d
+    brackets = skeleton.encode("utf-8", "surrogatepass").translate(_BRACKETS, _NOT_BRACKETS).decode("ascii")
+    depth = 0
+    while "()" in brackets and depth <= MAX_DEPTH:  # each pass removes the innermost pairs: one level
+        brackets = brackets.replace("()", "")
+        depth += 1
+    depth += brackets.count("(")  # opened and not closed (yet)
+    if fmt == "yaml":
+        depth += _block_depth(skeleton)
+    return min(depth, MAX_DEPTH + 1)
+
+
+def _block_depth(text: str) -> int:
+    """YAML's nesting by indentation: the longest chain of ever deeper lines ("- - -" counts each dash)."""
+    stack: list[int] = []
+    deepest = 0
+    for line in text.split("\n"):
+        indent = len(line) - len(line.lstrip(" "))
+        i, extra = indent, 0
+        while line.startswith(("- ", "? "), i):
+            i, extra = i + 2, extra + 1
+            while line.startswith(" ", i):
+                i += 1
+        if i >= len(line.rstrip()):
+            continue
+        while stack and stack[-1] >= indent:
+            stack.pop()
+        stack.append(indent)
+        deepest = max(deepest, len(stack) + extra)
+        if deepest > MAX_DEPTH:
+            break
+    return deepest
+
+
+def check_nesting(text: str, where: str, fmt: str = "json") -> None:
+    """InputError (exit 3) naming WHERE when TEXT nests deeper than MAX_DEPTH."""
+    if nesting(text, fmt) > MAX_DEPTH:
+        raise InputError(f"{where} nests deeper than {MAX_DEPTH} levels, which no {_NAMES[fmt]} document "
+                         "numatune reads does: refused before parsing")
+
+
+def load_document(text: str, where: str, fmt: str = "json") -> Any:
+    """A JSON, TOML or YAML document a user (or a root) gave, bounded before it is parsed: size (TOML and
+    YAML: MAX_CONFIG_BYTES), nesting (MAX_DEPTH), and for JSON numbers of more than 4,300 digits (Python's
+    limit: ValueError). Anything wrong is InputError naming WHERE, exit 3. A YAML stream of several
+    documents (`---`) is the list of them (empty ones dropped), one document is itself."""
+    if fmt != "json" and len(text) > MAX_CONFIG_BYTES:
+        raise InputError(f"{where} is larger than {MAX_CONFIG_BYTES >> 20} MiB, which no {_NAMES[fmt]} "
+                         "configuration is")
+    check_nesting(text, where, fmt)
+    try:
+        if fmt == "json":
+            import json
+
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{where} is not valid JSON: {exc}") from None
+        if fmt == "toml":
+            try:
+                import tomllib
+            except ModuleNotFoundError:  # Python 3.10
+                import tomli as tomllib
+            try:
+                return tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
+                raise InputError(f"{where} is not valid TOML: {exc}") from None
+        try:
+            import yaml
+        except ImportError:
+            raise InputError(f"reading YAML ({where}) needs PyYAML", hint="reinstall numatune (PyYAML is one of "
+                             "its dependencies: pip install pyyaml), or give it as JSON") from None
+        try:
+            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        except yaml.YAMLError as exc:
+            raise InputError(f"{where} is not valid YAML: {' '.join(str(exc).split())}") from None
+        return docs[0] if len(docs) == 1 else docs
+    except RecursionError:  # past the scan's estimate (a string's end misread): still one line, exit 3
+        raise InputError(f"{where} nests too deeply to be read") from None
+    except ValueError as exc:  # a number of more than 4,300 digits (json, tomllib, yaml's int)
+        raise InputError(f"{where} is not a document numatune reads: {value_error(exc)}") from None
+
+
+def value_error(exc: ValueError) -> str:
+    """What a parser's stray ValueError means, in one line (Python's own words for a long number name a
+    function to call)."""
+    text = " ".join(str(exc).split())
+    if "integer string conversion" in text:
+        return "it holds a number of more than 4,300 digits, which no real document has"
+    return text[:120]

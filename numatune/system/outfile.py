@@ -46,7 +46,7 @@ def write_file(path: str | os.PathLike[str], data: bytes | str | None = None, *,
     if any(real == k or real.startswith(k + "/") for k in _KERNEL_FS):
         raise InputError(f"cannot write {name}: {real} is a kernel filesystem, not a place for files")
     if isinstance(data, str):
-        data = data.encode("utf-8")
+        data = data.encode("utf-8", "backslashreplace")  # a lone surrogate shown, never a failed write
     tmp = f".{base}.{os.getpid()}.numatune-tmp"
     try:
         dirfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -122,4 +122,4 @@ def _fill(fh: BinaryIO, data: bytes | str | None, fill: Callable[[BinaryIO], Non
     if fill is not None:
         fill(fh)
     else:
-        fh.write(data.encode("utf-8") if isinstance(data, str) else data or b"")
+        fh.write(data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data or b"")

@@ -187,6 +187,15 @@ class RootDir:
 
     def read(self, rel: str, limit: int) -> bytes:
         """A regular file's bytes, at most `limit` (TooLarge past it); NotRegular for anything else."""
+        fd, size = self.open_regular(rel)
+        try:
+            return read_fd(fd, limit, size)
+        finally:
+            os.close(fd)
+
+    def open_regular(self, rel: str) -> tuple[int, int]:
+        """(fd open for reading, size) of a regular file beneath the root; NotRegular (a FIFO, a device:
+        never opened), IsADirectoryError, or Escapes (a link that leaves the root: never opened)."""
         pfd = self.open(rel, _O_PATH)
         try:
             st = os.fstat(pfd)
@@ -194,13 +203,9 @@ class RootDir:
                 if stat.S_ISDIR(st.st_mode):
                     raise IsADirectoryError(errno.EISDIR, "is a directory", rel)
                 raise NotRegular(errno.EINVAL, "not a regular file: never opened in a saved root")
-            fd = os.open(f"/proc/self/fd/{pfd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            return os.open(f"/proc/self/fd/{pfd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), st.st_size
         finally:
             os.close(pfd)
-        try:
-            return read_fd(fd, limit, st.st_size)
-        finally:
-            os.close(fd)
 
     def listdir(self, rel: str) -> list[tuple[str, str]]:
         """(name, kind) of a directory's entries (links not followed)."""

@@ -27,6 +27,9 @@ RAW_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
     ("Intel® Xeon® — 中文", "Intel® Xeon® — 中文"),
     (HOSTILE, "EVIL\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m"),
     ("cr\rdel\x7fnul\x00", "cr\\x0ddel\\x7fnul\\x00"),
+    # bytes that were not UTF-8 (os.listdir's surrogateescape): each shown as the byte, 0x9b (CSI) included
+    (b"eth\x9b\xff0".decode("utf-8", "surrogateescape"), "eth\\x9b\\xff0"),
+    ("lone \ud800 and \udc10", "lone \\ud800 and \\udc10"), ("Hangul 한국 stays", "Hangul 한국 stays"),
     ("", ""),
 ])
 def test_printable_shows_control_characters_and_keeps_text(text, shown):
