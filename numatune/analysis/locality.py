@@ -14,6 +14,7 @@ from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.model._record import record
 from numatune.model.findings import Finding, Severity, register
 from numatune.model.process import AccessCounters, Fix, LateBinding, Locality, ProcessAudit, ProcessInfo
+from numatune.model.resolve import THREAD_AFFINITY_VARS
 from numatune.model.topology import Topology
 
 SLOW_KINDS = frozenset({"cxl", "pmem", "unknown", "memoryless"})
@@ -62,10 +63,14 @@ NT406 = register("NT406", Severity.WARNING, "audit", "a process was bound after 
     configure_cpu_affinity and many training scripts do) after it has started: threads created before
     the binding (NCCL, UCX, OpenMP, data loaders) keep the old, wider CPU mask, and memory first-touched
     before it stays on the node where it was touched although the policy is local. audit sees threads whose
-    allowed CPUs reach outside the main thread's binding, and own pages on another node under the default
-    policy while the process is bound (and its node has the free memory). The fix binds at exec, before
-    any thread or page exists: numatune launch (or numactl) in front of the command; for the running
-    process, taskset -a (every thread) and migratepages.""")
+    allowed CPUs reach outside the process's binding: the main thread's CPUs and those of threads pinned
+    deliberately, no wider than it (each on one core, as OpenMP places, GOMP/KMP affinity and torch's
+    pinning do, or on wider places OMP_PLACES/OMP_PROC_BIND/GOMP_CPU_AFFINITY/KMP_AFFINITY ask for), which
+    are not late binding; and own pages on
+    another node under the default policy while the process is bound (and its node has the free memory).
+    The fix binds at exec, before any thread or page exists: numatune launch (or numactl) in front of the
+    command; for the running process, taskset on the late threads alone (the pinned ones keep their CPUs)
+    and migratepages.""")
 
 
 def late_binding(proc: ProcessInfo, topo: Topology, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> LateBinding | None:
@@ -75,11 +80,26 @@ def late_binding(proc: ProcessInfo, topo: Topology, thresholds: Thresholds = DEF
     node_of = {cpu: n.id for n in topo.nodes for cpu in n.cpus}
     online = set(topo.cpu.online) or set(node_of)
     usable = online & set(proc.cpuset_cpus) if proc.cpuset_cpus else online
-    bound = set(proc.cpus_allowed) & online
-    if not bound or bound >= usable:
+    main = set(proc.cpus_allowed) & online
+    if not main:
+        return None
+    # The process's binding: the main thread's CPUs and those of every thread pinned deliberately, no wider than
+    # the main thread: on one core (OpenMP places, GOMP/KMP affinity and torch's pinning put each thread on a
+    # CPU or core of its own, not the main thread's), or on wider places the process's environment asks for
+    # (OMP_PLACES=sockets). A late thread reaches outside that binding: the mask it had before the process was
+    # bound, wider than the binding or elsewhere (a process started on node 0 that bound itself to node 1).
+    siblings = {c.id: set(c.siblings) | {c.id} for c in topo.cpus}
+    places = any(proc.environ.get(k, "").strip().lower() not in ("", "false") for k in THREAD_AFFINITY_VARS)
+
+    def pinned(m: set[int]) -> bool:
+        return bool(m) and len(m) <= len(main) and (places or m <= siblings.get(min(m), {min(m)}))
+
+    masks = [(t, set(t.allowed_cpus) & online) for t in proc.threads if t.allowed_cpus]
+    bound = main.union(*(m for t, m in masks if t.tid != proc.pid and pinned(m)))
+    if bound >= usable:
         return None  # not bound: it may run everywhere it is allowed to
     bound_nodes = tuple(sorted({node_of[c] for c in bound if c in node_of}))
-    late = [t for t in proc.threads if t.tid != proc.pid and t.allowed_cpus and not set(t.allowed_cpus) <= bound]
+    late = [t for t, m in masks if t.tid != proc.pid and m and not m <= bound]
     old = sorted(set().union(*(set(t.allowed_cpus) for t in late)) - bound) if late else []
     dram, _ = node_classes(topo)
     mem = own_memory(proc)
@@ -108,12 +128,20 @@ def late_binding(proc: ProcessInfo, topo: Topology, thresholds: Thresholds = DEF
         launch = f"numatune launch --gpu {proc.gpu.bdf} -- {cmd}"
     else:
         launch = f"numatune launch --node {_nodes(bound_nodes)} -- {cmd}"
-    now = [f"taskset -a -p -c {format_cpulist(sorted(bound))} {proc.pid}"] if late else []
+    now = [late_threads_taskset(bound, tuple(t.tid for t in late))] if late else []
     if remote and len(bound_nodes) == 1:
         now.append(f"migratepages {proc.pid} {format_cpulist(sorted(remote))} {bound_nodes[0]}")
     fix = f"bind at exec: {launch}" + (f" (the running process: {' ; '.join(now)})" if now else "")
     return LateBinding(tuple(sorted(bound)), bound_nodes, tuple(t.tid for t in late), tuple(old), remote_bytes,
                        tuple(sorted(remote)), "late binding: " + "; ".join(causes), fix)
+
+
+def late_threads_taskset(bound: set[int] | tuple[int, ...], tids: tuple[int, ...]) -> str:
+    """taskset for the late threads alone: the threads pinned within the binding keep their own CPUs."""
+    cpus = format_cpulist(sorted(bound))
+    if len(tids) == 1:
+        return f"taskset -p -c {cpus} {tids[0]}"
+    return f"for t in {' '.join(map(str, tids))}; do taskset -p -c {cpus} $t; done"
 
 
 def efficiency_use(proc: ProcessInfo, topo: Topology) -> tuple[str, tuple[int, ...]] | None:
@@ -348,8 +376,8 @@ def judge(
                        repin=bool(off_home) or _not_pinned(proc, topo, home) or slow_cores is not None
                        or bool(late and late.threads),
                        performance=slow_cores is not None)
-    if late is not None and late.threads and fix.taskset:  # every thread onto the binding it asked for
-        fix = fix._replace(taskset=f"taskset -a -p -c {format_cpulist(late.bound_cpus)} {proc.pid}")
+    if late is not None and late.threads and fix.taskset:  # the late threads onto the binding it asked for
+        fix = fix._replace(taskset=late_threads_taskset(late.bound_cpus, late.threads))
     return ProcessAudit(
         proc,
         Locality(home, home_source, remote_ratio, slow_ratio, remote_bytes, slow_bytes, off_home, verdict,

@@ -156,9 +156,9 @@ class LateBinding:
     """Signs that the process was bound after it started (audit code NT406): its threads created before the
     binding kept the old CPU mask, and memory it touched before the binding sits on another node."""
 
-    bound_cpus: tuple[int, ...]  # the process's binding (the main thread's Cpus_allowed_list)
+    bound_cpus: tuple[int, ...]  # the process's binding: the main thread's CPUs and threads pinned no wider
     bound_nodes: tuple[int, ...]  # the nodes of those CPUs
-    threads: tuple[int, ...] = ()  # TIDs whose allowed CPUs reach outside the binding
+    threads: tuple[int, ...] = ()  # TIDs wider than the main thread whose allowed CPUs reach outside the binding
     old_cpus: tuple[int, ...] = ()  # the CPUs those threads may still run on
     remote_bytes: int = 0  # own pages on other DRAM nodes under the local (default) policy
     remote_nodes: tuple[int, ...] = ()

@@ -50,6 +50,10 @@ GPU_VARS: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HI
 GPU_VAR_VENDOR = {"CUDA_VISIBLE_DEVICES": NVIDIA, "ROCR_VISIBLE_DEVICES": AMD, "HIP_VISIBLE_DEVICES": AMD}
 # Every environment key numatune ever reads (launch from its own environment, audit from
 # /proc/PID/environ, snapshot --pid keeps these and nothing else): never the rest of an environment.
+# The runtime's own per-thread pinning (OpenMP places, GNU and Intel OpenMP affinity): audit's late-binding
+# rule takes threads pinned this way for deliberate, not for threads that kept an old mask.
+THREAD_AFFINITY_VARS: tuple[str, ...] = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
+
 ENV_KEYS: tuple[str, ...] = (
     *(k for k, _ in RANK_VARS),
     *(k for k, _ in SIZE_VARS),
@@ -57,6 +61,7 @@ ENV_KEYS: tuple[str, ...] = (
     "CUDA_DEVICE_ORDER",
     "SLURM_NODEID",
     "OMP_NUM_THREADS",
+    *THREAD_AFFINITY_VARS,
     "RANK",
     "WORLD_SIZE",
     "SLURM_PROCID",
