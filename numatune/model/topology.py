@@ -27,7 +27,7 @@ EMPTY_MAP: Mapping = MappingProxyType({})
 class Cpu:
     id: int
     online: bool
-    package: int | None = None  # physical_package_id; may be -1, 36, 8442...: an id, not an index
+    package: int | None = None  # physical_package_id (36, 8442...: an id, not an index); -1 there: its first CPU
     core: int | None = None  # core_id; repeats across packages
     die: int | None = None
     node: int | None = None

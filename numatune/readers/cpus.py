@@ -68,6 +68,10 @@ def read_cpus(host: Host) -> tuple[Cpu, ...]:
             if pkg_cpus is None and pkg_list == "package_cpus_list":  # before 5.x: core_siblings_list
                 pkg_list = "core_siblings_list"
                 pkg_cpus = host.read_cpulist(f"{topo}/{pkg_list}")
+            if (package is None or package < 0) and pkg_cpus:
+                # -1 (s390, some POWER guests): hwloc groups the package by its CPU list; so does numatune, naming
+                # it by its first CPU
+                package = min(pkg_cpus)
             for other in pkg_cpus or (cpu,):
                 package_of.setdefault(other, package)
         cpus.append(
@@ -96,7 +100,12 @@ def _is_online(host: Host, base: str, cpu: int, online_list: frozenset[int] | No
         return cpu in online_list
     entries = host.entries(base)  # one directory read instead of two failed opens per CPU
     if "online" in entries:
-        return host.read_optional(f"{base}/online") == "1"
+        # hwloc's rule (topology-linux.c): only a file that reads as a number and says 0 is offline; an empty
+        # or unreadable one (hwloc's 128ia64 tree, some archived sysfs copies) says nothing, and the CPU counts
+        # as online when the kernel describes its topology, as hwloc and slurmd -C read it.
+        text = (host.read_optional(f"{base}/online") or "").strip()
+        if text:
+            return not text.isdigit() or int(text) != 0
     # Old kernels: no online files at all, and cpu0 never has one. An offline CPU has no topology/.
     return cpu == 0 or "topology" in entries
 

@@ -44,7 +44,7 @@ def test_reference_outputs_cover_smt_offline_cpus_and_node_id_holes():
             "32intel64-2p8co2t+8ve", "vm-two-socket", "vm-cxl"} <= set(REFERENCE_TREES)
 
 
-@pytest.mark.parametrize("name", [n for n in REFERENCE_TREES if n != "256ppc-8n8s4t"])
+@pytest.mark.parametrize("name", REFERENCE_TREES)
 def test_counts_and_abstract_map_match_real_slurmd(name):
     counts, cpu_map = slurmd_reference(SLURMD / f"{name}.txt")
     _, layout, _ = _layout(name)
@@ -77,9 +77,12 @@ def test_offline_cpus_close_up_the_numbering_and_are_reported():
     assert any("not a multiple" in n for n in layout.notes) and any("unequal" in n for n in layout.notes)
 
 
-def test_unknown_package_ids_give_no_socket_layout():
+def test_package_ids_of_minus_one_are_packages_by_their_cpu_lists_as_hwloc_and_slurmd_read_them():
+    """256ppc: physical_package_id is -1 on every CPU; hwloc (and so slurmd) makes a package of each
+    core_siblings list: 64 sockets of one 4-thread core."""
     _, layout, _ = _layout("256ppc-8n8s4t")
-    assert "physical_package_id is unknown" in layout.problem and layout.sockets == ()
+    assert not layout.problem
+    assert (len(layout.sockets), layout.cores_per_socket, layout.threads_per_core) == (64, 1, 4)
 
 
 def test_handmade_smt_tree_hand_derived():

@@ -75,3 +75,44 @@ def test_the_machines_are_found_from_the_archives():
     assert {"256ppc-8n8s4t", "vm-cxl", "nvidiagpunumanodes"} <= set(TREES)
     assert not {"pcp-8cpu-x86_64", "handmade-launch-2s4gpu-cxl"} & set(TREES)
     assert set(TREES) >= DIFFERENT_BY_DESIGN
+
+
+def _with_cpu_tree(archive: Path) -> bool:
+    """A CPU tree hwloc can read: it builds PUs, cores and packages from the per-CPU topology masks
+    (thread_siblings, core_siblings / package_cpus), which a `numatune snapshot` leaves out (it keeps the
+    lists numatune reads), so lstopo gives up on such captures (vm-cxl-switch, vm-cxl-pool)."""
+    with tarfile.open(archive) as tar:
+        return any(m.name.endswith("/sys/devices/system/cpu/cpu0/topology/thread_siblings") for m in tar)
+
+
+CPU_TREES = sorted(p.name.removesuffix(".tar.gz") for p in FIXTURES.glob("*.tar.gz")
+                   if not p.name.startswith("handmade-") and _with_cpu_tree(p))
+
+
+def hwloc_cpus(root: Path) -> tuple[frozenset[int], int, int]:
+    """(online CPUs, cores, packages) as lstopo reads the tree: its PUs, Cores and Packages."""
+    out = subprocess.run(  # HWLOC_FSROOT, not -i: lstopo takes a tree without proc/ (nri-sample1) for a file
+        ["lstopo", "--of", "xml", "-"], capture_output=True, text=True, timeout=60,
+        env={"HWLOC_COMPONENTS": "-x86", "HWLOC_FSROOT": str(root), "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, f"lstopo could not read {root.name}: {out.stderr.strip()[:300]}"
+    objs = list(ET.fromstring(out.stdout).iter("object"))
+    pus = frozenset(int(o.get("os_index")) for o in objs if o.get("type") == "PU")
+    return pus, sum(o.get("type") == "Core" for o in objs), sum(o.get("type") == "Package" for o in objs)
+
+
+@pytest.mark.skipif(shutil.which("lstopo") is None, reason="hwloc's lstopo is not installed (apt-get install hwloc)")
+@pytest.mark.parametrize("name", CPU_TREES)
+def test_online_cpus_cores_and_packages_agree_with_lstopo(name, host_of):
+    """hwloc's reading where the kernel's files are empty or odd: an empty per-CPU `online` is online (128ia64),
+    a physical_package_id of -1 is a package per core_siblings list (s390, POWER)."""
+    cpu = read_topology(host_of(name)).cpu
+    pus, cores, packages = hwloc_cpus(fixture_root(name))
+    assert set(cpu.online) == pus
+    assert cpu.cores == cores
+    assert len(cpu.sockets) == packages
+
+
+def test_the_cpu_trees_are_found_from_the_archives():
+    assert {"128ia64-17n4s2c", "20s390-2g6s4c", "256ppc-8n8s4t", "x86_64-epyc_7451"} <= set(CPU_TREES)
+    assert len(CPU_TREES) >= 20 and not {"pcp-8cpu-x86_64", "vm-cxl-switch"} & set(CPU_TREES)

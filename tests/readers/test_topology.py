@@ -21,7 +21,8 @@ def test_power7_node_ids_with_holes(host_of):
     assert all(len(n.cpus) == 32 for n in t.nodes)
     assert cpus_of(t)[4] == tuple(range(64, 96))
     assert len(t.cpu.online) == 256 and t.cpu.threads_per_core == 4
-    assert t.cpu.sockets == (-1,)  # POWER: package id -1 is an id, not an error
+    # POWER: package id -1 everywhere; hwloc (and slurmd) make a package of each core_siblings list
+    assert len(t.cpu.sockets) == 64 and t.cpu.sockets[:2] == (0, 4)
     assert t.node(0).distances == {0: 10, 1: 20, 4: 40, 5: 40, 8: 40, 9: 40, 12: 40, 13: 40}
     assert t.node(13).distances[12] == 20
 
@@ -67,7 +68,16 @@ def test_kernel_without_numa_is_one_node(host_of):
     assert not t.numa_kernel
     assert [n.id for n in t.nodes] == [0]
     assert t.nodes[0].cpus == t.cpu.online and len(t.cpu.online) == 20
-    assert t.cpu.sockets == (-1,)
+    # physical_package_id is -1 on every CPU: packages by their core_siblings lists, as hwloc (8 of them)
+    assert len(t.cpu.sockets) == 8 and t.cpu.sockets[0] == 0
+
+
+def test_empty_online_files_mean_online(host_of):
+    """hwloc's ia64 tree: every per-CPU `online` file is empty and there is no cpu/online list; hwloc and
+    slurmd -C read 128 CPUs online, 64 packages of 2 cores."""
+    t = topo(host_of, "128ia64-17n4s2c")
+    assert t.cpu.online == tuple(range(128)) and t.cpu.offline == ()
+    assert len(t.cpu.sockets) == 64 and t.cpu.cores == 128 and t.cpu.threads_per_core == 1
 
 
 def test_pci_domain_wider_than_16_bits(host_of):
