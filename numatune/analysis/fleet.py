@@ -86,8 +86,11 @@ class Fleet:
 
 
 def round_gib(kib: int | None) -> str:
-    """Memory to two significant digits of GiB (503.7 -> "500 GiB", 15.6 -> "16 GiB", 0.37 -> "0.37 GiB")."""
-    if not kib or kib <= 0:
+    """Memory to two significant digits of GiB (503.7 -> "500 GiB", 15.6 -> "16 GiB", 0.37 -> "0.37 GiB"); memory
+    the report does not know (no meminfo in the tree: null) is "memory unknown", never 0 GiB."""
+    if kib is None:
+        return "memory unknown"
+    if kib <= 0:
         return "0 GiB"
     gib = kib / 1048576
     value = round(gib, 1 - math.floor(math.log10(gib)))

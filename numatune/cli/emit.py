@@ -96,14 +96,19 @@ def slurm_cmd(app: App, node_name: str | None, reserve_cores: int, reserve_memor
               help="topologyManagerScope.")
 @format_option("text", "json")
 @_output_option
-@click.pass_obj
-def kubelet_cmd(app: App, reserve_cores: int, kube_reserved: int, system_reserved: int, topology_policy: str,
-                scope: str, fmt: str, output: Path | None) -> None:
+@click.pass_context
+def kubelet_cmd(ctx: click.Context, reserve_cores: int, kube_reserved: int, system_reserved: int,
+                topology_policy: str, scope: str, fmt: str, output: Path | None) -> None:
     """A KubeletConfiguration fragment: static CPU manager, topology manager, Static memory manager."""
+    from click.core import ParameterSource
+
     from numatune.commands.emit import kubelet_output
 
-    _write(app, kubelet_output(app.host, fmt, reserve_cores=reserve_cores, kube_reserved_mib=kube_reserved,
-                               system_reserved_mib=system_reserved, topology_policy=topology_policy, scope=scope),
+    app: App = ctx.obj
+    explicit = ctx.get_parameter_source("reserve_cores") != ParameterSource.DEFAULT  # the default on 1 core: a note
+    _write(app, kubelet_output(app.host, fmt, refuse_impossible=explicit, reserve_cores=reserve_cores,
+                               kube_reserved_mib=kube_reserved, system_reserved_mib=system_reserved,
+                               topology_policy=topology_policy, scope=scope),
            output)
 
 

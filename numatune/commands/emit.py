@@ -45,14 +45,21 @@ def slurm_output(host: Host, fmt: str, **options) -> str:  # noqa: ANN003 - slur
     return _as(fmt, slurm_document(e), slurm_text(e))
 
 
-def kubelet_output(host: Host, fmt: str, **options) -> str:  # noqa: ANN003 - kubelet_plan's keywords
-    """`emit kubelet`: the KubeletConfiguration fragment (isolated CPUs never reserved), or its JSON."""
+def kubelet_output(host: Host, fmt: str, *, refuse_impossible: bool = False,
+                   **options) -> str:  # noqa: ANN003 - kubelet_plan's keywords
+    """`emit kubelet`: the KubeletConfiguration fragment (isolated CPUs never reserved), or its JSON.
+    `refuse_impossible`: the user typed --reserve-cores, so one that takes every core of a node is exit 2
+    (plan.irq's rule, as emit slurm and irq plan apply it); kubelet's default there is a note instead."""
+    from numatune.plan.irq import refuse_impossible_reserve
     from numatune.plan.kubelet import kubelet_plan
     from numatune.readers.irqs import read_isolated
     from numatune.render.emit_out import kubelet_document, kubelet_text
 
     topo = read_emit_topology(host)
-    plan = kubelet_plan(topo, isolated=read_isolated(host), **options)
+    isolated = read_isolated(host)
+    if refuse_impossible:
+        refuse_impossible_reserve(topo, options.get("reserve_cores", 0), isolated)
+    plan = kubelet_plan(topo, isolated=isolated, **options)
     return _as(fmt, kubelet_document(plan.config, plan.notes, topo.source),
                kubelet_text(plan.config, plan.notes, topo.source))
 
@@ -119,9 +126,11 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
     mem_spec = None
     if reserve_cores:
         abs_of = layout.abstract_cpu()
+        from numatune.plan.irq import refuse_impossible_reserve
         from numatune.readers.irqs import read_isolated
 
         isolated = read_isolated(host)
+        refuse_impossible_reserve(topo, reserve_cores, isolated)
         cpus = housekeeping_cpus(topo, reserve_cores, isolated)
         spec = tuple(sorted(abs_of[c] for c in cpus if c in abs_of))
         small = too_small_to_reserve(topo, reserve_cores, isolated)

@@ -67,9 +67,10 @@ def show_irqs(app, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: int |
 def make_plan(app, exclude_cpus: frozenset[int], ranks_per_node: int | None, reserve_cores: int,  # noqa: ANN001, ANN201
               cpu_kind: str = "any"):
     """(topology, report, IRQ plan) for the node `app` reads."""
-    from numatune.plan.irq import plan_irqs
+    from numatune.plan.irq import plan_irqs, refuse_impossible_reserve
 
     topo, report = build_report(app)
+    refuse_impossible_reserve(topo, reserve_cores, report.isolated_cpus)
     plan = plan_irqs(topo, report, exclude_cpus=exclude_cpus, ranks_per_node=ranks_per_node,
                      reserve_cores=reserve_cores, cpu_kind=cpu_kind)
     return topo, report, plan

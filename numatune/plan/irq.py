@@ -133,6 +133,26 @@ def _node_cores(topo: Topology, node_id: int, isolated: Iterable[int] = ()) -> l
     return topology_order(topo, [c for c in physical_cores(topo, node.cpus if node else ()) if not set(c) & iso])
 
 
+def refuse_impossible_reserve(topo: Topology, reserve_cores: int, isolated: Iterable[int] = ()) -> None:
+    """A `--reserve-cores N` the user asked for that takes every core of a node with CPUs leaves jobs, pods or
+    ranks nothing there: UsageError (exit 2) with the reason and the most this machine allows, the same in emit
+    slurm, emit kubelet and irq plan (launch says it of the node it binds, before binding)."""
+    from numatune.errors import UsageError
+
+    if not reserve_cores:
+        return
+    counts = {n.id: len(_node_cores(topo, n.id, isolated)) for n in topo.nodes if n.cpus}
+    short = sorted(nid for nid, k in counts.items() if k <= reserve_cores)
+    if not short:
+        return
+    fewest = min(counts[nid] for nid in short)
+    most = min(counts.values()) - 1
+    iso = " (isolated CPUs left out)" if set(isolated) else ""
+    can = f"at most {most} here" if most > 0 else "none here: a node has a single core"
+    raise UsageError(f"--reserve-cores {reserve_cores}: node(s) {format_cpulist(short)} have only {fewest} core(s)"
+                     f"{iso}; reserving {reserve_cores} would leave no core there for jobs, pods or ranks ({can})")
+
+
 def housekeeping_cores(topo: Topology, reserve_cores: int,
                        isolated: Iterable[int] = ()) -> dict[int, list[tuple[int, ...]]]:
     """node -> the `reserve_cores` cores of every node with CPUs that `exclusive_split` keeps out of the rank

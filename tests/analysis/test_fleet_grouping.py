@@ -31,7 +31,18 @@ def test_round_gib():
     assert round_gib(int(503.7 * 1048576)) == "500 GiB"
     assert round_gib(int(15.6 * 1048576)) == "16 GiB"
     assert round_gib(int(0.37 * 1048576)) == "0.37 GiB"
-    assert round_gib(None) == "0 GiB"
+    assert round_gib(0) == "0 GiB"
+    assert round_gib(None) == "memory unknown"  # a tree without meminfo: unknown, not an empty node
+
+
+def test_unknown_memory_is_shown_as_unknown_and_kept_apart_from_none():
+    unknown = copy.deepcopy(DOC)
+    unknown["nodes"][0]["memory_total_kib"] = None
+    empty = copy.deepcopy(DOC)
+    empty["nodes"][0]["memory_total_kib"] = 0
+    assert "memory unknown" in shape(unknown)["node 0"] and "0 GiB" in shape(empty)["node 0"]
+    assert "GiB" not in shape(unknown)["node 0"]
+    assert fingerprint(shape(unknown)) != fingerprint(shape(empty))
 
 
 def test_shape():

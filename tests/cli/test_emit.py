@@ -162,9 +162,25 @@ def test_a_one_cpu_node_is_never_wholly_reserved(cli, tmp_path):
     result = cli("--root", str(root), "check", "--kubelet-config", str(tmp_path / "kubelet.yaml"), "--json")
     sched = [c for c in json.loads(result.stdout)["checks"] if c["group"] == "scheduler"]
     assert [c["status"] for c in sched] == ["passed"], sched
-    slurm = cli("--root", str(root), "emit", "slurm", "--reserve-cores", "1").stdout
-    assert "CpuSpecList" not in slurm.split("# gres.conf")[0].splitlines()[2]  # the node line keeps its one CPU
-    assert "none of their CPUs is in CpuSpecList" in slurm
+    # asked for in so many words, the impossible reservation is refused, in emit slurm and kubelet alike
+    for target in ("slurm", "kubelet"):
+        refused = cli("--root", str(root), "emit", target, "--reserve-cores", "1")
+        assert refused.exit_code == 2 and refused.stdout == "", target
+        assert refused.stderr.strip() == "numatune: error: --reserve-cores 1: node(s) 0 have only 1 core(s); " \
+            "reserving 1 would leave no core there for jobs, pods or ranks (none here: a node has a single core)"
+
+
+@pytest.mark.parametrize("args", [("emit", "slurm"), ("emit", "kubelet"), ("irq", "plan", "--ranks-per-node", "2")])
+def test_impossible_reservations_are_refused_with_exit_2(cli, args):
+    """vm-two-socket has two cores per node: --reserve-cores 99 (or 2) cannot be honoured; emit used to exit 0
+    with a comment and no reservation (kubelet without cpuManagerPolicy: static)."""
+    for n, fewest in (("99", 2), ("2", 2)):
+        res = cli("--root", _root("vm-two-socket"), *args, "--reserve-cores", n)
+        assert res.exit_code == 2 and res.stdout == "", (args, n)
+        assert f"--reserve-cores {n}: node(s) 0-1 have only {fewest} core(s)" in res.stderr
+        assert res.stderr.rstrip().endswith("(at most 1 here)")
+    ok = cli("--root", _root("vm-two-socket"), *args, "--reserve-cores", "1")
+    assert ok.exit_code == 0, ok.stderr
 
 
 @pytest.mark.parametrize("name", tree_fixtures())
