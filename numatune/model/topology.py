@@ -95,6 +95,10 @@ class HugePages:
     surplus: int = 0
 
 
+# The legend every output gives where an HMAT figure is unknown (HmatEntry.unknown_reason).
+HMAT_UNKNOWN = "- = unknown: 0 in sysfs, a figure the firmware's HMAT did not provide"
+
+
 @record
 class HmatEntry:
     """One HMAT access class of a memory target: best figures from the listed initiators."""
@@ -105,6 +109,7 @@ class HmatEntry:
     write_latency_ns: int | None = None
     read_bandwidth_mbps: int | None = None
     write_bandwidth_mbps: int | None = None
+    unknown_reason: str | None = None  # why figures are None: sysfs says 0, which the firmware's HMAT left unset
 
 
 @record

@@ -137,6 +137,9 @@ def _read_hugepages(host: Host, base: str) -> tuple[HugePages, ...]:
     return tuple(out)
 
 
+HMAT_FIGURES = ("read_latency", "write_latency", "read_bandwidth", "write_bandwidth")
+
+
 def _read_hmat(host: Host, base: str, names: set[str]) -> tuple[HmatEntry, ...]:
     """accessN/initiators of the node directory BASE, whose entries are NAMES (listed by the caller)."""
     out = []
@@ -148,14 +151,20 @@ def _read_hmat(host: Host, base: str, names: set[str]) -> tuple[HmatEntry, ...]:
         inits = tuple(
             n for entry in host.listdir(d) if (n := numbered(entry, "node")) is not None
         )
+        # A 0 is a figure the firmware did not provide (QEMU's and many BIOSes' HMAT leave entries at 0; the kernel
+        # prints it as read): unknown, never a 0 ns latency or a 0 MB/s bandwidth.
+        figures = {f: host.read_int(f"{d}/{f}") for f in HMAT_FIGURES}
+        zero = [f for f, v in figures.items() if v == 0]
+        known = {f: (v or None) for f, v in figures.items()}
         out.append(
             HmatEntry(
                 access_class=access,
                 initiators=inits,
-                read_latency_ns=host.read_int(f"{d}/read_latency"),
-                write_latency_ns=host.read_int(f"{d}/write_latency"),
-                read_bandwidth_mbps=host.read_int(f"{d}/read_bandwidth"),
-                write_bandwidth_mbps=host.read_int(f"{d}/write_bandwidth"),
+                read_latency_ns=known["read_latency"],
+                write_latency_ns=known["write_latency"],
+                read_bandwidth_mbps=known["read_bandwidth"],
+                write_bandwidth_mbps=known["write_bandwidth"],
+                unknown_reason=f"{', '.join(zero)} 0 in sysfs: not provided by the firmware's HMAT" if zero else None,
             )
         )
     return tuple(out)

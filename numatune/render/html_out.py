@@ -4,6 +4,7 @@ no fetch) to attach to a ticket: the picture, then the tables and the findings, 
 from __future__ import annotations
 
 from numatune.cpulist import format_cpulist
+from numatune.model.topology import HMAT_UNKNOWN
 from numatune.render.picture import KIND_LABEL, PATH_FILL, SEVERITY, device_name, esc, gib, render_svg
 
 TYPE_CHECKING = False
@@ -93,6 +94,8 @@ def inspect_sections(doc: Mapping[str, Any]) -> list[str]:
             [[str(t), f"access{e.get('access_class')}", format_cpulist(e.get("initiators") or []) or "-",
               _v(e.get("read_latency_ns")), _v(e.get("write_latency_ns")), _v(e.get("read_bandwidth_mbps")),
               _v(e.get("write_bandwidth_mbps"))] for t, e in hmat], numeric=(0, 3, 4, 5, 6))]
+        if any(e.get("unknown_reason") for _, e in hmat):
+            out.append(f"<p>{esc(HMAT_UNKNOWN)}</p>")
     devices = doc.get("devices") or []
     if devices:
         rows = []

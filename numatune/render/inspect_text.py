@@ -12,7 +12,16 @@ from __future__ import annotations
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Finding, Severity
 from numatune.model.paths import LEGEND, PathMatrix, device_name, fabric_label
-from numatune.model.topology import CpuKind, CxlDecoder, CxlLink, CxlMemdev, CxlPort, CxlTopology, Topology
+from numatune.model.topology import (
+    HMAT_UNKNOWN,
+    CpuKind,
+    CxlDecoder,
+    CxlLink,
+    CxlMemdev,
+    CxlPort,
+    CxlTopology,
+    Topology,
+)
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -313,8 +322,10 @@ def _distance_table(topo: Topology) -> _Table:
 
 
 def _hmat_table(topo: Topology) -> _Table:
+    zero = any(e.unknown_reason for n in topo.nodes for e in n.hmat)
     t = _Table("HMAT (best figures from the initiators)",
-               _cols("target", "access", "initiators", "read ns", "write ns", "read MB/s", "write MB/s"))
+               _cols("target", "access", "initiators", "read ns", "write ns", "read MB/s", "write MB/s"),
+               caption=HMAT_UNKNOWN if zero else None)
     for n in topo.nodes:
         for e in n.hmat:
             t.add_row(

@@ -546,6 +546,8 @@ def _initiator_links(n: Mapping[str, Any], cpu_ids: list[int]) -> list[tuple[int
                     figures.append(f"{e['read_latency_ns']} ns")
                 if e.get("read_bandwidth_mbps") is not None:
                     figures.append(gbps(e["read_bandwidth_mbps"]))
+                if not figures and e.get("unknown_reason"):
+                    figures.append("HMAT figures unknown")  # listed, left at 0 by the firmware
                 links[i] = " \u00b7 ".join(figures)
     if not links:
         known = {i: dist[str(i)] for i in cpu_ids if str(i) in dist}

@@ -159,3 +159,34 @@ def test_snapshot_round_trip_matches_live(cli, tmp_path):
     from tests.parity import comparable, differences
 
     assert not (diff := differences(comparable(saved), comparable(live))), diff
+
+
+@pytest.mark.parametrize("name", ["vm-cxl-switch", "vm-cxl-pool", "fakeheteromemtiers"])
+def test_hmat_figures_the_firmware_left_at_0_are_unknown_in_every_output(cli, name):
+    """QEMU's HMAT (vm-cxl-switch, vm-cxl-pool: every figure; fakeheteromemtiers: the latencies) leaves figures at
+    0 in sysfs: never `0 ns` or `0 MB/s`, but `-` with the reason in text and HTML, null with the reason in
+    JSON, and no figure in the picture."""
+    import re
+
+    from numatune.model.topology import HMAT_UNKNOWN
+
+    root = str(fixture_root(name))
+    doc = json.loads(cli("--root", root, "inspect", "--json").stdout)
+    entries = [e for n in doc["nodes"] for e in n["hmat"]]
+    assert entries and all(e["unknown_reason"] for e in entries)
+    fields = ("read_latency_ns", "write_latency_ns", "read_bandwidth_mbps", "write_bandwidth_mbps")
+    assert all(e[f] is None or e[f] > 0 for e in entries for f in fields)
+    assert any(e[f] is None for e in entries for f in fields)
+    text = cli("--root", root, "inspect", env={"COLUMNS": "200"}).stdout
+    hmat = text[text.index("HMAT"):]
+    hmat = hmat[:hmat.index(HMAT_UNKNOWN) + len(HMAT_UNKNOWN)]
+    rows = [r for r in hmat.splitlines() if "access" in r and "target" not in r]
+    figures = [[c.strip() for c in r.split("│")[4:8]] for r in rows]  # read/write ns, read/write MB/s
+    assert figures and all("0" not in f for f in figures) and any("-" in f for f in figures)
+    html = cli("--root", root, "inspect", "--format", "html").stdout
+    assert f"<p>{HMAT_UNKNOWN}</p>" in html
+    cells = [re.findall(r"<td[^>]*>([^<]*)</td>", r)[3:] for r in html.split("<h2>HMAT")[1].split("</table>")[0]
+             .splitlines() if "access" in r]
+    assert cells and all("0" not in c for c in cells) and any("-" in c for c in cells)
+    svg = cli("--root", root, "inspect", "--format", "svg").stdout
+    assert not re.search(r"\b0 ns|\b0 MB/s|\b0(\.0)? GB/s", svg)
