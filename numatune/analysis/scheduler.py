@@ -68,25 +68,39 @@ def _int(value: str | None) -> int | None:
 
 
 def check_slurm_node(line_no: int, node: Mapping[str, str], expected: NodeLine, layout: SlurmLayout,
-                     memory_mib: int | None, where: str) -> Iterator[Finding]:
+                     memory_mib: int | None, where: str,
+                     own: Sequence[tuple[str, str]] = ()) -> Iterator[Finding]:
+    """`own`: the line's pairs as written; the fix line is that line with what is wrong replaced, every other key
+    (CpuSpecList, MemSpecLimit, Features, Weight, State...) kept. Without it, the line `emit slurm` writes."""
     subject = f"{where}:{line_no}"
-    fix_line = f"use `{expected.text()}` (numatune emit slurm)"
+    wrong_counts: list[str] = []
+    fixed: dict[str, str] = {}  # lower-case key -> the value to write
     if not layout.problem:
         got = {k: _int(node.get(k.lower())) for k in ("Sockets", "CoresPerSocket", "ThreadsPerCore", "CPUs")}
         if got["Sockets"] is None and _int(node.get("socketsperboard")) is not None:
             got["Sockets"] = _int(node["socketsperboard"]) * (_int(node.get("boards")) or 1)  # type: ignore[operator]
         want = {"Sockets": expected.sockets, "CoresPerSocket": expected.cores_per_socket,
                 "ThreadsPerCore": expected.threads_per_core, "CPUs": expected.cpus}
-        wrong = [f"{k}={v} (node has {want[k]})" for k, v in got.items() if v is not None and v != want[k]]
-        if wrong:
-            yield NT520(f"NodeName {node.get('nodename')}: {', '.join(wrong)}", fix_line, subject)
+        wrong_counts = [f"{k}={v} (node has {want[k]})" for k, v in got.items() if v is not None and v != want[k]]
+        fixed.update({k.lower(): str(want[k]) for k, v in got.items() if v is not None and v != want[k]})
     real = _int(node.get("realmemory"))
-    if real is not None and memory_mib is not None and real > memory_mib:
+    memory_wrong = real is not None and memory_mib is not None and real > memory_mib
+    if memory_wrong:
+        fixed["realmemory"] = str(memory_mib)
+    gres_gpus = _gres_count(node.get("gres", ""), "gpu")
+    gres_wrong = gres_gpus is not None and gres_gpus != expected.gpus
+    if gres_wrong:
+        fixed["gres"] = _with_gpus(node.get("gres", ""), expected.gpus)
+    fix_line = f"use `{_fixed_line(own, fixed, expected)}` " + (
+        "(your line with the values numatune emit slurm derives where they were wrong)" if own
+        else "(numatune emit slurm)")
+    if wrong_counts:
+        yield NT520(f"NodeName {node.get('nodename')}: {', '.join(wrong_counts)}", fix_line, subject)
+    if memory_wrong:
         yield NT521(f"NodeName {node.get('nodename')}: RealMemory={real} MiB but the node has {memory_mib} MiB",
                     f"set RealMemory at or below {memory_mib} (slurmd -C reports it; leave headroom for firmware and "
                     "kernel changes)", subject)
-    gres_gpus = _gres_count(node.get("gres", ""), "gpu")
-    if gres_gpus is not None and gres_gpus != expected.gpus:
+    if gres_wrong:
         yield NT524(f"NodeName {node.get('nodename')}: Gres=gpu:{gres_gpus} but the node has {expected.gpus} GPU(s)",
                     fix_line, subject)
     spec = node.get("cpuspeclist")
@@ -99,6 +113,52 @@ def check_slurm_node(line_no: int, node: Mapping[str, str], expected: NodeLine, 
         if beyond:
             yield NT525(f"CpuSpecList={spec}: abstract CPU ids {format_cpulist(beyond)} >= CPUs={expected.cpus}",
                         "list Slurm abstract CPU ids (numatune emit slurm --reserve-cores N writes them)", subject)
+
+
+_SPELLING = {"cpus": "CPUs", "sockets": "Sockets", "corespersocket": "CoresPerSocket",
+             "threadspercore": "ThreadsPerCore", "realmemory": "RealMemory", "gres": "Gres"}
+
+
+def _fixed_line(own: Sequence[tuple[str, str]], fixed: Mapping[str, str], expected: NodeLine) -> str:
+    """The user's NodeName line with the `fixed` keys' values replaced (Boards/SocketsPerBoard by Sockets= when the
+    socket count was wrong), in the user's order and spelling; keys it lacked are added at the end."""
+    if not own:
+        return expected.text()
+    out: list[str] = []
+    placed: set[str] = set()
+    for key, value in own:
+        k = key.lower()
+        if k in ("boards", "socketsperboard") and "sockets" in fixed:
+            if "sockets" not in placed:
+                out.append(f"Sockets={fixed['sockets']}")
+                placed.add("sockets")
+            continue
+        if k in fixed:
+            if k not in placed and fixed[k]:  # a key given twice: the fixed value once; an empty Gres: none
+                out.append(f"{key}={fixed[k]}")
+            placed.add(k)
+        else:
+            out.append(f"{key}={value}")
+    out += [f"{_SPELLING.get(k, k)}={v}" for k, v in fixed.items() if k not in placed and v]
+    return " ".join(out)
+
+
+def _with_gpus(gres: str, count: int) -> str:
+    """Gres= with its GPU items replaced by one gpu item of `count` (a type kept when there was one), the other
+    GRES (nic, shard, mps...) kept; no gpu item at all for a node without GPUs (empty: no Gres= left)."""
+    items = [i for i in gres.split(",") if i]
+    gpus = [i for i in items if i.split(":")[0] == "gpu"]
+    types = {i.split(":")[1] for i in gpus if len(i.split(":")) == 3}
+    gpu = (f"gpu:{types.pop()}:{count}" if len(types) == 1 else f"gpu:{count}") if count else None
+    out, done = [], False
+    for i in items:
+        if i.split(":")[0] != "gpu":
+            out.append(i)
+        elif not done:
+            done = True
+            if gpu:
+                out.append(gpu)
+    return ",".join(out)
 
 
 def _gres_count(gres: str, name: str) -> int | None:

@@ -157,7 +157,8 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
             name = files.node_name or (name if name in expand_hostlist(node["nodename"])
                                        else expand_hostlist(node["nodename"])[0])
             e = slurm_emit(host, topo, name=name, **layout_opts)
-            found = list(check_slurm_node(number, node, e.node, e.layout, e.memory_mib, files.slurm_conf))
+            own = schedconf.slurm_node_tokens(files.slurm_conf).get(number, [])
+            found = list(check_slurm_node(number, node, e.node, e.layout, e.memory_mib, files.slurm_conf, own))
             out.append(CheckResult("scheduler.slurm_conf", "scheduler", f"slurm.conf node line of {name}",
                                    tuple(found)))
         if files.gres_conf:

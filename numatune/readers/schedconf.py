@@ -68,6 +68,17 @@ def slurm_node_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:
     return out
 
 
+def slurm_node_tokens(path: str | Path) -> dict[int, list[tuple[str, str]]]:
+    """line number -> the NodeName line's own `Key=Value` pairs as written (key spelling and order kept, no
+    NodeName=DEFAULT values): what a suggested fix line keeps."""
+    out = {}
+    for number, line in logical_lines(_read(path)):
+        pairs = [(k, v) for k, sep, v in (t.partition("=") for t in line.split()) if sep]
+        if pairs and pairs[0][0].lower() == "nodename" and pairs[0][1].upper() != "DEFAULT":
+            out[number] = pairs
+    return out
+
+
 def slurmd_parameters(path: str | Path) -> set[str]:
     """The SlurmdParameters flags of slurm.conf (numa_node_as_socket, l3cache_as_socket, allow_ecores, ...)."""
     out: set[str] = set()

@@ -396,3 +396,40 @@ def test_nfd_writes_no_unknown_as_a_fact(cli):
     for name in tree_fixtures():
         out = cli("--root", _root(name), "emit", "nfd").stdout
         assert "cpu.sockets=0" not in out and "numa.nodes=0" not in out, name
+
+
+def test_nt520_fix_keeps_every_key_of_the_users_line(cli, tmp_path):
+    """A slurm.conf written by `emit slurm --reserve-cores 1`, with the site's own keys added and the socket count
+    made wrong: the NodeName line NT520 suggests keeps CpuSpecList, MemSpecLimit, Features, Weight and State in
+    the user's order and spelling, and corrects only what was wrong (pasting it used to drop the reservation)."""
+    root = _root("handmade-launch-2s4gpu-cxl")
+    doc = _emit_json(cli, "handmade-launch-2s4gpu-cxl", "slurm", "--node-name", "gpu01", "--reserve-cores", "1")
+    line = doc["node"]["line"]
+    assert "CpuSpecList=" in line and "MemSpecLimit=" in line
+    wrong = line.replace("Sockets=2", "Sockets=4") + " Features=a100,ib Weight=10 State=UNKNOWN"
+    (tmp_path / "slurm.conf").write_text("NodeName=DEFAULT Feature=x\n" + wrong + "\n")
+    result = cli("--root", root, "check", "--slurm-conf", str(tmp_path / "slurm.conf"), "--node-name", "gpu01",
+                 "--json")
+    (nt520,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "NT520"]
+    fixed = re.fullmatch(r"use `(.*)` \(your line .*\)", nt520["fix"])[1]
+    assert fixed == line + " Features=a100,ib Weight=10 State=UNKNOWN"  # Sockets=2 again, every other key as written
+    assert fixed.index("CpuSpecList=") < fixed.index("MemSpecLimit=") < fixed.index("Features=")
+    # the corrected line passes check
+    (tmp_path / "slurm.conf").write_text(fixed + "\n")
+    ok = cli("--root", root, "check", "--slurm-conf", str(tmp_path / "slurm.conf"), "--json")
+    assert [f["code"] for f in json.loads(ok.stdout)["findings"] if f["code"].startswith("NT52")] == []
+
+
+def test_fix_line_replaces_boards_and_a_wrong_gpu_count_in_place():
+    from numatune.analysis.scheduler import check_slurm_node
+    from numatune.plan.slurm import NodeLine, SlurmLayout
+
+    expected = NodeLine("n1", 16, 2, 4, 2, 64000, 4)
+    layout = SlurmLayout("package", ((),), 4, 2, 16)
+    own = [("nodename", "n[1-4]"), ("Boards", "2"), ("SocketsPerBoard", "2"), ("CoresPerSocket", "4"),
+           ("Gres", "gpu:h100:8,nic:2"), ("CpuSpecList", "0-1"), ("Weight", "5")]
+    node = {k.lower(): v for k, v in own}
+    found = {f.code: f for f in check_slurm_node(3, node, expected, layout, 64000, "slurm.conf", own)}
+    assert set(found) == {"NT520", "NT524"}
+    line = "nodename=n[1-4] Sockets=2 CoresPerSocket=4 Gres=gpu:h100:4,nic:2 CpuSpecList=0-1 Weight=5"
+    assert found["NT520"].fix.startswith(f"use `{line}`") and found["NT524"].fix == found["NT520"].fix
