@@ -38,7 +38,7 @@ from numatune.model.resolve import (  # noqa: F401 - re-exported: the CLI, irq p
 )
 from numatune.model.topology import WEIGHT_DIR, NumaNode, PciDevice, Topology
 from numatune.numbers import MAX_DIGITS, maybe_int, parse_int
-from numatune.plan.cores import even_share, is_linear, topology_order
+from numatune.plan.cores import even_share, is_linear, physical_cores, topology_order
 from numatune.plan.cxl import nearest_cpu_node
 from numatune.plan.nic import choose_nic, nic_env
 
@@ -726,7 +726,9 @@ def plan_launch(
                 reasons.append(f"ordering: {gpu.ordering}")
         node, node_source = choose_node(topo, opts, dev, warnings)
         reasons.append(f"node: {node} ({node_source})")
-        share = _share(opts, rank, dev, in_use, node, reasons)
+        position, count, sharing = _sharing(topo, opts, rank, dev, in_use, node)
+        reasons.append(sharing)
+        share = (position, count) if opts.cpu_bind.mode in ("exclusive", "cores", "core-complex") else (0, 1)
         cpus = choose_cpus(topo, opts, facts, node, share, reasons, warnings)
         from numatune.plan.torchrun import torch_view  # only when a plan is made
 
@@ -746,11 +748,16 @@ def plan_launch(
                           tuple(command), tuple(command), {}, tuple(reasons), tuple(warnings), True)
     set_env = {}
     if cpus:
+        threads, why = omp_threads(topo, opts.cpu_bind.mode, cpus, position, count)
+        if count > 1 and rank.local_size and opts.cpu_bind.mode in ("node", "socket"):  # known, not assumed
+            warnings.append(f"--cpu-bind {opts.cpu_bind.mode}: the {count} ranks on {_where(topo, opts, node)} "
+                            f"overlap, each bound to all its CPUs {format_cpulist(cpus)}; --cpu-bind exclusive "
+                            "gives each its own cores")
         if "OMP_NUM_THREADS" in env:
             reasons.append(f"env: OMP_NUM_THREADS={env['OMP_NUM_THREADS']} already set: left alone")
         else:
-            set_env["OMP_NUM_THREADS"] = str(len(cpus))
-            reasons.append(f"env: OMP_NUM_THREADS={len(cpus)} (one thread per bound CPU)")
+            set_env["OMP_NUM_THREADS"] = str(threads)
+            reasons.append(f"env: OMP_NUM_THREADS={threads} ({why})")
     if nic is not None:
         set_env.update(nic_env(nic, opts.nic_transport, facts.rdma_ports, env, reasons))
     mode = opts.cpu_bind.mode if opts.cpu_bind.mode != "cores" else f"cores:{opts.cpu_bind.cores}"
@@ -777,20 +784,55 @@ def _torch_line(view: TorchView) -> str:
     return f"{head} would bind to CPUs {format_cpulist(view.cpus)} (node {view.node}): " + "; ".join(view.because)
 
 
-def _share(
-    opts: LaunchOptions, rank: RankInfo, dev: PciDevice | None, in_use: list[PciDevice], node: int,
-    reasons: list[str],
-) -> tuple[int, int]:
-    """(position of this rank among the ranks on its node, how many there are) for exclusive / cores:N."""
-    if opts.cpu_bind.mode not in ("exclusive", "cores", "core-complex"):
-        return 0, 1
+def omp_threads(topo: Topology, mode: str, cpus: Sequence[int], position: int, count: int) -> tuple[int, str]:
+    """(OMP_NUM_THREADS, why): the rank's share of physical cores, as torchrun's exclusive split counts them. Under
+    node and socket binding every rank on the node is bound to all its CPUs, so each gets its even share of their
+    cores (the first ranks one more when the split is uneven), and the ranks' threads together never exceed the
+    cores; under exclusive, cores:N and core-complex the binding is the share: one thread per physical core of it."""
+    cores = len(physical_cores(topo, cpus))
+    if mode in ("node", "socket") and count > 1:
+        start, end = even_share(cores, count, position)
+        why = f"its share of the {cores} physical core(s) it is bound to among the {count} ranks bound there"
+        if cores < count:
+            why += f"; {count} ranks for {cores} core(s): one thread each, oversubscribed"
+        return max(1, end - start), why
+    return max(1, cores), f"one thread per physical core it is bound to: {cores} core(s), {len(cpus)} CPU(s)"
+
+
+def _where(topo: Topology, opts: LaunchOptions, node: int) -> str:
+    nodes = _sharing_nodes(topo, opts, node)
+    return f"node {node}" if len(nodes) == 1 else f"the socket of node {node} (nodes {format_cpulist(nodes)})"
+
+
+def _sharing_nodes(topo: Topology, opts: LaunchOptions, node: int) -> list[int]:
+    """The nodes whose ranks bind to the same CPUs as this one: its node; under socket binding every node of its
+    socket(s)."""
+    if opts.cpu_bind.mode != "socket":
+        return [node]
+    n = topo.node(node)
+    packages = {c.package for c in topo.cpus if n is not None and c.id in n.cpus and c.package is not None}
+    return sorted({m.id for m in topo.nodes for c in topo.cpus if c.package in packages and c.id in m.cpus}) or [node]
+
+
+def _sharing(
+    topo: Topology, opts: LaunchOptions, rank: RankInfo, dev: PciDevice | None, in_use: list[PciDevice], node: int,
+) -> tuple[int, int, str]:
+    """(position of this rank among the ranks bound to its node's CPUs, how many there are, the dry run's line
+    saying so and where the count comes from)."""
+    where = _where(topo, opts, node)
+    size = f"{rank.local_size} local rank(s) from {rank.size_source}" if rank.local_size else None
     if dev is None or opts.node is not None:
+        if size is None:
+            return 0, 1, (f"sharing: 1 rank on {where} assumed: no launcher variable gives the local world size "
+                          "(LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE, OMPI_COMM_WORLD_LOCAL_SIZE... or --local-size)")
         count = rank.local_size or 1
-        reasons.append(f"sharing: --node given, so all {count} local rank(s) are assumed to share node {node}")
-        return rank.rank % count, count
-    sharing = sorted({d.bdf: d for d in in_use if d.node == node}.values(), key=lambda d: pci_sort_key(d.bdf))
+        return rank.rank % count, count, (f"sharing: {count} rank(s) on {where}: --node given, so all {size} are "
+                                          "assumed to share it")
+    nodes = set(_sharing_nodes(topo, opts, node))
+    sharing = sorted({d.bdf: d for d in in_use if d.node in nodes}.values(), key=lambda d: pci_sort_key(d.bdf))
     if dev not in sharing:
         sharing = sorted([*sharing, dev], key=lambda d: pci_sort_key(d.bdf))
     names = ", ".join(d.bdf for d in sharing)
-    reasons.append(f"sharing: {len(sharing)} device(s) in use on node {node} ({names}), one rank each")
-    return sharing.index(dev), len(sharing)
+    src = f"the GPUs of the {size}" if size else "local world size unknown: every GPU of the node assumed in use"
+    return sharing.index(dev), len(sharing), (f"sharing: {len(sharing)} rank(s) on {where}, one per GPU in use "
+                                              f"there ({names}; {src})")

@@ -66,7 +66,7 @@ def test_dry_run_for_every_launcher(cli, launcher):
     assert "rank: 3 from" in res.stdout and "4 local rank(s)" in res.stdout
     assert "gpu: 0000:af:00.0" in res.stdout and "node: 1 (numa_node of 0000:af:00.0)" in res.stdout
     assert re.search(r"numactl --physcpubind=6-7,14-15 --membind=1 -- python train.py$", res.stdout, re.M)
-    assert "OMP_NUM_THREADS=4" in res.stdout
+    assert "OMP_NUM_THREADS=2" in res.stdout  # one thread per physical core of its share (2 cores, 4 CPUs)
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,9 @@ def test_json_plan_with_cuda_visible_devices(cli, cvd, rank, bdf):
     assert doc["node"] == node and doc["memory"]["nodes"] == [node, node + 2]
     assert doc["memory"]["policy"] == "cxl-spill" and doc["method"] in ("numactl", "direct")
     assert doc["command"] == ["python", "train.py"] and doc["argv"][-2:] == ["python", "train.py"]
-    assert doc["env"]["OMP_NUM_THREADS"] == str(len(doc["cpu_bind"]["cpus"]))
+    # node binding: its share of the node's physical cores (SMT2 tree) among the ranks bound there
+    count = int(re.search(r"sharing: (\d+) rank", " ".join(doc["reasons"]))[1])
+    assert doc["env"]["OMP_NUM_THREADS"] == str(len(doc["cpu_bind"]["cpus"]) // 2 // count)
 
 
 def test_binding_errors_exit_7_and_best_effort_runs_unbound(cli):

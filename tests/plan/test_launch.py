@@ -20,7 +20,7 @@ from numatune.plan.launch import (
 )
 from numatune.readers.nodes import read_interleave_weights
 from numatune.system.host import Host
-from tests.conftest import fixture_root
+from tests.conftest import fixture_root, tree_fixtures
 
 HM = "handmade-launch-2s4gpu-cxl"
 NEW_NUMACTL = Numactl("/usr/bin/numactl", "2.0.19", True, True)
@@ -58,7 +58,7 @@ def test_exclusive_splits_each_nodes_cores_among_its_gpus_without_overlap():
         bind = f"--physcpubind={format_cpulist(p.cpus)}"
         assert p.argv[:4] == ("/usr/bin/numactl", bind, f"--membind={p.node}", "--")
         assert p.argv[4:] == ("python", "train.py")
-        assert p.env == {"OMP_NUM_THREADS": "4"}
+        assert p.env == {"OMP_NUM_THREADS": "2"}  # one thread per physical core of its share (2 cores, 4 CPUs)
     assert cpus == {0: (0, 1, 8, 9), 1: (2, 3, 10, 11), 2: (4, 5, 12, 13), 3: (6, 7, 14, 15)}
 
 
@@ -307,3 +307,63 @@ def test_a_binding_kept_inside_restricted_cpus_says_whose_they_are():
     assert plan(HM, {"LOCAL_RANK": "0"}).confined == ""  # every CPU allowed: nothing to say
     with pytest.raises(BindingError, match=r"outside the allowed CPUs 4-5 \(Slurm job 7 step 0's CPUs"):
         plan(HM, {"LOCAL_RANK": "0"}, fkw={"allowed_cpus": frozenset({4, 5}), "allowed_source": slurm})
+
+
+# -- ranks that share a node share its cores ---------------------------------------------------------------------
+LAUNCHER_VARS = {
+    "srun": ("SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+    "mpirun": ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    "torchrun": ("LOCAL_RANK", "LOCAL_WORLD_SIZE"),  # torchrun sets OMP_NUM_THREADS=1 itself; here it is unset
+}
+
+
+@pytest.mark.parametrize("name", tree_fixtures())
+def test_openmp_threads_of_the_ranks_sharing_a_node_never_exceed_its_cores(name):
+    """Every launcher's variables, 3 and 8 local ranks, node/socket/exclusive binding: the OMP_NUM_THREADS launch
+    gives the ranks bound to the same CPUs sum to no more than their physical cores (one each when there are more
+    ranks than cores). srun and mpirun set no OMP_NUM_THREADS: the DGX H100 gave 4 ranks x 112 on node 0's 112 CPUs."""
+    from numatune.errors import NumatuneError
+    from numatune.plan.cores import physical_cores
+
+    topo, devices = load(name)
+    with_cpus = [n.id for n in topo.nodes if set(n.cpus) & set(topo.cpu.online)]
+    gpus = [d for d in devices if d.kind == "gpu"]
+    planned = 0
+    for rank_var, size_var in LAUNCHER_VARS.values():
+        for mode in ("node", "socket", "exclusive"):
+            for size in (3, 8):
+                groups: dict[frozenset[int], list[int]] = {}
+                for rank in range(size):
+                    env = {rank_var: str(rank), size_var: str(size)}
+                    opts = {"cpu_bind": CpuBind(mode), "mem_policy": "none"}  # threads, not memory, are checked
+                    if not gpus:
+                        opts["node"] = with_cpus[0] if with_cpus else 0
+                    try:
+                        p = plan_launch(topo, devices, facts(env), LaunchOptions(**opts), ("python", "train.py"))
+                    except NumatuneError:
+                        continue  # a rank this machine cannot bind (no CPU topology, more ranks than GPUs)
+                    planned += 1
+                    # ranks bound to overlapping CPUs: one node's (node, exclusive) or one socket's (socket)
+                    key = frozenset(p.cpus) if mode == "socket" else frozenset(topo.node(p.node).cpus)
+                    groups.setdefault(key, []).append(int(p.env["OMP_NUM_THREADS"]))
+                for cpus, threads in groups.items():
+                    cores = len(physical_cores(topo, set(cpus) & set(topo.cpu.online)))
+                    assert sum(threads) <= max(cores, len(threads)), (name, rank_var, mode, size, threads, cores)
+    assert planned or not with_cpus, name
+
+
+def test_srun_ranks_on_the_dgx_share_node_0_and_the_dry_run_says_so():
+    p = plan("handmade-dgx-h100-ids", {"SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "8"})
+    assert p.node == 0 and p.env == {"OMP_NUM_THREADS": "14"}  # 56 cores of node 0 / 4 ranks (was 112 each)
+    assert ("sharing: 4 rank(s) on node 0, one per GPU in use there (0000:1b:00.0, 0000:43:00.0, 0000:52:00.0, "
+            "0000:61:00.0; the GPUs of the 8 local rank(s) from SLURM_NTASKS_PER_NODE=8 (Slurm))") in p.reasons
+    assert any(w.startswith("--cpu-bind node: the 4 ranks on node 0 overlap") for w in p.warnings)
+    mpi = plan(HM, {"OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "3"}, node=0)
+    assert "all 3 local rank(s) from OMPI_COMM_WORLD_LOCAL_SIZE=3 (Open MPI) are assumed to share it" in \
+        next(r for r in mpi.reasons if r.startswith("sharing:"))
+    alone = plan(HM, {}, node=0)
+    assert next(r for r in alone.reasons if r.startswith("sharing:")).startswith("sharing: 1 rank on node 0 assumed")
+    assert not any("overlap" in w for w in alone.warnings)
+    exclusive = plan("handmade-dgx-h100-ids", {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "8"},
+                     cpu_bind=CpuBind("exclusive"))
+    assert len(exclusive.cpus) == 28 and exclusive.env == {"OMP_NUM_THREADS": "14"}  # one per core, not per CPU
