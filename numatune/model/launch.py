@@ -19,6 +19,10 @@ from numatune.mempolicy import (
 )
 from numatune.model._record import record
 
+TYPE_CHECKING = False  # annotations only, as in model.topology
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 CPU_BIND_MODES = ("node", "socket", "exclusive", "core-complex", "cores:N", "none")
 TORCH_MODES = ("node", "socket", "exclusive", "core-complex")  # torchrun --numa-binding's vocabulary
 NIC_TRANSPORTS = ("rdma", "tcp")  # --nic-transport: what the job's NCCL/Gloo traffic uses
@@ -117,6 +121,15 @@ class TorchView:
     same: bool
     error: str | None = None  # why torchrun would fail instead of binding
     because: tuple[str, ...] = ()  # why numatune differs
+
+
+@record
+class NodeSplit:
+    """numatune's split of a rank's node among the ranks sharing it, for the torchrun comparison."""
+
+    shares: Mapping[int, frozenset[int]]  # position of each rank sharing the node -> its CPUs
+    usable: frozenset[int]  # the node's CPUs numatune may bind (allowed, not isolated, not reserved)
+    reserved: frozenset[int]  # the CPUs --reserve-cores keeps out
 
 
 @record

@@ -21,6 +21,7 @@ from numatune.model.launch import (
     LaunchOptions,
     LaunchPlan,
     MemPolicy,
+    NodeSplit,
     RankInfo,
     TorchView,
 )
@@ -732,7 +733,8 @@ def plan_launch(
         cpus = choose_cpus(topo, opts, facts, node, share, reasons, warnings)
         from numatune.plan.torchrun import torch_view  # only when a plan is made
 
-        torch = torch_view(topo, facts, opts, dev, in_use, node, node_source, cpus, share)
+        torch = torch_view(topo, facts, opts, dev, in_use, node, node_source, cpus, share,
+                           lambda: node_split(topo, opts, facts, node, cpus, share))
         if torch is not None:
             reasons.append(_torch_line(torch))
         mem = choose_memory(topo, opts, facts, node, reasons, warnings)
@@ -772,6 +774,26 @@ def plan_launch(
     return LaunchPlan(rank, gpu, node, node_source, mode, cpus, mem, method, argv, tuple(command), set_env,
                       tuple(reasons), tuple(warnings), cpu_kinds=shares, nic=nic, torch=torch,
                       confined=confined)
+
+
+def node_split(topo: Topology, opts: LaunchOptions, facts: LaunchFacts, node: int, cpus: tuple[int, ...],
+               share: tuple[int, int]) -> NodeSplit:
+    """How numatune splits the rank's node among the ranks sharing it (each position's CPUs), its usable CPUs and
+    the ones --reserve-cores keeps: what the torchrun comparison names CPU by CPU."""
+    shares: dict[int, frozenset[int]] = {}
+    for i in range(share[1]):
+        try:
+            shares[i] = frozenset(cpus) if i == share[0] else frozenset(
+                choose_cpus(topo, opts, facts, node, (i, share[1]), [], []))
+        except BindingError:
+            shares[i] = frozenset()  # a rank this node cannot bind
+    whole = opts._replace(cpu_bind=CpuBind("node"))
+    try:
+        usable = frozenset(choose_cpus(topo, whole, facts, node, (0, 1), [], []))
+        unreserved = frozenset(choose_cpus(topo, whole._replace(reserve_cores=0), facts, node, (0, 1), [], []))
+    except BindingError:
+        usable = unreserved = frozenset(cpus)
+    return NodeSplit(shares, usable, unreserved - usable)
 
 
 def _torch_line(view: TorchView) -> str:

@@ -15,10 +15,10 @@ torch.numa.binding's inputs, as its source reads them:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from numatune.cpulist import format_cpulist
-from numatune.model.launch import TORCH_MODES, LaunchFacts, LaunchOptions, TorchView
+from numatune.model.launch import TORCH_MODES, LaunchFacts, LaunchOptions, NodeSplit, TorchView
 from numatune.model.topology import PciDevice, Topology
 from numatune.plan.cores import even_share, is_linear, physical_cores, topology_order
 
@@ -103,8 +103,10 @@ def _core_complex(topo: Topology, facts: LaunchFacts, dev: PciDevice, in_use: Se
 def torch_view(
     topo: Topology, facts: LaunchFacts, opts: LaunchOptions, dev: PciDevice | None, in_use: Sequence[PciDevice],
     node: int, node_source: str, cpus: tuple[int, ...], share: tuple[int, int],
+    split: Callable[[], NodeSplit] | None = None,
 ) -> TorchView | None:
-    """torchrun's answer for this rank and mode (None for modes it lacks, or with --node: it needs a GPU)."""
+    """torchrun's answer for this rank and mode (None for modes it lacks, or with --node: it needs a GPU).
+    `split`: numatune's split of the node (plan.launch.node_split), asked for only where the answers differ."""
     mode = opts.cpu_bind.mode
     if mode not in TORCH_MODES or dev is None or opts.node is not None:
         return None
@@ -129,12 +131,13 @@ def torch_view(
     same = theirs == tuple(sorted(cpus))
     return TorchView(mode, tnode, theirs, same, None,
                      () if same else _because(topo, facts, opts, dev, in_use, node, node_source, set(theirs),
-                                              set(cpus), share, tnode))
+                                              set(cpus), share, tnode, split))
 
 
 def _because(
     topo: Topology, facts: LaunchFacts, opts: LaunchOptions, dev: PciDevice, in_use: Sequence[PciDevice],
     node: int, node_source: str, theirs: set[int], mine: set[int], share: tuple[int, int], tnode: int,
+    split: Callable[[], NodeSplit] | None = None,
 ) -> tuple[str, ...]:
     mode = opts.cpu_bind.mode
     out = []
@@ -173,18 +176,101 @@ def _because(
             if share[1] > groups:
                 out.append(f"{share[1]} ranks on {groups} L3 group(s): it gives each rank on a shared group the "
                            "whole group, numatune splits the group's cores between them")
+    if tnode == node and split is not None:
+        out += _account(topo, facts, opts, dev, in_use, node, theirs, mine, share, split())
     if not out:
-        extra = theirs - mine
-        unusable = (extra & facts.isolated) | (extra - facts.allowed_cpus if facts.allowed_cpus is not None
-                                                else frozenset())
-        if extra and not mine - theirs and unusable == extra:
-            out.append(f"numatune leaves out CPUs {format_cpulist(extra)} (isolated or outside the allowed CPUs)")
-        elif extra and not mine - theirs:
-            out.append(f"numatune gives CPUs {format_cpulist(extra)} to another rank: it splits only the node's "
-                       "usable cores (isolated and disallowed ones left out first), torchrun all of them")
-        else:
-            out.append("numatune's usable CPUs of the node differ from torchrun's (see the cpus lines above)")
+        out.append(f"torchrun's CPUs {format_cpulist(sorted(theirs))} are not numatune's "
+                   f"{format_cpulist(sorted(mine))}")
     return tuple(out)
+
+
+def _account(
+    topo: Topology, facts: LaunchFacts, opts: LaunchOptions, dev: PciDevice, in_use: Sequence[PciDevice], node: int,
+    theirs: set[int], mine: set[int], share: tuple[int, int], split: NodeSplit,
+) -> list[str]:
+    """CPU by CPU, why torchrun's share and numatune's differ: where each CPU of the difference goes on either side
+    and the rule that sent it there, computed from both splits of the node (never a guess at the cause)."""
+    mode = opts.cpu_bind.mode
+    out: list[str] = []
+    extra, missing = theirs - mine, mine - theirs
+    why: dict[str, set[int]] = {}
+    kinds = topo.cpu_kinds
+    for cpu in sorted(extra):
+        if (cpu in facts.isolated and not opts.allow_isolated) or (
+                facts.allowed_cpus is not None and cpu not in facts.allowed_cpus):
+            continue  # isolated or not allowed: the lines above name these CPUs
+        if cpu in split.reserved:
+            why.setdefault(f"numatune reserves (--reserve-cores {opts.reserve_cores}), torchrun reserves none",
+                           set()).add(cpu)
+        elif (owner := next((i for i, c in split.shares.items() if cpu in c and i != share[0]), None)) is not None:
+            why.setdefault(f"numatune gives to rank #{owner + 1} of {share[1]} on node {node}", set()).add(cpu)
+        elif kinds.heterogeneous and opts.cpu_kind != "any" and mine and kinds.role_of(cpu) != kinds.role_of(min(mine)):
+            continue  # another CPU kind: "it ignores CPU kinds" above
+        else:
+            why.setdefault(_unused(topo, split, share, mode), set()).add(cpu)
+    if mode in ("exclusive", "core-complex"):
+        tshares = _torch_shares(topo, facts, dev, in_use, node)
+        for cpu in sorted(missing):
+            owner = next((i for i, c in tshares.items() if cpu in c), None)
+            key = (f"torchrun gives to its rank #{owner + 1} of {len(tshares)} on node {node}"
+                   if owner is not None else "torchrun leaves out of every rank's share")
+            why.setdefault(key, set()).add(cpu)
+    else:
+        for cpu in sorted(missing):
+            why.setdefault("torchrun leaves out", set()).add(cpu)
+    for text, cpus in why.items():
+        out.append(f"{'CPU' if len(cpus) == 1 else 'CPUs'} {format_cpulist(sorted(cpus))}: {text}")
+    if why and mode == "exclusive":
+        out.append(_exclusive_rules(topo, facts, dev, in_use, node, split))
+    return out
+
+
+def _unused(topo: Topology, split: NodeSplit, share: tuple[int, int], mode: str) -> str:
+    """Why numatune binds a usable CPU of the node to no rank."""
+    taken = set().union(*split.shares.values()) if split.shares else set()
+    left = sorted(split.usable - taken)
+    kinds = {topo.cpu_kinds.role_of(c) for c in split.usable}
+    if mode == "exclusive" and len(kinds) > 1 and left:
+        return (f"numatune leaves unused: its {len(physical_cores(topo, split.usable))} usable cores of mixed "
+                f"CPU kinds do not split evenly among {share[1]} ranks, so every rank gets as many cores and the "
+                f"{len(physical_cores(topo, left))} left over ({format_cpulist(left)}) stay free; torchrun gives "
+                "the left-over cores to its first ranks")
+    if left:
+        return f"numatune binds no rank there (CPUs {format_cpulist(left)} of the node are in no rank's share)"
+    return "numatune binds no rank there"
+
+
+def _torch_shares(topo: Topology, facts: LaunchFacts, dev: PciDevice, in_use: Sequence[PciDevice],
+                  node: int) -> dict[int, set[int]]:
+    """torchrun's CPUs for every GPU it counts on the node, by its position there."""
+    allowed = _allowed(topo, facts)
+    ordered = list({d.bdf: d for d in [*in_use, dev]}.values())
+    gpus = [d for d in ordered if torch_node(d) == node] or [dev]
+    out: dict[int, set[int]] = {}
+    for i, d in enumerate(gpus):
+        try:
+            out[i] = _exclusive(topo, d, gpus, node, allowed)
+        except _Fails:
+            out[i] = set()
+    return out
+
+
+def _exclusive_rules(topo: Topology, facts: LaunchFacts, dev: PciDevice, in_use: Sequence[PciDevice], node: int,
+                     split: NodeSplit) -> str:
+    """Both exclusive splits of the node, in numbers."""
+    allowed = _allowed(topo, facts)
+    tcores = len(physical_cores(topo, _node_cpus(topo, node, allowed)))
+    _, tcount = _split_index(dev, in_use, node)
+    tper, textra = divmod(tcores, tcount)
+    sizes = [len(physical_cores(topo, c)) for _, c in sorted(split.shares.items())]
+    usable = len(physical_cores(topo, split.usable))
+    theirs = f"{tper} each" + (f", the first {textra} one more" if textra else "")
+    left = usable - sum(sizes)
+    mixed = len({topo.cpu_kinds.role_of(c) for c in split.usable}) > 1
+    unused = (f"; {left} left unused" + (", mixed CPU kinds: every rank as many" if mixed else "")) if left > 0 else ""
+    return (f"torchrun splits all {tcores} cores of node {node} it may run on among {tcount} GPU(s) ({theirs}); "
+            f"numatune splits its {usable} usable cores among {len(sizes)} rank(s) "
+            f"({', '.join(map(str, sizes))} core(s){unused})")
 
 
 def _spread(topo: Topology, facts: LaunchFacts, cpus: set[int]) -> str:

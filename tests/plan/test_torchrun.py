@@ -134,14 +134,15 @@ def synthetic_gpus(nodes: list[int]) -> list[PciDevice]:
             for i, n in enumerate(nodes)]
 
 
-def launch(name: str, mode: str, rank: int, size: int, devices=None, *, kind: str = "performance", **fkw):
+def launch(name: str, mode: str, rank: int, size: int, devices=None, *, kind: str = "performance", reserve: int = 0,
+           **fkw):
     host = Host.open(fixture_root(name))
     topo = read_launch_topology(host, node_kinds=False)
     devices = read_launch_devices(host, topo) if devices is None else devices
     groups = llc_groups(host, [c.id for c in topo.cpus if c.online])
     facts = LaunchFacts(env={"LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(size)}, numactl=NUMACTL,
                         kernel="6.10.0", cache_groups=groups, **fkw)
-    opts = LaunchOptions(cpu_bind=CpuBind(mode), cpu_kind=kind)
+    opts = LaunchOptions(cpu_bind=CpuBind(mode), cpu_kind=kind, reserve_cores=reserve)
     return plan_launch(topo, devices, facts, opts, ("python", "train.py"))
 
 
@@ -279,3 +280,62 @@ def test_torchs_split_follows_the_visible_devices_order(cli):
     line = next(x for x in r.stdout.splitlines() if "torchrun --numa-binding=exclusive" in x)
     assert "would bind to CPUs 56-69,168-181 (node 1)" in line
     assert "this rank's share is #1 of 4 there, #4 here" in line
+
+
+# -- the comparison's reasons are computed from the actual difference -------------------------------------------
+def test_gb10_uneven_exclusive_split_names_the_cpus_and_the_split_rules_not_isolcpus():
+    """GB10, 3 ranks, exclusive over both kinds: torchrun gives the 2 left-over cores to its first ranks, numatune
+    leaves them free (mixed kinds: every rank as many). Nothing is isolated or disallowed; the reasons said so."""
+    nodes = [0, 0, 0]
+    plans = [launch("nvidia-dgx-gb10", "exclusive", r, 3, synthetic_gpus(nodes), kind="any") for r in range(3)]
+    ref = Reference(fixture_root("nvidia-dgx-gb10"), nodes)
+    assert [set(p.torch.cpus) for p in plans] == [ref.cpus("exclusive", r) for r in range(3)]
+    for p in plans:
+        assert not p.torch.same
+        text = " ".join(p.torch.because)
+        assert "isolated" not in text and "allowed" not in text and "usable CPUs of the node differ" not in text
+        assert p.torch.because[-1] == ("torchrun splits all 20 cores of node 0 it may run on among 3 GPU(s) (6 each, "
+                                       "the first 2 one more); numatune splits its 20 usable cores among 3 rank(s) "
+                                       "(6, 6, 6 core(s); 2 left unused, mixed CPU kinds: every rank as many)")
+    assert plans[0].torch.because[0] == "CPU 6: numatune gives to rank #2 of 3 on node 0"
+    assert plans[1].torch.because[:2] == ("CPUs 12-13: numatune gives to rank #3 of 3 on node 0",
+                                          "CPU 6: torchrun gives to its rank #1 of 3 on node 0")
+    assert plans[2].torch.because[0].startswith("CPUs 18-19: numatune leaves unused: its 20 usable cores of mixed "
+                                                "CPU kinds do not split evenly among 3 ranks")
+
+
+def test_reserved_cores_are_named_cpu_by_cpu():
+    p = launch("handmade-launch-2s4gpu-cxl", "node", 0, 4, reserve=1)
+    assert 0 in p.torch.cpus and 0 not in p.cpus
+    assert "CPUs 0,8: numatune reserves (--reserve-cores 1), torchrun reserves none" in p.torch.because
+
+
+EPYC_NODE0_CCX = ({0, 1, 2, 48, 49, 50}, {3, 4, 5, 51, 52, 53})  # x86_64-epyc_7451 node 0: two L3 groups
+
+
+def test_core_complex_orders_l3_groups_most_allowed_cpus_first_under_a_cgroup_limit():
+    """A cgroup (and so the affinity mask) takes core 0 of the first CCX: both torchrun and numatune put the
+    CCX with most allowed CPUs first, so rank 0 gets the whole second CCX and rank 1 the rest of the first
+    (by group key alone rank 0 would get the cut one)."""
+    allowed = frozenset(range(96)) - {0, 48}
+    nodes = [0, 0]
+    ref = Reference(fixture_root("x86_64-epyc_7451"), nodes, allowed=set(allowed))
+    plans = [launch("x86_64-epyc_7451", "core-complex", r, 2, synthetic_gpus(nodes), allowed_cpus=allowed,
+                    affinity_cpus=allowed, allowed_source="cgroup cpuset") for r in range(2)]
+    assert [set(p.cpus) for p in plans] == [EPYC_NODE0_CCX[1], EPYC_NODE0_CCX[0] - {0, 48}]
+    assert [set(p.torch.cpus) for p in plans] == [ref.cpus("core-complex", r) for r in range(2)]
+    assert all(p.torch.same for p in plans)
+
+
+def test_core_complex_with_isolcpus_orders_by_usable_cpus_and_says_torchrun_does_not():
+    """isolcpus takes core 0 of the first CCX: numatune orders the groups by usable CPUs (the second CCX first),
+    torchrun, which reads no isolcpus, by its full groups (the first CCX first): the reasons name the CPUs."""
+    nodes = [0, 0]
+    plans = [launch("x86_64-epyc_7451", "core-complex", r, 2, synthetic_gpus(nodes), isolated=frozenset({0, 48}))
+             for r in range(2)]
+    assert [set(p.cpus) for p in plans] == [EPYC_NODE0_CCX[1], EPYC_NODE0_CCX[0] - {0, 48}]
+    assert [set(p.torch.cpus) for p in plans] == list(EPYC_NODE0_CCX)
+    first = plans[0].torch.because
+    assert "it would also use the isolated CPUs 0,48 (isolcpus), which numatune leaves out" in first
+    assert "CPUs 1-2,49-50: numatune gives to rank #2 of 2 on node 0" in first
+    assert "CPUs 3-5,51-53: torchrun gives to its rank #2 of 2 on node 0" in first
