@@ -98,6 +98,14 @@ class BindingError(Unsupported):
     """
 
 
+class ImpossibleRequest(BindingError):
+    """`launch`: what the user asked cannot be on this machine (`--cpu-bind cores:N` or `--reserve-cores N` beyond
+    the node's cores): exit 2 with the reason, as emit and irq plan refuse an impossible `--reserve-cores`;
+    `--best-effort` still runs unbound, as for any binding it cannot honour."""
+
+    exit_code = ExitCode.USAGE
+
+
 class PmuUnavailable(Unsupported):
     """Hardware counters cannot be opened; audit shows the message as a note and goes on without them."""
 

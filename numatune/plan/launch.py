@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from numatune.cpulist import format_cpulist
-from numatune.errors import BindingError, InputError, UsageError
+from numatune.errors import BindingError, ImpossibleRequest, InputError, UsageError
 from numatune.model.launch import (
     POLICY_SUPPORT,
     CpuBind,
@@ -352,7 +352,7 @@ def choose_cpus(
         cores = _cores_of(topo, n, online) if n else []
         if opts.reserve_cores:
             if len(cores) <= opts.reserve_cores:
-                raise BindingError(
+                raise ImpossibleRequest(
                     f"--reserve-cores {opts.reserve_cores} leaves no core on node {nid} ({len(cores)} online cores)"
                 )
             cores = without_reserved(topo, cores, opts.reserve_cores)
@@ -399,7 +399,7 @@ def choose_cpus(
         start, end = (even_share(len(cores), count, index, spread=spread) if mode == "exclusive"
                       else (index * per, (index + 1) * per))
         if end > len(cores):
-            raise BindingError(
+            raise ImpossibleRequest(
                 f"cores:{per} for rank #{index + 1} of {count} on node {node_id} needs {end} cores; "
                 f"{len(cores)} usable{reserve}"
             )

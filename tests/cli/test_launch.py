@@ -238,3 +238,16 @@ def test_cxl_spill_with_mem_nodes_says_what_it_binds(cli):
     assert "bind to nodes 1,3 (--mem-nodes)" in r.stdout + r.stderr
     assert "never to another socket" not in r.stdout + r.stderr
     assert "may land off the socket" in r.stdout + r.stderr
+
+
+def test_a_request_beyond_the_nodes_cores_is_exit_2_like_emit_and_irq_plan(cli):
+    """vm-two-socket: 2 cores per node. cores:99 and --reserve-cores 99 cannot be on this machine: exit 2 with the
+    reason, as emit and irq plan refuse --reserve-cores 99; --best-effort still runs unbound."""
+    root = str(fixture_root("vm-two-socket"))
+    for args, reason in ((("--cpu-bind", "cores:99"), "cores:99 for rank #1 of 1 on node 0 needs 99 cores; 2 usable"),
+                         (("--reserve-cores", "99"), "--reserve-cores 99 leaves no core on node 0 (2 online cores)")):
+        res = cli("--root", root, "launch", "--node", "0", *args, "--dry-run", "--", "true", env=CLEAN)
+        assert res.exit_code == 2 and res.stderr.strip() == f"numatune: error: {reason}", res.stderr
+        best = cli("--root", root, "launch", "--node", "0", *args, "--best-effort", "--dry-run", "--", "true",
+                   env=CLEAN)
+        assert best.exit_code == 0 and "running unbound (--best-effort)" in best.stdout + best.stderr
