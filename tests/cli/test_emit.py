@@ -433,3 +433,10 @@ def test_fix_line_replaces_boards_and_a_wrong_gpu_count_in_place():
     assert set(found) == {"NT520", "NT524"}
     line = "nodename=n[1-4] Sockets=2 CoresPerSocket=4 Gres=gpu:h100:4,nic:2 CpuSpecList=0-1 Weight=5"
     assert found["NT520"].fix.startswith(f"use `{line}`") and found["NT524"].fix == found["NT520"].fix
+
+
+def test_emit_slurm_on_hwlocs_ia64_tree_writes_its_sockets_and_cores(cli):
+    """128ia64: every per-CPU online file is empty (hwloc and slurmd -C read 128 CPUs online, 64 packages of 2
+    cores); numatune read 0 CPUs online and wrote a NodeName without Sockets or cores."""
+    node = _emit_json(cli, "128ia64-17n4s2c", "slurm", "--node-name", "ia64")["node"]
+    assert node["line"].startswith("NodeName=ia64 CPUs=128 Sockets=64 CoresPerSocket=2 ThreadsPerCore=1 ")
