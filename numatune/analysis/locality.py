@@ -89,7 +89,8 @@ def late_binding(proc: ProcessInfo, topo: Topology, thresholds: Thresholds = DEF
     # (OMP_PLACES=sockets). A late thread reaches outside that binding: the mask it had before the process was
     # bound, wider than the binding or elsewhere (a process started on node 0 that bound itself to node 1).
     siblings = {c.id: set(c.siblings) | {c.id} for c in topo.cpus}
-    places = any(proc.environ.get(k, "").strip().lower() not in ("", "false") for k in THREAD_AFFINITY_VARS)
+    off = ("", "false", "none", "disabled")  # OMP_PROC_BIND=false, KMP_AFFINITY=none|disabled: no pinning asked
+    places = any(proc.environ.get(k, "").strip().lower() not in off for k in THREAD_AFFINITY_VARS)
 
     def pinned(m: set[int]) -> bool:
         return bool(m) and len(m) <= len(main) and (places or m <= siblings.get(min(m), {min(m)}))

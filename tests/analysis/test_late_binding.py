@@ -78,6 +78,9 @@ def test_threads_pinned_each_within_the_binding_are_not_late_binding(two_socket)
     # OMP_PLACES=sockets: the main thread on node 0, the worker on node 1, each as wide as the other
     sockets = {"OMP_PROC_BIND": "close", "OMP_PLACES": "sockets"}
     assert late_binding(proc(maps(N0=500, N1=500), NODE0, [NODE1], environ=sockets), two_socket) is None
+    # OMP_PROC_BIND=false asks for no pinning: a node-wide mask elsewhere is then the old one
+    unbound = {"OMP_PROC_BIND": "false"}
+    assert late_binding(proc(maps(N0=500, N1=500), NODE0, [NODE1], environ=unbound), two_socket).threads == (2001,)
 
 
 def test_a_thread_left_on_the_node_the_process_started_on_is_late(two_socket):  # noqa: F811
