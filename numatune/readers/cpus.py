@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from numatune.model.topology import Cpu, CpuSummary
+from numatune.numbers import maybe_int
 from numatune.readers.cpukinds import hybrid_core_types
 from numatune.system.host import Host, numbered
 
@@ -100,12 +101,12 @@ def _is_online(host: Host, base: str, cpu: int, online_list: frozenset[int] | No
         return cpu in online_list
     entries = host.entries(base)  # one directory read instead of two failed opens per CPU
     if "online" in entries:
-        # hwloc's rule (topology-linux.c): only a file that reads as a number and says 0 is offline; an empty
-        # or unreadable one (hwloc's 128ia64 tree, some archived sysfs copies) says nothing, and the CPU counts
-        # as online when the kernel describes its topology, as hwloc and slurmd -C read it.
+        # hwloc's rule (topology-linux.c, atoi): a file with text is online unless it reads 0 (or no number); an
+        # empty or unreadable one (hwloc's 128ia64 tree, some archived sysfs copies) says nothing, and the CPU
+        # counts as online when the kernel describes its topology, as hwloc and slurmd -C read it.
         text = (host.read_optional(f"{base}/online") or "").strip()
         if text:
-            return not text.isdigit() or int(text) != 0
+            return maybe_int(text, f"{base}/online") not in (0, None)
     # Old kernels: no online files at all, and cpu0 never has one. An offline CPU has no topology/.
     return cpu == 0 or "topology" in entries
 
