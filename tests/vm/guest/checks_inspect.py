@@ -180,9 +180,14 @@ def inspect_hmat(ctx: Context) -> dict[str, Any]:
             continue
         seen[t.id] = sysfs
         reported = _numbers(nodes.get(t.id, {}).get("hmat"))
+        reasons = " ".join(e.get("unknown_reason") or "" for e in nodes.get(t.id, {}).get("hmat") or [])
         for access, vals in sysfs.items():
             for key, val in vals.items():
-                if val not in reported:
+                if val == 0:  # a figure QEMU's HMAT left unset: unknown (null) with the reason, never 0 ns / 0 MB/s
+                    if key not in reasons:
+                        problems.append(f"node {t.id} {access} {key}=0 (sysfs) not reported as unknown: "
+                                        f"{nodes.get(t.id, {}).get('hmat')!r}")
+                elif val not in reported:
                     problems.append(f"node {t.id} {access} {key}={val} (sysfs) missing from inspect's "
                                     f"hmat {nodes.get(t.id, {}).get('hmat')!r}")
     if problems:
