@@ -46,17 +46,29 @@ def format_option(*choices: str, default: str | None = "text",
         def command(*args: Any, fmt: str | None, as_json: bool, **kwargs: Any) -> Any:
             if as_json:
                 fmt = "json"
-            elif output and kwargs.get("output") is not None:
+            if output and kwargs.get("output") is not None and kwargs["output"].is_dir():
+                from numatune.errors import UsageError
+
+                raise UsageError(f"--output {kwargs['output']} is a directory: give a file name")
+            if not as_json and output and kwargs.get("output") is not None:
                 ctx = click.get_current_context()
                 if ctx.get_parameter_source("fmt") in (None, click.core.ParameterSource.DEFAULT):
-                    fmt = guess_format(kwargs["output"], choices, fmt)
+                    guessed = guess_format(kwargs["output"], choices, None)
+                    if guessed is not None or not kwargs["output"].suffix:
+                        fmt = guessed or fmt  # no suffix at all ("report"): the default format
+                    else:
+                        from numatune.errors import UsageError
+
+                        names = ", ".join(s for s, f in SUFFIXES.items() if f in choices)
+                        raise UsageError(f"--output {kwargs['output']}: the suffix {kwargs['output'].suffix!r} "
+                                         f"names no format; use {names} or give --format")
             return func(*args, fmt=fmt, **kwargs)
 
         if output:
             from pathlib import Path
 
             names = ", ".join(f"{s}" for s, f in SUFFIXES.items() if f in choices)
-            command = click.option("--output", "-o", type=click.Path(dir_okay=False, readable=False, path_type=Path),
+            command = click.option("--output", "-o", type=click.Path(readable=False, path_type=Path),
                                    default=None,
                                    help=f"Write the report to FILE; the format follows its suffix ({names}) "
                                         "unless --format is given.")(command)

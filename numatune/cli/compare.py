@@ -47,7 +47,7 @@ def compare_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN0
     """
     import re
 
-    from numatune.errors import InputError
+    from numatune.errors import Unsupported, UsageError
 
     if not command:
         raise click.UsageError("no command given: numatune compare [OPTIONS] -- CMD [ARGS...]")
@@ -58,16 +58,16 @@ def compare_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN0
     given = kw["placements"] is not None
     names = [n.strip() for n in kw["placements"].split(",") if n.strip()] if given else list(DEFAULT_PLACEMENTS)
     if not names or len(set(names)) != len(names):
-        raise InputError(f"--placements {kw['placements']!r}: give distinct placement names")
+        raise UsageError(f"--placements {kw['placements']!r}: give distinct placement names")
     metric = None
     if kw["metric"]:
         try:
             metric = re.compile(kw["metric"])
         except re.error as exc:
-            raise InputError(f"--metric {kw['metric']!r}: {exc}") from exc
+            raise UsageError(f"--metric {kw['metric']!r}: {exc}") from exc
     host = app.host
     if not host.is_live:
-        raise InputError(f"compare runs a command on the live node, not on --root {app.root}")
+        raise UsageError(f"compare runs a command on the live node, not on --root {app.root}")
 
     from numatune.commands.compare import CommandFailed, plan_placements, run_compare
     from numatune.live.bind import gather_facts, read_launch_devices, read_launch_topology
@@ -83,7 +83,7 @@ def compare_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN0
         allowed = os.sched_getaffinity(0)
         homes = [n.id for n in topo.nodes if set(n.cpus) & allowed]
         if not homes:
-            raise InputError("no node with CPUs this process may use")
+            raise Unsupported("no node with CPUs this process may use")
         node = homes[0]
         app.note(f"no GPU and no --node: home is node {node}, the first node with CPUs")
     base = LaunchOptions(gpu=kw["gpu"], node=node, cpu_bind=parse_cpu_bind(kw["cpu_bind"]))

@@ -15,14 +15,14 @@ def _nodes(text: str | None, flag: str) -> tuple[int, ...] | None:
     if text is None:
         return None
     from numatune.cpulist import parse_cpulist
-    from numatune.errors import InputError
+    from numatune.errors import UsageError
 
     try:
         nodes = tuple(sorted(parse_cpulist(text)))
     except ValueError as exc:
-        raise InputError(f"{flag} {text!r}: expected a node list like 0,2 or 0-3") from exc
+        raise UsageError(f"{flag} {text!r}: expected a node list like 0,2 or 0-3") from exc
     if not nodes:
-        raise InputError(f"{flag} is empty")
+        raise UsageError(f"{flag} is empty")
     return nodes
 
 
@@ -60,9 +60,9 @@ def probe_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the option
     )
     host = app.host
     if not host.is_live:
-        from numatune.errors import InputError
+        from numatune.errors import UsageError
 
-        raise InputError(f"probe measures the live node, not a saved root ({app.root})",
+        raise UsageError(f"probe measures the live node, not a saved root ({app.root})",
                          hint="run numatune probe on the machine itself")
     runtime = gpu_note = None
     if kw["gpu"]:

@@ -23,20 +23,20 @@ def parse_size(text: str, what: str) -> int:
     """"64G", "64GiB", "1.5T", "4096" (bytes); powers of 1024."""
     m = _SIZE.match(text)
     if not m:
-        from numatune.errors import InputError
+        from numatune.errors import UsageError
 
-        raise InputError(f"{what} {text!r}: expected a size like 64G, 512MiB or 1.5T")
+        raise UsageError(f"{what} {text!r}: expected a size like 64G, 512MiB or 1.5T")
     size = float(m.group(1)) * 1024 ** "bkmgtp".index((m.group(2) or "b").lower())
     if not size < 1 << 80:  # "9" * 400 is a float of inf: no budget is a yobibyte
-        from numatune.errors import InputError
+        from numatune.errors import UsageError
 
-        raise InputError(f"{what} {text[:40]!r}: larger than any memory")
+        raise UsageError(f"{what} {text[:40]!r}: larger than any memory")
     return int(size)
 
 
 def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
     """Plan and print which buffers go to local DRAM and which to CXL; exit 7 (not_fitting) when one fits nowhere."""
-    from numatune.errors import InputError
+    from numatune.errors import UsageError
     from numatune.placement.targets import LiveContext
     from numatune.plan.memory import latency_first, not_fitting, training_items
     from numatune.readers.topology import read_topology
@@ -44,10 +44,8 @@ def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
     try:
         params = float(kw["params"])
     except ValueError:
-        raise InputError(f"--params {kw['params']!r}: expected a number like 7e9") from None
+        raise UsageError(f"--params {kw['params']!r}: expected a number like 7e9") from None
     if kw["gpu"] is not None and kw["node"] is not None:
-        from numatune.errors import UsageError
-
         raise UsageError("--gpu and --node are exclusive")
     items = training_items(params, optimizer=kw["optimizer"], layers=kw["layers"], hidden=kw["hidden"],
                            seq_len=kw["seq_len"], batch=kw["batch"])
@@ -63,7 +61,7 @@ def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
         else:
             cpu_nodes = [n.id for n in topo.nodes if n.cpus]
             if len(cpu_nodes) != 1:
-                raise InputError(f"--root {app.root} has {len(cpu_nodes)} nodes with CPUs: pass --gpu or --node")
+                raise UsageError(f"--root {app.root} has {len(cpu_nodes)} nodes with CPUs: pass --gpu or --node")
             here, why = cpu_nodes[0], "the only node with CPUs"
     if host.is_live:
         from numatune.plan.launch import ENV_KEYS
@@ -73,6 +71,15 @@ def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
     budgets = {k: parse_size(kw[k], "--" + k.replace("_", "-")) if kw[k] else None
                for k in ("dram_budget", "cxl_budget", "reserve")}
     gpu = kw["gpu"]
+    if gpu is not None:
+        from numatune.model.order import gpu_order
+
+        gpus = gpu_order(ctx.devices)[0]
+        if not gpus:  # said here: the planner would name its own ('local', GPU) target, not the option
+            raise UsageError(f"--gpu {gpu[:40]}: this root has no GPU", hint="pass --node, or leave both out")
+        if gpu.isascii() and gpu.isdigit() and (len(gpu) > 9 or int(gpu) >= len(gpus)):
+            raise UsageError(f"--gpu {gpu[:40]}: this root has {len(gpus)} GPU(s), GPU0-GPU{len(gpus) - 1} of "
+                             "inspect")
     if gpu is not None and gpu.isascii() and gpu.isdigit() and len(gpu) <= 9:
         gpu = parse_int(gpu, "--gpu")
     bws = _probe_figures(kw["probe_file"], ctx, gpu) if kw["probe_file"] else None
@@ -83,7 +90,7 @@ def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
         try:
             cxl_nodes = sorted(parse_cpulist(kw["cxl_nodes"]))
         except ValueError:
-            raise InputError(f"--cxl-nodes {kw['cxl_nodes']!r}: expected a node list like 2,3 or 2-3") from None
+            raise UsageError(f"--cxl-nodes {kw['cxl_nodes']!r}: expected a node list like 2,3 or 2-3") from None
     plan = latency_first(items, budgets["dram_budget"], budgets["cxl_budget"], dram_reserve=budgets["reserve"],
                          context=ctx, gpu=gpu, strict=False, bandwidths=bws, cxl_nodes=cxl_nodes,
                          straddle=kw["straddle"])

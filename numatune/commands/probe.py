@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
-from numatune.errors import InputError, NumatuneError, Unsupported
+from numatune.errors import NumatuneError, Unsupported, UsageError
 from numatune.model.probe import Cell, CellPlacement, Figure, ProbeOptions, ProbeResult
 from numatune.model.topology import Topology
 from numatune.numbers import maybe_int
@@ -29,7 +29,7 @@ def parse_size(text: str) -> int:
     digits = t[:-1] if mult != 1 else t
     number = maybe_int(digits, "--size") if digits.isdigit() and len(digits) <= 15 else None
     if not number:
-        raise InputError(f"--size {text[:40]!r}: expected a size like 256M, 1G or 65536")
+        raise UsageError(f"--size {text[:40]!r}: expected a size like 256M, 1G or 65536")
     return number * mult
 
 
@@ -40,9 +40,9 @@ def _asked(asked, usable: list[int], known: set[int], option: str, known_note: s
         return tuple(usable)
     for n in asked:
         if n not in known:
-            raise InputError(f"{option}: node {n} does not exist{known_note}")
+            raise UsageError(f"{option}: node {n} does not exist{known_note}")
         if n not in usable:
-            raise InputError(f"{option}: node {n} {unusable}")
+            raise Unsupported(f"{option}: node {n} {unusable}")
     return tuple(asked)
 
 
@@ -77,7 +77,7 @@ def one_per_core(topo: Topology, node: int, allowed: frozenset[int]) -> list[int
 def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
               progress: Callable[[str, int, int], None] | None = None) -> ProbeResult:
     if not host.is_live:
-        raise InputError(f"probe measures the live node, not a saved root ({host.label})",
+        raise UsageError(f"probe measures the live node, not a saved root ({host.label})",
                          hint="run numatune probe on the machine itself")
     from numatune.analysis.probe import expected
     from numatune.measure import bench, helper

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from numatune.errors import InputError, Unsupported
+from numatune.errors import InputError, Unsupported, UsageError
 
 GIB = 1 << 30
 ALIGN = 4096  # item starts (the plan's arena is page-granular)
@@ -118,17 +118,17 @@ def training_items(params: float, *, optimizer: str = "adam", layers: int | None
     input that checkpointing keeps and offloads); left out when the shape is not given.
     """
     if not 0 < params < 1e30:  # "inf" and "nan" are floats too; no model has 1e30 parameters
-        raise InputError(f"--params {params:g}: expected a positive parameter count (7e9)")
+        raise UsageError(f"--params {params:g}: expected a positive parameter count (7e9)")
     opt = optimizer.lower()
     if opt not in OPTIMIZER_STATE:
-        raise InputError(f"optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZER_STATE)}")
+        raise UsageError(f"optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZER_STATE)}")
     n = int(params)
     items = [Item(name, n * size, 1) for name, size in OPTIMIZER_STATE[opt]]
     items.append(Item("bf16 weights", n * 2, 2))
     shape = (layers, hidden, seq_len)
     if any(v is not None for v in shape):
         if any(v is None or v <= 0 for v in shape) or batch <= 0:
-            raise InputError("activation checkpoints need --layers, --hidden, --seq-len (and --batch) all positive")
+            raise UsageError("activation checkpoints need --layers, --hidden, --seq-len (and --batch) all positive")
         items.append(Item("activation checkpoints", layers * batch * seq_len * hidden * checkpoint_bytes, 3))
     items.append(Item("bf16 gradients", n * 2, 4))
     return items
@@ -153,7 +153,7 @@ def latency_first(items: Sequence[Item | tuple], dram_budget: int | None = None,
     module). strict: raise when something fits nowhere.
     """
     if straddle not in STRADDLE:
-        raise InputError(f"straddle {straddle!r}: expected one of {', '.join(STRADDLE)}")
+        raise UsageError(f"straddle {straddle!r}: expected one of {', '.join(STRADDLE)}")
     its = sorted((_item(i) for i in items), key=lambda i: i.cls)  # stable: the caller's order within a class
     reasons: list[str] = []
     warnings: list[str] = []
@@ -168,7 +168,7 @@ def latency_first(items: Sequence[Item | tuple], dram_budget: int | None = None,
     # DRAM budget
     if dram_budget is not None:
         if dram_budget < 0:
-            raise InputError(f"dram_budget {dram_budget} is negative")
+            raise UsageError(f"dram_budget {dram_budget} is negative")
         d_budget, d_source = dram_budget, "given"
         if dram_free is not None and dram_budget > dram_free:
             warnings.append(f"the DRAM budget {_gib(dram_budget)} is above node {dram_node}'s free memory "
@@ -326,7 +326,7 @@ def _live_figures(ctx: Any, gpu: Any, chosen: Sequence[int] | None, measured: Ma
         every = set(_cxl.all_cxl(topo))
         wrong = [c for c in chosen if c not in every]
         if wrong:
-            raise InputError(f"CXL node(s) {_nodes(dict.fromkeys(wrong))} are not CXL memory nodes of this root "
+            raise UsageError(f"CXL node(s) {_nodes(dict.fromkeys(wrong))} are not CXL memory nodes of this root "
                              f"(CXL nodes: {_nodes(dict.fromkeys(every)) or 'none'})")
         nodes, how = tuple(sorted(set(chosen))), "given"
         far = _cxl.far_of(topo, node, nodes)
