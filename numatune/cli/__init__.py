@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                     "Plan which training buffers go to local DRAM and which to CXL (latency-first)."),
     "probe": ("numatune.cli.probe:probe_cmd", "Measure latency and bandwidth, every CPU node × memory node."),
     "compare": ("numatune.cli.compare:compare_cmd", "Run a command under each memory placement; compare."),
+    "completion": ("numatune.cli.completion:completion_cmd", "Print the bash, zsh or fish completion script."),
 }
 
 

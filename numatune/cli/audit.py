@@ -151,8 +151,9 @@ def audit_cmd(
         return
     from numatune.render.audit_text import render_audit
 
-    app.console().print(render_audit(audits, run.topo, job=job is not None, helpers=helpers,
-                                           min_size=min_bytes))
+    console = app.console()
+    console.print(render_audit(audits, run.topo, job=job is not None, helpers=helpers, min_size=min_bytes,
+                               terminal=console.is_terminal))
     for note in notes:
         app.note(note)
 
@@ -167,6 +168,9 @@ def _watch(app: App, run: AuditRun, interval: float, count: int, sample: float) 
     from numatune.render.audit_text import job_table
 
     console = app.console()
+    if not console.is_terminal:
+        _watch_frames(console, run, interval, count, sample)
+        return
     n = 0
     with Live(Text("reading…"), console=console, auto_refresh=False) as live:
         while True:
@@ -185,3 +189,36 @@ def _watch(app: App, run: AuditRun, interval: float, count: int, sample: float) 
             if count and n >= count:
                 break
             time.sleep(interval)
+
+
+def _watch_frames(console, run: AuditRun, interval: float, count: int, sample: float) -> None:  # noqa: ANN001
+    """--watch into a file or pipe: one whole frame per interval (a title line with the time, the table),
+    flushed as it is written, so that `--count 3 > f` holds three frames and a watch stopped by a signal
+    leaves every frame it wrote."""
+    import time
+
+    from numatune.errors import ProcessGone
+    from numatune.render.audit_text import job_table
+
+    n = 0
+    while True:
+        try:
+            audits, _job, notes, helpers = run.run(sample)
+        except ProcessGone as exc:
+            console.print(f"{exc.message}; stopped watching")
+            console.file.flush()
+            return
+        stamp = time.strftime("%H:%M:%S")
+        table = job_table(audits, run.topo, helpers, f"numatune audit — {stamp} — every {interval:g}s",
+                          terminal=False)
+        cxl = [line for line in notes if line.startswith("CXL traffic")]
+        if cxl:
+            table.caption, table.caption_justify = "\n".join(cxl), "left"
+        if n:
+            console.print()
+        console.print(table)
+        console.file.flush()
+        n += 1
+        if count and n >= count:
+            return
+        time.sleep(interval)

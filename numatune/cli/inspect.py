@@ -52,21 +52,9 @@ def inspect_cmd(app: App, fmt: str, output: Path | None) -> None:
 def _report_text(fmt: str, topo, matrix, findings) -> str:  # noqa: ANN001
     """The report as the text of a file (ending in a newline); `text` without colour, 100 columns."""
     if fmt == "text":
-        from numatune.render.inspect_text import plain_inspect
+        from numatune.render.inspect_text import inspect_file_text
 
-        text = plain_inspect(topo, matrix, findings, 100)
-        if text is None:
-            import io
-
-            from rich.console import Console
-
-            from numatune.render.inspect_text import render_inspect
-
-            buf = io.StringIO()
-            Console(file=buf, width=100, no_color=True, highlight=False, emoji=False, markup=False,
-                    soft_wrap=False).print(render_inspect(topo, matrix, findings))
-            text = buf.getvalue()
-        return text
+        return inspect_file_text(topo, matrix, findings, 100)
     if fmt == "prometheus":
         from numatune.render.prometheus import inspect_metrics
 

@@ -41,14 +41,18 @@ def _verdict(v: str) -> Text:
     return Text(v, style=VERDICT_STYLE.get(v, ""))
 
 
-def _command(a: ProcessAudit, width: int = 40) -> str:
+def _command(a: ProcessAudit, width: int | None = 40) -> str:
+    """The command line, cut to WIDTH on a terminal; whole (width None) in a file or pipe, where ranks
+    that differ only in their last arguments must stay apart."""
     cmd = " ".join(a.process.cmdline) or f"[{a.process.comm}]"
-    return cmd if len(cmd) <= width else cmd[: width - 1] + "…"
+    return cmd if width is None or len(cmd) <= width else cmd[: width - 1] + "…"
 
 
 def job_table(
-    audits: list[ProcessAudit], topo: Topology, helpers: dict[int, int] | None = None, title: str = ""
+    audits: list[ProcessAudit], topo: Topology, helpers: dict[int, int] | None = None, title: str = "",
+    terminal: bool = True,
 ) -> Table:
+    """One row per process; off a terminal (terminal=False) no value is cut."""
     helpers = helpers or {}
     table = Table(title=title or None, title_justify="left")
     show_rank = any(a.process.rank is not None for a in audits)
@@ -64,7 +68,7 @@ def job_table(
         pid = str(a.process.pid) + (f" (+{extra})" if extra else "")
         row += [
             pid,
-            _command(a),
+            _command(a, 40 if terminal else None),
             _gpu(a),
             _cpu_nodes(a, topo),
             _mem_by_node(a.process.memory.by_node),
@@ -176,7 +180,9 @@ def mapping_table(a: ProcessAudit, min_size: int) -> Table:
     shown, (count, total, by_node, off) = fold_mappings(a.process.memory.by_mapping or (), min_size)
     nodes = sorted({n for m in shown for n in m.pages} | set(by_node))
     table = Table(title=f"PID {a.process.pid}: placement per mapping (numa_maps)", title_justify="left")
-    for col in ("start", "resident", "kind", "policy", *(f"node {n} pages" for n in nodes), "off-policy"):
+    # bytes in every node column (pages x the mapping's page size): a column of page counts mixed 4 KiB and
+    # huge pages, and the folded line's sums were bytes
+    for col in ("start", "resident", "kind", "policy", *(f"node {n}" for n in nodes), "off-policy"):
         table.add_column(col, justify="left" if col in ("start", "kind", "policy") else "right")
     for m in shown:
         kind = f"{m.kind} {m.name}" if m.name else m.kind
@@ -185,7 +191,7 @@ def mapping_table(a: ProcessAudit, min_size: int) -> Table:
                     f"{off_pages} pages ({human_bytes(off_pages * m.page_size)})"),
                     style="bold red" if off_pages else "")
         table.add_row(f"{m.start:x}", human_bytes(m.bytes), kind, m.policy,
-                      *(str(m.pages.get(n, 0)) for n in nodes), flag)
+                      *(human_bytes(m.pages.get(n, 0) * m.page_size) for n in nodes), flag)
     if count:
         table.add_row("", human_bytes(total), f"{count} smaller mappings", "",
                       *(human_bytes(by_node.get(n, 0)) for n in nodes),
@@ -195,14 +201,14 @@ def mapping_table(a: ProcessAudit, min_size: int) -> Table:
 
 def render_audit(
     audits: list[ProcessAudit], topo: Topology, *, job: bool = False, helpers: dict[int, int] | None = None,
-    min_size: int = 0,
+    min_size: int = 0, terminal: bool = True,
 ) -> Group:
     """One process: the detail. Several, or a job: the table, then the reasons and fixes of the others.
     Processes read with their mappings (`audit --mappings`) get the per-mapping table after."""
     maps = [mapping_table(a, min_size) for a in audits if a.process.memory.by_mapping is not None]
     if len(audits) == 1 and not job:
         return Group(process_detail(audits[0], topo), *maps)
-    parts: list = [job_table(audits, topo, helpers, "job" if job else "processes")]
+    parts: list = [job_table(audits, topo, helpers, "job" if job else "processes", terminal)]
     for a in audits:
         if a.locality.verdict in ("warning", "misplaced"):
             parts.append(fix_text(a))

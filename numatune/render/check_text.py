@@ -6,6 +6,7 @@ from numatune.analysis.check import all_findings, fails
 from numatune.model.check import CheckResult
 from numatune.model.findings import Severity
 from numatune.render.check_json import status
+from numatune.render.finding_text import finding_block
 
 
 def render_check_text(
@@ -17,20 +18,20 @@ def render_check_text(
         if st in ("failed", "warned"):
             for f in r.findings:
                 mark = "FAIL" if f.severity.rank >= fail_on.rank else "note"
-                lines.append(f"{mark:<5} {f.code} {f.severity.value:<7} {f.message}  [{r.name}]")
-                if f.fix:
-                    lines.append(f"      fix: {f.fix}")
+                lines += finding_block(f, f"{mark:<5} ", r.name)
         elif st == "skipped":
             lines.append(f"skip  {r.name}: {r.skipped}")
         elif verbose:
             lines.append(f"ok    {r.name}: {r.description}")
     findings = all_findings(results)
     n = {s: sum(1 for f in findings if f.severity == s) for s in Severity}
-    passed = sum(1 for r in results if r.passed)
-    skipped = sum(1 for r in results if r.skipped is not None)
+    count = dict.fromkeys(("passed", "failed", "warned", "skipped"), 0)  # every check has exactly one status
+    for r in results:
+        count[status(r, fail_on)] += 1
     verdict = "FAIL" if fails(results, fail_on) else "PASS"
     lines.append(
-        f"{verdict}: {len(results)} checks, {passed} passed, {skipped} skipped; findings: "
+        f"{verdict}: {len(results)} checks: {count['passed']} passed, {count['failed']} failed, "
+        f"{count['warned']} warned (findings below --fail-on), {count['skipped']} skipped; findings: "
         f"{n[Severity.ERROR]} error, {n[Severity.WARNING]} warning, {n[Severity.INFO]} info "
         f"(fails on {fail_on.value} and above)"
     )

@@ -34,17 +34,48 @@ def make_console(color: bool = True, *, stderr: bool = False):  # noqa: ANN201 -
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
+    plain = not color or "NO_COLOR" in os.environ
+    width = output_width(stream, os.environ)
     console = Console(
-        file=stream,
-        no_color=not color or "NO_COLOR" in os.environ,
+        file=stream if width is None else TrimmedLines(stream),
+        no_color=plain,
+        color_system=None if plain else "auto",  # no_color alone keeps bold, dim and italic: no escape at all
         highlight=False,
         emoji=False,
         markup=False,  # device names and sysfs values contain brackets ("[ConnectX-3]", "[root]")
         soft_wrap=False,
-        width=output_width(stream, os.environ),
+        width=width,
     )
     console.push_render_hook(_printable_hook())
     return console
+
+
+class TrimmedLines:
+    """A file or pipe that rich writes to, less the blanks at the end of each line (rich pads titles and
+    cells to the table's width; a file keeps no padding). A line is written once it ends."""
+
+    def __init__(self, stream) -> None:  # noqa: ANN001 - a text file
+        self.stream = stream
+        self.pending = ""
+
+    def write(self, text: str) -> int:
+        lines = (self.pending + text).split("\n")
+        self.pending = lines.pop()
+        if lines:
+            self.stream.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.stream.write(self.pending)
+            self.pending = ""
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - encoding, fileno, ... of the stream
+        return getattr(self.stream, name)
 
 
 def _printable_hook():  # noqa: ANN202 - a rich RenderHook, built when rich is loaded

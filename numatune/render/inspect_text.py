@@ -68,8 +68,10 @@ def _cols(*names: str, justify: str = "left", no_wrap: tuple[str, ...] = ()) -> 
     return [(n, justify, n in no_wrap) for n in names]
 
 
-def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> list:
-    """The sections in order: text as [(chunk, style)], `_Table`s, and the CXL topology as ("tree", topo)."""
+def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding], blocks: bool = False) -> list:
+    """The sections in order: text as [(chunk, style)], `_Table`s, and the CXL topology as ("tree", topo).
+    blocks: the findings as text blocks (render.finding_text, as `check` prints them) instead of a table,
+    for files and pipes, where a table row is one line as long as its message and fix together."""
     parts = [_summary(topo), _nodes_table(topo)]
     if len(topo.nodes) > 1 and any(n.distances for n in topo.nodes):
         parts.append(_distance_table(topo))
@@ -91,14 +93,20 @@ def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> list:
     if topo.cxl.present:
         parts.append(("tree", topo))
     parts.append([("Kernel: " + _settings(topo), "")])
-    parts.append(_findings_spec(findings) if findings else [("No findings.", "green")])
+    if blocks:
+        from numatune.render.finding_text import findings_text
+
+        parts.append([(findings_text(findings), "")])
+    else:
+        parts.append(_findings_spec(findings) if findings else [("No findings.", "green")])
     return parts
 
 
-def render_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding]):  # noqa: ANN201 - rich Group
+def render_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding],  # noqa: ANN201 - rich Group
+                   blocks: bool = False):
     from rich.console import Group
 
-    return Group(*(_rich(part) for part in _parts(topo, matrix, findings)))
+    return Group(*(_rich(part) for part in _parts(topo, matrix, findings, blocks)))
 
 
 def print_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding], color: bool = True) -> None:
@@ -107,15 +115,41 @@ def print_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding], c
     import sys
 
     width = plain_width(sys.stdout, os.environ)
-    text = plain_inspect(topo, matrix, findings, width) if width else None
-    if text is not None:
-        from numatune.render.printable import echo
-
-        echo(text)
-    else:
+    if width is None:  # a terminal: rich draws
         from numatune.render.console import make_console
 
         make_console(color).print(render_inspect(topo, matrix, findings))
+        return
+    from numatune.render.printable import echo
+
+    echo(inspect_file_text(topo, matrix, findings, width))
+
+
+def inspect_file_text(topo: Topology, matrix: PathMatrix, findings: list[Finding], width: int) -> str:
+    """The report for a file or pipe, WIDTH columns at most: findings as blocks, no trailing blanks, no colour."""
+    text = plain_inspect(topo, matrix, findings, width, blocks=True)
+    if text is None:
+        import io
+
+        from rich.console import Console
+
+        buf = io.StringIO()
+        Console(file=buf, width=width, no_color=True, color_system=None, highlight=False, emoji=False, markup=False,
+                soft_wrap=False).print(render_inspect(topo, matrix, findings, blocks=True))
+        text = buf.getvalue()
+    from numatune.render.finding_text import WIDTH, wrap_words
+
+    out: list[str] = []
+    for line in text.split("\n"):
+        line = line.rstrip()
+        if len(line) > WIDTH and not line.startswith((" ", *_DRAWN)):  # a note: wrapped on blanks, not cut
+            out += wrap_words(line, WIDTH, "", "  ")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+_DRAWN = tuple("┏┃┡│└├┓┗━─╇┩┳")  # the first character of a table's or the CXL tree's lines
 
 
 def plain_width(stream, environ) -> int | None:  # noqa: ANN001 - a text file, os.environ
@@ -126,12 +160,13 @@ def plain_width(stream, environ) -> int | None:  # noqa: ANN001 - a text file, o
     return output_width(stream, environ)
 
 
-def plain_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding], width: int) -> str | None:
+def plain_inspect(topo: Topology, matrix: PathMatrix, findings: list[Finding], width: int,
+                  blocks: bool = False) -> str | None:
     """What rich prints for `render_inspect` on a WIDTH-column non-terminal, or None when only rich can
     lay it out (a cell, title or caption wider than the table, non-ASCII text, the CXL tree). Text lines
     are wrapped as rich wraps them."""
     out: list[str] = []
-    for part in _parts(topo, matrix, findings):
+    for part in _parts(topo, matrix, findings, blocks):
         if isinstance(part, tuple):
             return None
         if isinstance(part, list):
