@@ -64,6 +64,8 @@ def remote_counts(irq: Irq, dev_node: int | None, node_of: dict[int, int]) -> tu
 
 
 def _label(dev: DeviceIrqs) -> str:
+    if dev.gpu:
+        return dev.label  # "GPU0 0000:18:00.0"
     names = dev.label
     return f"{dev.kind.upper()} {names}" + (f" ({dev.bdf})" if dev.bdf and dev.bdf != names else "")
 

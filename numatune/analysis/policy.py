@@ -18,6 +18,7 @@ from numatune.errors import InputError
 from numatune.model._record import record
 from numatune.model.check import CheckResult, IrqPlacement
 from numatune.model.findings import Code, Finding, Severity, register
+from numatune.model.order import gpu_names
 from numatune.model.paths import RANK, nearest_nic
 from numatune.model.topology import Topology
 from numatune.numbers import parse_int
@@ -274,14 +275,16 @@ def _nic_per_gpu(code: Code, limit: str, topo: Topology, facts: PolicyFacts):  #
     if not topo.gpus:
         return [], "no GPUs on this node"
     out = []
+    gpun = gpu_names(topo.devices)
     for g in topo.gpus:
+        name = gpun.get(g.bdf.lower(), f"GPU {g.bdf}")
         best = nearest_nic(topo, g)
         if best is None:
-            out.append(code(f"GPU {g.bdf} has no NIC at all", "install a NIC per GPU (or per GPU pair)", g.bdf))
+            out.append(code(f"{name} has no NIC at all", "install a NIC per GPU (or per GPU pair)", g.bdf))
         elif RANK[best[1]] > RANK[limit]:
             nic = best[0]
             out.append(code(
-                f"GPU {g.bdf} (node {_n(g.node)}): nearest NIC {nic.bdf} "
+                f"{name} (node {_n(g.node)}): nearest NIC {nic.bdf} "
                 f"({', '.join(nic.netdevs + nic.rdma) or 'no netdev'}) is {best[1]}, worse than {limit}",
                 "move a NIC under the GPU's PCIe switch or socket; until then set NCCL_IB_HCA per rank",
                 g.bdf,

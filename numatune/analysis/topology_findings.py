@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Code, Finding, Severity, register
+from numatune.model.order import gpu_names
 from numatune.model.paths import nearest_nic
 from numatune.model.topology import Topology
 
@@ -115,6 +116,7 @@ def check_unknown_device_node(topo: Topology) -> Iterator[Finding]:
 
 
 def check_gpu_without_local_nic(topo: Topology) -> Iterator[Finding]:
+    gpun = gpu_names(topo.devices)
     if not topo.nics:
         return
     for g in topo.gpus:
@@ -122,7 +124,7 @@ def check_gpu_without_local_nic(topo: Topology) -> Iterator[Finding]:
         if best and best[1] == "SYS":
             nic = best[0]
             yield NT002(
-                f"GPU {g.bdf} (node {_n(g.node)}) has no NIC on its node; nearest is {nic.bdf} "
+                f"{_gpu(gpun, g.bdf)} (node {_n(g.node)}) has no NIC on its node; nearest is {nic.bdf} "
                 f"({', '.join(nic.netdevs + nic.rdma) or nic.kind}, node {_n(nic.node)}): "
                 "GPUDirect RDMA traffic crosses the socket link",
                 "put a NIC on each GPU's socket, or have each rank use the NIC on its own node (NCCL_IB_HCA)",
@@ -294,6 +296,7 @@ def check_capacity_frequency(topo: Topology) -> Iterator[Finding]:
 
 
 def check_gpu_on_efficiency_cores(topo: Topology) -> Iterator[Finding]:
+    gpun = gpu_names(topo.devices)
     kinds = topo.cpu_kinds
     if not kinds.heterogeneous or not any(k.role == "performance" for k in kinds.kinds):
         return
@@ -308,7 +311,7 @@ def check_gpu_on_efficiency_cores(topo: Topology) -> Iterator[Finding]:
         elsewhere = (f"bind its rank to performance cores on node(s) {','.join(map(str, perf_nodes))} "
                      f"(numatune launch --node N)" if perf_nodes else "no node has performance cores online")
         yield NT021(
-            f"GPU {g.bdf}'s node {node.id} has only efficiency cores ({', '.join(names)}, CPUs "
+            f"{_gpu(gpun, g.bdf)}'s node {node.id} has only efficiency cores ({', '.join(names)}, CPUs "
             f"{format_cpulist(cpus)}): its rank feeds the GPU from the slow cores",
             elsewhere + "; or check the BIOS's core parking / offlined performance cores",
             g.bdf,
@@ -363,10 +366,11 @@ def _gpu_nic_pairs(topo: Topology) -> Iterator[tuple]:
 
 
 def check_gpudirect_through_cpu(topo: Topology) -> Iterator[Finding]:
+    gpun = gpu_names(topo.devices)
     for g, nic, kind, names in _gpu_nic_pairs(topo):
         if kind in ("PHB", "NODE"):
             yield NT018(
-                f"GPU {g.bdf}'s nearest NIC {nic.bdf} ({names}) is {kind}: reached through the CPU, "
+                f"{_gpu(gpun, g.bdf)}'s nearest NIC {nic.bdf} ({names}) is {kind}: reached through the CPU, "
                 "so GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB)",
                 "put GPU and NIC under one PCIe switch; or, knowing the cost, NCCL_NET_GDR_LEVEL=PHB",
                 g.bdf,
@@ -374,6 +378,7 @@ def check_gpudirect_through_cpu(topo: Topology) -> Iterator[Finding]:
 
 
 def check_gpudirect_acs(topo: Topology) -> Iterator[Finding]:
+    gpun = gpu_names(topo.devices)
     if not topo.fabric.acs:
         return
     for g, nic, kind, names in _gpu_nic_pairs(topo):
@@ -385,7 +390,8 @@ def check_gpudirect_acs(topo: Topology) -> Iterator[Finding]:
         redirect = sorted(b for b in turn if topo.fabric.acs.get(b) == "redirect")
         if redirect:
             yield NT017(
-                f"ACS redirects peer-to-peer traffic on bridge(s) {', '.join(redirect)} between GPU {g.bdf} "
+                f"ACS redirects peer-to-peer traffic on bridge(s) {', '.join(redirect)} "
+                f"between {_gpu(gpun, g.bdf)} "
                 f"and NIC {nic.bdf} ({names}): GPUDirect RDMA goes up to the root complex",
                 "disable ACS P2P redirect on those switch ports (setpci, or the BIOS) where IOMMU isolation "
                 "is not needed",
@@ -394,11 +400,12 @@ def check_gpudirect_acs(topo: Topology) -> Iterator[Finding]:
 
 
 def check_nvswitch_fabric(topo: Topology) -> Iterator[Finding]:
+    gpun = gpu_names(topo.devices)
     for g in topo.fabric.nvml_gpus:
         state, status = g.fabric_state, g.fabric_status
         if state in ("not-started", "in-progress") or (state == "completed" and status not in (None, "success")):
             yield NT019(
-                f"GPU {g.bdf} ({g.uuid or g.name or 'NVIDIA'}): NVSwitch fabric registration {state}"
+                f"{_gpu(gpun, g.bdf)} ({g.uuid or g.name or 'NVIDIA'}): NVSwitch fabric registration {state}"
                 f"{'' if status in (None, 'success') else f', {status}'}",
                 "systemctl start nvidia-fabricmanager (same version as the driver) and check its log",
                 g.bdf,
@@ -497,6 +504,11 @@ CHECKS: tuple[tuple[Code, Callable[[Topology], Iterator[Finding]]], ...] = (
 def topology_findings(topo: Topology) -> list[Finding]:
     out = [f for _, check in CHECKS for f in check(topo)]
     return sorted(out, key=lambda f: (-f.severity.rank, f.code, f.subject))
+
+
+def _gpu(names: dict[str, str], bdf: str) -> str:
+    """"GPU0 0000:18:00.0" (model.order.gpu_names), "GPU 0000:18:00.0" for a GPU numatune does not number."""
+    return names.get(bdf.lower(), f"GPU {bdf}")
 
 
 def _n(node: int | None) -> str:

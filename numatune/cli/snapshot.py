@@ -27,7 +27,8 @@ def snapshot_cmd(app: App, output: Path, pids: tuple[int, ...]) -> None:
     from numatune.commands.snapshot import snapshot
 
     cap = snapshot(app.host, output, pids, main, lambda host: App(root=host.root, color=False, host=host))
-    app.note(f"wrote {output}: {len(cap.files)} files, {len(cap.links)} links")
+    where = "standard output" if str(output) in ("-", "/dev/stdout") else output
+    app.note(f"wrote {where}: {len(cap.files)} files, {len(cap.links)} links")
     for error in cap.errors:
         app.warn(f"this snapshot may be incomplete: {error} (a bug: please report it)")
     if cap.unreadable:

@@ -79,9 +79,13 @@ class DeviceIrqs:
     driver: str | None = None
     in_sysfs: bool = True  # False: known only from action names in /proc/interrupts
     irqs: tuple[Irq, ...] = ()
+    gpu: str | None = None  # "GPU0": numatune's number for a GPU (inspect's), None for other devices
 
     @property
     def label(self) -> str:
+        """A GPU as "GPU0 0000:18:00.0" (as inspect numbers it); others by netdev/RDMA/NVMe names, else BDF."""
+        if self.gpu and self.bdf:
+            return f"{self.gpu} {self.bdf}"
         names = self.netdevs + self.rdma + self.nvme
         return ",".join(names) if names else (self.bdf or self.key)
 

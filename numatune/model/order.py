@@ -134,3 +134,11 @@ def labels(devices: Sequence[PciDevice]) -> dict[str, str]:
     out = {d.bdf.lower(): f"GPU{i}" for i, d in enumerate(gpus)} if kind == "gpu" else {}
     out.update({d.bdf.lower(): f"NIC{i}" for i, d in enumerate(nic_order(devices))})
     return out
+
+
+
+def gpu_names(devices: Sequence[PciDevice]) -> dict[str, str]:
+    """BDF (lower case) -> "GPU0 0000:18:00.0": how findings and `irq` name a GPU, numbered as inspect's
+    tables and the picture number it, its PCI address beside (`.get(bdf.lower(), f"GPU {bdf}")`)."""
+    gpus, kind = gpu_order(devices)
+    return {d.bdf.lower(): f"GPU{i} {d.bdf}" for i, d in enumerate(gpus)} if kind == "gpu" else {}

@@ -20,6 +20,7 @@ from numatune.errors import NumatuneError
 from numatune.model._record import record
 from numatune.model.findings import Skipped
 from numatune.model.irq import DeviceIrqs, InterruptRow, InterruptsTable, Irq, IrqReport
+from numatune.model.order import gpu_names
 from numatune.model.topology import PciDevice, Topology
 from numatune.numbers import maybe_int, parse_int
 from numatune.readers import host_skipped
@@ -392,6 +393,7 @@ def read_irq_report(host: Host, topo: Topology) -> IrqReport:
     has_proc_irq = host.is_dir(PROC_IRQ)
     debugfs = host.is_dir(DEBUGFS_IRQS)
     out = []
+    gpun = gpu_names(topo.devices)
     for dev in devs:
         irqs = []
         for irq_no in sorted(dev.found):
@@ -425,11 +427,12 @@ def read_irq_report(host: Host, topo: Topology) -> IrqReport:
             )
         if not irqs and not dev.in_sysfs:
             continue
+        gpu = gpun.get(dev.bdf.lower(), "").split(" ")[0] if dev.bdf else ""
         out.append(
             DeviceIrqs(
                 key=dev.key, bdf=dev.bdf, kind=dev.kind, node=dev.node, node_inferred=dev.node_inferred,
                 netdevs=dev.netdevs, rdma=dev.rdma, nvme=dev.nvme, driver=dev.driver, in_sysfs=dev.in_sysfs,
-                irqs=tuple(irqs),
+                irqs=tuple(irqs), gpu=gpu or None,
             )
         )
     if text is not None and not has_proc_irq:
