@@ -44,6 +44,8 @@ def device_name(d: PciDevice) -> str:
     """A device's model as people know it: the NVIDIA driver's, else pci.ids', else vendor:device."""
     if d.nvidia and d.nvidia.model:
         return d.nvidia.model
+    if d.vendor_name and not d.device_name:  # pci.ids knows the vendor only: its device id too, as the picture
+        return f"{d.vendor_name} {d.device_id or 0:04x}"
     named = " ".join(x for x in (d.vendor_name, d.device_name) if x)
     return named or f"{d.vendor_id or 0:04x}:{d.device_id or 0:04x}"
 

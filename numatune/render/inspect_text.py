@@ -421,6 +421,18 @@ def _links_table(m: PathMatrix) -> _Table:
     return t
 
 
+def _unplaced(dax, topo: Topology) -> str:  # noqa: ANN001 - a CxlDax
+    """Why a DAX device's memory is no NUMA node of this tree, as the picture's "DAX memory that is not a NUMA
+    node here" says it ("" when it is one)."""
+    if dax.target_node is not None and topo.node(dax.target_node) is not None:
+        return ""
+    if dax.target_node is None or dax.mode != "kmem":
+        return " (not a NUMA node here: device DAX, not onlined as system RAM)"
+    if topo.node(dax.target_node) is None:
+        return f" (not a NUMA node here: node {dax.target_node} is offline)"
+    return ""
+
+
 def _cxl_tree(topo: Topology):  # noqa: ANN202 - rich Tree
     from rich.tree import Tree
 
@@ -447,10 +459,11 @@ def _cxl_tree(topo: Topology):  # noqa: ANN202 - rich Tree
                        f"port {m.dport or '?'} on {m.host_bridge or '?'}")
         for name in region.dax:
             dax = next(d for d in cxl.dax if d.name == name)
-            branch.add(f"{dax.name} ({dax.mode or '?'}) -> node {node_label(dax.target_node)}")
+            branch.add(f"{dax.name} ({dax.mode or '?'}) -> node {node_label(dax.target_node)}{_unplaced(dax, topo)}")
     for dax in cxl.dax:
         if not any(dax.name in r.dax for r in cxl.regions):
-            root.add(f"{dax.name} ({dax.backing}, {dax.mode or '?'}) -> node {node_label(dax.target_node)}")
+            root.add(f"{dax.name} ({dax.backing}, {dax.mode or '?'}) -> node {node_label(dax.target_node)}"
+                     f"{_unplaced(dax, topo)}")
     for dec in cxl.decoders:
         if dec.size and dec.port is None:
             root.add(_decoder_line(dec))
