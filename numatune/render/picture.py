@@ -631,20 +631,7 @@ def _memory_band(svg: Svg, doc: Mapping[str, Any], memory_nodes: list[Mapping[st
             x1 = slot_left(slots[n["id"]]) + NODE_W / 2 + (k - (len(drawn) - 1) / 2) * 28
             x2 = col.x + NODE_W / 2 + (ends[i] - 1) * 28
             wires.append((n, x1, x2, col.y + col.h, f"node {n['id']} \u2194 node {i}", label))
-    lanes: list[list[tuple[float, float]]] = []
-    placed = []
-    for wire in wires:
-        _n, x1, x2, _y2, who, label = wire
-        width = max(len(label), len(who)) * CH * 11 / 12 + 10
-        mid = (x1 + x2) / 2
-        span = (mid - width / 2 - 6, mid + width / 2 + 6)
-        lane = next((k for k, used in enumerate(lanes) if all(span[1] < a or span[0] > b for a, b in used)), None)
-        if lane is None:
-            lanes.append([])
-            lane = len(lanes) - 1
-        lanes[lane].append(span)
-        placed.append((wire, lane, width))
-    band_top = y + 24 + 38 * len(lanes) + 10
+    placed, band_top = _label_lanes(wires, y)
     for n in memory_nodes:
         x = slot_left(slots[n["id"]])
         color, codes = _outline(by_subject.get(f"node {n['id']}", []))
@@ -660,14 +647,40 @@ def _memory_band(svg: Svg, doc: Mapping[str, Any], memory_nodes: list[Mapping[st
             svg.text(x + PAD, ty, text, fill=ink)
     for (n, x1, x2, y2, _who, _label), _lane, _w in placed:
         svg.line(x1, band_top, x2, y2, "#7b3fa0", sw=1.6, dash=n.get("kind") != "dram")
-    for (_n, x1, x2, y2, who, label), lane, width in placed:
-        ly = y + 24 + 38 * lane + 16  # the label's centre, on its line
-        t = (band_top - ly) / (band_top - y2) if band_top != y2 else 0.5
-        lx = x1 + (x2 - x1) * t
-        svg.rect(lx - width / 2, ly - 16, width, 32, "#ffffff", "#d5c6e3", rx=3)
+    for (_n, _x1, _x2, _y2, who, label), (lx, ly), width in placed:
+        svg.rect(lx - width / 2, ly - 16, width, 32, "#ffffff", "#d5c6e3", rx=3, cls="link-label")
         svg.text(lx, ly - 3, who, size=11, anchor="middle", fill=MUTED)
         svg.text(lx, ly + 11, label, size=11, anchor="middle", fill="#5b2d82", weight="bold")
     return band_top + band_h + GAP
+
+
+def _label_lanes(wires: list[tuple], y: float) -> tuple[list[tuple], float]:
+    """Place each link's label on its line, in lanes (rows 38 px apart) below Y, so that no two label boxes
+    overlap: a label sits where its line crosses its lane, which moves with the number of lanes (the lines
+    end at the memory boxes under the last lane), so lanes are filled again with one lane more until every
+    label fits. Returns ((wire, (x, y) of the label's centre, width) for each wire, the memory band's top)."""
+    lanes = 0
+    while True:
+        band_top = y + 24 + 38 * lanes + 10
+        used: list[list[tuple[float, float]]] = [[] for _ in range(lanes)]
+        placed = []
+        for wire in wires:
+            _n, x1, x2, y2, who, label = wire
+            width = max(len(label), len(who)) * CH * 11 / 12 + 10
+            for lane in range(lanes):
+                ly = y + 24 + 38 * lane + 16  # the label's centre, on its line
+                t = (band_top - ly) / (band_top - y2) if band_top != y2 else 0.5
+                lx = x1 + (x2 - x1) * t
+                span = (lx - width / 2 - 6, lx + width / 2 + 6)
+                if all(span[1] < a or span[0] > b for a, b in used[lane]):
+                    used[lane].append(span)
+                    placed.append((wire, (lx, ly), width))
+                    break
+            else:
+                break
+        if len(placed) == len(wires) or lanes > len(wires):
+            return placed, band_top
+        lanes += 1
 
 
 def _unplaced_dax(svg: Svg, doc: Mapping[str, Any], node_ids: set[int], y: float) -> float:

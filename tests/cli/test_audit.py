@@ -165,6 +165,47 @@ def test_watch_refreshes_and_stops(cli, child):
     assert r.exit_code == 0 and str(child.pid) in r.stdout
 
 
+def _watch_into_a_file(pid: int, out, *extra: str) -> subprocess.Popen:
+    import os
+
+    env = dict(os.environ, COLUMNS="80")
+    env.pop("FORCE_COLOR", None)
+    return subprocess.Popen([sys.executable, "-m", "numatune", "audit", str(pid), "--watch", *extra], stdout=out,
+                            stderr=subprocess.PIPE, env=env, text=True)
+
+
+def _frames(text: str) -> list[str]:
+    """The complete frames of a --watch file: a title line, then a whole table (its bottom edge drawn)."""
+    frames = [f for f in text.split("numatune audit — ")[1:]]
+    return [f for f in frames if "\n└" in f]
+
+
+def test_watch_into_a_file_writes_every_frame(child, tmp_path):
+    """`audit PID --watch --interval 1 --count 3 > file` holds 3 whole frames (a live view wrote only the last)."""
+    with open(tmp_path / "watch.txt", "w") as out:
+        p = _watch_into_a_file(child.pid, out, "--interval", "0.3", "--count", "3")
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    text = (tmp_path / "watch.txt").read_text()
+    assert len(_frames(text)) == 3 and text.count("numatune audit — ") == 3, text
+    assert str(child.pid) in _frames(text)[-1] and sys.executable in text  # the command whole, not cut
+    assert "\x1b" not in text and "…" not in text
+
+
+def test_a_watch_stopped_by_sigterm_leaves_its_frames(child, tmp_path):
+    import signal
+    import time
+
+    with open(tmp_path / "watch.txt", "w") as out:
+        p = _watch_into_a_file(child.pid, out, "--interval", "0.2")
+        deadline = time.monotonic() + 90
+        while len(_frames((tmp_path / "watch.txt").read_text())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)  # each frame is flushed as it is written: the file grows while the watch runs
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+    text = (tmp_path / "watch.txt").read_text()
+    assert len(_frames(text)) >= 2, text
+
+
 def test_sample_reports_its_source(cli, child):
     r = cli("audit", str(child.pid), "--sample", "0.3", "--json")
     assert r.exit_code == 0
@@ -294,8 +335,8 @@ def test_mappings_table_and_errors(cli, bound_child):
     assert r.exit_code == 0, r.stderr
     assert "placement per mapping" in r.stdout
     row = next(line for line in r.stdout.splitlines() if addr in line)
-    assert "bind:0" in row and "2048" in row and "8.0 MiB" in row
-    assert "smaller" in r.stdout
+    assert "bind:0" in row and row.count("8.0 MiB") == 2  # resident, and node 0's share: bytes, not 2048 pages
+    assert "smaller" in r.stdout and "pages" not in r.stdout.split("placement per mapping", 1)[1].split("\n")[2]
     bad = cli("audit", str(p.pid), "--mappings", "--min-size", "lots")
     assert bad.exit_code != 0 and "--min-size" in bad.stderr and "Traceback" not in bad.stderr
     assert cli("audit", str(p.pid), "--mappings", "--watch").exit_code == 2

@@ -41,6 +41,42 @@ def test_inspect_to_a_file_keeps_every_value_whole(cli, name):
     values += doc["path_matrix"]["names"] if doc["path_matrix"] else []
     for v in values:
         assert _lines_holding(text, v), (name, v)
+    lines = text.split("\n")
+    assert max(len(line) for line in lines) <= 200, (name, max(lines, key=len))  # was one line of 266-488
+    assert all(line == line.rstrip() for line in lines), name  # no title padded to the table's width
+    # findings as check's blocks: the head line (code, severity, subject), then the message and the fix
+    for f in doc["findings"]:
+        head = f"{f['code']} {f['severity']:<7} {f['subject']}".rstrip()
+        at = lines.index(head, lines.index("Findings"))
+        body = " ".join(line.strip() for line in lines[at + 1:at + 8])
+        assert body.startswith(" ".join(f["message"].split())), (name, f["code"])
+        if f["fix"]:
+            assert "fix: " + " ".join(f["fix"].split()) in body, (name, f["code"])
+
+
+@pytest.mark.parametrize("name", ["vm-two-socket", "handmade-launch-2s4gpu-cxl", "topo-mi210-xgmi-pcie"])
+def test_inspect_o_file_is_the_same_text_as_a_redirect(cli, tmp_path, name):
+    """`inspect -o f.txt` and `inspect > f` are one writer (100-column notes and findings, no padding)."""
+    root = str(fixture_root(name))
+    cli("--root", root, "inspect", "-o", str(tmp_path / "f.txt"))
+    written = (tmp_path / "f.txt").read_text()
+    assert "…" not in written and all(line == line.rstrip() for line in written.split("\n"))
+    assert "Findings\n" in written or "No findings." in written
+    assert not any(line.startswith("┃ code") for line in written.split("\n"))  # no findings table
+
+
+def test_check_and_inspect_write_a_finding_the_same_way():
+    from numatune.model.findings import Finding, Severity
+    from numatune.render.finding_text import finding_block
+
+    f = Finding("NT002", Severity.WARNING, "word " * 60, "fix " * 40, "0000:18:00.0")
+    block = finding_block(f)
+    assert block[0] == "NT002 warning 0000:18:00.0"
+    assert all(len(line) <= 100 for line in block) and len(block) > 4
+    assert any(line.startswith("      fix: ") for line in block)
+    assert finding_block(f, "FAIL  ", "topology.x")[0] == "FAIL  NT002 warning 0000:18:00.0  [topology.x]"
+    long = Finding("NT001", Severity.INFO, "a " + "x" * 150, "", "")
+    assert finding_block(long)[2] == "      " + "x" * 150  # a word longer than a line is kept whole
 
 
 @pytest.mark.parametrize("name", tree_fixtures())

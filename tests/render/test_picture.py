@@ -13,7 +13,7 @@ import pytest
 
 from numatune.render.envelope import SCHEMAS
 from numatune.render.picture import SEVERITY, render_svg
-from tests.conftest import fixture_root
+from tests.conftest import fixture_root, tree_fixtures
 
 NS = "{http://www.w3.org/2000/svg}"
 BIG_TREES = ["256ppc-8n8s4t", "pcp-hpbl920gen8-480cpu", "topo-mi210-xgmi-pcie", "vm-cxl",
@@ -380,3 +380,31 @@ def test_cpu_kinds_drawn_from_a_real_hybrid_report(cli):
     at = texts.index("CPUs 0-19 (20)")
     drawn = " ".join(t.strip() for t in texts[at + 1: at + 5])  # a kind wraps onto two lines in the node box
     assert drawn == "Cortex-X925 (performance): 5-9,15-19 Cortex-A725 (efficiency): 0-4,10-14"
+
+
+def _boxes_overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+@pytest.mark.parametrize("name", tree_fixtures())
+def test_link_labels_never_overlap(cli, name):
+    """Every link label's box (class link-label) against every other: none intersect, on every fixture (the
+    CXL trees' "distance 20 · no HMAT" labels were placed by the midpoint of their line, then drawn where the
+    line crosses their lane, over their neighbours). Each label's text fits its box."""
+    from numatune.render.picture import CH
+
+    root = ET.fromstring(_run(cli, name, "-f", "svg"))
+    boxes = [tuple(float(r.get(k)) for k in ("x", "y", "width", "height"))
+             for r in root.iter(f"{NS}rect") if r.get("class") == "link-label"]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not _boxes_overlap(a, b), (name, a, b)
+    texts = list(root.iter(f"{NS}text"))
+    for box in boxes:
+        inside = [t for t in texts if box[0] <= float(t.get("x")) <= box[0] + box[2]
+                  and box[1] <= float(t.get("y")) <= box[1] + box[3] and t.get("text-anchor") == "middle"]
+        assert len(inside) >= 2, (name, box)
+        for t in inside:
+            assert len("".join(t.itertext())) * CH * 11 / 12 <= box[2], (name, "".join(t.itertext()), box)
+    if name in ("vm-cxl-switch", "vm-cxl-pool", "handmade-cxl-8gpu-x8link"):
+        assert boxes, name  # the trees whose labels overlapped do draw labels
