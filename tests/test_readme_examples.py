@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 
@@ -76,6 +78,8 @@ def _in_order(shown: list[str], printed: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("cmd, shown", EXAMPLES, ids=[c[:60] for c, _ in EXAMPLES])
 def test_readme_example_runs_as_written(cmd, shown, tmp_path):
+    if "| jq " in cmd and shutil.which("jq") is None:
+        pytest.skip("jq is not installed")
     env = {"PATH": BIN + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
            "LANG": "C.UTF-8", "TMPDIR": str(tmp_path)}
     run = re.sub(r"(?<![\w.])/tmp(?=/|\s|$)", str(tmp_path), cmd)
@@ -96,3 +100,41 @@ def test_the_default_install_reads_yaml_kubelet_configs():
     project = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]
     assert any(re.match(r"pyyaml\b", d, re.I) for d in project["dependencies"])
     assert "numatune[k8s]" not in README.replace("`numatune[k8s]` extra is now empty", "")
+
+
+JQ_LINES = [line.removeprefix("$ ") for line in README.split("\n") if "| jq " in line and "numatune " in line]
+DOCUMENT_ROOT = {"irq": "vm-two-socket", "check": "vm-two-socket"}  # IRQs and failed checks to select
+
+
+def test_the_jq_examples_are_found():
+    assert len(JQ_LINES) >= 5 and any("irq --json" in line for line in JQ_LINES)
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
+@pytest.mark.parametrize("line", JQ_LINES, ids=[line.split("| jq ")[1][:50] for line in JQ_LINES])
+def test_every_jq_example_runs_on_the_installed_jq(line, tmp_path):
+    """Each README `numatune ... --json | jq FILTER` on a fixture's document of that command (probe's from
+    tests/data: it measures the live node): jq compiles the filter (jq 1.6, Debian 12's, reads `label` as
+    a keyword: `{label}` failed) and prints something."""
+    left, right = line.split("| jq ", 1)
+    words = shlex.split(left)
+    command = next(w for w in words[1:] if not w.startswith("-") and not w.endswith((".tar.gz", ".toml")))
+    if command == "probe":
+        source = f"cat {shlex.quote(str(PROJECT / 'tests' / 'data' / 'probe-gpu-h100.json'))}"
+    else:
+        rest, skip = [], False
+        for w in words[1:]:  # the user's own root and policy give way to a fixture
+            if skip:
+                skip = False
+            elif w in ("--root", "--policy"):
+                skip = True
+            else:
+                rest.append(w)
+        root = PROJECT / "fixtures" / f"{DOCUMENT_ROOT.get(command, 'handmade-launch-2s4gpu-cxl')}.tar.gz"
+        source = shlex.join(["numatune", "--root", str(root), *rest])
+    env = {"PATH": BIN + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
+           "LANG": "C.UTF-8", "NUMATUNE_PCI_IDS": ""}
+    proc = subprocess.run(["bash", "-c", f"{source} | jq {right}"], cwd=PROJECT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and "error" not in proc.stderr, (line, proc.stderr)
+    assert proc.stdout.strip(), (line, proc.stdout)

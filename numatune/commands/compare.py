@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
-from numatune.errors import BindingError, InputError, NumatuneError
+from numatune.errors import BindingError, NumatuneError, UsageError
 from numatune.model.compare import PENALTY, PROOF_SHARE, Run  # noqa: F401 - the command's vocabulary
 from numatune.model.launch import MEM_POLICIES, LaunchFacts, LaunchOptions, LaunchPlan
 from numatune.model.topology import PciDevice, Topology
@@ -69,7 +69,7 @@ def placement_options(name: str, base: LaunchOptions, topo: Topology, home: int)
         try:
             nodes = tuple(sorted(parse_cpulist(nodes_text)))
         except ValueError as exc:
-            raise InputError(f"placement {name!r}: expected POLICY:NODES like bind:1 or interleave:0-1") from exc
+            raise UsageError(f"placement {name!r}: expected POLICY:NODES like bind:1 or interleave:0-1") from exc
     if policy == "local":
         return base._replace(mem_policy="bind", mem_nodes=nodes), f"memory bound to node {home} (launch's choice)"
     if policy == "remote":
@@ -84,7 +84,7 @@ def placement_options(name: str, base: LaunchOptions, topo: Topology, home: int)
         return base._replace(mem_policy="bind", mem_nodes=(cxl,)), f"CPUs on node {home}, memory on CXL node {cxl}"
     if policy in MEM_POLICIES:
         return base._replace(mem_policy=policy, mem_nodes=nodes), f"launch --mem-policy {policy}"
-    raise InputError(f"unknown placement {name!r}: use {', '.join(NAMED)}, a launch policy "
+    raise UsageError(f"unknown placement {name!r}: use {', '.join(NAMED)}, a launch policy "
                      f"({', '.join(MEM_POLICIES)}) or POLICY:NODES")
 
 

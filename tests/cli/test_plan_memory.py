@@ -52,7 +52,7 @@ def test_no_plan_puts_a_node_1_caller_on_the_far_socket_cxl_silently(cli):
     # the shares come from node 1's HMAT row, which lists no figure for CXL node 2: equal, and said why
     assert "equal shares: HMAT gives no bandwidth from node 1 to node(s) 2" in doc["cxl"]["budget_source"]
     r = cli("--root", HM, "plan-memory", "--params", P7, "--gpu", "2", "--cxl-nodes", "1")
-    assert r.exit_code == 3 and "CXL node(s) 1 are not CXL memory nodes of this root (CXL nodes: 2,3)" in r.stderr
+    assert r.exit_code == 2 and "CXL node(s) 1 are not CXL memory nodes of this root (CXL nodes: 2,3)" in r.stderr
 
 
 def test_a_dram_budget_above_free_memory_warns(cli):
@@ -86,15 +86,15 @@ def test_node_and_reserve_and_no_cxl(cli):
 
 def test_bad_input_is_one_line(cli):
     r = cli("--root", HM, "plan-memory", "--params", "seven")
-    assert r.exit_code == 3 and r.stderr.startswith("numatune: error: --params 'seven': expected a number")
+    assert r.exit_code == 2 and r.stderr.startswith("numatune: error: --params 'seven': expected a number")
     r = cli("--root", HM, "plan-memory", "--params", "7e9")
-    assert r.exit_code == 3 and "has 2 nodes with CPUs: pass --gpu or --node" in r.stderr
+    assert r.exit_code == 2 and "has 2 nodes with CPUs: pass --gpu or --node" in r.stderr
     r = cli("--root", HM, "plan-memory", "--params", "7e9", "--node", "0", "--dram-budget", "lots")
-    assert r.exit_code == 3 and "--dram-budget 'lots': expected a size" in r.stderr
+    assert r.exit_code == 2 and "--dram-budget 'lots': expected a size" in r.stderr
     r = cli("--root", HM, "plan-memory", "--params", "7e9", "--node", "0", "--seq-len", "4096")
-    assert r.exit_code == 3 and "need --layers, --hidden, --seq-len" in r.stderr
+    assert r.exit_code == 2 and "need --layers, --hidden, --seq-len" in r.stderr
     r = cli("--root", HM, "plan-memory", "--params", "7e9", "--gpu", "9")
-    assert r.exit_code == 7 and "no such GPU" in r.stderr
+    assert r.exit_code == 2 and "--gpu 9: this root has 4 GPU(s), GPU0-GPU3 of inspect" in r.stderr
     r = cli("--root", HM, "plan-memory", "--params", "7e9", "--gpu", "1", "--node", "0")
     assert r.exit_code == 2
 

@@ -100,13 +100,13 @@ def test_probe_refuses_a_saved_root(cli, tmp_path):
     from tests.conftest import fixture_root
 
     res = cli("--root", str(fixture_root("vm-two-socket")), "probe")
-    assert res.exit_code == 3 and "live node" in res.stderr
+    assert res.exit_code == 2 and "live node" in res.stderr  # a live-only command given --root, as launch
 
 
 def test_probe_bad_options(cli):
-    assert cli("probe", "--size", "lots").exit_code == 3
+    assert cli("probe", "--size", "lots").exit_code == 2  # what the user typed cannot be: 2 everywhere
     res = cli("probe", "--nodes", "63")
-    assert res.exit_code == 3 and "node 63 does not exist" in res.stderr
+    assert res.exit_code == 2 and "node 63 does not exist" in res.stderr
 
 
 def test_gpu_without_cuda_says_so(cli, fresh_cache):

@@ -131,14 +131,16 @@ def test_gpu_option_index_bdf_uuid_and_any_pci_device():
     assert nic.gpu.kind == "nic" and nic.node == 1
     bridge = plan(HM, gpu="0000:17:00.0")  # a root port numatune does not report
     assert bridge.gpu.kind == "bridge" and bridge.node == 0
-    with pytest.raises(BindingError, match="no PCI device"):
+    with pytest.raises(UsageError, match="no PCI device"):  # what the user typed cannot be: exit 2
         plan(HM, gpu="0000:99:00.0")
+    with pytest.raises(UsageError, match="--gpu 9: this root has 4 GPU"):
+        plan(HM, gpu="9")
 
 
 def test_node_option_skips_the_gpu_and_overrides():
     p = plan(HM, {"LOCAL_RANK": "3"}, node=0)
     assert p.gpu is None and p.node == 0 and p.node_source == "--node"
-    with pytest.raises(BindingError, match="node 5"):
+    with pytest.raises(UsageError, match="--node 5: no such node in this root"):  # exit 2, not 7
         plan(HM, node=5)
 
 

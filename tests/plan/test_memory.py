@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from numatune.errors import InputError, Unsupported
+from numatune.errors import InputError, Unsupported, UsageError
 from numatune.plan.memory import Item, latency_first, training_items
 from tests.placement.conftest import HM, context_of
 
@@ -116,11 +116,11 @@ def test_nothing_fits_and_no_cxl_are_clear_errors():
         latency_first(items, dram_budget=GIB, cxl_budget=GIB, dram_node=0)
     with pytest.raises(InputError, match="class 5 is not 1-4"):
         latency_first([("x", 1, 5)], dram_budget=GIB)
-    with pytest.raises(InputError, match="expected a positive parameter count"):
+    with pytest.raises(UsageError, match="expected a positive parameter count"):
         training_items(0)
-    with pytest.raises(InputError, match="need --layers, --hidden, --seq-len"):
+    with pytest.raises(UsageError, match="need --layers, --hidden, --seq-len"):
         training_items(P7, seq_len=4096)
-    with pytest.raises(InputError, match="optimizer 'lion'"):
+    with pytest.raises(UsageError, match="optimizer 'lion'"):
         training_items(P7, optimizer="lion")
 
 
@@ -173,7 +173,7 @@ def test_the_published_allocators_worked_example():
                           cxl_free={1: 512 * GIB}, cxl_bandwidth={1: 1}, straddle="split")
     assert {i.name: list(split.nodes_of(i.name)) for i in split.items} == masks
     assert not any(p_.interleaved for p_ in split.parts)
-    with pytest.raises(InputError, match="straddle 'half'"):
+    with pytest.raises(UsageError, match="straddle 'half'"):
         latency_first(items, dram_budget=GIB, dram_node=0, straddle="half")
 
 
