@@ -61,9 +61,17 @@ class NumatuneGroup(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
+    def make_context(self, info_name, args, parent=None, **extra):  # noqa: ANN001, ANN003, ANN201 - click's
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:  # a global option: one line, as a command's
+            usage_line(exc)
+
     def invoke(self, ctx: click.Context):  # noqa: ANN201 - click's signature
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            usage_line(exc)
         except (click.exceptions.Exit, click.Abort, click.ClickException):
             raise
         except BrokenPipeError:
@@ -78,6 +86,21 @@ class NumatuneGroup(click.Group):
 
             echo(f"numatune: error: {message}\n" + (f"hint: {hint}\n" if hint else ""), err=True)
             raise click.exceptions.Exit(code) from None
+
+
+_NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def usage_line(exc: click.UsageError) -> None:
+    """click's usage error (a bad option, value or argument) as every numatune error: one line, a hint line,
+    exit 2 (click prints a usage block, a blank line and the error)."""
+    if isinstance(exc, _NO_ARGS):  # `numatune` alone: click's help, as before
+        raise exc
+    from numatune.render.printable import echo
+
+    where = exc.ctx.command_path if exc.ctx is not None else "numatune"
+    echo(f"numatune: error: {' '.join(exc.format_message().split())}\nhint: see {where} --help\n", err=True)
+    raise click.exceptions.Exit(exc.exit_code) from None
 
 
 @click.group(cls=NumatuneGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -140,9 +140,10 @@ def inspect_file_text(topo: Topology, matrix: PathMatrix, findings: list[Finding
     from numatune.render.finding_text import WIDTH, wrap_words
 
     out: list[str] = []
-    for line in text.split("\n"):
+    for i, line in enumerate(text.split("\n")):
         line = line.rstrip()
-        if len(line) > WIDTH and not line.startswith((" ", *_DRAWN)):  # a note: wrapped on blanks, not cut
+        # a note: wrapped on blanks, never cut (the first line, the root's path, stays whole)
+        if i and len(line) > WIDTH and not line.startswith((" ", *_DRAWN)):
             out += wrap_words(line, WIDTH, "", "  ")
         else:
             out.append(line)

@@ -34,7 +34,7 @@ def test_bash_sources_it_and_completes_a_command(tmp_path):
         eval "$(numatune completion bash)"
         COMP_WORDS=(numatune ins); COMP_CWORD=1; _numatune_completion numatune ins numatune
         echo "1:${COMPREPLY[*]}"
-        COMP_WORDS=(numatune irq p); COMP_CWORD=2; _numatune_completion numatune p irq
+        COMPREPLY=(); COMP_WORDS=(numatune irq p); COMP_CWORD=2; _numatune_completion numatune p irq
         echo "2:${COMPREPLY[*]}"
     """
     env = {"PATH": f"{tmp_path}{os.pathsep}/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8",
