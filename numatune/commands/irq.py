@@ -59,7 +59,8 @@ def show_irqs(app, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: int |
         return
     from numatune.render.irq_text import render_irq
 
-    app.console().print(render_irq(topo, report, findings))
+    console = app.console()
+    console.print(render_irq(topo, report, findings, terminal=console.is_terminal))
     for s in report.skipped:
         app.note(f"skipped {s.subject}: {s.reason}")
 

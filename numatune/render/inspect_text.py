@@ -574,7 +574,14 @@ def _findings_spec(findings: list[Finding]) -> _Table:
     return t
 
 
-def findings_table(findings: list[Finding]):  # noqa: ANN201 - rich Table or Text
+def findings_table(findings: list[Finding], terminal: bool = True):  # noqa: ANN201 - rich Table or Text
+    """The findings as a table on a terminal; off it (terminal=False) as check's blocks (render.finding_text)."""
+    if not terminal:
+        from rich.text import Text
+
+        from numatune.render.finding_text import findings_text
+
+        return Text(findings_text(findings))
     if not findings:
         from rich.text import Text
 

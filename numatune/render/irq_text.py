@@ -46,7 +46,7 @@ def _yn(value: bool | None) -> str:
     return "?" if value is None else ("yes" if value else "no")
 
 
-def render_irq(topo: Topology, report: IrqReport, findings: list[Finding]) -> Group:
+def render_irq(topo: Topology, report: IrqReport, findings: list[Finding], terminal: bool = True) -> Group:
     node_of = node_map(topo)
     parts: list = []
     head = Text()
@@ -85,7 +85,7 @@ def render_irq(topo: Topology, report: IrqReport, findings: list[Finding]) -> Gr
             )
             first = False
     parts.append(table if report.devices else Text("no NIC, GPU, NVMe or CXL device with interrupts found"))
-    parts.append(findings_table(findings))
+    parts.append(findings_table(findings, terminal))
     return Group(*parts)
 
 
