@@ -10,13 +10,33 @@ from numatune.system.host import Host
 
 
 class App:
-    __slots__ = ("root", "color", "debug", "_host")
+    __slots__ = ("root", "color", "debug", "_host", "_shown")
 
     def __init__(self, root: str = "/", color: bool = True, debug: bool = False, host: Host | None = None) -> None:
         self.root = root
         self.color = color
         self.debug = debug
         self._host = host
+        self._shown = 0  # width of the progress line on stderr
+
+    @property
+    def plain(self) -> bool:
+        """--no-color or NO_COLOR: no escape byte at all (no colour, no cursor movement, no redrawn line)."""
+        import os
+
+        return not self.color or "NO_COLOR" in os.environ
+
+    def progress(self, text: str | None) -> None:
+        """A progress line on a terminal's stderr, rewritten in place; None clears it. Plain (--no-color):
+        the line is rewritten after a carriage return and blanked with spaces, never with an escape code."""
+        if text is None and not self._shown:
+            return
+        line = "" if text is None else text
+        if self.plain:
+            click.echo("\r" + line.ljust(self._shown) + ("\r" if text is None else ""), err=True, nl=False)
+        else:
+            click.echo("\r" + line + "\033[K", err=True, nl=False)
+        self._shown = len(line)
 
     @property
     def host(self) -> Host:

@@ -27,6 +27,11 @@ class _SampleBar:
         self.task = None
 
     def __call__(self, what: str, elapsed: float, total: float) -> None:
+        if self.app.plain:  # no bar (its redraws are escape codes): one line when the sampling starts
+            if self.task is None:
+                self.task = what
+                self.app.note(f"{what}: {total:g} s")
+            return
         if self.bar is None:
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -168,7 +173,7 @@ def _watch(app: App, run: AuditRun, interval: float, count: int, sample: float) 
     from numatune.render.audit_text import job_table
 
     console = app.console()
-    if not console.is_terminal:
+    if not console.is_terminal or app.plain:  # a file, a pipe, or --no-color: frames, never redrawn in place
         _watch_frames(console, run, interval, count, sample)
         return
     n = 0
@@ -192,9 +197,9 @@ def _watch(app: App, run: AuditRun, interval: float, count: int, sample: float) 
 
 
 def _watch_frames(console, run: AuditRun, interval: float, count: int, sample: float) -> None:  # noqa: ANN001
-    """--watch into a file or pipe: one whole frame per interval (a title line with the time, the table),
-    flushed as it is written, so that `--count 3 > f` holds three frames and a watch stopped by a signal
-    leaves every frame it wrote."""
+    """--watch into a file or pipe, or with --no-color: one whole frame per interval (a title line with the
+    time, the table), flushed as it is written and never redrawn in place (no escape code), so that
+    `--count 3 > f` holds three frames and a watch stopped by a signal leaves every frame it wrote."""
     import time
 
     from numatune.errors import ProcessGone

@@ -99,19 +99,19 @@ def compare_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN0
 
     def progress(label: str, step: int, total: int) -> None:
         if tty:
-            click.echo(f"\rnumatune: {label} ({step}/{total}) ...\033[K", err=True, nl=False)
+            app.progress(f"numatune: {label} ({step}/{total}) ...")
 
     try:
         runs = run_compare(host, placements, runs=kw["runs"], warmup=kw["warmup"], seed=kw["seed"], metric=metric,
                            interval=kw["sample_interval"], progress=progress)
     except CommandFailed as exc:
         if tty:
-            click.echo("\r\033[K", err=True, nl=False)
+            app.progress(None)
         if exc.tail:
             click.echo("--- output tail ---\n" + exc.tail.rstrip("\n") + "\n---", err=True)
         raise
     if tty:
-        click.echo("\r\033[K", err=True, nl=False)
+        app.progress(None)
     from numatune.analysis.compare import analyse
     from numatune.render.compare_out import compare_document, render_markdown, render_text
     from numatune.render.launch_text import summary_line

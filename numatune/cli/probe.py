@@ -77,11 +77,11 @@ def probe_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the option
 
     def progress(label: str, step: int, total: int) -> None:
         if tty:
-            click.echo(f"\rnumatune: probing {label} ({step}/{total}) ...\033[K", err=True, nl=False)
+            app.progress(f"numatune: probing {label} ({step}/{total}) ...")
 
     result = run_probe(host, topo, opts, progress)
     if tty:
-        click.echo("\r\033[K", err=True, nl=False)
+        app.progress(None)
     from numatune.analysis.probe import gpu_findings, probe_findings
     from numatune.render.probe_out import probe_document, render_text
 
@@ -94,7 +94,7 @@ def probe_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the option
         else:
             gpu = gpu_measure.measure(topo, result.targets, runtime, progress=progress)
             if tty:
-                click.echo("\r\033[K", err=True, nl=False)
+                app.progress(None)
     findings = probe_findings(result, topo) + (gpu_findings(gpu) if gpu is not None else [])
     if kw["fmt"] == "json":
         app.echo_json(probe_document(result, findings, gpu))

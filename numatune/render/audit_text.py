@@ -104,7 +104,8 @@ def fix_text(a: ProcessAudit) -> Text:
     return out
 
 
-def process_detail(a: ProcessAudit, topo: Topology) -> Group:
+def process_detail(a: ProcessAudit, topo: Topology, terminal: bool = True) -> Group:
+    """One process in full; its threads table holds MAX_THREAD_ROWS rows on a terminal, every thread off it."""
     p, loc, c = a.process, a.locality, a.counters
     head = Text()
     head.append(f"PID {p.pid}", style="bold")
@@ -149,15 +150,16 @@ def process_detail(a: ProcessAudit, topo: Topology) -> Group:
     for col in ("TID", "comm", "last CPU", "node", "allowed CPUs"):
         thr.add_column(col)
     off = set(loc.threads_off_home)
-    for t in p.threads[:MAX_THREAD_ROWS]:
+    rows = MAX_THREAD_ROWS if terminal else len(p.threads)
+    for t in p.threads[:rows]:
         node = node_of.get(t.cpu) if t.cpu is not None else None
         thr.add_row(
             str(t.tid), t.comm, "-" if t.cpu is None else str(t.cpu),
             Text("-" if node is None else str(node), style="yellow" if t.tid in off else ""),
             format_cpulist(t.allowed_cpus),
         )
-    if len(p.threads) > MAX_THREAD_ROWS:
-        thr.add_row("…", f"{len(p.threads) - MAX_THREAD_ROWS} more", "", "", "")
+    if len(p.threads) > rows:
+        thr.add_row("", f"{len(p.threads) - rows} more threads (all in a file, a pipe or --json)", "", "", "")
 
     acc = Text()
     acc.append(f"access counters: {c.source}")
@@ -207,7 +209,7 @@ def render_audit(
     Processes read with their mappings (`audit --mappings`) get the per-mapping table after."""
     maps = [mapping_table(a, min_size) for a in audits if a.process.memory.by_mapping is not None]
     if len(audits) == 1 and not job:
-        return Group(process_detail(audits[0], topo), *maps)
+        return Group(process_detail(audits[0], topo, terminal), *maps)
     parts: list = [job_table(audits, topo, helpers, "job" if job else "processes", terminal)]
     for a in audits:
         if a.locality.verdict in ("warning", "misplaced"):

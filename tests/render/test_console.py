@@ -69,3 +69,13 @@ def test_trimmed_lines_drop_padding_and_keep_partial_lines():
     trimmed.flush()
     assert out.getvalue() == "title\nrow │ x\ntail  "
     assert not trimmed.isatty() and trimmed.encoding == out.encoding
+
+
+def test_a_plain_watch_on_a_terminal_redraws_nothing():
+    """`audit PID --watch --no-color` on a terminal: frames one after the other, no cursor movement."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE")}
+    env.update(TERM="xterm-256color", COLUMNS="200")
+    args = ["audit", str(os.getpid()), "--watch", "--interval", "0.1", "--count", "2"]
+    assert b"\x1b" in _on_a_terminal(args, env)  # the live view moves the cursor
+    plain = _on_a_terminal(["--no-color", *args], env)
+    assert b"\x1b" not in plain and plain.count(b"numatune audit \xe2\x80\x94 ") == 2, plain
