@@ -1,5 +1,6 @@
 """One rule for exit codes, per command: 2 for what the user typed that cannot be (a node, GPU, size, time,
-count or suffix), 3 for what numatune read, 7 for what this machine cannot do; each as one line on stderr."""
+count or suffix, click's own usage errors included), 3 for what numatune read, 6 for a process that is not
+there, 7 for what this machine cannot do; each as one line on stderr (and maybe a hint line)."""
 
 from __future__ import annotations
 
@@ -37,13 +38,24 @@ CASES = [  # (id, root, arguments, exit code, what the one line names)
     ("fleet -o .pdf", NO_GPU, ["fleet", "{tmp}", "-o", "{tmp}/out.pdf"], 2, "'.pdf'"),
     ("audit --min-size", NO_GPU, ["audit", "1", "--mappings", "--min-size", "lots"], 2, "--min-size"),
     ("irq --exclude-cpus", NO_GPU, ["irq", "plan", "--exclude-cpus", "x"], 2, "--exclude-cpus"),
+    ("irq plan --ranks-per-node 0", NO_GPU, ["irq", "plan", "--ranks-per-node", "0"], 2, "--ranks-per-node"),
+    ("emit dra --gpus", GPUS, ["emit", "dra", "--gpus", "99"], 2, "--gpus 99"),
+    ("emit slurm --reserve-cores", NO_GPU, ["emit", "slurm", "--reserve-cores", "-1"], 2, "--reserve-cores"),
+    ("check --fail-on", NO_GPU, ["check", "--fail-on", "bogus"], 2, "--fail-on"),
+    ("diff one argument", NO_GPU, ["diff", "{tmp}"], 2, "B"),
+    ("completion csh", NO_GPU, ["completion", "csh"], 2, "'csh'"),
+    ("snapshot -o -", NO_GPU, ["snapshot"], 2, "'-o'"),
     # 3: what numatune read
     ("check --policy missing", NO_GPU, ["check", "--policy", "{tmp}/none.toml"], 3, "none.toml"),
     ("diff of a non-report", NO_GPU, ["diff", "{tmp}/a.json", "{tmp}/a.json"], 3, "a.json"),
+    ("fleet of nothing", NO_GPU, ["fleet", "{tmp}/none"], 3, "none"),
     ("plan-memory --probe not JSON", NO_GPU,
      ["plan-memory", "--params", "1e6", "--node", "0", "--reserve", "0", "--probe", "{tmp}/a.json"], 3, "a.json"),
     # 7: what this machine cannot do
     ("launch with no GPU", NO_GPU, ["launch", "--dry-run", "--", "true"], 7, "no GPU"),
+    # 6: audit's and snapshot's process that is not there
+    ("audit a gone PID", NO_GPU, ["audit", "999999"], 6, "999999"),
+    ("snapshot --pid gone", NO_GPU, ["snapshot", "--pid", "999999", "-o", "{tmp}/s.tar.gz"], 6, "999999"),
     ("plan-memory --cxl-budget without CXL", NO_GPU,
      ["plan-memory", "--params", "1e6", "--node", "0", "--reserve", "0", "--dram-budget", "1G", "--cxl-budget", "1G"],
      7, "CXL"),
