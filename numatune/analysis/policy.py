@@ -293,9 +293,10 @@ def _nic_per_gpu(code: Code, limit: str, topo: Topology, facts: PolicyFacts):  #
 
 
 def _device_nodes_known(code: Code, want: bool, topo: Topology, facts: PolicyFacts):  # noqa: ANN202
+    gpun = gpu_names(topo.devices)
     out = [
-        code(f"{d.kind.upper()} {d.bdf} reports numa_node -1", "enable ACPI _PXM/SRAT proximity "
-             "for PCI devices in the BIOS (or vNUMA in the hypervisor)", d.bdf)
+        code(f"{gpun.get(d.bdf.lower(), f'{d.kind.upper()} {d.bdf}')} reports numa_node -1",
+             "enable ACPI _PXM/SRAT proximity for PCI devices in the BIOS (or vNUMA in the hypervisor)", d.bdf)
         for d in topo.devices
         if d.kind in ("gpu", "nic") and d.numa_node is None
     ]

@@ -102,12 +102,13 @@ NT024 = register("NT024", Severity.WARNING, "topology", "a CXL link trained belo
 
 def check_unknown_device_node(topo: Topology) -> Iterator[Finding]:
     multi = len([n for n in topo.nodes if n.cpus]) > 1
+    gpun = gpu_names(topo.devices)
     for d in topo.devices:
         if d.kind not in ("gpu", "nic", "nvme", "accelerator", "cxl") or d.numa_node is not None or not d.path:
             continue
         guess = f"; inferred node {d.inferred_node} from {d.inferred_from}" if d.inferred_node is not None else ""
         yield NT001(
-            f"{d.kind.upper()} {d.bdf} reports numa_node -1 (unknown){guess}",
+            f"{_device(gpun, d)} reports numa_node -1 (unknown){guess}",
             "enable ACPI _PXM/SRAT proximity in the BIOS (or the hypervisor's vNUMA) so the kernel knows "
             "the device's node; until then bind with `numatune launch --node N`",
             d.bdf,
@@ -192,10 +193,11 @@ def check_device_on_cpuless_node(topo: Topology) -> Iterator[Finding]:
     if not any(n.cpus for n in topo.nodes):
         return  # no CPU topology in this tree: no node is known to lack CPUs
     cpuless = {n.id for n in topo.nodes if not n.cpus}
+    gpun = gpu_names(topo.devices)
     for d in topo.devices:
         if d.node in cpuless and d.kind in ("gpu", "nic", "nvme", "accelerator"):
             yield NT007(
-                f"{d.kind.upper()} {d.bdf} hangs off node {d.node}, which has no CPUs",
+                f"{_device(gpun, d)} hangs off node {d.node}, which has no CPUs",
                 "bind its users to the nearest node with CPUs (smallest distance)",
                 d.bdf,
             )
@@ -504,6 +506,11 @@ CHECKS: tuple[tuple[Code, Callable[[Topology], Iterator[Finding]]], ...] = (
 def topology_findings(topo: Topology) -> list[Finding]:
     out = [f for _, check in CHECKS for f in check(topo)]
     return sorted(out, key=lambda f: (-f.severity.rank, f.code, f.subject))
+
+
+def _device(names: dict[str, str], d) -> str:  # noqa: ANN001 - a PciDevice
+    """A GPU as "GPU0 0000:18:00.0", another device as "NIC 0000:41:00.0" (its kind and address)."""
+    return names.get(d.bdf.lower(), f"{d.kind.upper()} {d.bdf}")
 
 
 def _gpu(names: dict[str, str], bdf: str) -> str:

@@ -67,6 +67,24 @@ def test_text_report_and_verbose(cli):
     assert "ok    topology.offline_cpus" in verbose
 
 
+@pytest.mark.parametrize("name", ["vm-two-socket", "handmade-launch-2s4gpu-cxl", "8em64t-2s2ca2c-buggynuma"])
+def test_the_summary_counts_add_up(cli, name):
+    """"27 checks, 25 passed, 1 skipped" left a warned check out: every status is counted, and they sum up,
+    as the JSON's statuses say."""
+    import json
+    import re
+
+    root = str(fixture_root(name))
+    last = cli("--root", root, "check").stdout.splitlines()[-1]
+    m = re.match(r"(PASS|FAIL): (\d+) checks: (\d+) passed, (\d+) failed, (\d+) warned \(findings below "
+                 r"--fail-on\), (\d+) skipped; findings: ", last)
+    assert m, last
+    total, *counts = (int(x) for x in m.groups()[1:])
+    assert sum(counts) == total
+    statuses = [c["status"] for c in json.loads(cli("--root", root, "check", "--json").stdout)["checks"]]
+    assert [statuses.count(s) for s in ("passed", "failed", "warned", "skipped")] == counts
+
+
 def test_json_document(cli):
     result = cli("--root", str(fixture_root("32em64t-2n8c+dax+nvme+mic+dimms")), "check", "--format", "json")
     doc = json.loads(result.stdout)

@@ -87,6 +87,19 @@ def test_gpu_i_is_one_device_in_every_command(cli, name):
         assert out.exit_code == 0, out.stderr
         assert json.loads(out.stdout)["gpu"]["bdf"] == bdf, (name, i)
 
+    # findings and irq name a GPU as the views above do: GPUi, its address beside; never "GPU <address>"
+    findings = doc["findings"] + json.loads(cli("--root", r, "check", "--json").stdout)["findings"]
+    for f in findings:
+        for i, bdf in enumerate(order):
+            assert f"GPU {bdf}" not in f["message"], (name, f["code"], f["message"])
+            if bdf in f["message"] and "GPU" in f["message"].split(bdf)[0][-6:]:
+                assert f"GPU{i} {bdf}" in f["message"], (name, f["message"])
+    irq = json.loads(cli("--root", r, "irq", "--json").stdout)
+    labels = {d["bdf"]: d["label"] for d in irq["devices"] if d["kind"] == "gpu"}
+    for i, bdf in enumerate(order):
+        if bdf in labels:
+            assert labels[bdf] == f"GPU{i} {bdf}", (name, labels[bdf])
+
 
 @pytest.mark.parametrize("name", GPU_TREES)
 def test_audit_names_a_rank_gpu_as_inspect_does(cli, tmp_path, name):
