@@ -161,3 +161,30 @@ def test_launch_resolves_uuids_from_a_saved_nvml_record(cli, tmp_path):
         assert out.exit_code == 0, out.stderr
         gpu = json.loads(out.stdout)["gpu"]
         assert gpu["bdf"] == "0000:00:06.0" and gpu["uuid"] == uuid
+
+
+def test_one_device_name_in_every_view(cli, tmp_path):
+    """A device pci.ids knows only the vendor of (QEMU's CXL type-3 device, 8086:0d93) is "Intel Corporation
+    0d93" in the text tables, the picture and the HTML page alike (the text said "Intel Corporation")."""
+    ids = tmp_path / "pci.ids"
+    ids.write_text("# pci.ids, two lines of it\n8086  Intel Corporation\n\t10d3  82574L Gigabit Network Connection\n")
+    env = {"NUMATUNE_PCI_IDS": str(ids)}
+    r = str(fixture_root("vm-cxl"))
+    text = cli("--root", r, "inspect", env=env).stdout
+    svg = cli("--root", r, "inspect", "-f", "svg", env=env).stdout
+    html = cli("--root", r, "inspect", "-f", "html", env=env).stdout
+    for view in (text, svg, html):
+        assert "Intel Corporation 0d93" in view
+    row = next(line for line in text.splitlines() if "0000:81:00.0" in line and "cxl" in line)
+    assert "Intel Corporation 0d93" in row
+    assert "82574L Gigabit Network Connection" in text  # a device pci.ids names keeps its name
+
+
+def test_a_dax_device_that_is_no_node_says_why_in_text_too(cli):
+    """The picture lists "DAX memory that is not a NUMA node here"; the text's CXL tree says why beside it."""
+    text = cli("--root", str(fixture_root("32em64t-2n8c+dax+nvme+mic+dimms")), "inspect").stdout
+    assert "dax1.4 (nvdimm, kmem) -> node 5 (not a NUMA node here: node 5 is offline)" in text
+    assert "dax0.0 (nvdimm, device_dax) -> node 4 (not a NUMA node here: device DAX, not onlined as system RAM)" \
+        in text
+    svg = cli("--root", str(fixture_root("32em64t-2n8c+dax+nvme+mic+dimms")), "inspect", "-f", "svg").stdout
+    assert "DAX memory that is not a NUMA node here" in svg

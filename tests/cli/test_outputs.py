@@ -116,6 +116,7 @@ def test_dash_and_dev_stdout_write_standard_output(cli, tmp_path, writer):
         if writer == "snapshot -o":  # a gzipped archive on standard output: `snapshot -o - | ssh ...`
             with tarfile.open(fileobj=io.BytesIO(r.stdout_bytes), mode="r:gz") as tar:
                 assert "snapshot/SNAPSHOT.txt" in tar.getnames()
+            assert "numatune: wrote standard output: " in r.stderr and f"wrote {out}" not in r.stderr
             assert (tmp_path / "replay.tar.gz").write_bytes(r.stdout_bytes)
             assert cli("--root", str(tmp_path / "replay.tar.gz"), "inspect", "--json").exit_code == 0
         else:
