@@ -100,8 +100,9 @@ class BindingError(Unsupported):
 
 class ImpossibleRequest(BindingError):
     """`launch`: what the user asked cannot be on this machine (`--cpu-bind cores:N` or `--reserve-cores N` beyond
-    the node's cores): exit 2 with the reason, as emit and irq plan refuse an impossible `--reserve-cores`;
-    `--best-effort` still runs unbound, as for any binding it cannot honour."""
+    the node's cores, a `--node` or `--gpu` the root does not have): exit 2 with the reason, as emit and irq plan
+    refuse an impossible `--reserve-cores`; `--best-effort` still runs unbound, as for any binding it cannot
+    honour, and `numatune.bind` reports it as one."""
 
     exit_code = ExitCode.USAGE
 

@@ -165,11 +165,11 @@ def _gpu_option(value: str, gpus: list[PciDevice], devices: Sequence[PciDevice])
     if bdf is not None:
         dev = next((d for d in devices if d.bdf.lower() == bdf), None)
         if dev is None:
-            raise UsageError(f"--gpu {value}: no PCI device {bdf} in this root")
+            raise ImpossibleRequest(f"--gpu {value}: no PCI device {bdf} in this root")
         return dev, f"--gpu {value} (PCI {dev.kind})", None
     if value.isascii() and value.isdigit():
         if len(value) > 9 or parse_int(value, "--gpu") >= len(gpus):
-            raise UsageError(f"--gpu {value[:40]}: this root has {len(gpus)} GPU(s)")
+            raise ImpossibleRequest(f"--gpu {value[:40]}: this root has {len(gpus)} GPU(s)")
         return (gpus[parse_int(value, "--gpu")], f"--gpu {value} (GPU{value} of inspect)",
                 "--gpu indices are numatune's GPU numbering: GPU0.. of inspect")
     if UUID.match(value):
@@ -203,8 +203,8 @@ def choose_node(
         warnings.append(f"{dev.bdf} has numa_node -1; using node {node}, the only node with CPUs")
     if topo.node(node) is None:
         known = ",".join(str(n.id) for n in topo.nodes) or "none"
-        if source == "--node":  # what the user typed cannot be: 2; a device's node that is not there: 7
-            raise UsageError(f"--node {node}: no such node in this root (nodes: {known})")
+        if source == "--node":  # the command line's exit 2 (commands.launch); a device's node not there: 7
+            raise ImpossibleRequest(f"--node {node}: node {node} is not in this root (nodes: {known})")
         raise BindingError(f"node {node} ({source}) is not in this root (nodes: {known})")
     return node, source
 

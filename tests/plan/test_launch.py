@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from numatune.cpulist import format_cpulist
-from numatune.errors import BindingError, InputError, UsageError
+from numatune.errors import BindingError, ImpossibleRequest, InputError, UsageError
 from numatune.live.bind import read_launch_devices, read_launch_topology
 from numatune.model.launch import CpuBind, LaunchFacts, LaunchOptions, Numactl
 from numatune.plan.launch import (
@@ -131,16 +131,17 @@ def test_gpu_option_index_bdf_uuid_and_any_pci_device():
     assert nic.gpu.kind == "nic" and nic.node == 1
     bridge = plan(HM, gpu="0000:17:00.0")  # a root port numatune does not report
     assert bridge.gpu.kind == "bridge" and bridge.node == 0
-    with pytest.raises(UsageError, match="no PCI device"):  # what the user typed cannot be: exit 2
+    with pytest.raises(ImpossibleRequest, match="no PCI device"):  # a binding error; the command line's exit 2
         plan(HM, gpu="0000:99:00.0")
-    with pytest.raises(UsageError, match="--gpu 9: this root has 4 GPU"):
+    with pytest.raises(ImpossibleRequest, match="--gpu 9: this root has 4 GPU"):
         plan(HM, gpu="9")
+    assert issubclass(ImpossibleRequest, BindingError)  # best effort and numatune.bind() treat it as one
 
 
 def test_node_option_skips_the_gpu_and_overrides():
     p = plan(HM, {"LOCAL_RANK": "3"}, node=0)
     assert p.gpu is None and p.node == 0 and p.node_source == "--node"
-    with pytest.raises(UsageError, match="--node 5: no such node in this root"):  # exit 2, not 7
+    with pytest.raises(ImpossibleRequest, match="--node 5: node 5 is not in this root"):  # launch exits 2 for it
         plan(HM, node=5)
 
 
