@@ -56,9 +56,10 @@ _DIGIT_MARKS = str.maketrans("0123456789", "\0" * 10)
 def natural_key(name: str) -> str:
     r"""Sort "node10" after "node9": text and numbers alternating, in the order re.split(r"(\d+)") with the
     numbers as ints gives (the `re` module, ~5% of a `check`, stays unimported on the report paths), over the
-    first NATURAL_KEY_CHARS characters or NATURAL_KEY_NUMBERS numbers; past them, at the end of a number, the rest is text. Each number
-    is written "\0", a character for its length, its digits without leading zeros: "\0" sorts before any
-    character a name holds, and the longer number is the larger. Runs are found by str methods (in C)."""
+    first NATURAL_KEY_CHARS characters or NATURAL_KEY_NUMBERS numbers; past them, at the end of a number,
+    the rest is text. Each number is written "\0", a character for its length, its digits without leading
+    zeros: "\0" sorts before any character a name holds, and the longer number is the larger. Runs are found
+    by str methods (in C)."""
     head = name.rstrip("0123456789")
     if head.replace("_", "x").replace("-", "x").isalpha():  # "cpu12", "thread_siblings_list": the usual names
         return head + _number(name[len(head):]) if len(head) < len(name) else name

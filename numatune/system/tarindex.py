@@ -8,7 +8,8 @@ a GNU long-name / long-link or pax header's size, the member count, each file's 
 total, the depth. Work is bounded as well as bytes: every name entered (a member and each parent
 directory it implies) counts against MAX_MEMBERS and its bytes, with every link text's, against
 MAX_NAME_TOTAL, so a small archive of deep members cannot make millions of entries; each link is
-resolved once (`TarIndex.resolve_link`, memoised), so many links through one chain cost one walk of it. A gzip (or bzip2/xz) stream is read to its end so that its checksum is checked:
+resolved once (`TarIndex.resolve_link`, memoised), so many links through one chain cost one walk
+of it. A gzip (or bzip2/xz) stream is read to its end so that its checksum is checked:
 a damaged or truncated archive is refused, never read as a smaller machine.
 
 Names are normalised inside the archive ("./a//b" is "a/b"); a name that climbs above the
