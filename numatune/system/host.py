@@ -120,13 +120,15 @@ def _clean(text: str) -> str:
 class Host:
     """A root to read; `label` is how the user named it (for messages)."""
 
-    __slots__ = ("root", "label", "notes", "_fs", "_snapshot_lines", "_derived", "_decoded", "_decoded_bytes")
+    __slots__ = ("root", "label", "notes", "_fs", "_snapshot_lines", "_derived", "_decoded", "_decoded_bytes",
+                 "_noted")
 
     def __init__(self, root: str = "/", label: str = "/", fs=None) -> None:  # noqa: ANN001 - RootDir/ArchiveRoot
         self.root = os.fspath(root)
         self.label = label
         # (logical path, reason) for files that exist but could not be read, in the order met.
         self.notes: list[tuple[str, str]] = []
+        self._noted: set[tuple[str, str]] = set()  # the same, to look up: 45,000 notes were a quadratic 30 s
         self._fs = fs  # a saved root's contained access (roots.rootdir / roots.tarindex); None: live
         self._snapshot_lines: tuple[str, ...] | None = None  # a snapshot's SNAPSHOT.txt, loaded lazily
         self._derived: dict[str, Any] = {}  # once(): facts that cost a scan, kept for this Host's life
@@ -407,7 +409,8 @@ class Host:
     def note(self, logical: str, reason: str) -> None:
         """Record a problem with one file once, for the report's notes / skipped list."""
         item = (logical, reason)
-        if item not in self.notes:
+        if item not in self._noted:
+            self._noted.add(item)
             self.notes.append(item)
 
     def _was_denied(self, logical: str) -> bool:

@@ -38,6 +38,7 @@ MAX_TRAILER_BYTES = 1 << 20  # zeros after the end-of-archive blocks (tar pads t
 MAX_NAME_TOTAL = 8 << 20  # the bytes of every name in the index (implied parents too) and of every link text
 MAX_LINK_HOPS = 40  # links followed in one lookup, as the kernel's ELOOP limit
 MAX_LINK_WORK = 4 * MAX_NAME_TOTAL  # bytes of link text walked in one command (each link once is at most 1x)
+_MAX_NESTING = 5 * MAX_LINK_HOPS  # links resolved one inside another: past it, all but the last 40 are settled
 
 BLOCK = 512
 _ZEROS = bytes(BLOCK)
@@ -53,8 +54,14 @@ class Escapes(Exception):
 
 
 class _TooDeep(Escapes):
-    """A link met MAX_LINK_HOPS links deep into resolving another: the outer one escapes, the inner ones are
-    left unresolved (from a shallower start they may not)."""
+    """A link met _MAX_NESTING links deep into resolving another (Python's stack is not spent on a chain of
+    thousands); `need`: how many links at least its own resolution follows. Each link it passes on the way out
+    needs one more: one that needs more than MAX_LINK_HOPS escapes wherever it is met (kept so), one that needs
+    fewer keeps that lower bound and is resolved again from a shallower start."""
+
+    def __init__(self, name: str, need: int) -> None:
+        super().__init__(name)
+        self.need = need
 
 
 class _Stream:
@@ -162,7 +169,8 @@ def _open_stream(path: str, label: str):  # noqa: ANN202 - a binary file object
 class TarIndex:
     """Every member of one archive by normalised name (no leading or trailing "/"; "" is the top)."""
 
-    __slots__ = ("label", "kinds", "data", "links", "children", "name_bytes", "_resolved", "_nesting", "link_work")
+    __slots__ = ("label", "kinds", "data", "links", "children", "name_bytes", "_resolved", "_nesting", "link_work",
+                 "_need")
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -173,6 +181,7 @@ class TarIndex:
         self.name_bytes = 0  # of every name entered and every link text: bound by MAX_NAME_TOTAL
         self._resolved: dict[str, object] = {}  # link -> (member or None, links followed), _ESCAPED or _BUSY
         self._nesting = 0  # links being resolved, one inside another
+        self._need: dict[str, int] = {}  # link -> at least how many links its resolution follows (from _TooDeep)
         self.link_work = 0  # bytes of link text walked this command: bound by MAX_LINK_WORK
 
     # -- building -------------------------------------------------------------------------------
@@ -302,8 +311,9 @@ class TarIndex:
         hit = self._resolved.get(name)
         if hit is None:
             target = self.links[name]
-            if self._nesting >= MAX_LINK_HOPS:
-                raise _TooDeep(name)
+            need = self._need.get(name, 1)
+            if self._nesting + need > _MAX_NESTING:
+                raise _TooDeep(name, need)
             self.link_work += len(target) + 1
             if self.link_work > MAX_LINK_WORK:  # only chains past MAX_LINK_HOPS, walked again and again, get here
                 raise Escapes(name)
@@ -316,11 +326,13 @@ class TarIndex:
                 end, used = self._walk(f"{parent}/{target}" if parent else target, True)
                 if used >= MAX_LINK_HOPS:
                     raise Escapes(name)
-            except _TooDeep:
-                if self._nesting > 1:
-                    del self._resolved[name]  # unknown from here: another start may resolve it
-                    raise
-                self._resolved[name] = _ESCAPED
+            except _TooDeep as exc:
+                need = exc.need + 1
+                if need <= MAX_LINK_HOPS:
+                    del self._resolved[name]  # unknown from here: a shallower start resolves it
+                    self._need[name] = max(self._need.get(name, 1), need)
+                    raise _TooDeep(name, need) from None
+                self._resolved[name] = _ESCAPED  # more than MAX_LINK_HOPS links from here, wherever met
                 raise Escapes(name) from None
             except Escapes:
                 self._resolved[name] = _ESCAPED
