@@ -325,6 +325,7 @@ def read_irq_state(host: Host, irq: int, debugfs: bool = False) -> IrqState:
         if text is not None:
             state.managed = "AFFINITY_MANAGED" in text
             state.managed_evidence = "debugfs dstate IRQD_AFFINITY_MANAGED" if state.managed else "debugfs dstate"
+            # Linear: a literal at each line start, then blanks, then the first word (a blank cannot start it).
             m = re.search(r"^device:\s*(\S+)", text, re.M)
             state.debugfs_device = m.group(1) if m else None
     return state
