@@ -645,6 +645,19 @@ def test_a_member_reached_by_many_links_is_decoded_once(sandbox):
     _answered(_gz_archive(sandbox / "fan.tar.gz", [big, *hard, *soft]))
 
 
+def test_a_tree_file_reached_by_many_hard_links_is_read_once(tmp_path):
+    """The same in a directory root: 1,000 /proc/N/comm hard links to one 32 MiB file (over 60 s)."""
+    root = tmp_path / "root"
+    (root / "sys/devices/system/node/node0").mkdir(parents=True)
+    (root / "sys/devices/system/node/node0/cpulist").write_text("0-3\n")
+    (root / "proc/1").mkdir(parents=True)
+    (root / "proc/1/comm").write_bytes(b"a" * (32 << 20))
+    for i in range(2, 1002):
+        (root / f"proc/{i}").mkdir()
+        os.link(root / "proc/1/comm", root / f"proc/{i}/comm")
+    _answered(str(root))
+
+
 def test_links_through_one_chain_are_resolved_once(sandbox):
     """5,000 /proc/N/comm links through a chain of 39 links with 1 KB texts: each lookup walked the chain
     again (99,900 such links: over 100 s). A chain of 41 links dangles, as the kernel's ELOOP."""
