@@ -214,19 +214,19 @@ class TarIndex:
             return
         parent, _, base = name.rpartition("/")
         self._parent(parent, name)
-        self._count(len(name))
+        self.name_bytes += len(name)
+        if len(self.kinds) > MAX_MEMBERS or self.name_bytes > MAX_NAME_TOTAL:  # the top "" is no member
+            raise self._over()
         self.kinds[name] = kind
         self.children[parent][base] = None
         if kind == DIRECTORY:
             self.children[name] = {}
 
-    def _count(self, nbytes: int) -> None:
-        """One more name in the index (a member or a parent it implies) of `nbytes`: refused past the bounds."""
-        if len(self.kinds) >= MAX_MEMBERS + 1:  # the top "" is no member
-            raise self._refuse(f"more than {MAX_MEMBERS} members (counting the directories their names imply)")
-        self.name_bytes += nbytes
-        if self.name_bytes > MAX_NAME_TOTAL:
-            raise self._refuse(f"more than {MAX_NAME_TOTAL} bytes of names and link texts")
+    def _over(self) -> ArchiveRefused:
+        """The refusal for one name too many (a member or a parent it implies) or too many bytes of names."""
+        if len(self.kinds) > MAX_MEMBERS:
+            return self._refuse(f"more than {MAX_MEMBERS} members (counting the directories their names imply)")
+        return self._refuse(f"more than {MAX_NAME_TOTAL} bytes of names and link texts")
 
     def _parent(self, parent: str, name: str) -> None:
         kind = self.kinds.get(parent)
@@ -250,7 +250,9 @@ class TarIndex:
             if not linkname:
                 raise self._refuse(f"{name!r} is a link with no target")
             self._place(name, SYMLINK)
-            self._count(len(linkname))
+            self.name_bytes += len(linkname)
+            if self.name_bytes > MAX_NAME_TOTAL:
+                raise self._over()
             self.links[name] = linkname
         elif typeflag == b"1":
             target = self._name(linkname)
