@@ -13,15 +13,20 @@ if TYPE_CHECKING:
 #: No kernel numbers a CPU or node this high (NR_CPUS is at most 8192, MAX_NUMNODES 1024): a list or mask
 #: beyond it comes from a damaged or hostile file, and parsing "0-4000000000" would fill memory.
 MAX_ID = 1 << 16
+#: Node ids: the kernel's MAX_NUMNODES is at most 1 << NODES_SHIFT, NODES_SHIFT at most 10.
+MAX_NODES = 1 << 10
 
 
-def parse_cpulist(text: str) -> frozenset[int]:
+def parse_cpulist(text: str, limit: int = MAX_ID) -> frozenset[int]:
     """Parse "0-3,8,10-11" (also "0-7:2/4" strides, an empty line, NUL padding); ValueError for an id
-    at or above MAX_ID."""
+    at or above `limit` (MAX_ID; MAX_NODES for a list of nodes), or for a list whose parts produce more than
+    `limit` ids in all: the work is bounded by the ids produced, not by each range (a 160 KB list repeating
+    "0-65535" would insert 1.3 billion)."""
     text = text.strip().strip("\x00").strip()
     if not text:
         return frozenset()
     out: set[int] = set()
+    produced = 0
     for part in text.split(","):
         part = part.strip()
         if not part:
@@ -29,26 +34,34 @@ def parse_cpulist(text: str) -> frozenset[int]:
         if ":" in part:
             span, _, stride_spec = part.partition(":")
             used, _, group = stride_spec.partition("/")
-            lo, hi = _span(span)
+            lo, hi = _span(span, limit)
             used_n, group_n = int(used), int(group)
             if used_n <= 0 or group_n <= 0:
                 raise ValueError(f"bad stride in {part!r}")
+            produced = _produced(produced, min(used_n, group_n) * ((hi - lo) // group_n + 1), limit)
             for start in range(lo, hi + 1, group_n):
                 out.update(range(start, min(start + used_n, hi + 1)))
         else:
-            lo, hi = _span(part)
+            lo, hi = _span(part, limit)
+            produced = _produced(produced, hi - lo + 1, limit)
             out.update(range(lo, hi + 1))
     return frozenset(out)
 
 
-def _span(part: str) -> tuple[int, int]:
+def _produced(before: int, more: int, limit: int) -> int:
+    if before + more > limit:
+        raise ValueError(f"a list naming more than {limit} ids in all (its parts overlap): no kernel writes one")
+    return before + more
+
+
+def _span(part: str, limit: int = MAX_ID) -> tuple[int, int]:
     lo_text, sep, hi_text = part.partition("-")
     lo = int(lo_text)
     hi = int(hi_text) if sep else lo
     if lo < 0 or hi < lo:
         raise ValueError(f"bad range {part!r}")
-    if hi >= MAX_ID:
-        raise ValueError(f"id {hi} in {part[:40]!r} is beyond {MAX_ID - 1}: no kernel numbers CPUs or nodes that high")
+    if hi >= limit:
+        raise ValueError(f"id {hi} in {part[:40]!r} is beyond {limit - 1}: no kernel numbers CPUs or nodes that high")
     return lo, hi
 
 

@@ -59,3 +59,23 @@ def run_limited(*args: str, seconds: float = 10, mib: int = 256, env: dict[str, 
                           check=True)
     doc = json.loads(done.stdout)
     return Limited(doc["rc"], doc["out"], doc["err"], doc["wall"], doc["peak_mib"])
+
+
+def best_seconds(run, repeats: int = 3) -> float:  # noqa: ANN001 - a callable of no arguments
+    """The shortest of `repeats` wall-clock runs of `run()`: the one least disturbed by other work."""
+    import time
+
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def growth(make, run, n: int, factor: int = 4) -> float:  # noqa: ANN001 - callables
+    """How much longer `run(make(factor * n))` takes than `run(make(n))` (best of 3 each, inputs made
+    beforehand): about `factor` for a linear parser, `factor`² for a quadratic one. With factor 4 a test
+    that asserts under 8 passes a linear parser on a loaded 2-core machine and fails a quadratic one."""
+    small, large = make(n), make(factor * n)
+    return best_seconds(lambda: run(large)) / best_seconds(lambda: run(small))

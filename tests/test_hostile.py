@@ -27,7 +27,7 @@ from numatune.errors import ArchiveRefused, NotASysfsTree, PermissionDenied
 from numatune.system import tarindex
 from numatune.system.host import DENIED, ESCAPES, TOO_LARGE, Host
 from tests.conftest import fixture_archive, fixture_copy, fixture_names
-from tests.limits import run_limited
+from tests.limits import best_seconds, growth, run_limited
 
 SECONDS, MIB = 10, 256
 
@@ -602,3 +602,189 @@ def test_not_an_archive(tmp_path):
     junk.write_bytes(b"x" * 4096)
     with pytest.raises(NotASysfsTree, match="neither a directory nor a tar archive"):
         Host.open(junk)
+
+
+# -- work bounds: small inputs that cost minutes or gigabytes (issue 32) -------------------------------
+def _gz_archive(path, members, *, fmt=tarfile.GNU_FORMAT) -> str:
+    """A gzip archive with a sys/ node (so it is a root) and a proc/, then `members` in order."""
+    node = _file("sys/devices/system/node/node0/cpulist", b"0-3\n")
+    with tarfile.open(path, "w:gz", format=fmt, compresslevel=1) as tar:
+        for m in (_dir("sys"), node, _dir("proc"), *members):
+            info, data = m if isinstance(m, tuple) else (m, None)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return str(path)
+
+
+def _answered(root: str, *args: str) -> str:
+    """`numatune --root ROOT ARGS` (inspect by default) ends with exit 0 within 10 s and 256 MiB: its stdout."""
+    done = run_limited("--root", root, *(args or ("inspect",)), seconds=SECONDS, mib=MIB)
+    assert done.returncode == 0, (done.returncode, done.stderr[-400:])
+    assert done.within(SECONDS, MIB), (done.wall, done.peak_mib)
+    return done.stdout
+
+
+def test_the_parent_directories_a_member_implies_count_as_members(sandbox):
+    """4,000 members 28 levels deep (a 40 KB archive) make 112,000 names: 99,000 of them were 7.2 s, 1.6 GB."""
+    path = _gz_archive(sandbox / "deep.tar.gz", [_file(f"sys/x{i}/" + "d/" * 27 + "f", b"") for i in range(4000)])
+    _refused(sandbox, path, match="more than 100000 members (counting the directories their names imply)")
+
+
+def test_the_bytes_of_names_and_link_texts_are_bounded(sandbox):
+    """9,000 links with 1,000-byte texts (each under the 1,024-byte bound): 9 MB of names, past 8 MiB."""
+    links = [_sym(f"sys/l{i}", "t" * 1000) for i in range(9000)]
+    _refused(sandbox, _gz_archive(sandbox / "names.tar.gz", links, fmt=tarfile.PAX_FORMAT),
+             match=f"more than {tarindex.MAX_NAME_TOTAL} bytes of names and link texts")
+
+
+def test_a_member_reached_by_many_links_is_decoded_once(sandbox):
+    """1,000 /proc/N/comm hard links and 1,000 symbolic links to one 32 MiB member: each read decoded the
+    32 MiB again (1,000 hard links: 61 s)."""
+    big = _file("proc/1/comm", b"a" * (32 << 20))
+    hard = [_hard(f"proc/{i}/comm", "proc/1/comm") for i in range(2, 1002)]
+    soft = [_sym(f"proc/{i}/comm", "../1/comm") for i in range(1002, 2002)]
+    _answered(_gz_archive(sandbox / "fan.tar.gz", [big, *hard, *soft]))
+
+
+def test_a_tree_file_reached_by_many_hard_links_is_read_once(tmp_path):
+    """The same in a directory root: 1,000 /proc/N/comm hard links to one 32 MiB file (over 60 s)."""
+    root = tmp_path / "root"
+    (root / "sys/devices/system/node/node0").mkdir(parents=True)
+    (root / "sys/devices/system/node/node0/cpulist").write_text("0-3\n")
+    (root / "proc/1").mkdir(parents=True)
+    (root / "proc/1/comm").write_bytes(b"a" * (32 << 20))
+    for i in range(2, 1002):
+        (root / f"proc/{i}").mkdir()
+        os.link(root / "proc/1/comm", root / f"proc/{i}/comm")
+    _answered(str(root))
+
+
+def test_links_through_one_chain_are_resolved_once(sandbox):
+    """5,000 /proc/N/comm links through a chain of 39 links with 1 KB texts: each lookup walked the chain
+    again (99,900 such links: over 100 s). A chain of 41 links dangles, as the kernel's ELOOP."""
+    pad = "/".join(["."] * 500)
+    chain = [_file("proc/1/comm", b"init\n"), _sym("proc/c0", pad + "/1/comm")]
+    chain += [_sym(f"proc/c{h}", f"{pad}/c{h - 1}") for h in range(1, 41)]
+    links = [_sym(f"proc/{i}/comm", "../c38") for i in range(2, 5002)]
+    path = _gz_archive(sandbox / "chain.tar.gz", [*chain, *links], fmt=tarfile.PAX_FORMAT)
+    _answered(path)
+    host = Host.open(path)
+    assert host.read_text("/proc/4000/comm") == "init\n"
+    assert host.read_optional("/proc/c39") == "init"  # 40 links
+    assert host.read_optional("/proc/c40") is None and host.notes[-1] == ("/proc/c40", ESCAPES)  # 41
+
+
+def test_links_into_a_chain_of_thousands_are_answered_as_from_a_fresh_start(sandbox):
+    """20,000 links into a chain of 2,000 links, entered at every point: each link is settled once (more than 40
+    links from it: it dangles wherever met), whatever order they are read in, and the 20,000 notes of links
+    that leave the root are kept in linear time (a list looked up note by note was 30 s)."""
+    chain = [_file("proc/1/comm", b"init\n"), _sym("proc/c0", "1/comm")]
+    chain += [_sym(f"proc/c{h}", f"./c{h - 1}") for h in range(1, 2000)]
+    links = [_sym(f"proc/{i}/comm", f"../c{(i * 7919) % 2000}") for i in range(2, 20002)]
+    path = _gz_archive(sandbox / "chain.tar.gz", [*chain, *links], fmt=tarfile.PAX_FORMAT)
+    _answered(path)
+    host = Host.open(path)
+    got = {i: host.read_optional(f"/proc/{i}/comm") for i in range(2, 20002)}
+    assert {i for i, text in got.items() if text} == {i for i in got if (i * 7919) % 2000 < 39}  # 40 links at most
+    assert set(got.values()) == {"init", None} and len(host.notes) == 20000 - len([t for t in got.values() if t])
+    assert host.read_optional("/proc/c39") == "init" and host.read_optional("/proc/c40") is None
+
+
+def test_a_loop_through_links_dangles_and_is_resolved_once(sandbox):
+    host = Host.open(_archive(sandbox / "loop.tar", [_sym("sys/a", "b/x"), _sym("sys/b", "a/y"), _dir("sys/d"),
+                                                     _sym("sys/d/up", "../d/up/z")]))
+    for _ in range(2):
+        assert host.read_optional("/sys/a") is None and host.read_optional("/sys/d/up") is None
+    assert ("/sys/a", ESCAPES) in host.notes and ("/sys/d/up", ESCAPES) in host.notes
+
+
+def test_a_cpulist_bounds_the_ids_its_parts_produce(sandbox):
+    """A 535-byte archive whose node list repeats 0-65535 20,000 times: 36 s (each part re-inserted 65,536
+    ids). Refused on the second part, naming the file."""
+    text = ",".join(["0-65535"] * 20000).encode()
+    path = _gz_archive(sandbox / "cpulist.tar.gz", [_file("sys/devices/system/node/online", text)])
+    done = run_limited("--root", path, "inspect", seconds=SECONDS, mib=MIB)
+    assert done.returncode == 3 and done.within(SECONDS, MIB), (done.returncode, done.wall, done.stderr[-300:])
+    assert "/sys/devices/system/node/online" in done.stderr and "more than 65536 ids in all" in done.stderr
+
+
+def _interrupts_root(tmp_path, rows: str):
+    root = fixture_copy("vm-two-socket", tmp_path / "root")
+    (root / "proc/interrupts").write_text("           CPU0       CPU1       CPU2       CPU3\n" + rows)
+    return str(root)
+
+
+def test_blanks_inside_an_interrupts_row_cost_one_scan(tmp_path):
+    """A 100 KB row with 100,000 blanks between two action names: 36 s (`.*?` then `\\s*$`)."""
+    row = "  42:  1  0  0  0  PCI-MSI 1-edge  enp65s0-rx-0" + " " * 100_000 + "x\n"
+    _answered(_interrupts_root(tmp_path, row), "irq", "--json")
+
+
+def test_an_interrupts_file_of_a_million_rows_is_refused_naming_it(tmp_path):
+    """1M rows naming a NIC (17 MB, under the 32 MiB bound): `irq --json` ran past 60 s and 820 MB."""
+    root = _interrupts_root(tmp_path, "".join(f"{i}:x enp65s0\n" for i in range(100, 1_000_100)))
+    done = run_limited("--root", root, "irq", "--json", seconds=SECONDS, mib=MIB)
+    assert done.returncode == 3 and done.within(SECONDS, MIB), (done.returncode, done.wall, done.peak_mib)
+    assert done.stderr.startswith("numatune: error: malformed /proc/interrupts: more than 32768 numbered rows")
+
+
+def test_the_natural_sort_key_is_bounded(sandbox):
+    """19,000 /proc entries of 400-character names alternating numbers and letters: the key was a list of
+    160 parts a name (99,900 names of 1,000 characters: 11 s, 1.1 GB)."""
+    prefix = "".join(f"{n}ab" for n in range(300, 378))
+    names = [_dir(f"proc/{prefix}{i:08d}") for i in range(19000)]
+    path = _gz_archive(sandbox / "names.tar.gz", names, fmt=tarfile.PAX_FORMAT)
+    done = run_limited("--root", path, "inspect", seconds=SECONDS, mib=MIB)
+    assert done.returncode == 0 and done.within(SECONDS, MIB), (done.returncode, done.wall, done.stderr[-300:])
+    assert done.peak_mib < 128, done.peak_mib  # one string a key: 42 MiB here (list keys: 192 MiB)
+
+
+# -- scaling: twice and four times the input, about twice and four times the time --------------------------
+def test_the_interrupts_parser_is_linear():
+    from numatune.readers.irqs import parse_interrupts
+
+    def blanks(n: int) -> bytes:
+        return b"CPU0\n 42: 1 PCI-MSI 1-edge eth0-TxRx-0" + b" " * n + b"x\n"
+
+    def rows(n: int) -> bytes:
+        return b"CPU0 CPU1\n" + b"".join(b"%d: 1 2 PCI-MSI %d-edge eth0-TxRx-%d\n" % (i, i, i) for i in range(n))
+
+    assert growth(blanks, parse_interrupts, 100_000) < 8
+    assert growth(rows, parse_interrupts, 4000) < 8
+
+
+def test_the_cpulist_parser_is_linear():
+    from numatune.cpulist import parse_cpulist
+
+    def parts(n: int) -> str:
+        return ",".join(f"{i}" if i % 3 else f"{i}-{i + 1}:1/2" for i in range(0, 2 * n, 2))
+
+    assert growth(parts, parse_cpulist, 4000) < 8
+    assert growth(lambda n: ",".join(["0-65535"] * n), lambda t: pytest.raises(ValueError, parse_cpulist, t),
+                  5000) < 8
+
+
+def test_the_numa_maps_parser_is_linear():
+    from numatune.readers.procs import parse_numa_maps
+
+    def lines(n: int) -> str:
+        return "".join(f"{i:x} bind:0-65535,{i} anon={i} dirty=1 N0={i} N1=2 kernelpagesize_kB=4\n" for i in range(n))
+
+    assert growth(lines, lambda t: parse_numa_maps(t, per_mapping=True), 2000) < 8
+    eight_thousand = lines(8000)  # each line's policy was parsed as 65,536 ids: 60 s
+    assert best_seconds(lambda: parse_numa_maps(eight_thousand, per_mapping=True), 1) < 5
+
+
+def test_the_archive_index_is_linear(tmp_path):
+    """Members, and links read through one chain: reading the index and every link grows as the archive."""
+    def make(n: int) -> str:
+        chain = [_file("proc/1/comm", b"x"), _sym("proc/c0", "1/comm")]
+        chain += [_sym(f"proc/c{h}", f"c{h - 1}") for h in range(1, 30)]
+        links = [_sym(f"proc/{i}/comm", "../c29") for i in range(2, n)]
+        return _gz_archive(tmp_path / f"a{n}.tar.gz", [*chain, *links, *(_file(f"sys/f{i}") for i in range(n))])
+
+    def read(path: str) -> None:
+        host = Host.open(path)
+        for name in host.listdir("/proc"):
+            host.read_optional(f"/proc/{name}/comm")
+
+    assert growth(make, read, 1500) < 8

@@ -106,9 +106,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("render/probe_out.py", "int(s)"): _OWN + " (gpu_from_document: numatune's own probe output, for tests)",
     ("render/probe_out.py", "int(k)"): _OWN + " (gpu_from_document: numatune's own probe output, for tests)",
     ("render/prometheus.py", "int(key)"): _OWN + ": keys of numatune's own report (node ids it parsed)",
-    ("system/host.py", "int(digits)"): "natural_key / numbered: decimal names; numbered checks len <= MAX_DIGITS",
-    ("system/host.py", "int(name[len(head):])"): "natural_key: a name's decimal tail (sort keys: issue 32's "
-                                                 "point 1 bounds them)",
+    ("system/host.py", "int(digits)"): "numbered checks len <= MAX_DIGITS; natural_key's _number only for digits "
+                                       "of other scripts in a name (at most 1,024 bytes: the archive's bound)",
     ("system/memsys.py", "int(rc)"): _PYTHON,
     ("system/memsys.py", "int(w)"): _PYTHON,
     ("system/tarindex.py", "int(text, 8)"): _CAUGHT,

@@ -23,9 +23,15 @@ NAMES = ["cpu0", "cpu12", "cpu", "cpux", "xcpu1", "cpu1a", "cpu٣", "node10", "m
          "proc/1/fd/", "root/proc/12/fd/3", "uevent", "ab٣", "x-y-12", "cpu" + "1" * 41]
 
 
+def _split_key(name: str) -> list[object]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_helpers_match_the_regular_expressions_they_replace(name):
-    assert natural_key(name) == [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+    for other in NAMES:  # natural_key orders names as the list re.split gives does
+        assert (natural_key(name) < natural_key(other)) == (_split_key(name) < _split_key(other)), other
+        assert (natural_key(name) == natural_key(other)) == (_split_key(name) == _split_key(other)), other
     for prefix, suffix in (("cpu", ""), ("node", ""), ("memory_tier", ""), ("hugepages-", "kB"), ("index", "")):
         m = re.match(rf"{prefix}([0-9]{{1,40}}){suffix}$", name)  # ASCII digits only, at most numbers.MAX_DIGITS
         assert numbered(name, prefix, suffix) == (int(m.group(1)) if m else None)

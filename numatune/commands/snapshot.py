@@ -99,6 +99,7 @@ class Capture:
     pids: frozenset[int] | None = None  # the processes whose /proc/PID may be copied (None: any)
     _resolved: dict[str, str | None] = field(default_factory=dict)
     _tried: set[str] = field(default_factory=set)  # real logical paths of files read (or tried)
+    _targets: dict[str, str | None] = field(default_factory=dict)  # link -> the logical path it leads to
 
     # -- copying what was touched ---------------------------------------------------------------
     def touch(self, logical: str) -> str | None:
@@ -148,9 +149,9 @@ class Capture:
             except InputError:  # a ".." name
                 kind = None
             if kind == "link":
-                target = self._link(here)
+                target = self._link(here, hops)
                 if target is not None and hops < _MAX_LINKS and not _FD.match(here):
-                    out = self._resolve(os.path.normpath(target), hops + 1, final=final)
+                    out = self._resolve(target, hops + 1, final=final)
             elif kind == "dir":
                 self.dirs.add(here)
                 out = here
@@ -175,12 +176,17 @@ class Capture:
             data = _named_keys(data)
         self.files[logical] = data
 
-    def _link(self, logical: str) -> str | None:
-        """Record a symlink as a relative link (a process's /dev fd as it is); its logical target."""
-        if logical in self.links:
-            target = self.links[logical]
-            return target if target.startswith("/") else os.path.normpath(
-                os.path.join(os.path.dirname(logical), target))
+    def _link(self, logical: str, hops: int = 0) -> str | None:
+        """Record a symlink, its text kept as it is (a process's /dev fd as it is); the logical path it
+        leads to in the source, None where it dangles there (it dangles in the copy too).
+
+        Only the live node's links are ever rewritten: an absolute one, or one that climbs above `/` (which
+        the kernel stops at), becomes the relative link to where it leads. In a saved root such a link
+        leaves the root, so it is kept as written and dangles in the copy as in the root: rewritten, the
+        copy saw more than the root (a link climbing above the top made 1 NUMA node 4)."""
+        if logical in self._targets:
+            return self._targets[logical]
+        self._targets[logical] = None  # while it is followed: met again, it loops
         target = self.src.read_link(logical)
         if target is None:
             return None
@@ -188,19 +194,44 @@ class Capture:
             if target.startswith("/dev/"):  # which GPU a process holds; any other open file is private
                 self.links[logical] = target
             return None
-        if os.path.isabs(target) and not self.src.is_live:
-            # In a saved root an absolute link leaves the root: it reads as missing there, so it is kept
-            # as it is and dangles in the snapshot too (rewriting it relative made the copy see more).
-            self.links[logical] = target
-            return None
+        live = self.src.is_live
         if os.path.isabs(target):
-            target_logical = os.path.normpath(target)
+            if not live:
+                self.links[logical] = target  # leaves a saved root: dangles there and in the copy
+                return None
+            where = self._follow(["/"], target, hops, clamp=True)
         else:
-            target_logical = os.path.normpath(os.path.join(os.path.dirname(logical), target))
-        if not target_logical.startswith("/"):
+            where = self._follow(os.path.dirname(logical).split("/"), target, hops, clamp=live)
+        if where is None:
+            if not live:
+                self.links[logical] = target
             return None
-        self.links[logical] = os.path.relpath(target_logical, os.path.dirname(logical))
-        return target_logical
+        rewrite = live and (os.path.isabs(target) or _climbs(logical, target))
+        self.links[logical] = os.path.relpath(where, os.path.dirname(logical)) if rewrite else target
+        self._targets[logical] = where
+        return where
+
+    def _follow(self, start: list[str], target: str, hops: int, *, clamp: bool) -> str | None:
+        """Where link text `target` leads from the real directory `start` (its components), resolved as the
+        kernel does, component by component: a link on the way is followed (and recorded) before a ".."
+        after it is applied. A ".." at the top stays there if `clamp` (the live node's `/`), else the link
+        leaves the root: None. None too where a component on the way is missing."""
+        parts = [p for p in start if p]
+        comps = [p for p in target.split("/") if p not in ("", ".")]
+        for i, comp in enumerate(comps):
+            if comp == "..":
+                if parts:
+                    parts.pop()
+                elif not clamp:
+                    return None
+                continue
+            parts.append(comp)
+            if i < len(comps) - 1 and ".." in comps[i + 1:]:  # a ".." later applies to where this one leads
+                real = self._resolve("/" + "/".join(parts), hops + 1, final=False)
+                if real is None:
+                    return None
+                parts = [p for p in real.split("/") if p]
+        return "/" + "/".join(parts)
 
     # -- writing ------------------------------------------------------------------------------
     def write_dir(self, dest: Path) -> None:
@@ -260,6 +291,19 @@ class Capture:
                 info = tarfile.TarInfo(f"{top}{path}")
                 info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, now
                 tar.addfile(info)
+
+
+def _climbs(logical: str, target: str) -> bool:
+    """Whether relative link text `target` at `logical` climbs above the top (more ".." than directories)."""
+    depth = len([p for p in os.path.dirname(logical).split("/") if p])
+    for comp in target.split("/"):
+        if comp == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif comp not in ("", "."):
+            depth += 1
+    return False
 
 
 def _read_bounded(src: Host, logical: str) -> bytes:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from itertools import compress
 
 from numatune.cpulist import parse_cpulist, parse_cpumask
-from numatune.errors import NumatuneError
+from numatune.errors import NumatuneError, ParseError
 from numatune.model._record import record
 from numatune.model.findings import Skipped
 from numatune.model.irq import DeviceIrqs, InterruptRow, InterruptsTable, Irq, IrqReport
@@ -31,18 +31,26 @@ INTERRUPTS = "/proc/interrupts"
 PROC_IRQ = "/proc/irq"
 DEBUGFS_IRQS = "/sys/kernel/debug/irq/irqs"
 ISOLATED = "/sys/devices/system/cpu/isolated"
+# Numbered rows of /proc/interrupts: a real machine has a few thousand (nr_irqs); past this bound the file
+# is refused (exit 3) before rows beyond it are parsed, so a 30 MB file of a million rows costs under a second.
+MAX_INTERRUPT_ROWS = 1 << 15
 IRQ_KINDS = ("nic", "gpu", "nvme", "cxl", "accelerator")
 IRQBALANCE_CONFIGS = ("/etc/default/irqbalance", "/etc/sysconfig/irqbalance")
 
+# Every expression here runs on a stranger's text, so each is linear in it (no two unbounded repeats that can
+# match the same characters next to or inside each other; a row's tail is split by hand, `_tail`):
+# _BDF_TEXT is of bounded length at each start. _COUNTS: each round is blanks then digits then a look at one
+# character, and a blank cannot be a digit, so a failed round gives back at most its own characters.
 _BDF_TEXT = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 _BDF_IN = re.compile(_BDF_TEXT)
-_TAIL = re.compile(
-    r"\s*(?P<chip>\S+)"
-    r"(?:\s+(?P<hwirq>\d+)(?:-(?P<trig>[A-Za-z]+)|\s+(?P<trig2>Level|Edge|level|edge)))?"
-    r"\s*(?P<actions>.*?)\s*$"
-)
 _COUNTS = re.compile(rb"(?:\s+\d+(?=\s|$))*")
-# Action-name shapes that identify a device without sysfs.
+_TRIGGERS = ("Level", "Edge", "level", "edge")
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+# Action-name shapes that identify a device without sysfs. _MLX: [a-z_] and \d cannot overlap, and "@pci:"
+# ends the name's variable part. _NVME: digits, then "q", then digits to the end. _QUEUE: the lazy name stops
+# at each "-" only to try a short word and then the digits to the end; those digit runs do not overlap, so the
+# whole is linear (twice: with and without the driver prefix). _DRIVER_BDF: anchored, bounded. _NAME_HINT:
+# literals, a BDF (bounded) and "nvme" digits "q" at each start: a digit run is scanned once per "nvme" before it.
 _MLX = re.compile(r"^(?P<what>mlx[45]_[a-z_]+?)(?P<n>\d*)@pci:(?P<bdf>" + _BDF_TEXT + r")$")
 _NVME = re.compile(r"^(?P<ctrl>nvme\d+)q(?P<q>\d+)$")
 _QUEUE = re.compile(
@@ -99,6 +107,8 @@ def parse_interrupts(
         if not label.isdigit():
             continue  # NMI, LOC, ERR, MIS, s390 EXT/I/O... : not device interrupts
         numeric += 1
+        if numeric > MAX_INTERRUPT_ROWS:
+            raise ParseError(INTERRUPTS, f"more than {MAX_INTERRUPT_ROWS} numbered rows, which no kernel writes")
         irq = int(label) if len(label) <= 10 else parse_int(label.decode(), INTERRUPTS,
                                                              line=data.count(b"\n", 0, line_start) + 1)
         start = colon + 1
@@ -148,23 +158,42 @@ def _row(irq: int, seg: str, tail: str, ncpu: int, cpus: tuple[int, ...], zero_r
         except ValueError:
             return None  # not a count: the fixed-width guess was wrong
         total = sum(v for _, v in per_cpu)
-    m = _TAIL.match(tail)
-    if m is None:
+    parts = _tail(tail)
+    if parts is None:
         return InterruptRow(irq=irq, actions=(), total=total, per_cpu=per_cpu)
-    chip = m.group("chip")
+    chip, hwirq, trigger, actions_text = parts
     if chip[0].isdigit():
         return None
-    actions_text = m.group("actions")
     actions = tuple(a.strip() for a in actions_text.split(", ") if a.strip()) if actions_text else ()
-    return InterruptRow(
-        irq=irq,
-        actions=actions,
-        chip=chip,
-        hwirq=m.group("hwirq"),
-        trigger=m.group("trig") or m.group("trig2"),
-        total=total,
-        per_cpu=per_cpu,
-    )
+    return InterruptRow(irq=irq, actions=actions, chip=chip, hwirq=hwirq, trigger=trigger, total=total,
+                        per_cpu=per_cpu)
+
+
+def _tail(tail: str) -> tuple[str, str | None, str | None, str] | None:
+    """A row's tail as (chip, hwirq, trigger, actions): "IR-PCI-MSI 524288-edge eth0", "GICv3 27 Level
+    arch_timer", "PCI-MSIX-0000:00:01.0 0-edge virtio0-config", or a chip and actions alone (s390); None
+    if blank. Split by hand, each step a linear scan: a regular expression with `.*?` then `\\s*$` was
+    quadratic in a run of blanks inside the actions (100,000 blanks: 36 s)."""
+    words = tail.split(None, 1)
+    if not words:
+        return None
+    chip = words[0]
+    rest_text = words[1] if len(words) > 1 else ""
+    hwirq = trigger = None
+    word, *after = rest_text.split(None, 1) or ("",)
+    number, dash, trig = word.partition("-")
+    if number.isascii() and number.isdigit():
+        if dash:
+            letters = len(trig) - len(trig.lstrip(_LETTERS))  # "524288-edge": the letters after the dash
+            if letters:
+                hwirq, trigger = number, trig[:letters]
+                rest_text = rest_text[len(number) + 1 + letters:].lstrip()
+        elif after:
+            for trig in _TRIGGERS:  # "27 Level"
+                if after[0].startswith(trig):
+                    hwirq, trigger, rest_text = number, trig, after[0][len(trig):].lstrip()
+                    break
+    return chip, hwirq, trigger, rest_text.rstrip()
 
 
 def _nonzero_columns(seg: str, limit: int = 48) -> list[int] | None:
@@ -248,8 +277,8 @@ def _role_of(name: str) -> tuple[str, int | None]:
     low = name.lower()
     if any(w in low for w in _CONTROL_WORDS):
         return "control", None
-    q = re.search(r"(\d+)$", name)
-    return "queue", maybe_int(q.group(1), INTERRUPTS) if q and q.group(1) != name else None
+    head = name.rstrip("0123456789")  # the digits that end it, found by one scan (not re.search's at each start)
+    return "queue", maybe_int(name[len(head):], INTERRUPTS) if head and len(head) < len(name) else None
 
 
 # -- /proc/irq/N ---------------------------------------------------------------------------------
@@ -297,6 +326,7 @@ def read_irq_state(host: Host, irq: int, debugfs: bool = False) -> IrqState:
         if text is not None:
             state.managed = "AFFINITY_MANAGED" in text
             state.managed_evidence = "debugfs dstate IRQD_AFFINITY_MANAGED" if state.managed else "debugfs dstate"
+            # Linear: a literal at each line start, then blanks, then the first word (a blank cannot start it).
             m = re.search(r"^device:\s*(\S+)", text, re.M)
             state.debugfs_device = m.group(1) if m else None
     return state

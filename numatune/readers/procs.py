@@ -13,7 +13,7 @@ import fnmatch
 from collections import Counter
 from operator import itemgetter
 
-from numatune.cpulist import parse_cpulist
+from numatune.cpulist import MAX_NODES, parse_cpulist
 from numatune.errors import BindingError, NumatuneError, ParseError, PermissionDenied, ProcessGone, ReadError
 from numatune.model.order import gpu_order
 from numatune.model.order import labels as device_labels
@@ -127,9 +127,15 @@ def policy_nodes(policy: str) -> frozenset[int] | None:
     if not sep or "relative" in head:
         return None
     try:
-        return frozenset(parse_cpulist(nodes))
+        return frozenset(parse_cpulist(nodes, MAX_NODES))
     except (ValueError, NumatuneError):
         return None
+
+
+# Distinct policy texts whose node lists `_placements` parses (a process has a handful): each parse is bounded by
+# MAX_NODES ids, so a file of 8,000 distinct "bind:0-65535,N" lines costs at most this many parses (was 60 s).
+MAX_POLICIES = 1024
+_UNPARSED = object()
 
 
 def _placements(
@@ -138,7 +144,7 @@ def _placements(
     """One MappingPlacement per well-formed line, from the tails already parsed (never parses twice)."""
     out = []
     made: dict[str, tuple] = {}  # tail -> the fields after `start`, built once per distinct tail
-    named_of: dict[str, frozenset[int] | None] = {}
+    named_of: dict[str, frozenset[int] | None] = {}  # at most MAX_POLICIES parsed: past them, "off" is unknown
     name_of: dict[str, str] = {"": ""}
     new = tuple.__new__  # the record's own constructor, without a Python-level call per mapping
     for line in lines:
@@ -149,7 +155,9 @@ def _placements(
             if p is None:
                 continue
             policy, kind, file, size, nodes = p
-            named = named_of[policy] if policy in named_of else named_of.setdefault(policy, policy_nodes(policy))
+            named = named_of.get(policy, _UNPARSED)
+            if named is _UNPARSED:
+                named = named_of[policy] = policy_nodes(policy) if len(named_of) < MAX_POLICIES else None
             off = None if named is None else sum(n for node, n in nodes if node not in named)
             name = name_of.get(file)
             if name is None:

@@ -25,6 +25,7 @@ _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_BENEATH = 0x08
 _SYS_OPENAT2 = 437  # the same number on every architecture's unified table (Linux 5.6)
 _READ_CHUNK = 1 << 16
+_LARGE, _LARGE_KEPT = 1 << 16, 64 << 20  # files kept once read (hard links to one file read once), in all
 
 
 class TooLarge(OSError):
@@ -118,12 +119,16 @@ def _openat2(dirfd: int) -> _Openat2 | None:
 class RootDir:
     """One saved directory root: `real` its resolved path, `fd` its handle (kept open)."""
 
-    __slots__ = ("real", "fd", "_at2")
+    __slots__ = ("real", "fd", "_at2", "_large", "_large_bytes")
 
     def __init__(self, real: str, *, beneath: bool = True) -> None:
         self.real = real
         self.fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         self._at2 = _openat2(self.fd) if beneath else None
+        # Large files by identity (device, inode, size, mtime): read once however many hard links reach
+        # them, at most _LARGE_KEPT bytes kept.
+        self._large: dict[tuple[int, int, int, int], bytes] = {}
+        self._large_bytes = 0
 
     # -- resolving ------------------------------------------------------------------------------
     def _walk(self, rel: str, follow: bool) -> str:
@@ -188,10 +193,24 @@ class RootDir:
     def read(self, rel: str, limit: int) -> bytes:
         """A regular file's bytes, at most `limit` (TooLarge past it); NotRegular for anything else."""
         fd, size = self.open_regular(rel)
+        ident = None
         try:
-            return read_fd(fd, limit, size)
+            if size >= _LARGE:  # read once however many hard links reach it
+                st = os.fstat(fd)
+                ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                kept = self._large.get(ident)
+                if kept is not None:
+                    return kept
+            data = read_fd(fd, limit, size)
         finally:
             os.close(fd)
+        if ident is not None and len(data) >= _LARGE:
+            if self._large_bytes + len(data) > _LARGE_KEPT:
+                self._large.clear()
+                self._large_bytes = 0
+            self._large[ident] = data
+            self._large_bytes += len(data)
+        return data
 
     def open_regular(self, rel: str) -> tuple[int, int]:
         """(fd open for reading, size) of a regular file beneath the root; NotRegular (a FIFO, a device:
@@ -260,6 +279,8 @@ class RootDir:
             os.write(fd, text.encode())
         finally:
             os.close(fd)
+        self._large.clear()  # what was read before is not what is there now
+        self._large_bytes = 0
 
     def create(self, rel: str, data: bytes) -> None:
         """Create a new file at `rel`, its directories made as needed, none of them a link (ELOOP,

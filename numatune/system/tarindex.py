@@ -5,7 +5,11 @@ entry of an in-memory index (normalised name -> file bytes, directory or link te
 serves reads, listings and readlink from it. Every bound is checked on the header that declares
 a size, before the bytes it guards are read or decompressed: a header's name and link lengths,
 a GNU long-name / long-link or pax header's size, the member count, each file's size and the
-total, the depth. A gzip (or bzip2/xz) stream is read to its end so that its checksum is checked:
+total, the depth. Work is bounded as well as bytes: every name entered (a member and each parent
+directory it implies) counts against MAX_MEMBERS and its bytes, with every link text's, against
+MAX_NAME_TOTAL, so a small archive of deep members cannot make millions of entries; each link is
+resolved once (`TarIndex.resolve_link`, memoised), so many links through one chain cost one walk
+of it. A gzip (or bzip2/xz) stream is read to its end so that its checksum is checked:
 a damaged or truncated archive is refused, never read as a smaller machine.
 
 Names are normalised inside the archive ("./a//b" is "a/b"); a name that climbs above the
@@ -24,25 +28,40 @@ from numatune.errors import ArchiveRefused, InputError, NotASysfsTree
 # The bounds, tightened to what real snapshots need: the largest tree here has 16,132 members and
 # 0.6 MB, the largest file numatune reads is a 13 MB /proc/interrupts (1152 CPUs), the longest name
 # 159 bytes and the deepest 14 levels. Each is stated in man/numatune.1 (SAVED ROOTS).
-MAX_MEMBERS = 100_000
+MAX_MEMBERS = 100_000  # every name in the index: members and the parent directories they imply
 MAX_FILE_BYTES = 32 << 20
 MAX_TOTAL_BYTES = 64 << 20
 MAX_NAME_BYTES = 1024  # a member's name or link text, however it is stored (ustar, GNU long name, pax)
 MAX_DEPTH = 32
 MAX_EXTENDED_BYTES = 16 << 10  # one pax or GNU long-name / long-link header's data
 MAX_TRAILER_BYTES = 1 << 20  # zeros after the end-of-archive blocks (tar pads to its record size)
-MAX_LINK_HOPS = 40  # as the kernel's ELOOP limit
+MAX_NAME_TOTAL = 8 << 20  # the bytes of every name in the index (implied parents too) and of every link text
+MAX_LINK_HOPS = 40  # links followed in one lookup, as the kernel's ELOOP limit
+MAX_LINK_WORK = 4 * MAX_NAME_TOTAL  # bytes of link text walked in one command (each link once is at most 1x)
+_MAX_NESTING = 5 * MAX_LINK_HOPS  # links resolved one inside another: past it, all but the last 40 are settled
 
 BLOCK = 512
 _ZEROS = bytes(BLOCK)
 _CHUNK = 1 << 20
 REGULAR, DIRECTORY, SYMLINK = "file", "dir", "link"
-_ESCAPED = object()  # a cached directory whose path leaves the top
+_ESCAPED = object()  # a cached directory whose path leaves the top; a link that leaves it
+_BUSY = object()  # a link being resolved: met again before it is done, it loops
 
 
 class Escapes(Exception):
     """A path that leads through a link that is absolute, climbs above the top or loops: it dangles
     (read as missing, with a note)."""
+
+
+class _TooDeep(Escapes):
+    """A link met _MAX_NESTING links deep into resolving another (Python's stack is not spent on a chain of
+    thousands); `need`: how many links at least its own resolution follows. Each link it passes on the way out
+    needs one more: one that needs more than MAX_LINK_HOPS escapes wherever it is met (kept so), one that needs
+    fewer keeps that lower bound and is resolved again from a shallower start."""
+
+    def __init__(self, name: str, need: int) -> None:
+        super().__init__(name)
+        self.need = need
 
 
 class _Stream:
@@ -150,7 +169,8 @@ def _open_stream(path: str, label: str):  # noqa: ANN202 - a binary file object
 class TarIndex:
     """Every member of one archive by normalised name (no leading or trailing "/"; "" is the top)."""
 
-    __slots__ = ("label", "kinds", "data", "links", "children")
+    __slots__ = ("label", "kinds", "data", "links", "children", "name_bytes", "_resolved", "_nesting", "link_work",
+                 "_need")
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -158,6 +178,11 @@ class TarIndex:
         self.data: dict[str, bytes] = {}
         self.links: dict[str, str] = {}
         self.children: dict[str, dict[str, None]] = {"": {}}
+        self.name_bytes = 0  # of every name entered and every link text: bound by MAX_NAME_TOTAL
+        self._resolved: dict[str, object] = {}  # link -> (member or None, links followed), _ESCAPED or _BUSY
+        self._nesting = 0  # links being resolved, one inside another
+        self._need: dict[str, int] = {}  # link -> at least how many links its resolution follows (from _TooDeep)
+        self.link_work = 0  # bytes of link text walked this command: bound by MAX_LINK_WORK
 
     # -- building -------------------------------------------------------------------------------
     def _refuse(self, why: str) -> ArchiveRefused:
@@ -189,10 +214,19 @@ class TarIndex:
             return
         parent, _, base = name.rpartition("/")
         self._parent(parent, name)
+        self.name_bytes += len(name)
+        if len(self.kinds) > MAX_MEMBERS or self.name_bytes > MAX_NAME_TOTAL:  # the top "" is no member
+            raise self._over()
         self.kinds[name] = kind
         self.children[parent][base] = None
         if kind == DIRECTORY:
             self.children[name] = {}
+
+    def _over(self) -> ArchiveRefused:
+        """The refusal for one name too many (a member or a parent it implies) or too many bytes of names."""
+        if len(self.kinds) > MAX_MEMBERS:
+            return self._refuse(f"more than {MAX_MEMBERS} members (counting the directories their names imply)")
+        return self._refuse(f"more than {MAX_NAME_TOTAL} bytes of names and link texts")
 
     def _parent(self, parent: str, name: str) -> None:
         kind = self.kinds.get(parent)
@@ -216,6 +250,9 @@ class TarIndex:
             if not linkname:
                 raise self._refuse(f"{name!r} is a link with no target")
             self._place(name, SYMLINK)
+            self.name_bytes += len(linkname)
+            if self.name_bytes > MAX_NAME_TOTAL:
+                raise self._over()
             self.links[name] = linkname
         elif typeflag == b"1":
             target = self._name(linkname)
@@ -233,7 +270,81 @@ class TarIndex:
     def lookup(self, path: str, *, follow: bool = True) -> str | None:
         """The member `path` names after resolving links inside the archive (the last one only if
         `follow`); None if nothing is there; Escapes if a link on the way leaves the top or loops."""
-        return walk(path, self.kinds.get, self.links.__getitem__, follow=follow)
+        return self._walk(path, follow)[0]
+
+    def _walk(self, path: str, follow: bool) -> tuple[str | None, int]:
+        """`walk` with each link's end taken from `resolve_link` (memoised): (member or None, links followed).
+        A lookup follows at most MAX_LINK_HOPS links in all, the links a memoised one took counted too."""
+        kinds = self.kinds
+        pending = [p for p in path.split("/") if p not in ("", ".")]
+        pending.reverse()
+        done: list[str] = []
+        hops = 0
+        while pending:
+            part = pending.pop()
+            if part == "..":
+                if not done:
+                    raise Escapes(path)
+                done.pop()
+                continue
+            here = "/".join((*done, part))
+            kind = kinds.get(here)
+            if kind is None:
+                return None, hops
+            if kind == SYMLINK and (pending or follow):
+                end, used = self.resolve_link(here)
+                hops += used
+                if hops > MAX_LINK_HOPS:
+                    raise Escapes(path)
+                if end is None:
+                    return None, hops
+                kind = kinds[end]
+                done = end.split("/") if end else []
+            else:
+                done.append(part)
+            if pending and kind != DIRECTORY:
+                return None, hops  # ENOTDIR: reads as missing
+        return "/".join(done), hops
+
+    def resolve_link(self, name: str) -> tuple[str | None, int]:
+        """Where the link member `name` ends, every link after it followed: (member or None if it dangles,
+        links followed, itself included). Resolved once and kept, so a command's lookups through any
+        number of links cost one walk of each link's text; Escapes (kept too) if it leaves the top or loops."""
+        hit = self._resolved.get(name)
+        if hit is None:
+            target = self.links[name]
+            need = self._need.get(name, 1)
+            if self._nesting + need > _MAX_NESTING:
+                raise _TooDeep(name, need)
+            self.link_work += len(target) + 1
+            if self.link_work > MAX_LINK_WORK:  # only chains past MAX_LINK_HOPS, walked again and again, get here
+                raise Escapes(name)
+            self._resolved[name] = _BUSY
+            parent = name.rpartition("/")[0]  # a real directory: no member is ever placed below a link
+            self._nesting += 1
+            try:
+                if target.startswith("/"):
+                    raise Escapes(name)
+                end, used = self._walk(f"{parent}/{target}" if parent else target, True)
+                if used >= MAX_LINK_HOPS:
+                    raise Escapes(name)
+            except _TooDeep as exc:
+                need = exc.need + 1
+                if need <= MAX_LINK_HOPS:
+                    del self._resolved[name]  # unknown from here: a shallower start resolves it
+                    self._need[name] = max(self._need.get(name, 1), need)
+                    raise _TooDeep(name, need) from None
+                self._resolved[name] = _ESCAPED  # more than MAX_LINK_HOPS links from here, wherever met
+                raise Escapes(name) from None
+            except Escapes:
+                self._resolved[name] = _ESCAPED
+                raise
+            finally:
+                self._nesting -= 1
+            hit = self._resolved[name] = (end, used + 1)
+        if hit is _ESCAPED or hit is _BUSY:  # _BUSY: met again while it is being resolved, a loop
+            raise Escapes(name)
+        return hit  # type: ignore[return-value]
 
 
 def walk(path: str, kind_of, link_of, *, follow: bool = True) -> str | None:  # noqa: ANN001
