@@ -142,7 +142,9 @@ def _run_fast(call: FastCall) -> int:
         elif call.command == "irq":
             text = reports.irq_json(host)
         else:
-            text = reports.audit_json(host, call.pids)
+            from numatune.commands.audit import audit_json
+
+            text = audit_json(host, call.pids)
         echo(text + "\n")
         return 0
     except BrokenPipeError:

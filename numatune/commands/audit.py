@@ -13,7 +13,8 @@ TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start wit
 
 if TYPE_CHECKING:
     import threading
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
     from numatune.analysis.locality import Thresholds
     from numatune.model.process import ProcessAudit, ProcessInfo
@@ -216,3 +217,169 @@ class AuditRun:
         elif cxl_note:
             extra.append(cxl_note)
         return counts, events, note, extra
+
+
+def audit_json(host: Host, pids: Sequence[int]) -> str:
+    """`audit PID... --json` with the default thresholds (the common, scripted case)."""
+    thread, prefetched = prefetch_numa_maps(host, tuple(pids))  # first: the kernel builds numa_maps meanwhile
+    from numatune.analysis.locality import Thresholds
+
+    run = AuditRun(host, tuple(pids), False, (), Thresholds())
+    thread.join()
+    audits, job, notes, _helpers = run.run(0, progress=None, prefetched=prefetched)
+    from numatune.render.envelope import dumps
+
+    return dumps(audit_doc(run, audits, job, notes, Thresholds()))
+
+
+def audit_doc(run, audits, job, notes, thresholds, min_size: int = 0) -> dict[str, Any]:  # noqa: ANN001
+    from numatune.render.audit_json import audit_document
+
+    return audit_document(
+        audits, source=run.topo.source, live=run.topo.live, job=job, notes=notes, min_size=min_size,
+        thresholds={"remote_warning": thresholds.remote_warning, "remote_misplaced": thresholds.remote_misplaced,
+                    "slow_tier_warning": thresholds.slow_tier_warning},
+    )
+
+
+def make_thresholds(remote_warn: float, remote_misplaced: float, slow_tier_warn: float) -> Thresholds:
+    """The verdict's thresholds (ValueError when they contradict each other: the caller's usage error)."""
+    from numatune.analysis.locality import Thresholds
+
+    return Thresholds(remote_warn, remote_misplaced, slow_tier_warn)
+
+
+def run_audit(app, run: AuditRun,  # noqa: ANN001 - the CLI's App, handed down
+              fmt: str, *, watch: bool, interval: float, count: int, sample: float,
+              min_bytes: int, prefetch: tuple[threading.Thread, dict[int, str]] | None) -> None:
+    """`numatune audit`: read, judge and render the processes once (text, JSON or Prometheus), or watch them."""
+    if watch:
+        _watch(app, run, interval, count, sample)
+        return
+    prefetched = None
+    if prefetch is not None:
+        prefetch[0].join()
+        prefetched = prefetch[1]
+    bar = _SampleBar(app) if fmt == "text" else None
+    try:
+        audits, job, notes, helpers = run.run(sample, progress=bar, prefetched=prefetched)
+    finally:
+        if bar is not None:
+            bar.close()
+    if fmt in ("json", "prometheus"):
+        doc = audit_doc(run, audits, job, notes, run.thresholds, min_size=min_bytes)
+        if fmt == "json":
+            app.echo_json(doc)
+        else:
+            from numatune.render.printable import echo
+            from numatune.render.prometheus import audit_metrics
+
+            echo(audit_metrics(doc))
+        return
+    from numatune.render.audit_text import render_audit
+
+    console = app.console()
+    console.print(render_audit(audits, run.topo, job=job is not None, helpers=helpers, min_size=min_bytes,
+                               terminal=console.is_terminal))
+    for note in notes:
+        app.note(note)
+
+
+class _SampleBar:
+    """The --sample progress bar on stderr, drawn from the library's progress(what, elapsed, total) calls:
+    opened on the first call, closed when elapsed reaches total (or by close() on an error)."""
+
+    def __init__(self, app) -> None:  # noqa: ANN001 - the CLI's App
+        self.app = app
+        self.bar = None
+        self.task = None
+
+    def __call__(self, what: str, elapsed: float, total: float) -> None:
+        if self.app.plain:  # no bar (its redraws are escape codes): one line when the sampling starts
+            if self.task is None:
+                self.task = what
+                self.app.note(f"{what}: {total:g} s")
+            return
+        if self.bar is None:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn(what), BarColumn(), TimeRemainingColumn(),
+                                console=self.app.console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(what, total=total)
+        if elapsed >= total:
+            self.close()
+        else:
+            self.bar.update(self.task, completed=elapsed)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def _watch(app, run: AuditRun,  # noqa: ANN001
+            interval: float, count: int, sample: float) -> None:
+    import time
+
+    from rich.live import Live
+    from rich.text import Text
+
+    from numatune.errors import ProcessGone
+    from numatune.render.audit_text import job_table
+
+    console = app.console()
+    if not console.is_terminal or app.plain:  # a file, a pipe, or --no-color: frames, never redrawn in place
+        _watch_frames(console, run, interval, count, sample)
+        return
+    n = 0
+    with Live(Text("reading…"), console=console, auto_refresh=False) as live:
+        while True:
+            try:
+                audits, job, notes, helpers = run.run(sample)
+            except ProcessGone as exc:
+                live.update(Text(f"{exc.message}; stopped watching"), refresh=True)
+                break
+            stamp = time.strftime("%H:%M:%S")
+            table = job_table(audits, run.topo, helpers, f"numatune audit — {stamp} — every {interval:g}s")
+            cxl = [n for n in notes if n.startswith("CXL traffic")]  # per-device CXL PMU counts (with --sample)
+            if cxl:
+                table.caption, table.caption_justify = "\n".join(cxl), "left"
+            live.update(table, refresh=True)
+            n += 1
+            if count and n >= count:
+                break
+            time.sleep(interval)
+
+
+def _watch_frames(console, run: AuditRun, interval: float, count: int, sample: float) -> None:  # noqa: ANN001
+    """--watch into a file or pipe, or with --no-color: one whole frame per interval (a title line with the
+    time, the table), flushed as it is written and never redrawn in place (no escape code), so that
+    `--count 3 > f` holds three frames and a watch stopped by a signal leaves every frame it wrote."""
+    import time
+
+    from numatune.errors import ProcessGone
+    from numatune.render.audit_text import job_table
+
+    n = 0
+    while True:
+        try:
+            audits, _job, notes, helpers = run.run(sample)
+        except ProcessGone as exc:
+            console.print(f"{exc.message}; stopped watching")
+            console.file.flush()
+            return
+        stamp = time.strftime("%H:%M:%S")
+        table = job_table(audits, run.topo, helpers, f"numatune audit — {stamp} — every {interval:g}s",
+                          terminal=False)
+        cxl = [line for line in notes if line.startswith("CXL traffic")]
+        if cxl:
+            table.caption, table.caption_justify = "\n".join(cxl), "left"
+        if n:
+            console.print()
+        console.print(table)
+        console.file.flush()
+        n += 1
+        if count and n >= count:
+            return
+        time.sleep(interval)

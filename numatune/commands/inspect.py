@@ -12,8 +12,7 @@ from numatune.system.host import Host
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from typing import Any
+    pass
 
 
 def inspect_report(host: Host, pci_ids: str | None):  # noqa: ANN201 - (topology, path matrix, findings)
@@ -46,24 +45,3 @@ def irq_json(host: Host) -> str:
     return dumps(irq_document(topo, report, irq_findings(topo, report, frozenset())), ROW_KEYS)
 
 
-def audit_json(host: Host, pids: Sequence[int]) -> str:
-    """`audit PID... --json` with the default thresholds (the common, scripted case)."""
-    from numatune.commands.audit import AuditRun, prefetch_numa_maps
-
-    thread, prefetched = prefetch_numa_maps(host, tuple(pids))  # first: the kernel builds numa_maps meanwhile
-    from numatune.analysis.locality import Thresholds
-
-    run = AuditRun(host, tuple(pids), False, (), Thresholds())
-    thread.join()
-    audits, job, notes, _helpers = run.run(0, progress=None, prefetched=prefetched)
-    return dumps(audit_doc(run, audits, job, notes, Thresholds()))
-
-
-def audit_doc(run, audits, job, notes, thresholds, min_size: int = 0) -> dict[str, Any]:  # noqa: ANN001
-    from numatune.render.audit_json import audit_document
-
-    return audit_document(
-        audits, source=run.topo.source, live=run.topo.live, job=job, notes=notes, min_size=min_size,
-        thresholds={"remote_warning": thresholds.remote_warning, "remote_misplaced": thresholds.remote_misplaced,
-                    "slow_tier_warning": thresholds.slow_tier_warning},
-    )
