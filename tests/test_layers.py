@@ -57,8 +57,6 @@ CLI_NOT_MOVED_YET: dict[str, frozenset[str]] = {
     "numatune.cli.inspect": frozenset({"numatune.readers.pci", "numatune.render.html_out",
                                        "numatune.render.inspect_json", "numatune.render.inspect_text",
                                        "numatune.render.picture", "numatune.render.prometheus"}),
-    "numatune.cli.probe": frozenset({"numatune.analysis.probe", "numatune.measure.gpu", "numatune.readers.topology",
-                                     "numatune.render.probe_out"}),
 }
 # The one exception to "no import runs up": the package face re-exports the in-process binding API
 # (`numatune.bind()`, issue 36) lazily, from a module-level __getattr__ (PEP 562), so that `import numatune`

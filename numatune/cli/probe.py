@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
-from numatune.render.printable import echo
 
 
 def _nodes(text: str | None, flag: str) -> tuple[int, ...] | None:
@@ -46,9 +43,8 @@ def probe_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the option
     checked page by page (move_pages) before it is timed. SLIT and HMAT figures are shown beside the
     measurement. Unprivileged: hardware prefetchers stay on, so the chase uses random order.
     """
-    from numatune.commands.probe import parse_size, run_probe
+    from numatune.commands.probe import parse_size, probe_command
     from numatune.model.probe import ProbeOptions
-    from numatune.readers.topology import read_topology
 
     opts = ProbeOptions(
         initiators=_nodes(kw["nodes"], "--nodes"),
@@ -64,39 +60,4 @@ def probe_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the option
 
         raise UsageError(f"probe measures the live node, not a saved root ({app.root})",
                          hint="run numatune probe on the machine itself")
-    runtime = gpu_note = None
-    if kw["gpu"]:
-        from numatune.measure.gpu import cuda_runtime
-
-        runtime, gpu_note = cuda_runtime()
-        if runtime is None:
-            app.warn(f"--gpu: {gpu_note}; host↔GPU bandwidth not measured")
-    # PCI devices only when a GPU will be measured: its NUMA node is the "near" side of the ratio
-    topo = read_topology(host, devices=runtime is not None, cxl=True, settings=True)
-    tty = sys.stderr.isatty() and kw["fmt"] != "json"
-
-    def progress(label: str, step: int, total: int) -> None:
-        if tty:
-            app.progress(f"numatune: probing {label} ({step}/{total}) ...")
-
-    result = run_probe(host, topo, opts, progress)
-    if tty:
-        app.progress(None)
-    from numatune.analysis.probe import gpu_findings, probe_findings
-    from numatune.render.probe_out import probe_document, render_text
-
-    gpu = None
-    if kw["gpu"]:
-        from numatune.measure import gpu as gpu_measure
-
-        if runtime is None:
-            gpu = gpu_measure.not_measured(gpu_note)
-        else:
-            gpu = gpu_measure.measure(topo, result.targets, runtime, progress=progress)
-            if tty:
-                app.progress(None)
-    findings = probe_findings(result, topo) + (gpu_findings(gpu) if gpu is not None else [])
-    if kw["fmt"] == "json":
-        app.echo_json(probe_document(result, findings, gpu))
-        return
-    echo(render_text(result, findings, gpu))
+    probe_command(app, opts, kw["gpu"], kw["fmt"])

@@ -204,3 +204,48 @@ def _placement(p) -> CellPlacement | None:  # noqa: ANN001 - bench.Placement
     if p is None:
         return None
     return CellPlacement(p.ok, p.pages, p.on_target, dict(p.elsewhere), p.huge_share)
+
+def probe_command(app, opts: ProbeOptions, gpu_asked: bool, fmt: str) -> None:  # noqa: ANN001 - the CLI's App
+    """`numatune probe`: measure the matrix (and host<->GPU copies with --gpu), judge it, render it."""
+    import sys
+
+    from numatune.readers.topology import read_topology
+    from numatune.render.printable import echo
+
+    host = app.host
+    runtime = gpu_note = None
+    if gpu_asked:
+        from numatune.measure.gpu import cuda_runtime
+
+        runtime, gpu_note = cuda_runtime()
+        if runtime is None:
+            app.warn(f"--gpu: {gpu_note}; host↔GPU bandwidth not measured")
+    # PCI devices only when a GPU will be measured: its NUMA node is the "near" side of the ratio
+    topo = read_topology(host, devices=runtime is not None, cxl=True, settings=True)
+    tty = sys.stderr.isatty() and fmt != "json"
+
+    def progress(label: str, step: int, total: int) -> None:
+        if tty:
+            app.progress(f"numatune: probing {label} ({step}/{total}) ...")
+
+    result = run_probe(host, topo, opts, progress)
+    if tty:
+        app.progress(None)
+    from numatune.analysis.probe import gpu_findings, probe_findings
+    from numatune.render.probe_out import probe_document, render_text
+
+    gpu = None
+    if gpu_asked:
+        from numatune.measure import gpu as gpu_measure
+
+        if runtime is None:
+            gpu = gpu_measure.not_measured(gpu_note)
+        else:
+            gpu = gpu_measure.measure(topo, result.targets, runtime, progress=progress)
+            if tty:
+                app.progress(None)
+    findings = probe_findings(result, topo) + (gpu_findings(gpu) if gpu is not None else [])
+    if fmt == "json":
+        app.echo_json(probe_document(result, findings, gpu))
+        return
+    echo(render_text(result, findings, gpu))
