@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
-from numatune.render.printable import echo
 
 
 @click.command("compare", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -47,13 +43,13 @@ def compare_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN0
     """
     import re
 
-    from numatune.errors import Unsupported, UsageError
+    from numatune.errors import UsageError
 
     if not command:
         raise click.UsageError("no command given: numatune compare [OPTIONS] -- CMD [ARGS...]")
     if kw["higher_is_better"] and not kw["metric"]:
         raise click.UsageError("--higher-is-better needs --metric")
-    from numatune.commands.compare import DEFAULT_PLACEMENTS
+    from numatune.commands.compare import DEFAULT_PLACEMENTS, compare_command
 
     given = kw["placements"] is not None
     names = [n.strip() for n in kw["placements"].split(",") if n.strip()] if given else list(DEFAULT_PLACEMENTS)
@@ -65,67 +61,4 @@ def compare_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN0
             metric = re.compile(kw["metric"])
         except re.error as exc:
             raise UsageError(f"--metric {kw['metric']!r}: {exc}") from exc
-    host = app.host
-    if not host.is_live:
-        raise UsageError(f"compare runs a command on the live node, not on --root {app.root}")
-
-    from numatune.commands.compare import CommandFailed, plan_placements, run_compare
-    from numatune.live.bind import gather_facts, read_launch_devices, read_launch_topology
-    from numatune.model.launch import LaunchOptions
-    from numatune.plan.launch import normalize_bdf, parse_cpu_bind
-
-    topo = read_launch_topology(host, node_kinds=True)
-    node = kw["node"]
-    devices = []
-    if kw["gpu"] is not None or node is None:
-        devices = read_launch_devices(host, topo, normalize_bdf(kw["gpu"]) if kw["gpu"] else None)
-    if node is None and kw["gpu"] is None and not any(d.kind in ("gpu", "accelerator") for d in devices):
-        allowed = os.sched_getaffinity(0)
-        homes = [n.id for n in topo.nodes if set(n.cpus) & allowed]
-        if not homes:
-            raise Unsupported("no node with CPUs this process may use")
-        node = homes[0]
-        app.note(f"no GPU and no --node: home is node {node}, the first node with CPUs")
-    base = LaunchOptions(gpu=kw["gpu"], node=node, cpu_bind=parse_cpu_bind(kw["cpu_bind"]))
-    facts = gather_facts(host, os.environ, probe=True)
-    placements, skipped = plan_placements(names, base, topo, devices, facts, command, skip_missing=not given)
-    for note in skipped:
-        app.note(note)
-    names = [p.name for p in placements]
-    for p in placements:
-        for w in p.plan.warnings:
-            app.warn(f"{p.name}: {w}")
-    tty = sys.stderr.isatty() and kw["fmt"] != "json"
-
-    def progress(label: str, step: int, total: int) -> None:
-        if tty:
-            app.progress(f"numatune: {label} ({step}/{total}) ...")
-
-    try:
-        runs = run_compare(host, placements, runs=kw["runs"], warmup=kw["warmup"], seed=kw["seed"], metric=metric,
-                           interval=kw["sample_interval"], progress=progress)
-    except CommandFailed as exc:
-        if tty:
-            app.progress(None)
-        if exc.tail:
-            click.echo("--- output tail ---\n" + exc.tail.rstrip("\n") + "\n---", err=True)
-        raise
-    if tty:
-        app.progress(None)
-    from numatune.analysis.compare import analyse
-    from numatune.render.compare_out import compare_document, render_markdown, render_text
-    from numatune.render.launch_text import summary_line
-
-    result = analyse(runs, names, names[0], higher_is_better=kw["higher_is_better"],
-                     expect={p.name: p.expect for p in placements})
-    what = f"the figure matched by {kw['metric']!r}" if metric else "wall time"
-    unit = kw["unit"] or ("" if metric else "s")
-    doc = compare_document(host.label, list(command), kw["runs"], kw["warmup"],
-                           {"what": what, "unit": unit, "higher_is_better": kw["higher_is_better"]}, result,
-                           {p.name: summary_line(p.plan) for p in placements}, kw["seed"], skipped)
-    if kw["fmt"] == "json":
-        app.echo_json(doc)
-    elif kw["emit"] == "markdown":
-        echo(render_markdown(doc))
-    else:
-        echo(render_text(doc))
+    compare_command(app, command, names, given, metric, kw)

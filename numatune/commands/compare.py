@@ -17,7 +17,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from numatune.errors import BindingError, NumatuneError, UsageError
 from numatune.model.compare import PENALTY, PROOF_SHARE, Run  # noqa: F401 - the command's vocabulary
@@ -285,3 +285,75 @@ def run_compare(host: Host, placements: Sequence[Placement], *, runs: int, warmu
             run, _ = run_once(host, p, env, metric, interval, r)
             out.append(run)
     return out
+
+def compare_command(app, command: tuple[str, ...], names: list[str], given: bool,  # noqa: ANN001 - the CLI's App
+                    metric: re.Pattern[str] | None, kw: Mapping[str, Any]) -> None:
+    """`numatune compare`: plan each placement as launch does, run them interleaved, judge and render."""
+    import sys
+
+    from numatune.errors import Unsupported
+    from numatune.render.printable import echo
+
+    host = app.host
+    if not host.is_live:
+        raise UsageError(f"compare runs a command on the live node, not on --root {app.root}")
+
+    from numatune.live.bind import gather_facts, read_launch_devices, read_launch_topology
+    from numatune.model.launch import LaunchOptions
+    from numatune.plan.launch import normalize_bdf, parse_cpu_bind
+
+    topo = read_launch_topology(host, node_kinds=True)
+    node = kw["node"]
+    devices = []
+    if kw["gpu"] is not None or node is None:
+        devices = read_launch_devices(host, topo, normalize_bdf(kw["gpu"]) if kw["gpu"] else None)
+    if node is None and kw["gpu"] is None and not any(d.kind in ("gpu", "accelerator") for d in devices):
+        allowed = os.sched_getaffinity(0)
+        homes = [n.id for n in topo.nodes if set(n.cpus) & allowed]
+        if not homes:
+            raise Unsupported("no node with CPUs this process may use")
+        node = homes[0]
+        app.note(f"no GPU and no --node: home is node {node}, the first node with CPUs")
+    base = LaunchOptions(gpu=kw["gpu"], node=node, cpu_bind=parse_cpu_bind(kw["cpu_bind"]))
+    facts = gather_facts(host, os.environ, probe=True)
+    placements, skipped = plan_placements(names, base, topo, devices, facts, command, skip_missing=not given)
+    for note in skipped:
+        app.note(note)
+    names = [p.name for p in placements]
+    for p in placements:
+        for w in p.plan.warnings:
+            app.warn(f"{p.name}: {w}")
+    tty = sys.stderr.isatty() and kw["fmt"] != "json"
+
+    def progress(label: str, step: int, total: int) -> None:
+        if tty:
+            app.progress(f"numatune: {label} ({step}/{total}) ...")
+
+    try:
+        runs = run_compare(host, placements, runs=kw["runs"], warmup=kw["warmup"], seed=kw["seed"], metric=metric,
+                           interval=kw["sample_interval"], progress=progress)
+    except CommandFailed as exc:
+        if tty:
+            app.progress(None)
+        if exc.tail:
+            echo("--- output tail ---\n" + exc.tail.rstrip("\n") + "\n---\n", err=True)
+        raise
+    if tty:
+        app.progress(None)
+    from numatune.analysis.compare import analyse
+    from numatune.render.compare_out import compare_document, render_markdown, render_text
+    from numatune.render.launch_text import summary_line
+
+    result = analyse(runs, names, names[0], higher_is_better=kw["higher_is_better"],
+                     expect={p.name: p.expect for p in placements})
+    what = f"the figure matched by {kw['metric']!r}" if metric else "wall time"
+    unit = kw["unit"] or ("" if metric else "s")
+    doc = compare_document(host.label, list(command), kw["runs"], kw["warmup"],
+                           {"what": what, "unit": unit, "higher_is_better": kw["higher_is_better"]}, result,
+                           {p.name: summary_line(p.plan) for p in placements}, kw["seed"], skipped)
+    if kw["fmt"] == "json":
+        app.echo_json(doc)
+    elif kw["emit"] == "markdown":
+        echo(render_markdown(doc))
+    else:
+        echo(render_text(doc))
