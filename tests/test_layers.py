@@ -49,13 +49,6 @@ FILE_CALLS = ("open", "read_text", "read_bytes", "write_text", "write_bytes")
 CLI_MAY_IMPORT = ("cli", "commands", "model", "errors", "cpulist", "")
 CLI_PLUMBING = ("numatune.render.printable", "numatune.render.console", "numatune.render.envelope",
                 "numatune.system.host", "numatune.system.outfile")
-# Commands whose use case has not moved into numatune/commands/ yet (issue 37): what each still imports past
-# its use case. The list may only shrink: a cli module importing anything else fails the test.
-CLI_NOT_MOVED_YET: dict[str, frozenset[str]] = {
-    "numatune.cli.inspect": frozenset({"numatune.readers.pci", "numatune.render.html_out",
-                                       "numatune.render.inspect_json", "numatune.render.inspect_text",
-                                       "numatune.render.picture", "numatune.render.prometheus"}),
-}
 # The one exception to "no import runs up": the package face re-exports the in-process binding API
 # (`numatune.bind()`, issue 36) lazily, from a module-level __getattr__ (PEP 562), so that `import numatune`
 # still loads nothing and `numatune.bind` is one attribute away. Only these modules, only from there
@@ -196,15 +189,13 @@ def file_calls(package: Path = PACKAGE, pure: tuple[str, ...] = PURE) -> list[st
     return out
 
 
-def cli_past_options(graph: dict[str, dict[str, str]],
-                     not_moved: dict[str, frozenset[str]] = CLI_NOT_MOVED_YET) -> list[str]:
+def cli_past_options(graph: dict[str, dict[str, str]]) -> list[str]:
     """Imports from a cli/ module of anything but the options' needs (CLI_MAY_IMPORT, CLI_PLUMBING)."""
     return [f"{where}: {module} imports {target}: the command line layer reaches its use case through "
             f"numatune.commands"
             for module, targets in graph.items() if area(module) == "cli"
             for target, where in targets.items()
-            if area(target) not in CLI_MAY_IMPORT and target not in CLI_PLUMBING
-            and target not in not_moved.get(module, ())]
+            if area(target) not in CLI_MAY_IMPORT and target not in CLI_PLUMBING]
 
 
 GRAPH = module_graph()
@@ -263,18 +254,12 @@ def test_pure_layers_read_nothing():
 
 
 def test_cli_modules_are_options_only():
-    """launch, irq, plan-memory, check, diff, snapshot, emit and fleet reach their use cases through
-    numatune.commands only."""
+    """Every command reaches its use case through numatune.commands only (its own module there)."""
     assert cli_past_options(GRAPH) == []
-    for name in ("launch", "irq", "plan_memory", "check", "diff", "snapshot", "emit", "fleet"):
-        assert f"numatune.cli.{name}" not in CLI_NOT_MOVED_YET
+    commands = sorted(p.stem for p in (PACKAGE / "commands").glob("*.py") if p.stem != "__init__")
+    assert len(commands) >= 12
+    for name in commands:
         assert any(t == f"numatune.commands.{name}" for t in GRAPH[f"numatune.cli.{name}"]), name
-
-
-def test_not_moved_yet_lists_only_imports_that_are_there():
-    """An entry of CLI_NOT_MOVED_YET that the module no longer imports is to be deleted (the list only shrinks)."""
-    assert {m: set(targets) - set(GRAPH[m]) for m, targets in CLI_NOT_MOVED_YET.items()
-            if set(targets) - set(GRAPH[m])} == {}
 
 
 def test_the_checks_can_fail(tmp_path):
