@@ -47,7 +47,73 @@ def check_inspect_document(doc: Any, where: str) -> dict[str, Any]:
     for key in ("cpu", "nodes", "devices", "settings"):
         if key not in doc:
             raise InputError(f"{where}: the report has no {key!r} field")
+    _check_types(doc, where)
     return doc
+
+
+_INT = (int,)
+_LIST, _DICT, _STR = (list,), (dict,), (str,)
+_NUMBER = (int, float)
+# What diff's view and fleet's tally read of a report, by type (None is allowed wherever they read `or`):
+# (path of the field, its type, the type of each item for a list or a dict's values)
+_FIELDS = (
+    (("cpu",), _DICT, None), (("cpu", "sockets"), _LIST, None), (("cpu", "online"), _LIST, _INT),
+    (("cpu", "offline"), _LIST, _INT), (("cpu_kinds",), _DICT, None), (("cpu_kinds", "kinds"), _LIST, _DICT),
+    (("nodes",), _LIST, _DICT), (("devices",), _LIST, _DICT), (("settings",), _DICT, None),
+    (("path_matrix",), _DICT, None), (("path_matrix", "labels"), _LIST, _STR),
+    (("path_matrix", "devices"), _LIST, None), (("path_matrix", "cells"), _LIST, _LIST),
+    (("findings",), _LIST, _DICT), (("cxl",), _DICT, None),
+)
+_NODE_FIELDS = (("cpus", _LIST, _INT), ("distances", _DICT, None), ("memory_total_kib", _NUMBER, None))
+_DEVICE_FIELDS = (("kind", _STR, None), ("netdevs", _LIST, _STR), ("rdma", _LIST, _STR), ("nvme", _LIST, _STR))
+
+
+def _bad_type(value: Any, types: tuple[type, ...], item: tuple[type, ...] | None) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, types) or isinstance(value, bool):
+        return True
+    if item is None:
+        return False
+    items = value.values() if isinstance(value, dict) else value
+    return any(not isinstance(v, item) or isinstance(v, bool) for v in items)
+
+
+def _check_types(doc: dict[str, Any], where: str) -> None:
+    """Refuse a report whose fields diff and fleet read have other types than inspect --json writes (a hand-edited
+    or foreign document): one line naming the field, not a Python error deep in the comparison."""
+    def refuse(field: str, types: tuple[type, ...], item: tuple[type, ...] | None) -> None:
+        want = " or ".join(t.__name__ for t in types) + (f" of {item[0].__name__}" if item else "")
+        raise InputError(f"{where}: the report's {field!r} field is not {want}, as `numatune inspect --json` "
+                         "writes it")
+
+    for path, types, item in _FIELDS:
+        value: Any = doc
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if _bad_type(value, types, item):
+            refuse(".".join(path), types, item)
+    for i, n in enumerate(doc.get("nodes") or ()):
+        if not isinstance(n.get("id"), int) or isinstance(n.get("id"), bool):
+            refuse(f"nodes[{i}].id", _INT, None)
+        for key, types, item in _NODE_FIELDS:
+            if _bad_type(n.get(key), types, item):
+                refuse(f"nodes[{i}].{key}", types, item)
+    for i, row in enumerate((doc.get("path_matrix") or {}).get("cells") or ()):
+        if _bad_type(row, _LIST, _STR):
+            refuse(f"path_matrix.cells[{i}]", _LIST, _STR)
+    for i, k in enumerate((doc.get("cpu_kinds") or {}).get("kinds") or ()):
+        if _bad_type(k.get("cpus"), _LIST, _INT):
+            refuse(f"cpu_kinds.kinds[{i}].cpus", _LIST, _INT)
+    for i, f in enumerate(doc.get("findings") or ()):
+        if _bad_type(f.get("code"), _STR, None):
+            refuse(f"findings[{i}].code", _STR, None)
+    for i, d in enumerate(doc.get("devices") or ()):
+        if d.get("kind") in PLACED_KINDS and not isinstance(d.get("bdf"), str):
+            refuse(f"devices[{i}].bdf", _STR, None)
+        for key, types, item in _DEVICE_FIELDS:
+            if _bad_type(d.get(key), types, item):
+                refuse(f"devices[{i}].{key}", types, item)
 
 
 def _id_key(key: str) -> tuple[int, int | str]:

@@ -152,3 +152,28 @@ def test_a_version_2_report_diffs_clean_against_version_3(cli, tmp_path):
     result = cli("diff", "--json", str(saved), root)
     assert result.exit_code == 0, result.stdout + result.stderr
     assert json.loads(result.stdout)["differences"] == []
+
+
+MISTYPED = [
+    (lambda d: d.update(nodes="x"), "'nodes' field is not list of dict"),
+    (lambda d: d.update(devices=[1, None]), "'devices' field is not list of dict"),
+    (lambda d: d["nodes"][0].update(id="0"), "'nodes[0].id' field is not int"),
+    (lambda d: d["nodes"][0].update(cpus=["a"]), "'nodes[0].cpus' field is not list of int"),
+    (lambda d: d["nodes"][0].update(memory_total_kib="1"), "'nodes[0].memory_total_kib' field is not int or float"),
+    (lambda d: d.update(settings=[]), "'settings' field is not dict"),
+    (lambda d: d.update(path_matrix={"labels": ["GPU0", "NIC0"], "cells": [[["PIX"], "X"]]}),
+     "'path_matrix.cells[0]' field is not list of str"),
+    (lambda d: d.update(findings=[{"code": ["NT001"]}]), "'findings[0].code' field is not str"),
+]
+
+
+@pytest.mark.parametrize("edit, message", MISTYPED)
+def test_a_report_with_mistyped_fields_is_one_line(cli, report, edit, message):
+    """A hand-edited report whose fields have other types than inspect --json writes: diff refuses it in one
+    line (exit 3) and fleet lists it as unreadable; both were a Python error, exit 70."""
+    bad = report(TWO_NODE, edit)
+    result = cli("diff", bad, report(TWO_NODE))
+    assert result.exit_code == 3 and message in result.stderr and "internal error" not in result.stderr
+    result = cli("fleet", "--json", bad, report(TWO_NODE))
+    assert result.exit_code == 0, result.stderr
+    assert [message in u["reason"] for u in json.loads(result.stdout)["unreadable"]] == [True]
