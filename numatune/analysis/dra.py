@@ -62,7 +62,7 @@ def slice_devices(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The devices of one ResourceSlice (resource.k8s.io/v1 `devices[]`, v1beta1 `devices[].basic`)."""
     spec = doc.get("spec") if isinstance(doc.get("spec"), Mapping) else {}
     out = []
-    for d in spec.get("devices") or ():
+    for d in spec.get("devices") if isinstance(spec.get("devices"), list) else ():
         if not isinstance(d, Mapping):
             continue
         body = d.get("basic") if isinstance(d.get("basic"), Mapping) else d

@@ -175,6 +175,9 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
     return out
 
 
+MAX_NAMED = 8  # the nodes a slice file's error names (a cluster's file names thousands)
+
+
 def resource_slice_result(host: Host, topo: Topology, path: str, name: str | None) -> CheckResult:
     """NT540-NT544: the standard attributes this node's ResourceSlices publish against the node's own."""
     from numatune.analysis.dra import check_slices
@@ -186,12 +189,14 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
     slices = schedconf.load_resource_slices(path)
     name = name or node_name(host)
     spec = [s.get("spec") if isinstance(s.get("spec"), dict) else {} for s in slices]
-    mine = [(str((s.get("metadata") or {}).get("name", "?")), str(p.get("driver", "?")), s)
-            for s, p in zip(slices, spec, strict=True) if p.get("nodeName") == name]
+    meta = [s.get("metadata") if isinstance(s.get("metadata"), dict) else {} for s in slices]
+    mine = [(str(m.get("name", "?")), str(p.get("driver", "?")), s)
+            for s, p, m in zip(slices, spec, meta, strict=True) if p.get("nodeName") == name]
     if not mine:
         nodes = sorted({str(p["nodeName"]) for p in spec if p.get("nodeName")})
+        shown = ", ".join(nodes[:MAX_NAMED]) + (f" and {len(nodes) - MAX_NAMED} more" if len(nodes) > MAX_NAMED else "")
         raise InputError(f"{path} has no ResourceSlice for node {name!r}"
-                         + (f" (its slices are for {', '.join(nodes)})" if nodes else
+                         + (f" (its slices are for {shown})" if nodes else
                             " (none of its slices names a node: network-attached devices only)"),
                          hint="give the node's name with --node-name")
     found, checked, unaddressed = check_slices(mine, standard_attributes(topo), topo)
@@ -200,7 +205,8 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
             "the node's standard attributes")
     if unaddressed:
         what += f"; {unaddressed} without a PCI address not checkable"
-    skipped = None if checked else (f"none of the {unaddressed} published device(s) of {name} has a PCI address "
+    skipped = None if checked else (f"the ResourceSlices of {name} publish no device" if not unaddressed else
+                                    f"none of the {unaddressed} published device(s) of {name} has a PCI address "
                                     "(resource.kubernetes.io/pciBusID or a driver attribute holding one)")
     return CheckResult("scheduler.resource_slices", "scheduler", what, tuple(found), skipped)
 

@@ -90,3 +90,31 @@ def test_check_refuses_what_is_not_slices(cli, tmp_path, text, words):
 def test_check_with_no_slice_for_the_node_names_the_nodes_it_has(cli, tmp_path):
     result = _check(cli, tmp_path, _kubectl_list(nvidia_slice(_topo(DGX), node="dgx02")), "--node-name", "dgx01")
     assert result.exit_code == 3 and "no ResourceSlice for node 'dgx01' (its slices are for dgx02)" in result.stderr
+
+
+@pytest.mark.parametrize("edit", [
+    lambda s: s["spec"].update(devices=5),
+    lambda s: s["spec"].update(devices="gpu-0"),
+    lambda s: s.update(metadata=["slice"]),
+    lambda s: s.update(metadata="slice"),
+])
+def test_check_takes_a_slice_with_mistyped_fields_as_publishing_nothing(cli, tmp_path, edit):
+    """devices as a number or text, metadata as a list or text: the slice publishes no checkable device (it was
+    a Python error, exit 70)."""
+    s = nvidia_slice(_topo(DGX), node="dgx01")
+    edit(s)
+    result = _check(cli, tmp_path, json.dumps(s), "--node-name", "dgx01")
+    assert result.exit_code == 0, result.stderr
+    (res,) = [r for r in json.loads(result.stdout)["checks"] if r["name"] == "scheduler.resource_slices"]
+    assert res["status"] == "passed" if isinstance(s["spec"]["devices"], list) else res["status"] == "skipped"
+    if res["status"] == "skipped":
+        assert res["skipped_reason"] == "the ResourceSlices of dgx01 publish no device"
+
+
+def test_check_names_a_few_of_the_nodes_of_a_cluster_file(cli, tmp_path):
+    slices = [{"kind": "ResourceSlice", "spec": {"nodeName": f"n{i:05}", "driver": "d", "devices": []}}
+              for i in range(10_000)]
+    result = _check(cli, tmp_path, json.dumps({"kind": "List", "items": slices}), "--node-name", "dgx01")
+    assert result.exit_code == 3
+    assert "(its slices are for n00000, n00001, n00002, n00003, n00004, n00005, n00006, n00007 and 9992 more)" \
+        in result.stderr and len(result.stderr) < 400
