@@ -4,6 +4,8 @@ what Slurm, kubelet and node-feature-discovery should be told. The CLI only pars
 
 from __future__ import annotations
 
+import re
+
 from numatune.model.topology import Topology
 from numatune.plan.dra import DraEmit
 from numatune.plan.slurm import GresLine, NodeLine, SlurmEmit, SlurmLayout
@@ -83,6 +85,10 @@ def dra_output(host: Host, fmt: str, **options) -> str:  # noqa: ANN003 - dra_em
     return _as(fmt, dra_document(e), dra_text(e))
 
 
+#: A DNS subdomain (RFC 1123), what Kubernetes accepts as a ResourceClaimTemplate's and a DeviceClass's name.
+_K8S_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
 def dra_emit(host: Host, *, form: str = "scalar", count: int | None = None, gpu_class: str | None = None,
              nic_class: str = "dranet", name: str | None = None) -> DraEmit:
     """`emit dra`: the node's standard DRA attributes and a GPU+NIC claim template (a count above the node's
@@ -90,6 +96,11 @@ def dra_emit(host: Host, *, form: str = "scalar", count: int | None = None, gpu_
     from numatune.errors import UsageError
     from numatune.plan.dra import dra_plan
 
+    for option, value in (("--name", name), ("--gpu-class", gpu_class), ("--nic-class", nic_class)):
+        if value is not None and not _K8S_NAME.fullmatch(value):
+            raise UsageError(f"{option} {value[:80]!r}: not a Kubernetes object name "
+                             "(lower-case letters, digits, '-' and '.', starting and ending with a letter or "
+                             "digit, at most 253 characters)")
     topo = read_emit_topology(host)
     try:
         return dra_plan(topo, form=form, count=count, gpu_device_class=gpu_class, nic_device_class=nic_class,

@@ -118,3 +118,24 @@ def test_check_names_a_few_of_the_nodes_of_a_cluster_file(cli, tmp_path):
     assert result.exit_code == 3
     assert "(its slices are for n00000, n00001, n00002, n00003, n00004, n00005, n00006, n00007 and 9992 more)" \
         in result.stderr and len(result.stderr) < 400
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--name", "Bad_Name"), ("--name", "-"), ("--name", "a" * 254), ("--gpu-class", ""), ("--nic-class", "x\ny"),
+    ("--nic-class", "gpu.nvidia.com."),
+])
+def test_a_name_kubernetes_would_refuse_is_a_usage_error(cli, option, value):
+    """--name and the classes end up as metadata.name and deviceClassName, which Kubernetes takes only as DNS
+    subdomains: the template was written (an empty --gpu-class silently the default, a newline folded into a
+    space by YAML) and `kubectl apply` refused it."""
+    result = cli("--root", str(fixture_root(DGX)), "emit", "dra", option, value)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"{option} {value[:80]!r}: not a Kubernetes object name" in result.stderr
+
+
+def test_a_dotted_name_and_class_are_written_as_given(cli):
+    result = cli("--root", str(fixture_root(DGX)), "emit", "dra", "--name", "team-a.pairs", "--nic-class",
+                 "sriovnetwork.openshift.io")
+    doc = yaml.safe_load(result.stdout.split("\n---\n", 1)[1])
+    assert doc["metadata"]["name"] == "team-a.pairs"
+    assert doc["spec"]["spec"]["devices"]["requests"][1]["exactly"]["deviceClassName"] == "sriovnetwork.openshift.io"
