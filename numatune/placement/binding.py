@@ -174,8 +174,18 @@ def options(node: int | None = None, *, gpu: str | int | None = None, rank: int 
             raise UsageError(f"numatune.bind: {name}={value!r}: expected a non-negative integer")
     if local_size == 0:
         raise UsageError("numatune.bind: local_size=0: expected at least 1")
-    if mem_nodes is not None and not mem_nodes:
-        raise UsageError("numatune.bind: mem_nodes is empty")
+    if mem_nodes is not None:
+        given = mem_nodes
+        mem_nodes = tuple(given) if isinstance(given, (list, tuple, set, frozenset, range)) else None
+        if mem_nodes is None or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in mem_nodes):
+            raise UsageError(f"numatune.bind: mem_nodes={given!r}: expected a list of node ids (non-negative integers)")
+        if not mem_nodes:
+            raise UsageError("numatune.bind: mem_nodes is empty")
+    if weights is not None and (not isinstance(weights, Mapping) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 and isinstance(w, int)
+            and not isinstance(w, bool) and 1 <= w <= 255 for n, w in weights.items())):
+        raise UsageError(f"numatune.bind: weights={weights!r}: expected {{node: weight}} with weights 1-255, "
+                         "as the kernel accepts them")
     return LaunchOptions(rank=rank, local_size=local_size, gpu=None if gpu is None else str(gpu), node=node,
                          cpu_bind=parse_cpu_bind(cpu_bind), reserve_cores=reserve_cores,
                          allow_isolated=allow_isolated, mem_policy=mem_policy,
@@ -213,6 +223,14 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     impossible keywords; with `best_effort=True` a binding error returns an unbound report instead.
     """
     started = time.perf_counter()
+    if environ is not None and not isinstance(environ, Mapping):
+        from numatune.errors import UsageError
+
+        raise UsageError(f"numatune.bind: environ is a {type(environ).__name__}: expected a mapping, as os.environ")
+    if not isinstance(max_move_bytes, int) or isinstance(max_move_bytes, bool) or max_move_bytes < 0:
+        from numatune.errors import UsageError
+
+        raise UsageError(f"numatune.bind: max_move_bytes={max_move_bytes!r}: expected a non-negative integer")
     env = os.environ if environ is None else environ
     if env.get(DISABLE, "").strip() == "0":
         return _skipped(f"{DISABLE}=0 in the environment: binding is turned off", started=started)
