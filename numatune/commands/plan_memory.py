@@ -77,7 +77,7 @@ def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
         gpus = gpu_order(ctx.devices)[0]
         if not gpus:  # said here: the planner would name its own ('local', GPU) target, not the option
             raise UsageError(f"--gpu {gpu[:40]}: this root has no GPU", hint="pass --node, or leave both out")
-        if gpu.isascii() and gpu.isdigit() and (len(gpu) > 9 or int(gpu) >= len(gpus)):
+        if gpu.isascii() and gpu.isdigit() and (len(gpu) > 9 or parse_int(gpu, "--gpu") >= len(gpus)):
             raise UsageError(f"--gpu {gpu[:40]}: this root has {len(gpus)} GPU(s), GPU0-GPU{len(gpus) - 1} of "
                              "inspect")
     if gpu is not None and gpu.isascii() and gpu.isdigit() and len(gpu) <= 9:
