@@ -95,6 +95,11 @@ def write_output(path: Any, text: str, mode: int = 0o644) -> None:
     write_file(path, printable(text), mode=mode)
 
 
+def output_name(path: Any) -> str:
+    """How a note names the -o target: "standard output" for - and /dev/stdout (a file named "-" is never made)."""
+    return "standard output" if str(path) in ("-", "/dev/stdout") else str(path)
+
+
 def format_choices(command: click.Command) -> tuple[str, ...]:
     """The formats a command offers (for tests and docs)."""
     for p in command.params:

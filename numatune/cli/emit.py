@@ -20,10 +20,10 @@ def _write(app: App, text: str, output: Path | None) -> None:
     if output is None:
         echo(text)
         return
-    from numatune.cli._options import write_output
+    from numatune.cli._options import output_name, write_output
 
     write_output(output, text)
-    app.note(f"wrote {output}")
+    app.note(f"wrote {output_name(output)}")
 
 
 def _render(app: App, fmt: str, doc_text: tuple[dict, str], output: Path | None) -> None:

@@ -24,11 +24,11 @@ def snapshot_cmd(app: App, output: Path, pids: tuple[int, ...]) -> None:
     CUDA_VISIBLE_DEVICES). The archive replays with `numatune --root FILE COMMAND`.
     """
     from numatune.cli import main
+    from numatune.cli._options import output_name
     from numatune.commands.snapshot import snapshot
 
     cap = snapshot(app.host, output, pids, main, lambda host: App(root=host.root, color=False, host=host))
-    where = "standard output" if str(output) in ("-", "/dev/stdout") else output
-    app.note(f"wrote {where}: {len(cap.files)} files, {len(cap.links)} links")
+    app.note(f"wrote {output_name(output)}: {len(cap.files)} files, {len(cap.links)} links")
     for error in cap.errors:
         app.warn(f"this snapshot may be incomplete: {error} (a bug: please report it)")
     if cap.unreadable:

@@ -440,3 +440,10 @@ def test_emit_slurm_on_hwlocs_ia64_tree_writes_its_sockets_and_cores(cli):
     cores); numatune read 0 CPUs online and wrote a NodeName without Sockets or cores."""
     node = _emit_json(cli, "128ia64-17n4s2c", "slurm", "--node-name", "ia64")["node"]
     assert node["line"].startswith("NodeName=ia64 CPUs=128 Sockets=64 CoresPerSocket=2 ThreadsPerCore=1 ")
+
+
+def test_output_to_dash_is_standard_output_and_says_so(cli):
+    """-o - writes the configuration to standard output; the note named a file '-' that was never made."""
+    result = cli("--root", str(fixture_root("vm-two-socket")), "emit", "dra", "-o", "-")
+    assert result.exit_code == 0 and result.stdout.startswith("# DRA standard device attributes")
+    assert "numatune: wrote standard output" in result.stderr
