@@ -124,6 +124,28 @@ def test_1000_nested_brackets_in_every_document_reader(tmp_path, args, kind):
         assert str(doc) in r.stderr and "more than 4,300 digits" in r.stderr
 
 
+_DEVICE = '{name: g, attributes: {resource.kubernetes.io/pciBusID: {string: "0000:ee:00.0"}}}'
+_ONE_SLICE = "kind: ResourceSlice\nspec:\n  nodeName: NODE\n  driver: d\n  devices:\n  - &a " + _DEVICE + "\n"
+_LIST = ("kind: List\nitems:\n- &s {kind: ResourceSlice, metadata: {name: s}, spec: {nodeName: NODE, driver: d, "
+         "devices: [" + ", ".join([_DEVICE] * 128) + "]}}\n")
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    (_ONE_SLICE + "  - *a\n" * 590_000, "ResourceSlice ? lists 590,001 devices; the API allows at most 128"),
+    (_LIST + "- *s\n" * 800_000, "list 102,400,128 devices; numatune checks at most 16,384 for one node"),
+])
+def test_resource_slices_repeated_by_yaml_aliases(tmp_path, text, words):
+    """4 MiB of YAML aliases repeating one device (or one full slice) 600,000 times: 27 s, 1.1 GB and 219 MB of
+    findings before; now the API's 128 devices a slice and 16,384 a node bound the check, and libyaml's loader
+    reads the aliases (PyYAML's Python loader took 13 s on them)."""
+    doc = tmp_path / "slices.yaml"
+    doc.write_text(text)
+    assert doc.stat().st_size <= 4 << 20
+    r = answered("--root", str(fixture_root("dev-1node-x86")), "check", "--resource-slices", str(doc),
+                 "--node-name", "NODE", codes=(3,))
+    assert words in r.stderr and r.wall < 5, (r.wall, r.stderr)
+
+
 @pytest.mark.parametrize(("name", "text"), [("nvml.json", "[" * 1000), ("nvml.json", '{"format": ' + LONG + "}")])
 def test_records_a_snapshot_keeps_are_documents_too(tmp_path, name, text):
     """The NVML and numactl records a snapshot saves beside sys/ and proc/ are read through the same bounds."""

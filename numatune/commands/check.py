@@ -176,6 +176,8 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
 
 
 MAX_NAMED = 8  # the nodes a slice file's error names (a cluster's file names thousands)
+SLICE_MAX_DEVICES = 128  # resource.k8s.io/v1 ResourceSlice.spec.devices: "must not have more than 128 entries"
+NODE_MAX_DEVICES = 16_384  # devices of one node's slices checked at most (128 full slices)
 
 
 def resource_slice_result(host: Host, topo: Topology, path: str, name: str | None) -> CheckResult:
@@ -199,6 +201,19 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
                          + (f" (its slices are for {shown})" if nodes else
                             " (none of its slices names a node: network-attached devices only)"),
                          hint="give the node's name with --node-name")
+    total = 0
+    for slice_name, _, s in mine:
+        devices = s["spec"].get("devices")
+        count = len(devices) if isinstance(devices, list) else 0
+        if count > SLICE_MAX_DEVICES:
+            raise InputError(f"{path}: ResourceSlice {slice_name} lists {count:,} devices; the API allows at most "
+                             f"{SLICE_MAX_DEVICES} in one slice, so no cluster holds it",
+                             hint="give the output of `kubectl get resourceslices -o yaml`")
+        total += count
+    if total > NODE_MAX_DEVICES:
+        raise InputError(f"{path}: the ResourceSlices of node {name!r} list {total:,} devices; numatune checks at "
+                         f"most {NODE_MAX_DEVICES:,} for one node (YAML aliases can repeat one slice without end)",
+                         hint="give the output of `kubectl get resourceslices -o yaml`")
     found, checked, unaddressed = check_slices(mine, standard_attributes(topo), topo)
     drivers = sorted({d for _, d, _ in mine})
     what = (f"DRA ResourceSlices of {name} ({', '.join(drivers)}): {checked} device(s) with a PCI address against "

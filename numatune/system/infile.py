@@ -159,7 +159,10 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
             raise InputError(f"reading YAML ({where}) needs PyYAML", hint="reinstall numatune (PyYAML is one of "
                              "its dependencies: pip install pyyaml), or give it as JSON") from None
         try:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+            # libyaml's loader where PyYAML has it: the same safe constructors, ~50x faster on a 4 MiB
+            # `kubectl get -o yaml` (the Python one took 13 s on 600,000 aliases)
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
         except yaml.YAMLError as exc:
             raise InputError(f"{where} is not valid YAML: {' '.join(str(exc).split())}") from None
         return docs[0] if len(docs) == 1 else docs
