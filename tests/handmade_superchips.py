@@ -229,7 +229,7 @@ def gb200(root: Path, *, cdmm: bool = False) -> Path:
         m.nvidia(bdf, "NVIDIA GB200", i, None if cdmm else hbm)
         gpus.append(_nvml_gpu(i, "NVIDIA GB200", bdf, cpu_node if cdmm else hbm, GB200_CPUS[cpu_node],
                               186 * 1024 ** 3))
-    for i, (domain, node) in enumerate((("0000", 0), ("0002", 0), ("0010", 1), ("0012", 1))):
+    for domain, node in (("0000", 0), ("0002", 0), ("0010", 1), ("0012", 1)):
         m.pci(f"pci{domain}:00/{domain}:00:00.0", "0x060400", "0x10de", "0x22b2", node, GB200_CPUS[node])
         m.pci(f"pci{domain}:00/{domain}:00:00.0/{domain}:01:00.0", "0x020700", "0x15b3", "0x1021", node,
               GB200_CPUS[node])
