@@ -26,8 +26,8 @@ Every fact and its source (fixtures/README.md, table "Hand-made", repeats them):
 - SNC-4 GPU server: 2 sockets x 4 sub-NUMA clusters, 12 cores x 2 threads each (node n: CPUs 12n-12n+11 and
   96+12n-96+12n+11, the Xeon Max SNC4 `numactl -H` in oneapi-src/unified-memory-framework#1289, its HBM nodes
   left out), eight H100s, one per cluster.
-Made up (not checked against anything): PCI bus numbers and bridges, the CPU numbering of MI300A, node
-sizes beyond the published capacities, the SLIT values of MI300A (10 / 32) and SNC-4 (10 / 12 / 21), the
+Made up (not checked against anything): PCI bus numbers and bridges, cache sizes and sharing, the CPU
+numbering of MI300A, node sizes beyond the published capacities, the SLIT values of MI300A (10 / 32) and SNC-4 (10 / 12 / 21), the
 NICs, GPU UUIDs, and the driver version in the NVML records.
 """
 
@@ -78,6 +78,11 @@ class Machine:
         self.package: dict[int, int] = {}
         self.siblings: dict[int, list[int]] = {}
         self.distance: dict[tuple[int, int], int] = {}
+        self.l3: list[tuple[str, str]] = []  # (shared_cpu_list, size) of each last-level cache
+
+    def caches(self, l3_groups: list[str], l3_size: str, l2_size: str) -> None:
+        self.l3 = [(g, l3_size) for g in l3_groups]
+        self.l2_size = l2_size
 
     def node(self, node: int, cpus: str, mem_kib: int) -> None:
         self.node_cpus[node] = _cpus(cpus)
@@ -144,6 +149,18 @@ class Machine:
             _w(topo / "thread_siblings_list", _spec(self.siblings[cpu]) + "\n")
             _w(topo / "core_siblings_list", _spec(same) + "\n")
             _w(topo / "package_cpus_list", _spec(same) + "\n")
+            cache = cpu_dir / f"cpu{cpu}" / "cache"
+            core = _spec(self.siblings[cpu])
+            llc = next((g for g, _ in self.l3 if cpu in _cpus(g)), None)
+            levels = [("index0", 1, "Data", "64K", core), ("index1", 1, "Instruction", "64K", core),
+                      ("index2", 2, "Unified", self.l2_size, core)] if self.l3 else []
+            if llc is not None:
+                levels.append(("index3", 3, "Unified", dict(self.l3)[llc], llc))
+            for idx, level, kind, size, shared in levels:
+                _w(cache / idx / "level", f"{level}\n")
+                _w(cache / idx / "type", kind + "\n")
+                _w(cache / idx / "size", size + "\n")
+                _w(cache / idx / "shared_cpu_list", shared + "\n")
         for name in ("online", "possible", "present"):
             _w(cpu_dir / name, _spec(all_cpus) + "\n")
         _w(self.root / "proc" / "cpuinfo", "".join(f"processor\t: {c}\n{self.cpuinfo_block}\n" for c in all_cpus))
@@ -179,6 +196,7 @@ def gh200_numa(root: Path) -> Path:
     for n in range(2, 9):
         m.node(n, "", 0)  # MIG placeholders
     m.socket(0, "0-71")
+    m.caches(["0-71"], "114M", "1024K")  # Grace: 1 MB L2 per core, 114 MB L3 shared by the 72 cores
     for a in range(9):
         for b in range(9):
             m.distance[(a, b)] = 10 if a == b else 80 if 0 in (a, b) else 255
@@ -207,6 +225,7 @@ def gb200(root: Path, *, cdmm: bool = False) -> Path:
             m.node(n, "", 186 * GIB if (n - 2) % 8 == 0 else 0)  # HBM node, then 7 MIG placeholders
     m.socket(0, "0-71")
     m.socket(1, "72-143")
+    m.caches(["0-71", "72-143"], "114M", "1024K")
 
     def home(n: int) -> int:
         return n if n < 2 else (0 if n < 18 else 1)
@@ -256,7 +275,8 @@ def mi300a(root: Path) -> Path:
         cpus = f"{24 * s}-{24 * s + 23},{96 + 24 * s}-{96 + 24 * s + 23}"
         m.node(s, cpus, 128 * GIB - 3 * GIB)
         m.socket(s, cpus, smt_offset=96)
-    for a in range(4):
+    m.caches([f"{8 * c}-{8 * c + 7},{96 + 8 * c}-{96 + 8 * c + 7}" for c in range(12)], "32768K", "1024K")
+    for a in range(4):  # 3 CCDs of 8 cores per APU, each with its own 32 MB L3
         for b in range(4):
             m.distance[(a, b)] = 10 if a == b else 32
     for s, bdf in enumerate(MI300A_BUSES):
@@ -286,6 +306,7 @@ def snc4(root: Path) -> Path:
         m.node(n, f"{12 * n}-{12 * n + 11},{96 + 12 * n}-{96 + 12 * n + 11}", 64 * GIB - GIB)
     m.socket(0, "0-47,96-143", smt_offset=96)
     m.socket(1, "48-95,144-191", smt_offset=96)
+    m.caches(["0-47,96-143", "48-95,144-191"], "107520K", "2048K")  # one L3 per socket (SNC does not split it)
     for a in range(8):
         for b in range(8):
             m.distance[(a, b)] = 10 if a == b else 12 if a // 4 == b // 4 else 21
