@@ -27,8 +27,8 @@ Every fact and its source (fixtures/README.md, table "Hand-made", repeats them):
   96+12n-96+12n+11, the Xeon Max SNC4 `numactl -H` in oneapi-src/unified-memory-framework#1289, its HBM nodes
   left out), eight H100s, one per cluster.
 Made up (not checked against anything): PCI bus numbers and bridges, cache sizes and sharing, the CPU
-numbering of MI300A, node sizes beyond the published capacities, the SLIT values of MI300A (10 / 32) and SNC-4 (10 / 12 / 21), the
-NICs, GPU UUIDs, and the driver version in the NVML records.
+numbering of MI300A, node sizes beyond the published capacities, the SLIT values of MI300A (10 / 32) and
+SNC-4 (10 / 12 / 21), the NICs, GPU UUIDs, and the driver version in the NVML records.
 """
 
 from __future__ import annotations
