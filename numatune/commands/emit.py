@@ -127,8 +127,8 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
     if gpu_kib:
         held = _fmt([n.id for n in topo.nodes if n.kind == "gpu" and n.memory_total_kib])
         notes.append(f"RealMemory leaves out GPU memory nodes {held} ({gpu_kib // 1024} MiB of GPU HBM the kernel "
-                     "counts in MemTotal, and slurmd -C reports): jobs' --mem is host memory, from the nodes with CPUs; "
-                     "slurmd accepts a RealMemory below what it detects")
+                     "counts in MemTotal, and slurmd -C reports): jobs' --mem is host memory, from the nodes with "
+                     "CPUs; slurmd accepts a RealMemory below what it detects")
     if layout.problem:
         notes.append(f"no Sockets/CoresPerSocket or Cores=: {layout.problem}")
     spec: tuple[int, ...] = ()
