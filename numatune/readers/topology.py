@@ -127,5 +127,4 @@ def _kind_of(
     return "unknown", "CPU-less node with no evidence of its memory type"
 
 
-from numatune.readers import host_skipped
 __all__ = ["read_topology", "classify_nodes", "Skipped"]

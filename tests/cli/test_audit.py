@@ -370,3 +370,38 @@ def test_mappings_for_several_processes(cli, child, bound_child):
     assert f"PID {child.pid}: placement per mapping" in r.stdout
     assert f"PID {p.pid}: placement per mapping" in r.stdout
     assert cli("audit", str(p.pid), "--mappings", "--format", "prometheus").exit_code == 2
+
+
+def test_grace_rank_pinned_buffers_on_the_other_grace_and_pages_in_its_gpus_hbm(cli, tmp_path):
+    """A GB200 rank on GPU2 (CPU node 1, HBM node 18) whose cudaHostAlloc buffers (pages of /dev/nvidiactl)
+    came from node 0: NT407; its pages in node 18 are named as GPU2's HBM, not as remote DRAM."""
+    root = fixture_copy("handmade-gb200-numa", tmp_path / "root")
+    write_process(root, 4300, "LOCAL_RANK=2\x00",
+                  "aaaa00000000 default heap anon=256 dirty=256 N1=256 kernelpagesize_kB=64\n"
+                  "ffff00000000 default file=/dev/nvidiactl dirty=1024 mapped=1024 N0=1024 kernelpagesize_kB=64\n"
+                  "ffff80000000 default file=/dev/nvidiactl dirty=256 mapped=256 N1=256 kernelpagesize_kB=64\n"
+                  "ffffc0000000 default file=/dev/nvidia-uvm dirty=64 N0=64 kernelpagesize_kB=64\n"
+                  "bbbb00000000 bind:18 anon=512 dirty=512 N18=512 kernelpagesize_kB=64\n")
+    r = cli("--root", str(root), "audit", "4300", "--json")
+    assert r.exit_code == 0, r.stderr
+    p = json.loads(r.stdout)["processes"][0]
+    assert p["gpu"]["bdf"] == "0018:01:00.0" and p["home_nodes"] == [1]
+    assert p["memory_nodes"]["18"] == {"kind": "gpu", "gpu": "0018:01:00.0"}
+    assert p["memory_nodes"]["1"] == {"kind": "dram", "gpu": None}
+    pinned = p["pinned_host"]
+    assert pinned["gpu_cpu_node"] == 1 and pinned["devices"] == ["nvidiactl"]  # nvidia-uvm is managed, not pinned
+    assert pinned["bytes_by_node"] == {"0": 1024 * 65536, "1": 256 * 65536}
+    assert pinned["off_nodes"] == [0] and pinned["off_node_bytes"] == 64 << 20
+    assert p["verdict"] == "warning"
+    assert any(x.startswith("pinned host buffers") and "64 of 80 MiB" in x for x in p["reasons"])
+    text = cli("--root", str(root), "audit", "4300").stdout
+    assert "pinned (nvidiactl)" in text and "gpu GPU2" in text
+    from numatune.analysis.locality import audit_findings
+    from numatune.readers.procs import read_process
+    from numatune.readers.topology import read_topology
+    from numatune.system.host import Host
+
+    host = Host.open(root)
+    topo = read_topology(host)
+    codes = [f.code for f in audit_findings(topo, read_process(host, 4300, topo))]
+    assert "NT407" in codes and "NT401" not in codes  # the HBM pages are the GPU's, not remote DRAM
