@@ -286,8 +286,11 @@ def judge(
     balancing_mode: int | None = None,
     pmu: tuple[int, int, tuple[str, ...], float] | None = None,
     pmu_note: str | None = None,
+    h2d: Mapping[str, Mapping[int, float]] | None = None,
 ) -> ProcessAudit:
-    """Home, shares, access counters, verdict and fix for one process."""
+    """Home, shares, access counters, verdict and fix for one process. `h2d`: GPU BDF -> node -> measured
+    host-to-GPU GB/s of a pinned buffer on that node (a saved `probe --gpu`), to state what misplaced pinned
+    buffers cost."""
     home, home_source = home_nodes(proc, topo)
     late = late_binding(proc, topo, thresholds)
     if late is not None and home_source != "gpu" and home != late.bound_nodes:
@@ -380,7 +383,8 @@ def judge(
             f"not counted: {sum(shared_remote.values()) / 1048576:.1f} MiB of file pages (libraries, page cache "
             f"shared with other processes) on node(s) {format_cpulist(shared_remote)}"
         )
-    pinned = pinned_host(proc, topo, home, home_source)
+    gpu_bdf = (proc.gpu.bdf or "").lower() if proc.gpu is not None else ""
+    pinned = pinned_host(proc, topo, home, home_source, (h2d or {}).get(gpu_bdf))
     if pinned is not None and pinned.wrong_bytes >= PINNED_MIN_BYTES:
         worse("warning")
         reasons.append(pinned_reason(pinned))

@@ -405,3 +405,31 @@ def test_grace_rank_pinned_buffers_on_the_other_grace_and_pages_in_its_gpus_hbm(
     topo = read_topology(host)
     codes = [f.code for f in audit_findings(topo, read_process(host, 4300, topo))]
     assert "NT407" in codes and "NT401" not in codes  # the HBM pages are the GPU's, not remote DRAM
+
+
+def _probe_doc(pairs):
+    """A hand-made `probe --gpu --json` document (figures as torchtitan#3519 reports for GB200, not measured)."""
+    fig = {"samples": [1.0], "median": 0.0, "max": 0.0}
+    return {"schema": "numatune.probe/1", "gpu": {
+        "measured": True, "gpus": [{"index": 2, "name": "NVIDIA GB200", "bdf": "0018:01:00.0", "numa_node": 1}],
+        "pairs": [{"node": n, "gpu": 2, "status": "ok", "h2d_gbps": {"4194304": dict(fig, median=1.0),
+                                                                     "268435456": dict(fig, median=v)}}
+                  for n, v in pairs]}}
+
+
+def test_audit_probe_states_what_misplaced_pinned_buffers_cost(cli, tmp_path):
+    root = fixture_copy("handmade-gb200-numa", tmp_path / "root")
+    write_process(root, 4300, "LOCAL_RANK=2\x00",
+                  "ffff00000000 default file=/dev/nvidiactl dirty=1024 mapped=1024 N0=1024 kernelpagesize_kB=64\n")
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps(_probe_doc([(0, 115.0), (1, 330.0)])))
+    p = json.loads(cli("--root", str(root), "audit", "4300", "--probe", str(probe), "--json").stdout)["processes"][0]
+    assert p["pinned_host"]["cost"] == ("probe measured host-to-GPU copies at 330.0 GB/s from node 1 and "
+                                        "115.0 GB/s from node 0")
+    assert any("330.0 GB/s from node 1" in r for r in p["reasons"])
+    probe.write_text(json.dumps(_probe_doc([(1, 330.0)])))  # node 0 not measured: no figure is made up
+    p = json.loads(cli("--root", str(root), "audit", "4300", "--probe", str(probe), "--json").stdout)["processes"][0]
+    assert p["pinned_host"]["cost"] is None
+    probe.write_text("{not json")
+    bad = cli("--root", str(root), "audit", "4300", "--probe", str(probe))
+    assert bad.exit_code == 3 and "not JSON" in bad.stderr and "Traceback" not in bad.stderr
