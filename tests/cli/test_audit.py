@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 import numatune.system.host as host_module
-from tests.conftest import fixture_copy, write_process
+from tests.conftest import fixture_copy, fixture_root, write_process
 
 ALLOC = textwrap.dedent("""\
     import mmap, sys
@@ -433,3 +433,21 @@ def test_audit_probe_states_what_misplaced_pinned_buffers_cost(cli, tmp_path):
     probe.write_text("{not json")
     bad = cli("--root", str(root), "audit", "4300", "--probe", str(probe))
     assert bad.exit_code == 3 and "not JSON" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_pinned_pages_of_a_real_cuda_process_moved_to_the_other_grace(cli, tmp_path):
+    """The numa_maps of a real torch process on an H100 (fixture h100-vm-1gpu: 70 MiB of host pages mapped
+    through /dev/nvidiactl, all on node 0), its /dev/nvidiactl lines edited to say N1, as GPU0's rank on the
+    GB200 tree: GPU0 hangs off node 0, so those pages are misplaced pinned buffers."""
+    import re
+
+    real = (fixture_root("h100-vm-1gpu") / "proc/1248/numa_maps").read_text()
+    moved = "\n".join(re.sub(r"\bN0=", "N1=", line) if "file=/dev/nvidiactl" in line else line
+                      for line in real.splitlines()) + "\n"
+    root = fixture_copy("handmade-gb200-numa", tmp_path / "root")
+    write_process(root, 4301, "LOCAL_RANK=0\x00", moved)
+    p = json.loads(cli("--root", str(root), "audit", "4301", "--json").stdout)["processes"][0]
+    assert p["gpu"]["bdf"] == "0008:01:00.0" and p["home_nodes"] == [0]
+    assert p["pinned_host"]["off_nodes"] == [1] and p["pinned_host"]["off_node_bytes"] == 73400320  # 70 MiB
+    assert p["pinned_host"]["bytes_by_node"] == {"1": 73400320}
+    assert p["verdict"] == "warning" and any(r.startswith("pinned host buffers") for r in p["reasons"])
