@@ -13,7 +13,6 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
-from numatune.model.gpumem import nearest_cpu_node
 from numatune.model.probe import CellPlacement, Figure, GpuDevice, GpuPair, GpuProbe
 from numatune.model.topology import Topology
 
@@ -67,10 +66,7 @@ def gpu_devices(topo: Topology) -> list[GpuDevice]:
             out.append(GpuDevice(i, props.name, bdf, None, None))
         else:
             how = "sysfs numa_node" if dev.numa_node is not None else f"inferred from {dev.inferred_from}"
-            node = nearest_cpu_node(topo, dev.node)  # a Grace GPU's HBM node has no CPUs: its Grace node
-            if node is not None and node != dev.node:
-                how += f" {dev.node}, which has no CPUs: its nearest node with CPUs"
-            out.append(GpuDevice(i, props.name, bdf, dev.node if node is None else node, how))
+            out.append(GpuDevice(i, props.name, bdf, dev.node, how))
     return out
 
 

@@ -56,21 +56,6 @@ def test_a_node_without_room_is_skipped_before_any_placement_or_pinning(torch_ca
     assert torch_calls == []  # nothing registered, so nothing to unregister
 
 
-def test_a_grace_gpu_reporting_its_hbm_node_is_local_to_its_grace_node(monkeypatch, host_of):
-    """GH200 whose sysfs numa_node names the HBM node (1): probe's "local" node for it is the Grace node 0."""
-    from numatune.measure.gpu import gpu_devices
-
-    props = types.SimpleNamespace(name="NVIDIA GH200 480GB", pci_domain_id=0x9, pci_bus_id=0x1, pci_device_id=0)
-    t = types.ModuleType("torch")
-    t.cuda = types.SimpleNamespace(device_count=lambda: 1, get_device_properties=lambda i: props)
-    monkeypatch.setitem(sys.modules, "torch", t)
-    topo = read_topology(host_of("handmade-gh200-numa"))
-    topo = topo._replace(devices=tuple(d._replace(numa_node=1) if d.bdf == "0009:01:00.0" else d
-                                       for d in topo.devices))
-    (g,) = gpu_devices(topo)
-    assert g.bdf == "0009:01:00.0" and g.numa_node == 0 and "which has no CPUs" in g.node_from
-
-
 def test_probe_targets_on_gb200_include_the_hbm_nodes_not_the_empty_placeholders(host_of):
     from numatune.commands.probe import choose_pairs
     from numatune.model.probe import ProbeOptions
