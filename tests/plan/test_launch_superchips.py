@@ -83,3 +83,21 @@ def test_snc4_socket_policies_use_the_sockets_clusters():
     assert p.memory.nodes == (1, 0, 2, 3) and "--interleave=0-3" in p.argv
     p = plan("handmade-gb200-numa", gpu="0", mem_policy="socket")  # HBM nodes are not the socket's CPU nodes
     assert p.memory.nodes == (0,) and any("only node of its socket" in w for w in p.warnings)
+
+
+def test_torchrun_view_says_why_torch_fails_on_a_gpu_whose_sysfs_node_is_its_hbm(tmp_path):
+    from numatune.live.bind import read_launch_devices, read_launch_topology
+    from numatune.model.launch import LaunchOptions
+    from numatune.plan.launch import plan_launch
+    from numatune.system.host import Host
+    from tests.conftest import fixture_copy
+    from tests.plan.test_launch import facts
+
+    root = fixture_copy("handmade-gh200-numa", tmp_path)
+    (root / "sys/devices/pci0009:00/0009:00:00.0/0009:01:00.0/numa_node").write_text("1\n")
+    host = Host.open(root)
+    topo = read_launch_topology(host, node_kinds=False)
+    p = plan_launch(topo, read_launch_devices(host, topo), facts(), LaunchOptions(gpu="0"), ("python",))
+    assert p.torch is not None and not p.torch.same and p.node == 0
+    assert "would fail" in p.torch.error and "numa_node 1 as the rank's node: the GPU's own memory (HBM)" \
+        in p.torch.error
