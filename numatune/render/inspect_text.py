@@ -81,7 +81,7 @@ def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding], blocks: 
     if topo.devices:
         parts.append(_devices_table(topo))
     layout = gpu_memory_layout(topo)
-    if layout.mode in ("numa", "cdmm", "apu") or layout.clustering:
+    if layout.mode in ("numa", "cdmm", "apu") or (layout.clustering and layout.gpus):
         parts.append([(gpu_memory_text(layout), "")])
     if len(matrix.devices) > 1:
         parts.append(_matrix_table(matrix))
