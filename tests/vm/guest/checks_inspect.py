@@ -76,7 +76,7 @@ def _tier_number(value: Any) -> int | None:
 # The machine itself (harness sanity: proves the topology file reached the guest kernel)
 
 
-@check("two-socket", "cxl", "cxl-switch", "cxl-pool")
+@check("two-socket", "cxl", "cxl-switch", "cxl-pool", "superchip")
 def guest_matches_topology(ctx: Context) -> dict[str, Any]:
     """numactl --hardware and sysfs show the nodes, CPUs, distances and PCI NUMA nodes of the topology file."""
     hw = numactl_hardware()
@@ -113,7 +113,7 @@ def cxl_region_online(ctx: Context) -> dict[str, Any]:
 # 1. inspect
 
 
-@check()
+@check("two-socket", "cxl", "superchip")
 def inspect_matches_numactl(ctx: Context) -> dict[str, Any]:
     """`numatune inspect --json` has the nodes, CPUs, sizes (within rounding) and distances of numactl --hardware."""
     data = ctx.inspect()
