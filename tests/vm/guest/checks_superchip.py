@@ -86,7 +86,10 @@ def _fill_round(ctx: Context, rnd: SuperchipRound, procs: list[subprocess.Popen[
         ("cpuless", ["--node", str(memory_node)]),
     ]
     if rnd.gpu:
-        starts.append(("gpu", ["--gpu", rnd.gpu[0]]))
+        gpu = ["--gpu", rnd.gpu[0]]
+        starts += [("gpu", gpu),
+                   ("gpu-memory", [*gpu, "--mem-policy", "gpu-memory", "--mem-nodes", str(memory_node)]),
+                   ("gpu-memory-unknown", [*gpu, "--mem-policy", "gpu-memory"])]
     for label, args in starts:
         rnd.launched[label] = _start_launch(f"superchip-{label}", args, ctx.out, mib=LAUNCH_MIB)
     for launched in rnd.launched.values():
@@ -232,6 +235,26 @@ def superchip_launch_binds_gpu_memory_deliberately(ctx: Context) -> dict[str, An
     if problems:
         raise CheckFailed("\n".join(problems) + f"\nreport: {rep}")
     return {"report": rep}
+
+
+@check(TOPOLOGY)
+def superchip_launch_gpu_memory_policy(ctx: Context) -> dict[str, Any]:
+    """`launch --gpu BDF --mem-policy gpu-memory --mem-nodes M`: CPUs on the GPU's CPU node, pages on M; without
+    --mem-nodes it is refused (exit 7): the stand-in GPU's memory is no NUMA node the driver named."""
+    rnd = _round(ctx)
+    if "gpu" in rnd.errors:
+        raise CheckFailed(rnd.errors["gpu"])
+    assert rnd.gpu is not None
+    _, memory_node, cpu_node = rnd.gpu
+    rep = _launched(ctx, "gpu-memory")
+    problems = _placement(rep, _cpus_of(ctx, cpu_node), {memory_node}, f"bind:{memory_node}")
+    refused = rnd.launched["gpu-memory-unknown"]
+    if refused.report is not None or refused.proc.returncode != 7 or "not a NUMA node here" not in refused.stderr:
+        problems.append(f"gpu-memory without --mem-nodes: expected exit 7 (memory not a NUMA node), got rc="
+                        f"{refused.proc.returncode} report={refused.report}\n{refused.error}")
+    if problems:
+        raise CheckFailed("\n".join(problems) + f"\nreport: {rep}")
+    return {"report": rep, "refusal": refused.stderr.strip()[-300:]}
 
 
 @check(TOPOLOGY)
