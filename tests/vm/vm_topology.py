@@ -240,10 +240,8 @@ def qemu_args(topo: Topology, workdir: Path) -> list[str]:
         "-smp", f"{topo.ncpus},sockets={topo.sockets},cores={topo.cores},threads={topo.threads}",
     ]
     for n in topo.nodes:
-        spec = f"node,nodeid={n.id}"
-        if n.memory_mib:  # a node with no memory gets no backend (QEMU then writes it no SRAT memory entry)
-            args += ["-object", f"memory-backend-ram,id=m{n.id},size={n.memory_mib}M"]
-            spec += f",memdev=m{n.id}"
+        args += ["-object", f"memory-backend-ram,id=m{n.id},size={n.memory_mib}M"]
+        spec = f"node,nodeid={n.id},memdev=m{n.id}"
         if n.cpus:
             spec += f",cpus={n.cpus[0]}-{n.cpus[-1]}" if _contiguous(n.cpus) else _cpu_items(n.cpus)
         if n.initiator is not None:
