@@ -244,9 +244,10 @@ SNAPSHOT_MUST_HAVE = ("sys/devices/system/node/node1/cpulist", "proc/interrupts"
 
 #: The cxl-switch boot exists for its CXL tree (checks_cxl.py); `snapshot` (160 s under TCG) is tested by
 #: the other two boots, so there it runs only to refresh its fixture (NUMATUNE_VM_UPDATE_FIXTURES=1).
-#: cxl-pool (capture-only, never in the test stage) is booted for its snapshot.
+#: cxl-pool (capture-only, never in the test stage) is booted for its snapshot. So is superchip's, which
+#: is there for its launch and audit checks (checks_superchip.py).
 SNAPSHOT_TOPOLOGIES = ("two-socket", "cxl", "cxl-pool") + (
-    ("cxl-switch",) if os.environ.get("NUMATUNE_VM_UPDATE_FIXTURES") == "1" else ())
+    ("cxl-switch", "superchip") if os.environ.get("NUMATUNE_VM_UPDATE_FIXTURES") == "1" else ())
 
 
 @check(*SNAPSHOT_TOPOLOGIES)
