@@ -285,9 +285,9 @@ def _audited(ctx: Context, role: str) -> tuple[dict[str, Any], dict[int, int]]:
 
 @check(TOPOLOGY)
 def superchip_audit_gpu_memory_pages(ctx: Context) -> dict[str, Any]:
-    """audit attributes a process's pages on the GPU-memory node to that node (as numa_maps has them): a
-    process bound there on purpose is told its policy asks for it; one moved there behind a default policy
-    is flagged."""
+    """audit attributes a process's pages on the GPU-memory node to that node (as numa_maps has them), of a
+    memory kind that is not DRAM and of no GPU (no driver named one here): a process bound there on purpose is
+    told its policy asks for it; one moved there behind a default policy is flagged."""
     rnd = _round(ctx)
     memory_node = rnd.gpu[1] if rnd.gpu else 3
     problems, seen = [], {}
@@ -307,6 +307,14 @@ def superchip_audit_gpu_memory_pages(ctx: Context) -> dict[str, Any]:
                             f" (numa_maps {truth})")
         if abs(got - want) > 0.05:
             problems.append(f"{role}: audit puts {got:.1%} on node {memory_node}, numa_maps {want:.1%}")
+        kinds = entry.get("memory_nodes") or {}
+        if str(memory_node) not in kinds or kinds[str(memory_node)].get("kind") in (None, "dram"):
+            problems.append(f"{role}: audit's memory_nodes do not name node {memory_node} as non-DRAM memory: {kinds}")
+        elif kinds[str(memory_node)].get("gpu") is not None:  # no driver named an owner in this guest
+            problems.append(f"{role}: node {memory_node} given to GPU {kinds[str(memory_node)]['gpu']!r}")
+        if entry.get("pinned_host") is not None:  # no process here maps a GPU driver's device file
+            problems.append(f"{role}: pinned host memory reported: {entry['pinned_host']}")
+        seen[role]["memory_nodes"] = kinds
         reasons = " | ".join(entry.get("reasons") or [])
         if role == "hbm-bound" and "without a policy asking" in reasons:
             problems.append(f"{role}: bound there on purpose, yet: {reasons}")
