@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.model._record import record
 from numatune.model.findings import Finding, Severity, register
-from numatune.model.process import AccessCounters, Fix, LateBinding, Locality, ProcessAudit, ProcessInfo
+from numatune.model.process import (
+    AccessCounters,
+    Fix,
+    LateBinding,
+    Locality,
+    PinnedHost,
+    ProcessAudit,
+    ProcessInfo,
+)
 from numatune.model.resolve import THREAD_AFFINITY_VARS
 from numatune.model.topology import Topology
 
@@ -58,6 +66,13 @@ NT405 = register("NT405", Severity.WARNING, "audit", "a rank runs on efficiency 
     GPU) whose main thread last ran on one: it feeds its GPU from the slow cores. The fix pins it to
     the performance cores of its node (taskset) or restarts it with numatune launch --cpu-bind
     exclusive, which takes performance cores first.""")
+NT407 = register("NT407", Severity.WARNING, "audit", "a GPU rank's pinned host buffers are on another node", """
+    Pinned (page-locked) host memory the GPU driver maps for a process (cudaHostAlloc, cudaMallocHost,
+    hipHostMalloc; seen in numa_maps as pages of /dev/nvidiactl, /dev/nvidiaN, /dev/kfd or a DRM render node)
+    is on a node other than the one the rank's GPU is attached to: every host-to-device and device-to-host
+    copy of it crosses the socket link (on GB200 about 330 GB/s device-to-host from the local node against
+    115 GB/s across nodes, as torchtitan#3519 measured). Pinned pages cannot be migrated; caching allocators
+    that reuse freed pinned blocks across GPUs on different nodes cause it (pytorch#160420).""")
 NT406 = register("NT406", Severity.WARNING, "audit", "a process was bound after it started (late binding)", """
     The process binds itself (sched_setaffinity / numa_bind inside the program, as TensorRT-LLM's
     configure_cpu_affinity and many training scripts do) after it has started: threads created before
@@ -183,7 +198,11 @@ def node_classes(topo: Topology) -> tuple[frozenset[int], frozenset[int]]:
 
 def home_nodes(proc: ProcessInfo, topo: Topology) -> tuple[tuple[int, ...], str]:
     if proc.gpu is not None and proc.gpu.node is not None:
-        return (proc.gpu.node,), "gpu"
+        from numatune.model.gpumem import nearest_cpu_node
+
+        # a Grace GPU whose node is its CPU-less HBM node: the rank's home is the Grace node nearest it
+        return (nearest_cpu_node(topo, proc.gpu.node) if topo.node(proc.gpu.node) is not None else None
+                or proc.gpu.node,), "gpu"
     node_of = {cpu: n.id for n in topo.nodes for cpu in n.cpus}
     nodes = {node_of[t.cpu] for t in proc.threads if t.cpu is not None and t.cpu in node_of}
     if nodes:
@@ -267,8 +286,11 @@ def judge(
     balancing_mode: int | None = None,
     pmu: tuple[int, int, tuple[str, ...], float] | None = None,
     pmu_note: str | None = None,
+    h2d: Mapping[str, Mapping[int, float]] | None = None,
 ) -> ProcessAudit:
-    """Home, shares, access counters, verdict and fix for one process."""
+    """Home, shares, access counters, verdict and fix for one process. `h2d`: GPU BDF -> node -> measured
+    host-to-GPU GB/s of a pinned buffer on that node (a saved `probe --gpu`), to state what misplaced pinned
+    buffers cost."""
     home, home_source = home_nodes(proc, topo)
     late = late_binding(proc, topo, thresholds)
     if late is not None and home_source != "gpu" and home != late.bound_nodes:
@@ -361,6 +383,11 @@ def judge(
             f"not counted: {sum(shared_remote.values()) / 1048576:.1f} MiB of file pages (libraries, page cache "
             f"shared with other processes) on node(s) {format_cpulist(shared_remote)}"
         )
+    gpu_bdf = (proc.gpu.bdf or "").lower() if proc.gpu is not None else ""
+    pinned = pinned_host(proc, topo, home, home_source, (h2d or {}).get(gpu_bdf))
+    if pinned is not None and pinned.wrong_bytes >= PINNED_MIN_BYTES:
+        worse("warning")
+        reasons.append(pinned_reason(pinned))
     slow_cores = efficiency_use(proc, topo)
     if slow_cores is not None:
         worse("warning")
@@ -382,9 +409,51 @@ def judge(
     return ProcessAudit(
         proc,
         Locality(home, home_source, remote_ratio, slow_ratio, remote_bytes, slow_bytes, off_home, verdict,
-                 tuple(reasons), fix, late),
+                 tuple(reasons), fix, late, pinned, _node_kinds(proc, topo)),
         counters,
     )
+
+
+def _node_kinds(proc: ProcessInfo, topo: Topology) -> dict[int, tuple[str, str | None]]:
+    """Each node holding the process's pages: its kind (dram, gpu, hbm, cxl, ...) and the GPU whose memory it is."""
+    out = {}
+    for nid in proc.memory.by_node:
+        n = topo.node(nid)
+        out[nid] = (n.kind, n.gpu) if n is not None else ("unknown", None)
+    return out
+
+
+PINNED_MIN_BYTES = 1 << 20  # less than 1 MiB of pinned pages elsewhere is driver bookkeeping, not a buffer
+
+
+def pinned_host(proc: ProcessInfo, topo: Topology, home: tuple[int, ...], home_source: str,
+                h2d: Mapping[int, float] | None = None) -> PinnedHost | None:
+    """Where a GPU rank's pinned host buffers are against its GPU's CPU node; None without a GPU or buffers.
+
+    `h2d`: node -> measured host-to-GPU bandwidth (GB/s) of a pinned buffer on that node to this rank's GPU
+    (`numatune probe --gpu`), to state the cost."""
+    if home_source != "gpu" or not home or not proc.memory.pinned:
+        return None
+    by_node: dict[int, int] = {}
+    for nodes in proc.memory.pinned.values():
+        for node, b in nodes.items():
+            by_node[node] = by_node.get(node, 0) + b
+    wrong = tuple(sorted(n for n, b in by_node.items() if b and n != home[0]))
+    cost = None
+    if h2d and home[0] in h2d and wrong and all(n in h2d for n in wrong):
+        cost = (f"probe measured host-to-GPU copies at {h2d[home[0]]:.1f} GB/s from node {home[0]} and "
+                + ", ".join(f"{h2d[n]:.1f} GB/s from node {n}" for n in wrong))
+    return PinnedHost(home[0], dict(sorted(by_node.items())), tuple(proc.memory.pinned),
+                      sum(by_node[n] for n in wrong), wrong, cost)
+
+
+def pinned_reason(p: PinnedHost) -> str:
+    total = sum(p.by_node.values())
+    where = ", ".join(f"node {n} {p.by_node[n] / 1048576:.0f} MiB" for n in p.wrong_nodes)
+    text = (f"pinned host buffers (GPU-driver mapped through {', '.join(p.devices)}: cudaHostAlloc/hipHostMalloc): "
+            f"{p.wrong_bytes / 1048576:.0f} of {total / 1048576:.0f} MiB are off its GPU's CPU node {p.gpu_cpu_node} "
+            f"({where}): every host-device copy of them crosses the socket link")
+    return text + (f"; {p.cost}" if p.cost else " (numatune probe --gpu measures what that costs here)")
 
 
 # What a process owns and can be moved with it: file-backed pages (libraries, page cache) are shared with
@@ -499,6 +568,11 @@ def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = D
         out.append(NT405(slow_cores[0], loc.fix.taskset or loc.fix.launch or "", subject))
     if loc.late_binding is not None:
         out.append(NT406(loc.late_binding.cause, loc.late_binding.fix, subject))
+    if loc.pinned is not None and loc.pinned.wrong_bytes >= PINNED_MIN_BYTES:
+        out.append(NT407(pinned_reason(loc.pinned), "allocate pinned buffers from a thread bound to the GPU's node "
+                         f"(numatune launch binds the rank to node {loc.pinned.gpu_cpu_node}); a process driving "
+                         "GPUs on several nodes must not reuse one node's cached pinned blocks for another's GPU "
+                         "(PyTorch's CachingHostAllocator does: pytorch#160420)", subject))
     if loc.threads_off_home:
         out.append(NT404(f"{len(loc.threads_off_home)} of {len(proc.threads)} threads last ran off home node "
                          f"{_nodes(loc.home_nodes)}", loc.fix.taskset or "", subject))

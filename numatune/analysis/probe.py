@@ -252,14 +252,17 @@ def gpu_ratios(gp: GpuProbe) -> list[dict[str, object]]:
     """Per GPU and other node: far/near copy bandwidth (largest size) against the GPU's own node.
 
     Near is the GPU's NUMA node from sysfs when it was measured, else (numa_node unknown) the node that
-    measured fastest, and `near_from` says which.
+    measured fastest, and `near_from` says which. The GPU's own memory node (Grace HBM) is no host buffer's
+    home: a copy from it is the GPU reading its own memory, so it is neither near nor far.
     """
     if not gp.measured or not gp.sizes:
         return []
     size = max(gp.sizes)
     out = []
     for g in gp.gpus:
-        ok = {p.node: p for p in gp.pairs if p.gpu == g.index and p.status == "ok" and size in p.h2d}
+        own = g.memory_node if g.memory_node != g.numa_node else None
+        ok = {p.node: p for p in gp.pairs if p.gpu == g.index and p.status == "ok" and size in p.h2d
+              and p.node != own}
         if len(ok) < 2:
             continue
         if g.numa_node in ok:

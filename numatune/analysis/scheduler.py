@@ -61,6 +61,14 @@ NT535 = register(
     GPU memory nodes are 250-255): kubelet keeps NUMA nodes in a 64-bit mask (topologymanager/bitmask, "bit
     number must be in range 0-63") and cannot describe such a node; leave both managers at none there.""")
 
+NT536 = register(
+    "NT536", Severity.ERROR, "scheduler", "kubelet's topology manager cannot make hints for this many NUMA nodes", """
+    topologyManagerPolicy is set on a machine with more NUMA nodes than kubelet can enumerate hints for: the
+    device manager walks every subset of the nodes (2^n), CPU-less GPU-memory and MIG placeholder nodes
+    included, so on a GB200 tray (34 nodes) a pod asking for a device never gets past admission
+    (kubernetes#135541). Leave the topology manager at none and align devices with DRA, or use a kubelet with
+    the restrict-to-cpu-numa-nodes policy option.""")
+
 
 def _int(value: str | None) -> int | None:
     """A slurm.conf / gres.conf count; None when absent or not a number (numbers.maybe_int: bounded)."""
@@ -276,7 +284,18 @@ def check_kubelet(doc: Mapping[str, Any], topo: Topology, where: str) -> Iterato
         yield NT535(f"topologyManagerPolicy={topo_policy}, memoryManagerPolicy={mem_policy}"
                     f" on a machine with NUMA node id(s) {format_cpulist(too_high)} above {BITMASK_MAX_NODE}",
                     "leave topologyManagerPolicy and memoryManagerPolicy unset (numatune emit kubelet)", where)
-    if len(cpu_nodes) > 1 and not too_high:
+    from numatune.plan.kubelet import HINT_NODES_LIMIT, RESTRICT_OPTION
+
+    all_nodes = len(topo.nodes) if topo.numa_kernel else 0
+    too_many = all_nodes > HINT_NODES_LIMIT
+    options = doc.get("topologyManagerPolicyOptions") or {}
+    restricted = isinstance(options, dict) and str(options.get(RESTRICT_OPTION, "")).lower() == "true"
+    if too_many and not too_high and topo_policy != "none" and not restricted:
+        yield NT536(f"topologyManagerPolicy={topo_policy} on {all_nodes} NUMA nodes ({len(cpu_nodes)} with CPUs): "
+                    f"hint generation enumerates 2^{all_nodes} NUMA masks", "leave topologyManagerPolicy unset and "
+                    "align devices with DRA (numatune emit kubelet, numatune emit dra), or set "
+                    f"topologyManagerPolicyOptions {RESTRICT_OPTION}: \"true\" on a kubelet that has it", where)
+    if len(cpu_nodes) > 1 and not too_high and not too_many:
         cpu_policy = str(doc.get("cpuManagerPolicy") or "none").lower()
         topo_policy = str(doc.get("topologyManagerPolicy") or "none").lower()
         if cpu_policy != "static" or topo_policy == "none":

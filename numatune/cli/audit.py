@@ -6,7 +6,7 @@ import click
 
 from numatune.cli._app import App
 from numatune.cli._options import format_option
-from numatune.commands.audit import AuditRun, make_thresholds, prefetch_numa_maps, run_audit
+from numatune.commands.audit import AuditRun, load_probe_h2d, make_thresholds, prefetch_numa_maps, run_audit
 
 
 def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -45,6 +45,8 @@ def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float
                    "off the nodes its policy names.")
 @click.option("--min-size", default="1M", show_default=True, metavar="SIZE",
               help="With --mappings: fold mappings smaller than this into one line (0: list all).")
+@click.option("--probe", "probe_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="A saved `numatune probe --gpu --json`: state what pinned buffers on the wrong node cost.")
 @click.pass_obj
 def audit_cmd(
     app: App,
@@ -62,6 +64,7 @@ def audit_cmd(
     slow_tier_warn: float,
     per_mapping: bool,
     min_size: str,
+    probe_file: str | None,
 ) -> None:
     """Show where running processes really are: threads and CPUs, memory per NUMA node (anon, file,
     heap, stack, shm, hugetlb), memory policies, the GPU they use, the remote and slow-tier shares,
@@ -93,5 +96,6 @@ def audit_cmd(
         thresholds = make_thresholds(remote_warn, remote_misplaced, slow_tier_warn)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    run_audit(app, AuditRun(app.host, pids, children, names, thresholds, mappings=per_mapping, ranks=ranks), fmt,
+    run_audit(app, AuditRun(app.host, pids, children, names, thresholds, mappings=per_mapping, ranks=ranks,
+                               h2d=load_probe_h2d(probe_file) if probe_file else None), fmt,
               watch=watch, interval=interval, count=count, sample=sample, min_bytes=min_bytes, prefetch=prefetch)

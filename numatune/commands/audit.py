@@ -13,7 +13,7 @@ TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start wit
 
 if TYPE_CHECKING:
     import threading
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
     from numatune.analysis.locality import Thresholds
@@ -43,20 +43,63 @@ def prefetch_numa_maps(host: Host, pids: tuple[int, ...]) -> tuple[threading.Thr
     return thread, out
 
 
+def probe_h2d(text: str, where: str) -> dict[str, dict[int, float]]:
+    """GPU BDF -> node -> host-to-GPU GB/s (median at the largest copy size) from a saved `probe --gpu --json`
+    document: what a pinned buffer on each node costs that GPU's copies. InputError when it is not one."""
+    import json
+
+    from numatune.errors import InputError
+
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{where}: not JSON ({exc})") from None
+    gpu = doc.get("gpu") if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("numatune.probe/") \
+        else None
+    if not isinstance(gpu, dict) or not gpu.get("measured"):
+        raise InputError(f"{where}: no measured host-to-GPU figures (write it with `numatune probe --gpu --json`)")
+    try:
+        bdf = {g["index"]: str(g["bdf"]).lower() for g in gpu["gpus"] if g.get("bdf")}
+        out: dict[str, dict[int, float]] = {}
+        for p in gpu["pairs"]:
+            figs = p.get("h2d_gbps") or {}
+            if p.get("status") != "ok" or p.get("gpu") not in bdf or not figs:
+                continue
+            best = figs[max(figs, key=int)]
+            out.setdefault(bdf[p["gpu"]], {})[int(p["node"])] = float(best["median"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{where}: malformed probe document ({exc})") from None
+    return out
+
+
+def load_probe_h2d(path: str) -> dict[str, dict[int, float]]:
+    """`audit --probe FILE`: probe_h2d of the file (InputError, exit 3, when it cannot be read or is not one)."""
+    from numatune.errors import InputError
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise InputError(f"--probe {path}: {exc.strerror or exc}") from None
+    return probe_h2d(text, f"--probe {path}")
+
+
 class AuditRun:
     """One audit setup (host, targets, thresholds, topology read once); `run()` is one pass, repeatable."""
 
     def __init__(
         self, host: Host, pids: tuple[int, ...], children: bool, names: tuple[str, ...], thresholds: Thresholds,
-        *, mappings: bool = False, ranks: bool = False,
+        *, mappings: bool = False, ranks: bool = False, h2d: Mapping[str, Mapping[int, float]] | None = None,
     ) -> None:
         """`mappings`: keep each process's placement per mapping (`audit --mappings`); `ranks`: also every
-        process whose environment names a local rank (`audit --ranks`)."""
+        process whose environment names a local rank (`audit --ranks`); `h2d`: a saved probe's host-to-GPU
+        bandwidth per GPU and node (`audit --probe`, see load_probe_h2d)."""
         from numatune.readers.topology import read_topology
 
         self.host, self.pids, self.children, self.names, self.thresholds = host, pids, children, names, thresholds
         self.ranks = ranks
         self.mappings = mappings
+        self.h2d = h2d
         self.topo = read_topology(self.host, pci_ids=None)
         self.balancing = self.host.read_int("/proc/sys/kernel/numa_balancing")
 
@@ -154,7 +197,7 @@ class AuditRun:
                 local, remote = pmu_counts[p.pid]
                 pmu = (local, remote, events, sample)
             audits.append(judge(p, self.topo, self.thresholds, balancing_mode=self.balancing, pmu=pmu,
-                                pmu_note=None if pmu else pmu_note))
+                                pmu_note=None if pmu else pmu_note, h2d=self.h2d))
         notes += [f"cannot read {path}: {reason}" for path, reason in self.host.notes]
         return audits, job, notes, helpers
 

@@ -118,6 +118,7 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
         autodetect_note,
         device_cores,
         fabric_link_counts,
+        gpu_memory_kib,
         gpus_in_bus_order,
         gres_lines,
         housekeeping_cpus,
@@ -129,8 +130,16 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
     from numatune.readers.sched import read_cpu_groups, read_meminfo_total_kib, read_render_nodes, read_uverbs
 
     layout = slurm_layout(topo, read_cpu_groups(host, topo), numa_as_socket=numa_as_socket, allow_ecores=allow_ecores)
-    memory = real_memory_mib(topo, read_meminfo_total_kib(host))
+    total_kib = read_meminfo_total_kib(host)
+    memory = real_memory_mib(topo, total_kib)
+    detected = total_kib // 1024 if total_kib is not None else memory  # what slurmd registers (NT521's limit)
     notes = list(layout.notes)
+    gpu_kib = gpu_memory_kib(topo)
+    if gpu_kib:
+        held = _fmt([n.id for n in topo.nodes if n.kind == "gpu" and n.memory_total_kib])
+        notes.append(f"RealMemory leaves out GPU memory nodes {held} ({gpu_kib // 1024} MiB of GPU HBM the kernel "
+                     "counts in MemTotal, and slurmd -C reports): jobs' --mem is host memory, from the nodes with "
+                     "CPUs; slurmd accepts a RealMemory below what it detects")
     if layout.problem:
         notes.append(f"no Sockets/CoresPerSocket or Cores=: {layout.problem}")
     spec: tuple[int, ...] = ()
@@ -207,7 +216,7 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
         auto = ("AutoDetect would report each GPU's NUMA-node CPUs, which are not whole sockets here (sub-NUMA "
                 "clustering): slurmd rejects that affinity unless SlurmdParameters=numa_node_as_socket; keep these "
                 "lines, or use --numa-as-socket with that parameter")
-    return SlurmEmit(topo.source, layout, node, lines, tuple(nics), auto, tuple(notes), memory)
+    return SlurmEmit(topo.source, layout, node, lines, tuple(nics), auto, tuple(notes), detected)
 
 
 def _stand_in_lines(topo: Topology, layout: SlurmLayout, stand_ins: tuple[tuple[str, str], ...],

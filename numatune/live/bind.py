@@ -169,18 +169,25 @@ def read_launch_topology(host: Host, *, node_kinds: bool) -> Topology:
 def read_launch_devices(host: Host, topo: Topology, bdf: str | None = None, *, nics: bool = False) -> list[PciDevice]:
     """GPUs and accelerators (with NVIDIA UUIDs and AMD KFD nodes), plus the `--gpu` BDF if it is any other
     device, plus the NICs (with their RDMA devices and netdevs) when `nics` (--nic)."""
+    from numatune.readers.gpumem import attach_gpu_memory, read_numa_status
+    from numatune.readers.kfd import read_kfd
     from numatune.readers.pci import read_pci_devices
 
-    devices, _ = read_pci_devices(host, topo.nodes)
-    if not host.is_live and any(d.vendor_id == 0x10DE and not (d.nvidia and d.nvidia.uuid) for d in devices):
-        # A saved root without /proc/driver/nvidia: the UUIDs of its saved NVML record, as audit reads them
-        # (CUDA_VISIBLE_DEVICES=GPU-... must resolve the same way). Live, NVML stays off launch's start-up.
+    kfd = read_kfd(host)
+    devices, _ = read_pci_devices(host, topo.nodes, kfd=kfd)
+    nvml = ()
+    if not host.is_live and any(d.vendor_id == 0x10DE for d in devices):
+        # A saved root: the UUIDs of its saved NVML record, as audit reads them (CUDA_VISIBLE_DEVICES=GPU-...
+        # must resolve the same way), and its NUMA answers (a Grace GPU with numa_node -1). Live, NVML stays
+        # off launch's start-up: the driver's numa_status names a Grace GPU's memory node.
         from numatune.readers.fabric import with_nvml_uuids
         from numatune.readers.nvml import fabric_from_record, load_record
 
         doc, note = load_record(host)
         if doc is not None:
-            devices = with_nvml_uuids(devices, fabric_from_record(doc, note, "nvml record"))
+            fabric = fabric_from_record(doc, note, "nvml record")
+            devices, nvml = with_nvml_uuids(devices, fabric), fabric.nvml_gpus
+    _, devices = attach_gpu_memory(topo.nodes, devices, read_numa_status(host), nvml, kfd)
     kinds = ("gpu", "accelerator", "nic") if nics else ("gpu", "accelerator")
     out = [d for d in devices if d.kind in kinds or (bdf and d.bdf.lower() == bdf)]
     if bdf and not any(d.bdf.lower() == bdf for d in out):

@@ -63,11 +63,22 @@ def gpu_devices(topo: Topology) -> list[GpuDevice]:
         bdf = _bdf(props)
         dev = topo.device(bdf) if bdf else None
         if dev is None or dev.node is None:
-            out.append(GpuDevice(i, props.name, bdf, None, None))
+            out.append(GpuDevice(i, props.name, bdf, None, None, dev.memory_node if dev else None))
         else:
             how = "sysfs numa_node" if dev.numa_node is not None else f"inferred from {dev.inferred_from}"
-            out.append(GpuDevice(i, props.name, bdf, dev.node, how))
+            out.append(GpuDevice(i, props.name, bdf, dev.node, how, dev.memory_node))
     return out
+
+
+def issuing_node(topo: Topology, node: int) -> int | None:
+    """Whose CPUs issue the copies of a buffer on `node`: the node itself when it has CPUs, else (a CPU-less
+    GPU-memory, CXL or HBM node) the nearest node with CPUs by SLIT, as a process placed there would run."""
+    from numatune.plan.cxl import nearest_cpu_node
+
+    n = topo.node(node)
+    if n is None:
+        return None
+    return n.id if n.cpus else nearest_cpu_node(topo, n)
 
 
 def _place(p) -> CellPlacement:  # noqa: ANN001 - bench.Placement
@@ -109,16 +120,18 @@ def measure(topo: Topology, nodes: Sequence[int], runtime: str, *, sizes: Sequen
     affinity = os.sched_getaffinity(0)
     total, step = len(nodes) * len(gpus), 0
     for n in nodes:
-        node = topo.node(n)
+        issuer = issuing_node(topo, n)
+        node = topo.node(issuer) if issuer is not None else None
         cpus = set(node.cpus) & affinity if node else set()
         fail: tuple[str, str, CellPlacement | None] | None = None
         buf = host = None
         registered = False
-        free = node.memory_free_kib * 1024 if node and node.memory_free_kib is not None else None
+        target = topo.node(n)
+        free = target.memory_free_kib * 1024 if target and target.memory_free_kib is not None else None
         try:
             if free is not None and free < size + (64 << 20):  # MPOL_BIND on a full node ends in the OOM killer
                 raise MemoryError(f"node {n} has {free >> 20} MiB free, {(size >> 20) + 64} MiB needed")
-            if cpus:  # issue the copies from the node's own CPUs (the DMA reads the buffer, not the CPU)
+            if cpus:  # issue the copies from the node's (or nearest) CPUs; the DMA reads the buffer, not the CPU
                 os.sched_setaffinity(0, cpus)
             buf = Buffer(size, n)
             buf.touch()
@@ -141,7 +154,7 @@ def measure(topo: Topology, nodes: Sequence[int], runtime: str, *, sizes: Sequen
             if progress:
                 progress(f"node {n} ↔ GPU {g.index}", step, total)
             if fail is not None:
-                pairs.append(GpuPair(n, g.index, fail[0], fail[1], fail[2], {}, {}))
+                pairs.append(GpuPair(n, g.index, fail[0], fail[1], fail[2], {}, {}, issuer))
                 continue
             h2d, d2h = {}, {}
             try:
@@ -153,9 +166,10 @@ def measure(topo: Topology, nodes: Sequence[int], runtime: str, *, sizes: Sequen
                     del dev
                     torch.cuda.empty_cache()
             except RuntimeError as exc:  # CUDA out of memory, device error: say it, go on
-                pairs.append(GpuPair(n, g.index, "skipped", f"CUDA: {str(exc).splitlines()[0]}", placed, {}, {}))
+                pairs.append(GpuPair(n, g.index, "skipped", f"CUDA: {str(exc).splitlines()[0]}", placed, {}, {},
+                                     issuer))
                 continue
-            pairs.append(GpuPair(n, g.index, "ok", None, placed, h2d, d2h))
+            pairs.append(GpuPair(n, g.index, "ok", None, placed, h2d, d2h, issuer))
         del host
         if registered:
             rt.cudaHostUnregister(buf.addr)

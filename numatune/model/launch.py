@@ -27,13 +27,17 @@ CPU_BIND_MODES = ("node", "socket", "exclusive", "core-complex", "cores:N", "non
 TORCH_MODES = ("node", "socket", "exclusive", "core-complex")  # torchrun --numa-binding's vocabulary
 NIC_TRANSPORTS = ("rdma", "tcp")  # --nic-transport: what the job's NCCL/Gloo traffic uses
 CPU_KIND_CHOICES = ("performance", "efficiency", "any")  # --cpu-kind: which CPU kinds a rank gets first
-MEM_POLICIES = ("bind", "preferred", "preferred-many", "interleave", "weighted", "cxl-spill", "none")
+MEM_POLICIES = ("bind", "preferred", "preferred-many", "interleave", "weighted", "cxl-spill", "socket",
+                "socket-interleave", "gpu-memory", "none")
 METHODS = ("auto", "numactl", "taskset", "direct")
 
 # policy name -> (MPOL_* mode, minimal kernel, numactl option, minimal numactl)
 POLICY_SUPPORT: dict[str, tuple[int, tuple[int, int], str, str]] = {
     "bind": (MPOL_BIND, (2, 6), "--membind", "any"),
     "cxl-spill": (MPOL_BIND, (2, 6), "--membind", "any"),
+    "socket": (MPOL_BIND, (2, 6), "--membind", "any"),
+    "socket-interleave": (MPOL_INTERLEAVE, (2, 6), "--interleave", "any"),
+    "gpu-memory": (MPOL_BIND, (2, 6), "--membind", "any"),
     "preferred": (MPOL_PREFERRED, (2, 6), "--preferred", "any"),
     "interleave": (MPOL_INTERLEAVE, (2, 6), "--interleave", "any"),
     "preferred-many": (MPOL_PREFERRED_MANY, (5, 15), "--preferred-many", "2.0.15"),

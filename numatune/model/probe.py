@@ -78,6 +78,7 @@ class GpuDevice(NamedTuple):
     bdf: str | None  # PCI address as CUDA reports it, lower case
     numa_node: int | None  # from the topology reader (sysfs numa_node, else its inference); None: unknown
     node_from: str | None = None  # "sysfs numa_node" or "inferred from local_cpulist" (numa_node was -1)
+    memory_node: int | None = None  # the node of the GPU's own memory (Grace HBM in NUMA mode; an APU's node)
 
 
 class GpuPair(NamedTuple):
@@ -89,6 +90,7 @@ class GpuPair(NamedTuple):
     placement: CellPlacement | None  # after pinning (before pinning it was checked too)
     h2d: dict[int, Figure]
     d2h: dict[int, Figure]
+    cpu_node: int | None = None  # whose CPUs issued the copies: the node, or the nearest node with CPUs (SLIT)
 
 
 class GpuProbe(NamedTuple):

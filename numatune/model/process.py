@@ -79,6 +79,7 @@ class NumaMemory:
     mappings: int = 0
     malformed_lines: int = 0
     by_mapping: tuple[MappingPlacement, ...] | None = None  # only when asked for (`audit --mappings`)
+    pinned: Mapping[str, dict[int, int]] = EMPTY_MAP  # GPU driver device file -> node -> bytes (pinned host memory)
 
     @property
     def total(self) -> int:
@@ -179,6 +180,21 @@ class Locality:
     reasons: tuple[str, ...]
     fix: Fix = Fix()
     late_binding: LateBinding | None = None
+    pinned: PinnedHost | None = None  # a GPU rank's pinned host buffers (None: no GPU, or none mapped)
+    node_kinds: Mapping[int, tuple[str, str | None]] = EMPTY_MAP  # node holding its pages -> (kind, GPU BDF)
+
+
+@record
+class PinnedHost:
+    """Pinned host buffers of a GPU process (the pages its GPU driver maps: cudaHostAlloc, hipHostMalloc) and
+    where they are against the node the rank's GPU is attached to."""
+
+    gpu_cpu_node: int  # the node with CPUs the rank's GPU hangs off (where its pinned buffers belong)
+    by_node: Mapping[int, int]  # node -> bytes
+    devices: tuple[str, ...]  # the device files they are mapped through (nvidiactl, kfd, renderD128)
+    wrong_bytes: int  # bytes on other nodes
+    wrong_nodes: tuple[int, ...]
+    cost: str | None = None  # the measured host-to-device bandwidth of those nodes against the right one (probe)
 
 
 @record

@@ -137,6 +137,8 @@ class NumaNode:
     interleave_weight: int | None = None
     has_normal_memory: bool | None = None
     generic_initiator: bool = False
+    gpu: str | None = None  # kind "gpu": the BDF of the GPU whose memory (or MIG placeholder) this node is
+    mig_placeholder: bool = False  # an empty node the NVIDIA driver keeps for a MIG instance's memory
 
     def hmat_from(self, initiator: int) -> tuple[int | None, int | None]:
         """(read latency ns, read bandwidth MB/s) HMAT lists for `initiator` reaching this node (CPU class
@@ -191,6 +193,9 @@ class PciDevice:
     nvidia: NvidiaGpuInfo | None = None
     amd_kfd_node: int | None = None
     kfd_cpu_agent: int | None = None  # the KFD CPU node this GPU's PCIe link goes to (its socket, per the KFD)
+    memory_node: int | None = None  # the NUMA node of the GPU's own memory (Grace HBM node; an APU's node)
+    memory_node_from: str | None = None  # "numa_status" | "nvml" | "apu (KFD: no memory of its own)"
+    placeholder_nodes: tuple[int, ...] = ()  # the empty MIG placeholder nodes that belong to this GPU
 
     @property
     def node(self) -> int | None:
@@ -374,6 +379,8 @@ class NvmlGpu:
     fabric_state: str | None = None  # NVSwitch registration: not-supported|not-started|in-progress|completed
     fabric_status: str | None = None  # NVML return code of the registration ("success" or the error)
     processes: tuple[int, ...] = ()  # PIDs of the compute processes on this GPU
+    numa_node: int | None = None  # nvmlDeviceGetNumaNodeId: the GPU memory's node on Grace (NUMA mode), else None
+    cpu_affinity: tuple[int, ...] = ()  # nvmlDeviceGetCpuAffinity: the CPUs NVML calls near the GPU
 
 
 @record

@@ -10,7 +10,16 @@ Pure. The rules kubelet enforces at start-up and that this module keeps:
 - the topology and memory managers hold NUMA nodes in a 64-bit mask (kubelet's
   pkg/kubelet/cm/topologymanager/bitmask: "bit number must be in range 0-63"): a machine with a NUMA id
   above 63 (POWER9 GPU memory nodes 250-255) cannot be described to them, so they are left off and the
-  fragment says why.
+  fragment says why;
+- the device manager makes a pod's topology hints by enumerating every subset of the NUMA nodes kubelet
+  knows, CPU-less ones included (bitmask.IterateBitMasks: 2^n masks): on a GB200 tray's 34 nodes (2 with
+  CPUs, 32 GPU-memory and MIG placeholder nodes) that is 1.7e10 masks and admission never finishes
+  (kubernetes#135541, #135581): above HINT_NODES_LIMIT nodes the topology manager (and the memory manager
+  that works through it) is not enabled, and the fragment says what to use instead (DRA's numaNode and
+  pcieRoot attributes: `numatune emit dra`; kubelet's proposed `restrict-to-cpu-numa-nodes` option, PR
+  #138172, where a kubelet has it);
+- a GPU's memory onlined as a NUMA node (Grace in NUMA mode, POWER9) is node memory to kubelet: the Static
+  memory manager could pin a pod's memory to a GPU's HBM, so it is not enabled there.
 What cannot be derived safely is not written: no static CPU manager without cores to reserve (a tree
 without CPU topology, or --reserve-cores 0), no topology or memory manager without NUMA information or
 with NUMA ids kubelet cannot represent; each omission is a note (a comment in the YAML).
@@ -29,6 +38,19 @@ SCOPES = ("container", "pod")
 EVICTION_MIB = 100  # kubelet's default evictionHard memory.available
 TOPOLOGY_MANAGER_MAX_NODES = 8  # kubelet's limit without max-allowable-numa-nodes
 BITMASK_MAX_NODE = 63  # kubelet's NUMA bitmask holds node ids 0-63
+HINT_NODES_LIMIT = 24  # 2^24 = 16.8 million NUMA masks per device hint: beyond this, admission does not finish
+RESTRICT_OPTION = "restrict-to-cpu-numa-nodes"  # kubernetes PR #138172 (proposed)
+
+
+def hint_masks_note(all_nodes: int, cpu_nodes: int) -> str:
+    """Why the topology manager is not enabled on a machine with `all_nodes` NUMA nodes (> HINT_NODES_LIMIT)."""
+    return (f"{all_nodes} NUMA nodes ({cpu_nodes} with CPUs): kubelet's device manager makes topology hints over "
+            f"every subset of them (2^{all_nodes} = {2 ** all_nodes:.1e} masks; kubernetes#135541: pods stay "
+            "Pending), so topologyManagerPolicy and memoryManagerPolicy are not written (kubelet's default, none). "
+            "Instead: align GPUs, NICs and CPUs with DRA (`numatune emit dra`: resource.kubernetes.io/numaNode and "
+            f"pcieRoot), or, on a kubelet that has it, topologyManagerPolicyOptions {RESTRICT_OPTION}: \"true\" "
+            "(kubernetes PR #138172) with topologyManagerPolicy restricted, which limits hints to the nodes with "
+            "CPUs")
 
 
 @record
@@ -57,7 +79,10 @@ def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: i
     }
     all_nodes = topo.nodes if topo.numa_kernel else ()  # kubelet (cAdvisor) counts every node, CPU-less too
     too_high = [n.id for n in all_nodes if n.id > BITMASK_MAX_NODE]
-    numa = bool(all_nodes) and not too_high
+    too_many = len(all_nodes) > HINT_NODES_LIMIT
+    numa = bool(all_nodes) and not too_high and not too_many
+    if too_many and not too_high:
+        notes.append(hint_masks_note(len(all_nodes), len(cpu_nodes)))
     if too_high:
         notes.append(f"NUMA node id(s) {format_cpulist(too_high)} above {BITMASK_MAX_NODE}: kubelet's topology "
                      "and memory managers keep NUMA nodes in a 64-bit mask and cannot represent them, so neither "
@@ -88,7 +113,13 @@ def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: i
         config["topologyManagerPolicyOptions"] = {"max-allowable-numa-nodes": str(len(all_nodes))}
         notes.append(f"{len(all_nodes)} NUMA nodes: kubelet's topology manager refuses more than "
                      f"{TOPOLOGY_MANAGER_MAX_NODES} unless max-allowable-numa-nodes is raised (Kubernetes >= 1.31)")
-    if numa:
+    gpu_mem = [n.id for n in topo.nodes if n.kind == "gpu" and n.memory_total_kib]
+    memory_manager = numa and not gpu_mem
+    if numa and gpu_mem:
+        notes.append(f"GPU memory node(s) {format_cpulist(gpu_mem)} (a GPU's HBM onlined as NUMA memory): kubelet "
+                     "counts them as node memory and the Static memory manager could pin a pod's memory there, so "
+                     "memoryManagerPolicy is not written; CPUs and devices are still aligned by the topology manager")
+    if memory_manager:
         config["memoryManagerPolicy"] = "Static"
     if reserved:
         config["reservedSystemCPUs"] = format_cpulist(reserved)
@@ -100,7 +131,7 @@ def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: i
     config["systemReserved"] = {"memory": f"{system_reserved_mib}Mi"}
     config["evictionHard"] = {"memory.available": f"{EVICTION_MIB}Mi"}
     total = kube_reserved_mib + system_reserved_mib + EVICTION_MIB
-    if numa:
+    if memory_manager:
         config["reservedMemory"] = [{"numaNode": nid, "limits": {"memory": f"{mib}Mi"}}
                                     for nid, mib in split_reserved_memory(topo, reserved, total)]
         notes.append(f"reservedMemory sums to {total}Mi = kubeReserved {kube_reserved_mib}Mi + systemReserved "

@@ -206,7 +206,35 @@ def choose_node(
         if source == "--node":  # the command line's exit 2 (commands.launch); a device's node not there: 7
             raise ImpossibleRequest(f"--node {node}: node {node} is not in this root (nodes: {known})")
         raise BindingError(f"node {node} ({source}) is not in this root (nodes: {known})")
+    if opts.node is None and dev is not None and not topo.node(node).cpus:
+        node, source = _cpu_node_of(topo, dev, node, source)
     return node, source
+
+
+def _cpu_node_of(topo: Topology, dev: PciDevice, node: int, source: str) -> tuple[int, str]:
+    """A device whose node has no CPUs (a Grace GPU whose numa_node names its HBM node): the nearest node with
+    CPUs, never the CPU-less one (numactl --cpunodebind on it fails)."""
+    from numatune.model.gpumem import nearest_cpu_node
+
+    home = nearest_cpu_node(topo, node)
+    if home is None:
+        raise BindingError(f"node {node} ({source}) has no CPUs and no node with CPUs is near it: pass --node")
+    what = "its GPU memory" if topo.node(node).gpu == dev.bdf.lower() or dev.memory_node == node else "CPU-less"
+    return home, (f"{source} is node {node}, {what} without CPUs; node {home} is the nearest node with CPUs "
+                  "(SLIT)")
+
+
+def _memory_note(topo: Topology, dev: PciDevice | None, node: int) -> str | None:
+    """The reason line for a GPU whose own memory is a NUMA node (Grace in NUMA mode, POWER9, an APU)."""
+    if dev is None or dev.memory_node is None:
+        return None
+    if dev.memory_node_from == "apu":
+        return (f"gpu memory: {dev.bdf} is an APU: its memory is node {dev.memory_node}'s, shared with the CPUs, "
+                "so binding to the node places host and GPU data in the same HBM")
+    holes = f"; MIG placeholders {format_cpulist(dev.placeholder_nodes)}" if dev.placeholder_nodes else ""
+    return (f"gpu memory: {dev.bdf}'s memory is node {dev.memory_node} ({dev.memory_node_from}; the node NVML "
+            f"reports for it{holes}), without CPUs: CPUs and default memory go to node {node}, "
+            f"the nearest node with CPUs; --mem-policy gpu-memory places host memory there deliberately")
 
 
 # -- CPUs -------------------------------------------------------------------------------------------------
@@ -539,7 +567,8 @@ def _check_kernel(policy: str, facts: LaunchFacts, warnings: list[str]) -> None:
 
 
 def choose_memory(
-    topo: Topology, opts: LaunchOptions, facts: LaunchFacts, node: int, reasons: list[str], warnings: list[str]
+    topo: Topology, opts: LaunchOptions, facts: LaunchFacts, node: int, reasons: list[str], warnings: list[str],
+    *, dev: PciDevice | None = None,
 ) -> MemPolicy:
     policy = opts.mem_policy
     if policy == "none":
@@ -578,6 +607,29 @@ def choose_memory(
         shown = ", ".join(f"node {n}: {w}" for n, w in weights.items())
         reasons.append(f"memory: weighted interleave over nodes {format_cpulist(nodes)} with weights {shown} "
                        f"({weights_source}); weights are system-wide in /sys/kernel/mm/mempolicy/weighted_interleave")
+    elif policy in ("socket", "socket-interleave"):
+        nodes = explicit or _socket_nodes(topo, node)
+        why = "--mem-nodes" if explicit else f"node {node} and the other nodes with CPUs of its socket, nearest first"
+        if len(nodes) == 1:
+            warnings.append(f"--mem-policy {policy}: node {node} is the only node of its socket with memory "
+                            f"(no sub-NUMA clustering): this is bind to node {node}")
+        if policy == "socket":
+            reasons.append(f"memory: socket — bind to nodes {format_cpulist(nodes)} ({why}): the kernel fills "
+                           f"node {node} first, then the socket's other nodes, never another socket's")
+        else:
+            reasons.append(f"memory: socket-interleave — page by page over nodes {format_cpulist(nodes)} ({why}): "
+                           "the bandwidth and capacity of the whole socket, never another socket's")
+    elif policy == "gpu-memory":
+        nodes = explicit or _gpu_memory_node(topo, dev)
+        if explicit:
+            reasons.append(f"memory: gpu-memory — bind to nodes {format_cpulist(nodes)} (--mem-nodes)")
+        elif dev is not None and dev.memory_node_from == "apu":
+            reasons.append(f"memory: gpu-memory — bind to node {nodes[0]}, the APU's HBM, which its CPUs and GPU "
+                           f"share (the same as bind)")
+        else:
+            reasons.append(f"memory: gpu-memory — bind to node {nodes[0]}, the HBM of {dev.bdf if dev else '?'} "
+                           f"(CPU-less): host allocations live in GPU memory, which the CPUs of node {node} "
+                           "reach over the C2C link")
     else:  # cxl-spill
         cxl = nearest_cxl_node(topo, node)
         if cxl is None:
@@ -609,6 +661,25 @@ def choose_memory(
                 "(cgroup cpuset.mems)"
             )
     return MemPolicy(policy, mode, tuple(nodes), weights, weights_source)
+
+
+def _socket_nodes(topo: Topology, node: int) -> tuple[int, ...]:
+    """`node`, then the other nodes with CPUs and memory of its socket, nearest (SLIT) first (SNC, NPS)."""
+    from numatune.model.gpumem import same_socket_nodes
+
+    return tuple(n for n in same_socket_nodes(topo, node) if n == node or topo.node(n).memory_total_kib != 0)
+
+
+def _gpu_memory_node(topo: Topology, dev: PciDevice | None) -> tuple[int, ...]:
+    if dev is None:
+        raise BindingError("--mem-policy gpu-memory needs a GPU (not --node alone)")
+    if dev.memory_node is None:
+        from numatune.model.gpumem import gpu_memory_layout
+
+        mode = gpu_memory_layout(topo._replace(devices=(dev,))).mode
+        raise BindingError(f"--mem-policy gpu-memory: {dev.bdf}'s memory is not a NUMA node here (GPU memory "
+                           f"mode: {mode}; only Grace and POWER9 in NUMA mode and APUs put it in one)")
+    return (dev.memory_node,)
 
 
 def _weights(
@@ -729,6 +800,8 @@ def plan_launch(
                 reasons.append(f"ordering: {gpu.ordering}")
         node, node_source = choose_node(topo, opts, dev, warnings)
         reasons.append(f"node: {node} ({node_source})")
+        if (note := _memory_note(topo, dev, node)) is not None:
+            reasons.append(note)
         position, count, sharing = _sharing(topo, opts, rank, dev, in_use, node)
         reasons.append(sharing)
         share = (position, count) if opts.cpu_bind.mode in ("exclusive", "cores", "core-complex") else (0, 1)
@@ -739,7 +812,7 @@ def plan_launch(
                            lambda: node_split(topo, opts, facts, node, cpus, share))
         if torch is not None:
             reasons.append(_torch_line(torch))
-        mem = choose_memory(topo, opts, facts, node, reasons, warnings)
+        mem = choose_memory(topo, opts, facts, node, reasons, warnings, dev=dev)
         nic = choose_nic(opts.nic, opts.nic_transport, dev, in_use, node, devices, reasons, warnings,
                          distance=lambda a, b: _slit(topo, a, b))
         method, argv = choose_method(opts, facts, cpus, mem, command, reasons)

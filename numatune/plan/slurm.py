@@ -187,10 +187,16 @@ class NodeLine:
         return " ".join(parts)
 
 
+def gpu_memory_kib(topo: Topology) -> int:
+    """The memory of the GPU-memory nodes (a Grace GPU's HBM, POWER9's): in MemTotal, but not host memory."""
+    return sum(n.memory_total_kib or 0 for n in topo.nodes if n.kind == "gpu")
+
+
 def real_memory_mib(topo: Topology, meminfo_total_kib: int | None) -> int | None:
-    """What slurmd reports as RealMemory: the kernel's total RAM in MiB (/proc/meminfo MemTotal, else the nodes')."""
+    """RealMemory in MiB: the kernel's total RAM (/proc/meminfo MemTotal, else the nodes') less the GPU-memory
+    nodes, which MemTotal counts on Grace and POWER9 in NUMA mode (slurmd detects more; it accepts less)."""
     if meminfo_total_kib is not None:
-        return meminfo_total_kib // 1024
+        return max(0, meminfo_total_kib - gpu_memory_kib(topo)) // 1024
     known = [n.memory_total_kib for n in topo.nodes if n.memory_total_kib is not None and n.kind != "gpu"]
     return sum(known) // 1024 if known else None
 
@@ -368,7 +374,7 @@ class SlurmEmit:
     nic_gres: tuple[GresLine, ...]
     autodetect: str
     notes: tuple[str, ...]
-    memory_mib: int | None
+    memory_mib: int | None  # the memory slurmd detects (MemTotal): a RealMemory above it drains the node
 
 
 MAX_HOSTS = 1 << 20  # the hosts one hostlist may name: "node[0-99999999999]" is refused, not expanded

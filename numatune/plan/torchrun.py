@@ -124,7 +124,8 @@ def torch_view(
         if not tcpus:
             raise _Fails("it would bind to no CPU (RuntimeError)")
     except _Fails as exc:
-        return TorchView(mode, tnode, (), False, f"torchrun --numa-binding={mode} would fail: {exc}")
+        return TorchView(mode, tnode, (), False, f"torchrun --numa-binding={mode} would fail: {exc}"
+                         + _cpu_less(topo, dev, tnode))
     except ValueError:
         return TorchView(mode, tnode, (), False, f"torchrun --numa-binding={mode} would fail (min() of no CPUs)")
     theirs = tuple(sorted(tcpus))
@@ -132,6 +133,16 @@ def torch_view(
     return TorchView(mode, tnode, theirs, same, None,
                      () if same else _because(topo, facts, opts, dev, in_use, node, node_source, set(theirs),
                                               set(cpus), share, tnode, split))
+
+
+def _cpu_less(topo: Topology, dev: PciDevice, tnode: int) -> str:
+    """Why torch's node has no CPUs, when it has none: torch takes the PCI function's numa_node as the rank's
+    node, and on Grace in NUMA mode that can be the GPU's own HBM node."""
+    n = topo.node(tnode)
+    if n is None or n.cpus:
+        return ""
+    what = "the GPU's own memory (HBM)" if n.gpu == dev.bdf.lower() or dev.memory_node == tnode else "CPU-less"
+    return f" (it takes the GPU's numa_node {tnode} as the rank's node: {what}, without CPUs)"
 
 
 def _because(

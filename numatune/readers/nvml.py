@@ -260,6 +260,9 @@ def fabric_from_record(doc: dict, note: str, source: str) -> GpuFabric:
             processes=tuple(sorted(pid for p in procs
                                    if isinstance(p, dict) and (pid := _count(p.get("pid"))) is not None))
             if isinstance(procs, list) else (),
+            numa_node=numa if isinstance(numa := g.get("numa_node"), int) and numa >= 0 else None,
+            cpu_affinity=tuple(sorted(c for c in aff if isinstance(c, int)))
+            if isinstance(aff := g.get("cpu_affinity"), list) else (),
         ))
     links = [FabricLink(a, b, "nvlink", (n + 1) // 2, source=source) for (a, b), n in sorted(direct.items())]
     switched = sorted(to_switch)

@@ -10,6 +10,7 @@ never stored by a snapshot).
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections import Counter
 from operator import itemgetter
 
@@ -66,6 +67,18 @@ def _mapping_kind(token: str) -> str:
         path = token[5:]
         return "shm" if path.startswith(_SHM_PREFIXES) else "file"
     return "anon"
+
+
+_NVIDIA_DEVICE = re.compile(r"/dev/nvidia(ctl|[0-9]+)$")
+
+
+def pinned_device(file: str) -> str | None:
+    """The device file name when a mapping of `file` is host memory a GPU driver pinned and mapped: CUDA maps
+    cudaHostAlloc/cudaMallocHost pages through /dev/nvidiactl (or /dev/nvidiaN), ROCm hipHostMalloc pages
+    through /dev/kfd or a DRM render node. /dev/nvidia-uvm (managed memory, which migrates) is not pinned."""
+    if _NVIDIA_DEVICE.match(file) or file == "/dev/kfd" or file.startswith("/dev/dri/renderD"):
+        return file.rpartition("/")[2]
+    return None
 
 
 def _tails(lines: list[str]) -> Counter[str]:
@@ -189,6 +202,7 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
     by_kind: dict[str, dict[int, int]] = {}
     policy_maps: dict[str, int] = {}
     policy_bytes: dict[str, int] = {}
+    pinned: dict[str, dict[int, int]] = {}
     parsed: dict[str, tuple[str, str, str, int, list[tuple[int, int]]] | None] = {}
     mappings = 0
     malformed = 0
@@ -200,16 +214,20 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
             malformed += count
             continue
         mappings += count
-        policy, kind, _file, size, nodes = p
+        policy, kind, file, size, nodes = p
         policy_maps[policy] = policy_maps.get(policy, 0) + count
         total = 0
         if nodes:
             kind_nodes = by_kind.setdefault(kind, {})
+            device = pinned_device(file) if file.startswith("/dev/") else None
+            held = pinned.setdefault(device, {}) if device else None
             for node, pages in nodes:
                 b = pages * size * count
                 by_node[node] = by_node.get(node, 0) + b
                 kind_nodes[node] = kind_nodes.get(node, 0) + b
                 total += b
+                if held is not None:
+                    held[node] = held.get(node, 0) + b
         policy_bytes[policy] = policy_bytes.get(policy, 0) + total
     policies = tuple(
         PolicyUse(p, policy_maps[p], policy_bytes[p])
@@ -222,6 +240,7 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
         mappings=mappings,
         malformed_lines=malformed,
         by_mapping=_placements(lines, parsed) if per_mapping else None,
+        pinned={d: dict(sorted(v.items())) for d, v in sorted(pinned.items())},
     )
 
 

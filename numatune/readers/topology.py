@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from numatune.model.findings import Skipped
 from numatune.model.topology import CxlTopology, GpuFabric, KernelSettings, NumaNode, PciDevice, Topology
-from numatune.numbers import maybe_int
-from numatune.readers import NVIDIA_GPUS, host_skipped
+from numatune.readers import host_skipped
 from numatune.readers.cpukinds import group_cpu_kinds, read_kind_facts
 from numatune.readers.cpus import read_cpus, summarize_cpus
+from numatune.readers.gpumem import attach_gpu_memory, read_numa_status
 from numatune.readers.nodes import read_memory_tiers, read_nodes
 from numatune.system.host import Host
 
@@ -50,6 +50,7 @@ def read_topology(
         skipped += pci_skipped
         fabric = read_fabric(host, pci, kfd)
         pci = with_nvml_uuids(pci, fabric)
+        nodes, pci = attach_gpu_memory(nodes, pci, read_numa_status(host), fabric.nvml_gpus, kfd)
     if devices if cxl is None else cxl:
         from numatune.readers.cxl import read_cxl
 
@@ -82,7 +83,7 @@ def classify_nodes(
     host: Host, nodes: tuple[NumaNode, ...], cxl: CxlTopology, arch: str | None
 ) -> tuple[NumaNode, ...]:
     """Give each node a kind, with the evidence: CPU-less nodes are CXL, HBM, GPU memory or PMem."""
-    gpu_nodes = _nvidia_gpu_memory_nodes(host)
+    gpu_nodes = {node: bdf for bdf, node in read_numa_status(host).items()}
     dax_by_node: dict[int, list[str]] = {}
     for d in cxl.dax:
         if d.target_node is not None:
@@ -102,6 +103,8 @@ def _kind_of(
 ) -> tuple[str, str]:
     if node.cpus:
         return "dram", "has CPUs"
+    if node.gpu is not None:  # attach_gpu_memory named the GPU (its memory, or a MIG placeholder)
+        return node.kind, node.kind_evidence
     if node.id in gpu_nodes:
         return "gpu", f"NVIDIA GPU {gpu_nodes[node.id]} memory (numa_status)"
     if "cxl" in dax_backings:
@@ -122,18 +125,6 @@ def _kind_of(
             f"{','.join(map(str, slowest.initiators)) or '?'}; no CXL, DAX or GPU link says what it is"
         )
     return "unknown", "CPU-less node with no evidence of its memory type"
-
-
-def _nvidia_gpu_memory_nodes(host: Host) -> dict[int, str]:
-    out = {}
-    for bdf in host.listdir(NVIDIA_GPUS):
-        text = host.read_optional(f"{NVIDIA_GPUS}/{bdf}/numa_status") or ""
-        for number, line in enumerate(text.splitlines(), 1):
-            key, _, value = line.partition(":")
-            node = maybe_int(value, f"{NVIDIA_GPUS}/{bdf}/numa_status", line=number) if key.strip() == "Node" else None
-            if node is not None and node >= 0:
-                out[node] = bdf
-    return out
 
 
 __all__ = ["read_topology", "classify_nodes", "Skipped"]

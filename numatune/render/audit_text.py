@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from numatune.cpulist import format_cpulist
+from numatune.model.order import labels as device_labels
 from numatune.model.process import MAPPING_KINDS, ProcessAudit, fold_mappings
 from numatune.model.topology import Topology
 from numatune.render.inspect_text import human_bytes
@@ -128,15 +129,26 @@ def process_detail(a: ProcessAudit, topo: Topology, terminal: bool = True) -> Gr
     mem = Table(title="resident memory by node (numa_maps)", title_justify="left")
     nodes = sorted(p.memory.by_node)
     mem.add_column("kind")
+    labels = device_labels(topo.devices) if any(n.gpu for n in topo.nodes) else {}
     for n in nodes:
         label = f"node {n}" + (" (home)" if n in loc.home_nodes else "")
-        kind = topo.node(n).kind if topo.node(n) else "?"
+        node = topo.node(n)
+        kind = node.kind if node else "?"
+        if node is not None and node.gpu:
+            kind += f" {labels.get(node.gpu, node.gpu)}"
         mem.add_column(f"{label}\n{kind}", justify="right")
     mem.add_column("total", justify="right")
     for kind in MAPPING_KINDS:
         row = p.memory.by_kind.get(kind)
         if row:
             mem.add_row(kind, *(human_bytes(row.get(n, 0)) for n in nodes), human_bytes(sum(row.values())))
+    if p.memory.pinned:
+        pinned: dict[int, int] = {}
+        for by in p.memory.pinned.values():
+            for n, b in by.items():
+                pinned[n] = pinned.get(n, 0) + b
+        mem.add_row(f"pinned ({', '.join(p.memory.pinned)})", *(human_bytes(pinned.get(n, 0)) for n in nodes),
+                    human_bytes(sum(pinned.values())), style="yellow" if loc.pinned and loc.pinned.wrong_bytes else "")
     mem.add_row("total", *(human_bytes(p.memory.by_node[n]) for n in nodes), human_bytes(p.memory.total), style="bold")
 
     pol = Table(title=f"memory policies ({p.memory.mappings} mappings)", title_justify="left")

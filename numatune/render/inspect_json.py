@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from numatune.model.findings import Finding
+from numatune.model.gpumem import GpuMemoryLayout, gpu_memory_layout
 from numatune.model.paths import LEGEND, PathMatrix, fabric_label
 from numatune.model.topology import PciDevice, Topology
 from numatune.plan.dra import DeviceAttributes, standard_attributes
@@ -37,7 +38,21 @@ def device_json(d: PciDevice) -> dict[str, Any]:
         "nvidia": to_jsonable(d.nvidia),
         "amd_kfd_node": d.amd_kfd_node,
         "kfd_cpu_agent": d.kfd_cpu_agent,
+        "memory_node": d.memory_node,
+        "memory_node_from": d.memory_node_from,
+        "placeholder_nodes": list(d.placeholder_nodes),
         "sysfs_path": d.path or None,
+    }
+
+
+def gpu_memory_json(layout: GpuMemoryLayout) -> dict[str, Any]:
+    """The machine's GPU-memory mode and each GPU's CPU node and memory node (`gpu_memory` of inspect)."""
+    return {
+        "mode": layout.mode,
+        "mode_evidence": layout.mode_evidence,
+        "clustering": layout.clustering,
+        "nodes_per_socket": {str(p): list(ns) for p, ns in layout.nodes_per_socket.items()},
+        "gpus": [to_jsonable(g) for g in layout.gpus],
     }
 
 
@@ -82,6 +97,8 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
                 "interleave_weight": n.interleave_weight,
                 "has_normal_memory": n.has_normal_memory,
                 "generic_initiator": n.generic_initiator,
+                "gpu": n.gpu,
+                "mig_placeholder": n.mig_placeholder,
             }
             for n in topo.nodes
         ],
@@ -104,6 +121,7 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
             "acs": dict(topo.fabric.acs),
             "nvml_gpus": to_jsonable(topo.fabric.nvml_gpus),
         },
+        gpu_memory=gpu_memory_json(gpu_memory_layout(topo)),
         cxl=to_jsonable(topo.cxl),
         settings=to_jsonable(topo.settings),
         findings=to_jsonable(findings),

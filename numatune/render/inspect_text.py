@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Finding, Severity
+from numatune.model.gpumem import GpuMemoryLayout, gpu_memory_layout
 from numatune.model.paths import LEGEND, PathMatrix, device_name, fabric_label
 from numatune.model.topology import (
     HMAT_UNKNOWN,
@@ -79,6 +80,9 @@ def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding], blocks: 
         parts.append(_hmat_table(topo))
     if topo.devices:
         parts.append(_devices_table(topo))
+    layout = gpu_memory_layout(topo)
+    if layout.mode in ("numa", "cdmm", "apu") or (layout.clustering and layout.gpus):
+        parts.append([(gpu_memory_text(layout), "")])
     if len(matrix.devices) > 1:
         parts.append(_matrix_table(matrix))
     if matrix.legend:
@@ -334,11 +338,15 @@ def _span(values: tuple[int, ...]) -> str:
 
 def _nodes_table(topo: Topology) -> _Table:
     t = _Table("NUMA nodes", _cols("node", "kind", "CPUs", "memory", "free", "tier", "huge pages", "weight"))
+    labels = gpu_labels(topo)
     for n in topo.nodes:
         huge = ", ".join(f"{h.total}x{human_kib(h.size_kib)}" for h in n.hugepages if h.total) or "-"
+        kind = n.kind
+        if n.gpu is not None:
+            kind = f"{kind} {labels.get(n.gpu, n.gpu)}{' MIG' if n.mig_placeholder else ''}"
         t.add_row(
             str(n.id),
-            n.kind,
+            kind,
             format_cpulist(n.cpus) or "-",
             human_kib(n.memory_total_kib),
             human_kib(n.memory_free_kib),
@@ -347,6 +355,44 @@ def _nodes_table(topo: Topology) -> _Table:
             "-" if n.interleave_weight is None else str(n.interleave_weight),
         )
     return t
+
+
+def gpu_labels(topo: Topology) -> dict[str, str]:
+    from numatune.model.order import labels
+
+    return labels(topo.devices) if any(n.gpu for n in topo.nodes) else {}
+
+
+MODE_TITLE = {"numa": "NUMA mode", "cdmm": "CDMM mode", "apu": "APU", "discrete": "discrete GPUs",
+              "none": "no GPU"}
+
+
+def gpu_memory_text(layout: GpuMemoryLayout) -> str:
+    """The machine's GPU-memory mode, its sub-NUMA clustering, and each GPU's CPU node and memory node."""
+    lines = [f"GPU memory: {MODE_TITLE.get(layout.mode, layout.mode)}: {layout.mode_evidence}"]
+    if layout.clustering:
+        per = "; ".join(f"socket {p}: nodes {format_cpulist(ns)}" for p, ns in layout.nodes_per_socket.items())
+        lines.append(f"Sub-NUMA clustering: {layout.clustering} ({per})")
+    for g in layout.gpus:
+        cpu = "unknown" if g.cpu_node is None else f"node {g.cpu_node} ({g.cpu_node_from})"
+        if g.memory_node is None:
+            mem = "its own (not a NUMA node)"
+        elif g.memory_node_from == "apu":
+            mem = f"node {g.memory_node} (shared with the CPUs: an APU)"
+        else:
+            mem = f"node {g.memory_node} ({g.memory_node_from})"
+        line = f"  {g.label} {g.bdf}: CPUs on {cpu}; GPU memory {mem}"
+        if g.placeholder_nodes:
+            line += f"; MIG placeholders {format_cpulist(g.placeholder_nodes)}"
+        reported = [f"sysfs {'-1' if g.sysfs_node is None else g.sysfs_node}"]
+        if g.nvml_node is not None:
+            reported.append(f"NVML {g.nvml_node}")
+        line += f"; reported node: {', '.join(reported)}"
+        if layout.clustering and len(g.same_socket) > 1:
+            line += f"; same-socket nodes {','.join(map(str, g.same_socket))}"
+        lines.append(line)
+        lines += [f"    {note}" for note in g.notes]
+    return "\n".join(lines)
 
 
 def _distance_table(topo: Topology) -> _Table:

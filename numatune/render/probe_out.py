@@ -219,9 +219,9 @@ def gpu_document(gp: GpuProbe) -> dict[str, object]:
         "elapsed_s": round(gp.elapsed, 3),
         "method": GPU_METHOD,
         "gpus": [{"index": g.index, "name": g.name, "bdf": g.bdf, "numa_node": g.numa_node,
-                  "numa_node_from": g.node_from} for g in gp.gpus],
+                  "numa_node_from": g.node_from, "memory_node": g.memory_node} for g in gp.gpus],
         "pairs": [{
-            "node": p.node, "gpu": p.gpu, "status": p.status, "reason": p.reason,
+            "node": p.node, "gpu": p.gpu, "cpu_node": p.cpu_node, "status": p.status, "reason": p.reason,
             "placement": None if p.placement is None else {
                 "verified": p.placement.ok, "pages": p.placement.pages, "on_node": p.placement.on_target,
                 "elsewhere": {str(k): v for k, v in sorted(p.placement.elsewhere.items())}},
@@ -247,10 +247,10 @@ def gpu_from_document(d: dict) -> GpuProbe:
         place = None if pl is None else CellPlacement(pl["verified"], pl["pages"], pl["on_node"],
                                                       {int(k): v for k, v in pl["elsewhere"].items()}, None)
         pairs.append(GpuPair(p["node"], p["gpu"], p["status"], p["reason"], place, figs(p["h2d_gbps"]),
-                             figs(p["d2h_gbps"])))
+                             figs(p["d2h_gbps"]), p.get("cpu_node")))
     return GpuProbe(True, None, d["runtime"], d["register_api"], tuple(d["sizes"]), d["samples"],
-                    tuple(GpuDevice(g["index"], g["name"], g["bdf"], g["numa_node"], g.get("numa_node_from"))
-                          for g in d["gpus"]),
+                    tuple(GpuDevice(g["index"], g["name"], g["bdf"], g["numa_node"], g.get("numa_node_from"),
+                                    g.get("memory_node")) for g in d["gpus"]),
                     tuple(pairs), d["elapsed_s"])
 
 
@@ -264,20 +264,29 @@ def render_gpu_text(gp: GpuProbe) -> str:
 
     out = [f"Host↔GPU copy bandwidth (GB/s = 1e9 B/s, median of {gp.samples} after a warm-up; pinned host buffer "
            f"placed on the node and verified before and after {gp.register_api}; {gp.runtime})"]
+    by_index = {g.index: g for g in gp.gpus}
     for g in gp.gpus:
         how = "" if g.node_from in (None, "sysfs numa_node") else f" ({g.node_from}: sysfs numa_node is -1)"
+        own = "" if g.memory_node in (None, g.numa_node) else f"; its own memory is node {g.memory_node}"
         out.append(f"  GPU {g.index}: {g.name} at {g.bdf or 'unknown PCI address'}, NUMA node "
-                   f"{'unknown' if g.numa_node is None else g.numa_node}{how}")
+                   f"{'unknown' if g.numa_node is None else g.numa_node}{how}{own}")
     head = f"{'node':>6} {'GPU':>4} {'bytes':>8} {'H2D':>8} {'D2H':>8}"
     out.append(head)
     for p in gp.pairs:
+        issued = "" if p.cpu_node in (None, p.node) else f"  (no CPUs: copies issued from node {p.cpu_node}'s CPUs)"
         if p.status != "ok":
-            out.append(f"{p.node:>6} {p.gpu:>4}  {p.status.upper()}: {p.reason}")
+            out.append(f"{p.node:>6} {p.gpu:>4}  {p.status.upper()}: {p.reason}{issued}")
             continue
+        g = by_index.get(p.gpu)
         for s in gp.sizes:
-            mark = "  (GPU's node)" if s == max(gp.sizes) and any(
-                g.index == p.gpu and g.numa_node == p.node for g in gp.gpus) else ""
-            out.append(f"{p.node:>6} {p.gpu:>4} {size(s):>8} {p.h2d[s].median:>8.2f} {p.d2h[s].median:>8.2f}{mark}")
+            marks = []
+            if s == max(gp.sizes) and g is not None:
+                marks += ["GPU's node"] if g.numa_node == p.node else []
+                marks += ["the GPU's own memory"] if g.memory_node == p.node and g.memory_node != g.numa_node else []
+            mark = f"  ({', '.join(marks)})" if marks else ""
+            note = issued if s == min(gp.sizes) else ""
+            out.append(f"{p.node:>6} {p.gpu:>4} {size(s):>8} {p.h2d[s].median:>8.2f} {p.d2h[s].median:>8.2f}"
+                       f"{mark}{note}")
     rows = gpu_ratios(gp)
     if rows:
         out.append(f"Far/near ratios ({size(max(gp.sizes))} copies):")

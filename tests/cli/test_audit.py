@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 import numatune.system.host as host_module
-from tests.conftest import fixture_copy, write_process
+from tests.conftest import fixture_copy, fixture_root, write_process
 
 ALLOC = textwrap.dedent("""\
     import mmap, sys
@@ -370,3 +370,84 @@ def test_mappings_for_several_processes(cli, child, bound_child):
     assert f"PID {child.pid}: placement per mapping" in r.stdout
     assert f"PID {p.pid}: placement per mapping" in r.stdout
     assert cli("audit", str(p.pid), "--mappings", "--format", "prometheus").exit_code == 2
+
+
+def test_grace_rank_pinned_buffers_on_the_other_grace_and_pages_in_its_gpus_hbm(cli, tmp_path):
+    """A GB200 rank on GPU2 (CPU node 1, HBM node 18) whose cudaHostAlloc buffers (pages of /dev/nvidiactl)
+    came from node 0: NT407; its pages in node 18 are named as GPU2's HBM, not as remote DRAM."""
+    root = fixture_copy("handmade-gb200-numa", tmp_path / "root")
+    write_process(root, 4300, "LOCAL_RANK=2\x00",
+                  "aaaa00000000 default heap anon=256 dirty=256 N1=256 kernelpagesize_kB=64\n"
+                  "ffff00000000 default file=/dev/nvidiactl dirty=1024 mapped=1024 N0=1024 kernelpagesize_kB=64\n"
+                  "ffff80000000 default file=/dev/nvidiactl dirty=256 mapped=256 N1=256 kernelpagesize_kB=64\n"
+                  "ffffc0000000 default file=/dev/nvidia-uvm dirty=64 N0=64 kernelpagesize_kB=64\n"
+                  "bbbb00000000 bind:18 anon=512 dirty=512 N18=512 kernelpagesize_kB=64\n")
+    r = cli("--root", str(root), "audit", "4300", "--json")
+    assert r.exit_code == 0, r.stderr
+    p = json.loads(r.stdout)["processes"][0]
+    assert p["gpu"]["bdf"] == "0018:01:00.0" and p["home_nodes"] == [1]
+    assert p["memory_nodes"]["18"] == {"kind": "gpu", "gpu": "0018:01:00.0"}
+    assert p["memory_nodes"]["1"] == {"kind": "dram", "gpu": None}
+    pinned = p["pinned_host"]
+    assert pinned["gpu_cpu_node"] == 1 and pinned["devices"] == ["nvidiactl"]  # nvidia-uvm is managed, not pinned
+    assert pinned["bytes_by_node"] == {"0": 1024 * 65536, "1": 256 * 65536}
+    assert pinned["off_nodes"] == [0] and pinned["off_node_bytes"] == 64 << 20
+    assert p["verdict"] == "warning"
+    assert any(x.startswith("pinned host buffers") and "64 of 80 MiB" in x for x in p["reasons"])
+    text = cli("--root", str(root), "audit", "4300").stdout
+    assert "pinned (nvidiactl)" in text and "gpu GPU2" in text
+    from numatune.analysis.locality import audit_findings
+    from numatune.readers.procs import read_process
+    from numatune.readers.topology import read_topology
+    from numatune.system.host import Host
+
+    host = Host.open(root)
+    topo = read_topology(host)
+    codes = [f.code for f in audit_findings(topo, read_process(host, 4300, topo))]
+    assert "NT407" in codes and "NT401" not in codes  # the HBM pages are the GPU's, not remote DRAM
+
+
+def _probe_doc(pairs):
+    """A hand-made `probe --gpu --json` document (figures as torchtitan#3519 reports for GB200, not measured)."""
+    fig = {"samples": [1.0], "median": 0.0, "max": 0.0}
+    return {"schema": "numatune.probe/1", "gpu": {
+        "measured": True, "gpus": [{"index": 2, "name": "NVIDIA GB200", "bdf": "0018:01:00.0", "numa_node": 1}],
+        "pairs": [{"node": n, "gpu": 2, "status": "ok", "h2d_gbps": {"4194304": dict(fig, median=1.0),
+                                                                     "268435456": dict(fig, median=v)}}
+                  for n, v in pairs]}}
+
+
+def test_audit_probe_states_what_misplaced_pinned_buffers_cost(cli, tmp_path):
+    root = fixture_copy("handmade-gb200-numa", tmp_path / "root")
+    write_process(root, 4300, "LOCAL_RANK=2\x00",
+                  "ffff00000000 default file=/dev/nvidiactl dirty=1024 mapped=1024 N0=1024 kernelpagesize_kB=64\n")
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps(_probe_doc([(0, 115.0), (1, 330.0)])))
+    p = json.loads(cli("--root", str(root), "audit", "4300", "--probe", str(probe), "--json").stdout)["processes"][0]
+    assert p["pinned_host"]["cost"] == ("probe measured host-to-GPU copies at 330.0 GB/s from node 1 and "
+                                        "115.0 GB/s from node 0")
+    assert any("330.0 GB/s from node 1" in r for r in p["reasons"])
+    probe.write_text(json.dumps(_probe_doc([(1, 330.0)])))  # node 0 not measured: no figure is made up
+    p = json.loads(cli("--root", str(root), "audit", "4300", "--probe", str(probe), "--json").stdout)["processes"][0]
+    assert p["pinned_host"]["cost"] is None
+    probe.write_text("{not json")
+    bad = cli("--root", str(root), "audit", "4300", "--probe", str(probe))
+    assert bad.exit_code == 3 and "not JSON" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_pinned_pages_of_a_real_cuda_process_moved_to_the_other_grace(cli, tmp_path):
+    """The numa_maps of a real torch process on an H100 (fixture h100-vm-1gpu: 70 MiB of host pages mapped
+    through /dev/nvidiactl, all on node 0), its /dev/nvidiactl lines edited to say N1, as GPU0's rank on the
+    GB200 tree: GPU0 hangs off node 0, so those pages are misplaced pinned buffers."""
+    import re
+
+    real = (fixture_root("h100-vm-1gpu") / "proc/1248/numa_maps").read_text()
+    moved = "\n".join(re.sub(r"\bN0=", "N1=", line) if "file=/dev/nvidiactl" in line else line
+                      for line in real.splitlines()) + "\n"
+    root = fixture_copy("handmade-gb200-numa", tmp_path / "root")
+    write_process(root, 4301, "LOCAL_RANK=0\x00", moved)
+    p = json.loads(cli("--root", str(root), "audit", "4301", "--json").stdout)["processes"][0]
+    assert p["gpu"]["bdf"] == "0008:01:00.0" and p["home_nodes"] == [0]
+    assert p["pinned_host"]["off_nodes"] == [1] and p["pinned_host"]["off_node_bytes"] == 73400320  # 70 MiB
+    assert p["pinned_host"]["bytes_by_node"] == {"1": 73400320}
+    assert p["verdict"] == "warning" and any(r.startswith("pinned host buffers") for r in p["reasons"])

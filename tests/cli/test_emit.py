@@ -447,3 +447,49 @@ def test_output_to_dash_is_standard_output_and_says_so(cli):
     result = cli("--root", str(fixture_root("vm-two-socket")), "emit", "dra", "-o", "-")
     assert result.exit_code == 0 and result.stdout.startswith("# DRA standard device attributes")
     assert "numatune: wrote standard output" in result.stderr
+
+
+def _check_kubelet(cli, tmp_path, name: str, doc: dict) -> list[dict]:
+    (tmp_path / "kubelet.yaml").write_text(yaml.safe_dump(doc))
+    result = cli("--root", _root(name), "check", "--kubelet-config", str(tmp_path / "kubelet.yaml"), "--json")
+    return [c for c in json.loads(result.stdout)["checks"] if c["group"] == "scheduler"]
+
+
+def test_kubelet_on_a_34_node_gb200_never_enables_the_topology_manager(cli, tmp_path):
+    doc, text = _kubelet(cli, "handmade-gb200-numa")
+    assert "topologyManagerPolicy" not in doc and "memoryManagerPolicy" not in doc and "reservedMemory" not in doc
+    assert doc["cpuManagerPolicy"] == "static" and doc["reservedSystemCPUs"] == "0,72"
+    assert "2^34" in text and "numatune emit dra" in text and "restrict-to-cpu-numa-nodes" in text
+    assert [c["status"] for c in _check_kubelet(cli, tmp_path, "handmade-gb200-numa", doc)] == ["passed"]
+    hangs = dict(doc, topologyManagerPolicy="restricted",
+                 topologyManagerPolicyOptions={"max-allowable-numa-nodes": "34"})
+    found = [f for c in _check_kubelet(cli, tmp_path, "handmade-gb200-numa", hangs) for f in c["findings"]]
+    assert [f["code"] for f in found] == ["NT536"] and "2^34" in found[0]["message"]
+    fixed = dict(hangs, topologyManagerPolicyOptions={"restrict-to-cpu-numa-nodes": "true"})
+    assert [c["status"] for c in _check_kubelet(cli, tmp_path, "handmade-gb200-numa", fixed)] == ["passed"]
+
+
+def test_kubelet_on_gh200_aligns_devices_but_never_pins_pods_to_hbm(cli):
+    doc, text = _kubelet(cli, "handmade-gh200-numa")
+    assert doc["topologyManagerPolicy"] == "restricted"  # 9 nodes: 512 masks
+    assert doc["topologyManagerPolicyOptions"] == {"max-allowable-numa-nodes": "9"}
+    assert "memoryManagerPolicy" not in doc and "GPU memory node(s) 1" in text
+    cdmm, _ = _kubelet(cli, "handmade-gb200-cdmm")  # 2 nodes, no HBM node: both managers
+    assert cdmm["topologyManagerPolicy"] == "restricted" and cdmm["memoryManagerPolicy"] == "Static"
+
+
+def test_slurm_on_grace_counts_host_memory_and_cpu_nodes_only(cli, tmp_path):
+    out = cli("--root", _root("handmade-gb200-numa"), "emit", "slurm", "--node-name", "gb01").stdout
+    node = next(x for x in out.splitlines() if x.startswith("NodeName=gb01 CPUs"))
+    assert "Sockets=2 CoresPerSocket=72 ThreadsPerCore=1" in node
+    assert "RealMemory=966656 " in node  # 2 x 472 GiB of the Grace nodes, not the 4 x 186 GiB HBM
+    gres = [x for x in out.splitlines() if x.startswith("NodeName=gb01 Name=gpu")]
+    assert [x.rsplit("Cores=", 1)[1] for x in gres] == ["0-71", "0-71", "72-143", "72-143"]
+    assert "leaves out GPU memory nodes 2,10,18,26" in out
+    # slurmd -C's own figure (MemTotal, HBM included) is not a drained node: NT521 stays quiet
+    (tmp_path / "slurm.conf").write_text(node.replace("RealMemory=966656", "RealMemory=1728512") + "\n")
+    result = cli("--root", _root("handmade-gb200-numa"), "check", "--slurm-conf", str(tmp_path / "slurm.conf"),
+                 "--json")
+    codes = [f["code"] for c in json.loads(result.stdout)["checks"] if c["group"] == "scheduler"
+             for f in c["findings"]]
+    assert "NT521" not in codes

@@ -190,3 +190,22 @@ def test_hmat_figures_the_firmware_left_at_0_are_unknown_in_every_output(cli, na
     assert cells and all("0" not in c for c in cells) and any("-" in c for c in cells)
     svg = cli("--root", root, "inspect", "--format", "svg").stdout
     assert not re.search(r"\b0 ns|\b0 MB/s|\b0(\.0)? GB/s", svg)
+
+
+def test_grace_gpu_memory_section_and_json(cli):
+    result = cli("--root", str(fixture_root("handmade-gb200-numa")), "inspect")
+    assert result.exit_code == 0, result.stderr
+    assert "GPU memory: NUMA mode: GPU memory onlined as CPU-less NUMA nodes 2,10,18,26" in result.stdout
+    assert "GPU2 0018:01:00.0: CPUs on node 1" in result.stdout
+    assert "gpu GPU3 MIG" in result.stdout  # node 27..33: GPU3's empty placeholders
+    doc = json.loads(cli("--root", str(fixture_root("handmade-gb200-numa")), "inspect", "--json").stdout)
+    mem = doc["gpu_memory"]
+    assert mem["mode"] == "numa" and mem["nodes_per_socket"] == {"0": [0], "1": [1]}
+    assert [(g["label"], g["cpu_node"], g["memory_node"]) for g in mem["gpus"]] == [
+        ("GPU0", 0, 2), ("GPU1", 0, 10), ("GPU2", 1, 18), ("GPU3", 1, 26)]
+    assert {n["id"]: n["gpu"] for n in doc["nodes"] if n["mig_placeholder"]}[27] == "0019:01:00.0"
+
+
+def test_snc4_clustering_line(cli):
+    result = cli("--root", str(fixture_root("handmade-snc4-8gpu")), "inspect")
+    assert "Sub-NUMA clustering: SNC-4 (socket 0: nodes 0-3; socket 1: nodes 4-7)" in result.stdout

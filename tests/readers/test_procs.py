@@ -487,3 +487,16 @@ def test_rank_processes_are_those_whose_environment_names_a_local_rank(tmp_path,
 
     monkeypatch.setattr(Host, "read_text", denied)
     assert rank_processes(host, table) == [10, 12, 15]
+
+
+def test_pinned_host_pages_by_gpu_driver_device_file():
+    from numatune.readers.procs import parse_numa_maps, pinned_device
+
+    assert [pinned_device(f) for f in ("/dev/nvidiactl", "/dev/nvidia3", "/dev/nvidia-uvm", "/dev/kfd",
+                                       "/dev/dri/renderD129", "/dev/shm/x", "/dev/nvidia-caps/nvidia-cap1")] == [
+        "nvidiactl", "nvidia3", None, "kfd", "renderD129", None, None]
+    mem = parse_numa_maps("7f0000000000 default file=/dev/kfd dirty=10 N1=10 kernelpagesize_kB=4\n"
+                          "7f1000000000 default file=/dev/dri/renderD128 N0=5 N1=5 kernelpagesize_kB=4\n"
+                          "7f2000000000 default anon=7 N0=7 kernelpagesize_kB=4\n")
+    assert mem.pinned == {"kfd": {1: 40960}, "renderD128": {0: 20480, 1: 20480}}
+    assert mem.by_node == {0: 20480 + 28672, 1: 61440}

@@ -26,7 +26,14 @@ def real() -> tuple[dict, GpuProbe]:
 
 def test_the_real_document_round_trips():
     doc, gp = real()
-    assert gpu_document(gp) == doc["gpu"]
+    # recorded before probe said the GPU's own memory node and each pair's issuing CPU node: both unknown
+    want = json.loads(json.dumps(doc["gpu"]))
+    for g in want["gpus"]:
+        g["memory_node"] = None
+    for p in want["pairs"]:
+        p["cpu_node"] = None
+    assert gpu_document(gp) == want
+    assert gpu_document(gpu_from_document(want)) == want
 
 
 def test_the_real_h100_run_is_placed_pinned_and_plausible():
@@ -113,3 +120,51 @@ def test_not_measured_is_one_clear_line_and_a_two_key_object():
     assert gpu_document(gp) == {"measured": False, "reason": "no CUDA runtime importable: torch is not installed"}
     assert render_gpu_text(gp) == ("Host↔GPU copy bandwidth: not measured — no CUDA runtime importable: torch is "
                                    "not installed\n")
+
+
+def _grace(hbm_scale: float, far_scale: float | None = None) -> GpuProbe:
+    """Derived, not measured: a Grace-shaped result built from the real pair. Node 0 is the GPU's CPU node
+    (the real figures), node 1 the GPU's own HBM (CPU-less: copies issued from node 0's CPUs) at `hbm_scale`,
+    and, with `far_scale`, node 2 a second Grace at that scale."""
+    _, gp = real()
+    p = gp.pairs[0]._replace(cpu_node=0)
+
+    def scaled(d: dict[int, Figure], k: float) -> dict[int, Figure]:
+        return {s: Figure(tuple(x * k for x in f.samples), f.median * k, f.best * k) for s, f in d.items()}
+
+    pairs = [p, p._replace(node=1, h2d=scaled(p.h2d, hbm_scale), d2h=scaled(p.d2h, hbm_scale))]
+    if far_scale is not None:
+        pairs.append(p._replace(node=2, cpu_node=2, h2d=scaled(p.h2d, far_scale), d2h=scaled(p.d2h, far_scale)))
+    gpu = GpuDevice(0, "NVIDIA GH200 480GB", "0009:01:00.0", 0, "inferred from GPU memory node 1: its nearest "
+                    "node with CPUs (SLIT)", 1)
+    return gp._replace(gpus=(gpu,), pairs=tuple(pairs))
+
+
+def test_a_grace_gpu_text_names_its_own_memory_and_the_issuing_cpus():
+    text = render_gpu_text(_grace(0.3))
+    assert "NUMA node 0 (inferred from GPU memory node 1: its nearest node with CPUs (SLIT): sysfs numa_node is " \
+           "-1); its own memory is node 1" in text
+    rows = [r.split() for r in text.splitlines() if r.startswith("     ")]
+    hbm = [" ".join(r) for r in rows if r[:2] == ["1", "0"]]
+    assert len(hbm) == 3
+    assert hbm[0].endswith("(no CPUs: copies issued from node 0's CPUs)")
+    assert hbm[-1].endswith("(the GPU's own memory)")
+    assert [" ".join(r) for r in rows if r[:2] == ["0", "0"]][-1].endswith("(GPU's node)")
+    assert "copies issued" not in " ".join(" ".join(r) for r in rows if r[0] == "0")
+
+
+def test_the_gpus_own_memory_is_neither_near_nor_far():
+    gp = _grace(0.3)  # even far slower than the CPU node, it is no misplaced pinned host buffer
+    assert gpu_ratios(gp) == [] and gpu_findings(gp) == []
+    assert "fewer than two nodes measured per GPU" in render_gpu_text(gp)
+    gp = _grace(0.3, far_scale=0.5)  # a second Grace's DRAM is far, and is the one compared
+    (r,) = gpu_ratios(gp)
+    assert (r["near_node"], r["far_node"]) == (0, 2)
+    (f,) = gpu_findings(gp)
+    assert "node 2 copies at 0.50x" in f.message
+
+
+def test_a_grace_document_round_trips_with_memory_and_issuing_nodes():
+    doc = gpu_document(_grace(0.3))
+    assert doc["gpus"][0]["memory_node"] == 1 and [p["cpu_node"] for p in doc["pairs"]] == [0, 0]
+    assert gpu_document(gpu_from_document(doc)) == doc

@@ -76,7 +76,7 @@ def _tier_number(value: Any) -> int | None:
 # The machine itself (harness sanity: proves the topology file reached the guest kernel)
 
 
-@check("two-socket", "cxl", "cxl-switch", "cxl-pool")
+@check("two-socket", "cxl", "cxl-switch", "cxl-pool", "superchip")
 def guest_matches_topology(ctx: Context) -> dict[str, Any]:
     """numactl --hardware and sysfs show the nodes, CPUs, distances and PCI NUMA nodes of the topology file."""
     hw = numactl_hardware()
@@ -113,7 +113,7 @@ def cxl_region_online(ctx: Context) -> dict[str, Any]:
 # 1. inspect
 
 
-@check()
+@check("two-socket", "cxl", "superchip")
 def inspect_matches_numactl(ctx: Context) -> dict[str, Any]:
     """`numatune inspect --json` has the nodes, CPUs, sizes (within rounding) and distances of numactl --hardware."""
     data = ctx.inspect()
@@ -244,9 +244,10 @@ SNAPSHOT_MUST_HAVE = ("sys/devices/system/node/node1/cpulist", "proc/interrupts"
 
 #: The cxl-switch boot exists for its CXL tree (checks_cxl.py); `snapshot` (160 s under TCG) is tested by
 #: the other two boots, so there it runs only to refresh its fixture (NUMATUNE_VM_UPDATE_FIXTURES=1).
-#: cxl-pool (capture-only, never in the test stage) is booted for its snapshot.
+#: cxl-pool (capture-only, never in the test stage) is booted for its snapshot. So is superchip's, which
+#: is there for its launch and audit checks (checks_superchip.py).
 SNAPSHOT_TOPOLOGIES = ("two-socket", "cxl", "cxl-pool") + (
-    ("cxl-switch",) if os.environ.get("NUMATUNE_VM_UPDATE_FIXTURES") == "1" else ())
+    ("cxl-switch", "superchip") if os.environ.get("NUMATUNE_VM_UPDATE_FIXTURES") == "1" else ())
 
 
 @check(*SNAPSHOT_TOPOLOGIES)

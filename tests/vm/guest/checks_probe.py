@@ -65,7 +65,7 @@ def _watch_probe(args: list[str], out_dir: Any) -> tuple[dict[str, Any], dict[in
     return json.loads(out), seen, err.decode(errors="replace")
 
 
-@check("two-socket", "cxl")
+@check("two-socket", "cxl", "superchip")
 def probe_matrix_and_placement(ctx: Context) -> dict[str, Any]:
     """probe: every initiator × memory node measured, buffers on the node asked (numa_maps), NT503."""
     initiators, targets = _nodes_with(ctx)

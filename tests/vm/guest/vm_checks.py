@@ -20,7 +20,7 @@ from vm_guest import CheckFailed, numatune_json, read
 #: Modules holding the checks, in run order (snapshot early so fixtures exist even if later
 #: checks break the machine).
 CHECK_MODULES = ("checks_inspect", "checks_cxl", "checks_runtime", "checks_late", "checks_placement", "checks_probe",
-                 "checks_slurm", "checks_prometheus")
+                 "checks_slurm", "checks_prometheus", "checks_superchip")
 
 ALL = ("two-socket", "cxl")
 

@@ -1,0 +1,326 @@
+"""Checks of the `superchip` topology: the Grace superchip shape (CPU nodes with DRAM, CPU-less GPU-memory
+nodes at SLIT 80/120/255, a stand-in GPU whose sysfs node is its memory node) in a real kernel.
+
+Issue 34: CPUs only ever on a node with CPUs, memory where the plan says, pages on a GPU-memory node
+attributed to that node. Every fact is read from the kernel's own views (sched_getaffinity and
+/proc/PID/numa_maps through toucher.py, `numactl --hardware`, sysfs), not from numatune's report.
+
+One round per boot, like checks_runtime: the launches start together (a numatune start costs 10-20 s
+under TCG), then two audited processes, then one `audit` call over both.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checks_runtime import LAUNCH_MIB, TOUCH_MIB, Launched, _share, _start_launch
+from vm_checks import Context, check
+from vm_guest import CheckFailed, numactl_hardware, numatune_json, pages_by_node, read, run, spawn_toucher, stop
+
+TOPOLOGY = "superchip"
+
+
+def _gpu_memory_nodes(ctx: Context) -> list[int]:
+    return [n.id for n in ctx.topo.nodes if not n.cpus]
+
+
+def _standin_gpu(ctx: Context) -> tuple[str, int, int]:
+    """(BDF, its sysfs node, the CPU node nearest that node by SLIT) of the stand-in GPU: the display
+    controller behind the expander whose _PXM is a GPU-memory node."""
+    memory_nodes = _gpu_memory_nodes(ctx)
+    found = []
+    for dev in sorted(Path("/sys/bus/pci/devices").iterdir()):
+        if read(dev / "class", "").startswith("0x03"):
+            node = int(read(dev / "numa_node", "-1"))
+            if node in memory_nodes:
+                found.append((dev.name, node))
+    if len(found) != 1:
+        raise CheckFailed(f"expected one display controller on a CPU-less node {memory_nodes}, found {found}")
+    bdf, node = found[0]
+    cpu_nodes = [n.id for n in ctx.topo.nodes if n.cpus]
+    nearest = min(cpu_nodes, key=lambda c: (ctx.topo.distance(node, c), c))
+    return bdf, node, nearest
+
+
+@dataclass
+class SuperchipRound:
+    gpu: tuple[str, int, int] | None = None
+    launched: dict[str, Launched] = field(default_factory=dict)
+    touchers: dict[str, int] = field(default_factory=dict)
+    truth: dict[str, dict[int, int]] = field(default_factory=dict)  # role -> own pages per node (numa_maps)
+    audit: dict[str, dict[str, Any]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def _round(ctx: Context) -> SuperchipRound:
+    cached = getattr(ctx, "_superchip_round", None)
+    if cached is not None:
+        return cached
+    rnd = SuperchipRound()
+    ctx._superchip_round = rnd  # type: ignore[attr-defined]
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        _fill_round(ctx, rnd, procs)
+    finally:
+        for launched in rnd.launched.values():
+            stop(launched.proc)
+        for p in procs:
+            stop(p)
+    return rnd
+
+
+def _fill_round(ctx: Context, rnd: SuperchipRound, procs: list[subprocess.Popen[bytes]]) -> None:
+    try:
+        rnd.gpu = _standin_gpu(ctx)
+    except CheckFailed as exc:
+        rnd.errors["gpu"] = str(exc)
+    memory_node = rnd.gpu[1] if rnd.gpu else 3
+    cpu_node = rnd.gpu[2] if rnd.gpu else 1
+    starts = [
+        ("default", ["--node", str(cpu_node)]),
+        ("hbm-bind", ["--node", str(cpu_node), "--mem-policy", "bind", "--mem-nodes", str(memory_node)]),
+        ("cpuless", ["--node", str(memory_node)]),
+    ]
+    if rnd.gpu:
+        gpu = ["--gpu", rnd.gpu[0]]
+        starts += [("gpu", gpu),
+                   ("gpu-memory", [*gpu, "--mem-policy", "gpu-memory", "--mem-nodes", str(memory_node)]),
+                   ("gpu-memory-unknown", [*gpu, "--mem-policy", "gpu-memory"])]
+    for label, args in starts:
+        rnd.launched[label] = _start_launch(f"superchip-{label}", args, ctx.out, mib=LAUNCH_MIB)
+    for launched in rnd.launched.values():
+        launched.finish()
+    # Audited: one process bound to the GPU-memory node on purpose, one whose pages were moved there
+    # behind its default policy's back (migratepages), as a driver or an admin could.
+    for role, prefix in (("hbm-bound", ["numactl", f"--cpunodebind={cpu_node}", f"--membind={memory_node}"]),
+                         ("hbm-moved", ["numactl", f"--cpunodebind={cpu_node}"])):
+        ready = ctx.out / f"superchip-audit-{role}.json"
+        try:
+            procs.append(spawn_toucher(prefix, TOUCH_MIB, ready))
+            rnd.touchers[role] = json.loads(ready.read_text())["pid"]
+        except CheckFailed as exc:
+            rnd.errors[role] = str(exc)
+    if "hbm-moved" in rnd.touchers:
+        pid = rnd.touchers["hbm-moved"]
+        others = ",".join(str(n.id) for n in ctx.topo.nodes if n.id != memory_node)
+        res = run(["migratepages", str(pid), others, str(memory_node)])
+        if res.returncode != 0:
+            rnd.errors["hbm-moved"] = f"migratepages failed:\n{res.summary()}"
+    for role, pid in rnd.touchers.items():
+        rnd.truth[role] = pages_by_node(pid, own_only=True)
+    if not rnd.touchers:
+        return
+    try:
+        data = numatune_json("audit", *map(str, rnd.touchers.values()), "--json", "--mappings", ok_codes=(0, 1))
+    except CheckFailed as exc:
+        for role in rnd.touchers:
+            rnd.errors.setdefault(f"audit-{role}", str(exc))
+        return
+    by_pid = {p.get("pid"): p for p in data.get("processes", [])}
+    for role, pid in rnd.touchers.items():
+        if pid in by_pid:
+            rnd.audit[role] = by_pid[pid]
+        else:
+            rnd.errors[f"audit-{role}"] = f"audit --json has no entry for pid {pid}: {json.dumps(data)[:1200]}"
+
+
+def _launched(ctx: Context, label: str) -> dict[str, Any]:
+    rnd = _round(ctx)
+    if label not in rnd.launched:
+        raise CheckFailed(f"launch {label!r} was not started: {rnd.errors}")
+    return rnd.launched[label].require()
+
+
+def _cpus_of(ctx: Context, node: int) -> list[int]:
+    return list(ctx.topo.node(node).cpus)
+
+
+def _placement(rep: dict[str, Any], cpus: list[int], nodes: set[int], policy: str) -> list[str]:
+    problems = []
+    if rep["affinity"] != cpus:
+        problems.append(f"sched_getaffinity {rep['affinity']} != {cpus}")
+    if _share(rep["bytes_by_node"], nodes) < 0.95:
+        problems.append(f"touched memory not on node(s) {sorted(nodes)}: {rep['bytes_by_node']}")
+    if not rep["policy"].startswith(policy):
+        problems.append(f"numa_maps policy {rep['policy']!r}, expected {policy!r}")
+    return problems
+
+
+# --------------------------------------------------------------------------------------------
+# inspect
+
+
+@check(TOPOLOGY)
+def superchip_inspect_memory_nodes(ctx: Context) -> dict[str, Any]:
+    """inspect lists the GPU-memory nodes as CPU-less memory nodes (never DRAM) with numactl's sizes, and the
+    stand-in GPU on the node sysfs gives it."""
+    data = ctx.inspect()
+    hw = numactl_hardware()
+    nodes = {int(n["id"]): n for n in data.get("nodes", [])}
+    problems = []
+    for nid in _gpu_memory_nodes(ctx):
+        node = nodes.get(nid)
+        if node is None:
+            problems.append(f"node {nid} missing from inspect (numactl: {hw.cpus.get(nid)})")
+            continue
+        if hw.cpus.get(nid) != [] or node.get("cpus") not in ([], ""):
+            problems.append(f"node {nid}: numactl cpus {hw.cpus.get(nid)}, inspect cpus {node.get('cpus')!r}")
+        if not hw.size_mb.get(nid) or abs(int(node.get("memory_total_kib") or 0) // 1024 - hw.size_mb[nid]) > 1:
+            problems.append(f"node {nid}: inspect memory_total_kib {node.get('memory_total_kib')} != numactl "
+                            f"{hw.size_mb.get(nid)} MB")
+        if node.get("kind") == "dram":
+            problems.append(f"node {nid} (no CPUs) called dram: {node.get('kind_evidence')}")
+    bdf, sysfs_node, _ = _standin_gpu(ctx)
+    dev = next((d for d in data.get("devices", []) if str(d.get("bdf", "")).lower() == bdf.lower()), None)
+    if dev is None:
+        problems.append(f"inspect lists no device {bdf}")
+    elif dev.get("numa_node") != sysfs_node:
+        problems.append(f"device {bdf}: inspect numa_node {dev.get('numa_node')!r} != sysfs {sysfs_node}")
+    if problems:
+        raise CheckFailed("\n".join(problems))
+    return {"nodes": {n: {k: nodes[n].get(k) for k in ("kind", "kind_evidence", "memory_total_kib")}
+                      for n in _gpu_memory_nodes(ctx)}, "device": bdf}
+
+
+# --------------------------------------------------------------------------------------------
+# launch
+
+
+@check(TOPOLOGY)
+def superchip_launch_gpu_on_memory_node(ctx: Context) -> dict[str, Any]:
+    """`launch --gpu BDF` of a GPU whose sysfs node is its CPU-less memory node binds the CPUs of the nearest
+    node with CPUs (SLIT) and puts the memory on that node's DRAM, never on the GPU-memory node."""
+    rnd = _round(ctx)
+    if "gpu" in rnd.errors:
+        raise CheckFailed(rnd.errors["gpu"])
+    assert rnd.gpu is not None
+    bdf, memory_node, cpu_node = rnd.gpu
+    rep = _launched(ctx, "gpu")
+    problems = _placement(rep, _cpus_of(ctx, cpu_node), {cpu_node}, "")
+    if rep["bytes_by_node"].get(str(memory_node)):
+        problems.append(f"{rep['bytes_by_node'][str(memory_node)]} bytes on GPU-memory node {memory_node}")
+    if problems:
+        raise CheckFailed(f"launch --gpu {bdf} (sysfs node {memory_node}, CPU-less):\n" + "\n".join(problems)
+                          + f"\nreport: {rep}")
+    return {"gpu": bdf, "sysfs_node": memory_node, "report": rep}
+
+
+@check(TOPOLOGY)
+def superchip_launch_default_memory_on_cpu_node(ctx: Context) -> dict[str, Any]:
+    """`launch --node N`: CPUs of node N, memory bound to node N's DRAM; no page on a GPU-memory node."""
+    rnd = _round(ctx)
+    cpu_node = rnd.gpu[2] if rnd.gpu else 1
+    rep = _launched(ctx, "default")
+    problems = _placement(rep, _cpus_of(ctx, cpu_node), {cpu_node}, f"bind:{cpu_node}")
+    on_gpu = {n: b for n, b in rep["bytes_by_node"].items() if int(n) in _gpu_memory_nodes(ctx) and b}
+    if on_gpu:
+        problems.append(f"pages on GPU-memory node(s): {on_gpu}")
+    if problems:
+        raise CheckFailed("\n".join(problems) + f"\nreport: {rep}")
+    return {"report": rep}
+
+
+@check(TOPOLOGY)
+def superchip_launch_binds_gpu_memory_deliberately(ctx: Context) -> dict[str, Any]:
+    """`launch --node N --mem-policy bind --mem-nodes M` (M the GPU-memory node): CPUs stay on node N, the
+    pages land on M (numa_maps bind:M)."""
+    rnd = _round(ctx)
+    memory_node, cpu_node = (rnd.gpu[1], rnd.gpu[2]) if rnd.gpu else (3, 1)
+    rep = _launched(ctx, "hbm-bind")
+    problems = _placement(rep, _cpus_of(ctx, cpu_node), {memory_node}, f"bind:{memory_node}")
+    if problems:
+        raise CheckFailed("\n".join(problems) + f"\nreport: {rep}")
+    return {"report": rep}
+
+
+@check(TOPOLOGY)
+def superchip_launch_gpu_memory_policy(ctx: Context) -> dict[str, Any]:
+    """`launch --gpu BDF --mem-policy gpu-memory --mem-nodes M`: CPUs on the GPU's CPU node, pages on M; without
+    --mem-nodes it is refused (exit 7): the stand-in GPU's memory is no NUMA node the driver named."""
+    rnd = _round(ctx)
+    if "gpu" in rnd.errors:
+        raise CheckFailed(rnd.errors["gpu"])
+    assert rnd.gpu is not None
+    _, memory_node, cpu_node = rnd.gpu
+    rep = _launched(ctx, "gpu-memory")
+    problems = _placement(rep, _cpus_of(ctx, cpu_node), {memory_node}, f"bind:{memory_node}")
+    refused = rnd.launched["gpu-memory-unknown"]
+    if refused.report is not None or refused.proc.returncode != 7 or "not a NUMA node here" not in refused.stderr:
+        problems.append(f"gpu-memory without --mem-nodes: expected exit 7 (memory not a NUMA node), got rc="
+                        f"{refused.proc.returncode} report={refused.report}\n{refused.error}")
+    if problems:
+        raise CheckFailed("\n".join(problems) + f"\nreport: {rep}")
+    return {"report": rep, "refusal": refused.stderr.strip()[-300:]}
+
+
+@check(TOPOLOGY)
+def superchip_launch_refuses_cpuless_node(ctx: Context) -> dict[str, Any]:
+    """`launch --node M` for a CPU-less GPU-memory node is refused (exit 7, "has no CPUs"): no child runs."""
+    rnd = _round(ctx)
+    memory_node = rnd.gpu[1] if rnd.gpu else 3
+    launched = rnd.launched.get("cpuless")
+    if launched is None:
+        raise CheckFailed(f"launch --node {memory_node} was not started: {rnd.errors}")
+    if launched.report is not None or launched.proc.returncode != 7 or "has no CPUs" not in launched.stderr:
+        raise CheckFailed(f"launch --node {memory_node}: expected exit 7 naming a node with no CPUs, got rc="
+                          f"{launched.proc.returncode} report={launched.report}\n{launched.error}")
+    return {"rc": launched.proc.returncode, "stderr": launched.stderr.strip()[-300:]}
+
+
+# --------------------------------------------------------------------------------------------
+# audit
+
+
+def _audited(ctx: Context, role: str) -> tuple[dict[str, Any], dict[int, int]]:
+    rnd = _round(ctx)
+    for key in (role, f"audit-{role}"):
+        if key in rnd.errors:
+            raise CheckFailed(rnd.errors[key])
+    return rnd.audit[role], rnd.truth[role]
+
+
+@check(TOPOLOGY)
+def superchip_audit_gpu_memory_pages(ctx: Context) -> dict[str, Any]:
+    """audit attributes a process's pages on the GPU-memory node to that node (as numa_maps has them), of a
+    memory kind that is not DRAM and of no GPU (no driver named one here): a process bound there on purpose is
+    told its policy asks for it; one moved there behind a default policy is flagged."""
+    rnd = _round(ctx)
+    memory_node = rnd.gpu[1] if rnd.gpu else 3
+    problems, seen = [], {}
+    for role in ("hbm-bound", "hbm-moved"):
+        try:
+            entry, truth = _audited(ctx, role)
+        except CheckFailed as exc:
+            problems.append(f"{role}: {exc}")
+            continue
+        by_node = {int(k): int(v) for k, v in (entry.get("memory_by_node") or {}).items()}
+        want = truth.get(memory_node, 0) / max(1, sum(truth.values()))
+        got = by_node.get(memory_node, 0) / max(1, sum(by_node.values()))
+        seen[role] = {"memory_by_node": by_node, "numa_maps_pages": truth, "verdict": entry.get("verdict"),
+                      "slow_tier_ratio": entry.get("slow_tier_ratio"), "reasons": entry.get("reasons")}
+        if want < 0.9:
+            problems.append(f"{role}: the workload itself has only {want:.0%} of its pages on node {memory_node}"
+                            f" (numa_maps {truth})")
+        if abs(got - want) > 0.05:
+            problems.append(f"{role}: audit puts {got:.1%} on node {memory_node}, numa_maps {want:.1%}")
+        kinds = entry.get("memory_nodes") or {}
+        if str(memory_node) not in kinds or kinds[str(memory_node)].get("kind") in (None, "dram"):
+            problems.append(f"{role}: audit's memory_nodes do not name node {memory_node} as non-DRAM memory: {kinds}")
+        elif kinds[str(memory_node)].get("gpu") is not None:  # no driver named an owner in this guest
+            problems.append(f"{role}: node {memory_node} given to GPU {kinds[str(memory_node)]['gpu']!r}")
+        if entry.get("pinned_host") is not None:  # no process here maps a GPU driver's device file
+            problems.append(f"{role}: pinned host memory reported: {entry['pinned_host']}")
+        seen[role]["memory_nodes"] = kinds
+        reasons = " | ".join(entry.get("reasons") or [])
+        if role == "hbm-bound" and "without a policy asking" in reasons:
+            problems.append(f"{role}: bound there on purpose, yet: {reasons}")
+        if role == "hbm-moved" and (entry.get("verdict") == "ok" or str(memory_node) not in reasons):
+            problems.append(f"{role}: pages moved to node {memory_node} under a default policy, verdict "
+                            f"{entry.get('verdict')!r}, reasons {reasons!r}")
+    if problems:
+        raise CheckFailed("\n".join(problems) + f"\nseen: {json.dumps(seen)}")
+    return seen
