@@ -66,7 +66,10 @@ def probe_h2d(text: str, where: str) -> dict[str, dict[int, float]]:
             if p.get("status") != "ok" or p.get("gpu") not in bdf or not figs:
                 continue
             best = figs[max(figs, key=int)]
-            out.setdefault(bdf[p["gpu"]], {})[int(p["node"])] = float(best["median"])
+            node = p["node"]
+            if not isinstance(node, int) or isinstance(node, bool):
+                raise TypeError(f"node {node!r} is not a node id")
+            out.setdefault(bdf[p["gpu"]], {})[node] = float(best["median"])
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{where}: malformed probe document ({exc})") from None
     return out
