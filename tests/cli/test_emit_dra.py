@@ -139,3 +139,15 @@ def test_a_dotted_name_and_class_are_written_as_given(cli):
     doc = yaml.safe_load(result.stdout.split("\n---\n", 1)[1])
     assert doc["metadata"]["name"] == "team-a.pairs"
     assert doc["spec"]["spec"]["devices"]["requests"][1]["exactly"]["deviceClassName"] == "sriovnetwork.openshift.io"
+
+
+def test_grace_and_snc_fixtures_publish_the_pci_functions_node_and_the_socket_list(cli):
+    """GH200: the GPU's numaNode is its PCI function's node 0, never its HBM node 1; SNC-4: the list form names
+    the socket's four clusters, the device's own first."""
+    doc = json.loads(cli("--root", str(fixture_root("handmade-gh200-numa")), "emit", "dra", "--json").stdout)
+    gpu = next(d for d in doc["devices"] if d["kind"] == "gpu")
+    assert gpu["attributes"][dra.NUMA_NODE] == {"int": 0}
+    doc = json.loads(cli("--root", str(fixture_root("handmade-snc4-8gpu")), "emit", "dra", "--numa-form", "list",
+                         "--json").stdout)
+    gpus = [d for d in doc["devices"] if d["kind"] == "gpu"]
+    assert gpus[1]["attributes"][dra.NUMA_NODE] == {"ints": [1, 0, 2, 3]}
