@@ -231,6 +231,12 @@ def _policy_cases(ctx: Context, choices: list[str]) -> dict[str, PolicyCase]:
                 cases[choice] = PolicyCase(base, f"bind:1,{cxl}", {1})
         elif choice == "none":
             cases[choice] = PolicyCase(base, "default", {1})
+        elif choice == "socket":  # one node per socket in these guests: the socket is node 1
+            cases[choice] = PolicyCase(base, "bind:1", {1})
+        elif choice == "socket-interleave":
+            cases[choice] = PolicyCase(base, "interleave:1", {1})
+        elif choice == "gpu-memory":  # no GPU in the guest: refused, with the reason
+            cases[choice] = PolicyCase(base, "", set(), refuse="needs a GPU")
         else:
             cases[choice] = PolicyCase(base, "", {0, 1, 2, 3}, extra={"unknown": True})
     return cases
