@@ -152,6 +152,19 @@ def late_binding(proc: ProcessInfo, topo: Topology, thresholds: Thresholds = DEF
                        tuple(sorted(remote)), "late binding: " + "; ".join(causes), fix)
 
 
+def pinned_one_by_one(proc: ProcessInfo, topo: Topology) -> tuple[int, ...]:
+    """The threads the process pinned one per core itself (OpenMP places, GOMP/KMP affinity, torch's pinning):
+    two or more threads, each allowed one core only, on different cores. `taskset -a` would throw that pinning
+    away (every thread on every CPU of the node), so the live fix is not offered for them."""
+    siblings = {c.id: frozenset(c.siblings) | {c.id} for c in topo.cpus}
+    cores: dict[int, frozenset[int]] = {}
+    for t in proc.threads:
+        m = frozenset(t.allowed_cpus)
+        if t.tid != proc.pid and m and m <= siblings.get(min(m), frozenset((min(m),))):
+            cores[t.tid] = m
+    return tuple(sorted(cores)) if len(set(cores.values())) >= 2 else ()
+
+
 def late_threads_taskset(bound: set[int] | tuple[int, ...], tids: tuple[int, ...]) -> str:
     """taskset for the late threads alone: the threads pinned within the binding keep their own CPUs."""
     cpus = format_cpulist(sorted(bound))
@@ -406,6 +419,11 @@ def judge(
                        performance=slow_cores is not None)
     if late is not None and late.threads and fix.taskset:  # the late threads onto the binding it asked for
         fix = fix._replace(taskset=late_threads_taskset(late.bound_cpus, late.threads))
+    elif fix.taskset and (own := pinned_one_by_one(proc, topo)):
+        fix = fix._replace(taskset=None)
+        reasons.append(f"{len(own)} of {len(proc.threads)} threads are pinned one per core by the process itself "
+                       "(OpenMP places, torch): no live taskset, which would replace that pinning with the whole "
+                       "node; restart it bound (the lines below) so they pin within the binding")
     return ProcessAudit(
         proc,
         Locality(home, home_source, remote_ratio, slow_ratio, remote_bytes, slow_bytes, off_home, verdict,
@@ -575,7 +593,7 @@ def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = D
                          "(PyTorch's CachingHostAllocator does: pytorch#160420)", subject))
     if loc.threads_off_home:
         out.append(NT404(f"{len(loc.threads_off_home)} of {len(proc.threads)} threads last ran off home node "
-                         f"{_nodes(loc.home_nodes)}", loc.fix.taskset or "", subject))
+                         f"{_nodes(loc.home_nodes)}", loc.fix.taskset or loc.fix.launch or "", subject))
     return out
 
 

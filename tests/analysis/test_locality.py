@@ -96,6 +96,24 @@ def test_gpu_home_and_threads_off_home(two_socket):
     assert codes == {"NT401", "NT404"}
 
 
+def test_threads_pinned_one_per_core_get_no_taskset_a_that_would_undo_it(two_socket):
+    """OpenMP-style pinning (each worker on a core of its own) off the GPU's node: `taskset -a` would put every
+    thread on every CPU of node 1, so the live line is withheld and the fix is the restart."""
+    gpu = GpuUse("0000:05:00.0", 1, "fd /dev/nvidia1", 1)
+    p = proc(maps(N0=800, N1=200), [0, 2, 4], list(range(12)), gpu=gpu)
+    # main thread keeps the wide mask; workers on CPUs 2 and 4 (node 0), one core each
+    p = p._replace(threads=(p.threads[0], p.threads[1]._replace(allowed_cpus=(2,)),
+                            p.threads[2]._replace(allowed_cpus=(4,))))
+    loc = judge(p, two_socket).locality
+    assert loc.fix.taskset is None and loc.fix.migratepages == "migratepages 1000 0 1"
+    assert any("2 of 3 threads are pinned one per core" in r for r in loc.reasons)
+    (nt404,) = [f for f in audit_findings(two_socket, p) if f.code == "NT404"]
+    assert nt404.fix == loc.fix.launch and "taskset" not in nt404.fix
+    # one worker pinned is not a per-core pinning scheme: the live line stays
+    one = p._replace(threads=(p.threads[0], p.threads[1], p.threads[2]._replace(allowed_cpus=tuple(range(12)))))
+    assert judge(one, two_socket).locality.fix.taskset.startswith("taskset -a -p -c ")
+
+
 def test_slow_tier_without_policy_warns(tiers):
     p = proc(maps(N0=600, N6=400), [0, 1], [0, 1])
     loc = judge(p, tiers).locality
