@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from numatune.cpulist import format_cpulist
 from numatune.model.findings import Code, Finding, Severity, register
+from numatune.model.gpumem import grace_cpu
 from numatune.model.order import gpu_names
 from numatune.model.paths import nearest_nic
 from numatune.model.topology import Topology
@@ -18,7 +19,9 @@ NT001 = register("NT001", Severity.WARNING, "topology", "a device reports numa_n
     A GPU, NIC, NVMe, accelerator or CXL device reports numa_node -1: the firmware does not tell the
     kernel which node it hangs off, so neither the kernel nor launchers can place its users. A warning
     on a machine with several nodes, info on one node; numatune infers the node from the PCI root
-    when it can and says so.""")
+    when it can and says so. On Grace superchips the firmware gives the C2C-attached GPU no PCI
+    proximity at all: there -1 is the platform's answer, not a BIOS setting, so the finding is info,
+    names the node numatune uses (from the GPU's memory node or NVML) and what sysfs-only tools do.""")
 NT002 = register("NT002", Severity.WARNING, "topology", "a GPU has no NIC on its node", """
     A GPU's nearest NIC is across the socket link (SYS): GPUDirect RDMA traffic crosses it.""")
 NT003 = register("NT003", Severity.WARNING, "topology", "a CPU-less memory node sits in DRAM's tier", """
@@ -103,10 +106,23 @@ NT024 = register("NT024", Severity.WARNING, "topology", "a CXL link trained belo
 def check_unknown_device_node(topo: Topology) -> Iterator[Finding]:
     multi = len([n for n in topo.nodes if n.cpus]) > 1
     gpun = gpu_names(topo.devices)
+    grace = grace_cpu(topo)
     for d in topo.devices:
         if d.kind not in ("gpu", "nic", "nvme", "accelerator", "cxl") or d.numa_node is not None or not d.path:
             continue
         guess = f"; inferred node {d.inferred_node} from {d.inferred_from}" if d.inferred_node is not None else ""
+        if grace and d.inferred_node is not None and d.kind == "gpu":
+            torch = ("the same node" if d.inferred_node == 0 else f"the wrong node (numatune: {d.inferred_node})")
+            yield NT001(
+                f"{_device(gpun, d)} reports numa_node -1 (unknown){guess}: the platform's firmware gives this "
+                "GPU no PCI proximity (nothing to enable in the BIOS)",
+                f"bind ranks with `numatune launch --gpu {d.bdf}` (node {d.inferred_node}); tools that read sysfs "
+                f"alone do not know the node: torchrun --numa-binding reads -1 as node 0, {torch}, and the "
+                "kubelet's topology manager gives this GPU no hint",
+                d.bdf,
+                Severity.INFO,
+            )
+            continue
         yield NT001(
             f"{_device(gpun, d)} reports numa_node -1 (unknown){guess}",
             "enable ACPI _PXM/SRAT proximity in the BIOS (or the hypervisor's vNUMA) so the kernel knows "

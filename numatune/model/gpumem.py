@@ -124,6 +124,12 @@ def _home(topo: Topology, d: PciDevice, label: str, nvml: dict[str, int | None])
     )
 
 
+def grace_cpu(topo: Topology) -> bool:
+    """The CPUs are Grace's (Arm Neoverse V2): its GPUs hang off C2C, and the firmware gives them no PCI node."""
+    model = topo.cpu.model or ""
+    return GRACE_PART in model and "0x41" in model
+
+
 def gpu_memory_layout(topo: Topology) -> GpuMemoryLayout:
     gpus, kind = order.gpu_order(topo.devices)
     nvml = {g.bdf: g.numa_node for g in topo.fabric.nvml_gpus}
@@ -137,8 +143,7 @@ def gpu_memory_layout(topo: Topology) -> GpuMemoryLayout:
     elif any(h.memory_node_from == "apu" for h in homes):
         mode, why = "apu", ("the GPUs have no memory of their own (KFD local_mem_size 0): each shares its "
                             "socket's node with the CPUs")
-    elif any(d.vendor_id == order.NVIDIA for d in gpus) and GRACE_PART in (topo.cpu.model or "") \
-            and "0x41" in (topo.cpu.model or ""):
+    elif any(d.vendor_id == order.NVIDIA for d in gpus) and grace_cpu(topo):
         mode, why = "cdmm", ("NVIDIA GPUs on Grace (Neoverse V2) and no GPU-memory node: the driver manages the "
                              "GPU memory (CDMM); place as on NUMA mode, without HBM nodes")
     elif gpus:
@@ -154,4 +159,5 @@ def _span(ids: list[int]) -> str:
     return format_cpulist(ids)
 
 
-__all__ = ["GpuHome", "GpuMemoryLayout", "gpu_memory_layout", "nearest_cpu_node", "same_socket_nodes", "sockets"]
+__all__ = ["GpuHome", "GpuMemoryLayout", "gpu_memory_layout", "grace_cpu", "nearest_cpu_node", "same_socket_nodes",
+           "sockets"]
