@@ -193,6 +193,12 @@ _PLAIN_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~", ""}
 
 
+# In a double-quoted YAML scalar: the quote and the backslash, and every control character (C0, DEL, C1), which
+# YAML does not allow raw (a newline would be folded into a space), as the escape that reads back the same.
+_ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n", ord("\t"): "\\t",
+            **{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)}}
+
+
 def _scalar(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -207,5 +213,5 @@ def _scalar(v: Any) -> str:
     s = str(v)
     looks_numeric = s[:1].isdigit() or s[:1] in "-+."
     if s.lower() in _YAML_WORDS or looks_numeric or not set(s) <= _PLAIN_OK:
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return '"' + s.translate(_ESCAPES) + '"'
     return s
