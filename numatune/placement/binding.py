@@ -186,8 +186,13 @@ def options(node: int | None = None, *, gpu: str | int | None = None, rank: int 
             and not isinstance(w, bool) and 1 <= w <= 255 for n, w in weights.items())):
         raise UsageError(f"numatune.bind: weights={weights!r}: expected {{node: weight}} with weights 1-255, "
                          "as the kernel accepts them")
+    try:
+        parsed = parse_cpu_bind(cpu_bind)
+    except UsageError as exc:
+        _in_keyword_words(exc)
+        raise
     return LaunchOptions(rank=rank, local_size=local_size, gpu=None if gpu is None else str(gpu), node=node,
-                         cpu_bind=parse_cpu_bind(cpu_bind), reserve_cores=reserve_cores,
+                         cpu_bind=parsed, reserve_cores=reserve_cores,
                          allow_isolated=allow_isolated, mem_policy=mem_policy,
                          mem_nodes=tuple(sorted(set(mem_nodes))) if mem_nodes is not None else None,
                          weights=dict(weights) if weights is not None else None, via="direct",
@@ -206,7 +211,8 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     The node comes from `node`, else from the rank's GPU (`gpu`, else LOCAL_RANK/SLURM_LOCALID/... and
     CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES, as launch reads them). The keywords are
     launch's options (cpu_bind: node, socket, exclusive, core-complex, cores:N, none; mem_policy: bind,
-    preferred, preferred-many, interleave, weighted, cxl-spill, none). A re-bind plans within the cgroup's
+    preferred, preferred-many, interleave, weighted, cxl-spill, socket, socket-interleave, gpu-memory, none);
+    errors name them as keywords (`mem_policy gpu-memory needs a GPU`). A re-bind plans within the cgroup's
     CPUs (cpuset.cpus.effective), not the current mask; inside a Slurm step within the step's CPUs.
 
     Applies: the CPU mask to every thread; the memory policy to the calling thread (threads it creates
@@ -248,6 +254,7 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     try:
         plan = plan_live(Host.open(root or "/"), env, opts, rebind=True)
     except NumatuneError as exc:
+        _in_keyword_words(exc)
         if not best_effort:
             raise
         return _skipped(f"{exc.message}; nothing bound (best effort)", warnings=(exc.message,), started=started)
@@ -268,6 +275,26 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
             raise
         return _skipped(f"{exc.message}; stopped (best effort)", plan=plan, warnings=[*warnings, exc.message],
                         started=started)
+
+
+# launch's options that are bind()'s keywords: the planner's errors name the option, a caller of bind() wrote
+# the keyword (`--mem-policy gpu-memory needs a GPU` reads `mem_policy gpu-memory needs a GPU`)
+_KEYWORDS = ("node", "gpu", "rank", "local-size", "cpu-bind", "cpu-kind", "reserve-cores", "allow-isolated",
+             "mem-policy", "mem-nodes", "weights", "nic", "nic-transport", "best-effort")
+
+
+def _in_keyword_words(exc: NumatuneError) -> None:
+    import re
+
+    flag = re.compile(r"--(" + "|".join(sorted(_KEYWORDS, key=len, reverse=True)) + r")\b(?!-)")
+
+    def words(text: str) -> str:
+        return flag.sub(lambda m: m[1].replace("-", "_"), text)
+
+    exc.message = words(exc.message)
+    exc.args = (exc.message, *exc.args[1:])
+    if exc.hint:
+        exc.hint = words(exc.hint)
 
 
 def _apply(plan: Any, opts: Any, move: bool, max_move_bytes: int, set_env: bool, warnings: list[str],

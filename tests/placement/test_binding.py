@@ -21,7 +21,7 @@ import pytest
 
 import numatune
 from numatune.cpulist import parse_cpulist
-from numatune.errors import BindingError, UsageError
+from numatune.errors import BindingError, NumatuneError, UsageError
 from numatune.placement.binding import BindReport, bind, bind_actor, bind_worker
 from tests.conftest import PROJECT, fixture_root
 
@@ -74,7 +74,7 @@ def test_a_node_this_machine_lacks_is_an_error_unless_best_effort():
 
 
 @pytest.mark.parametrize(("kw", "message"), [
-    ({"cpu_bind": "nodes"}, "--cpu-bind 'nodes'"),
+    ({"cpu_bind": "nodes"}, "cpu_bind 'nodes'"),
     ({"mem_policy": "membind"}, "mem_policy='membind'"),
     ({"node": -1}, "node=-1"),
     ({"local_size": 0}, "local_size=0"),
@@ -93,6 +93,20 @@ def test_a_node_this_machine_lacks_is_an_error_unless_best_effort():
 def test_impossible_keywords_are_usage_errors(kw, message):
     with pytest.raises(UsageError, match=re.escape(message)):
         bind(**kw)
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"node": 1, "mem_policy": "gpu-memory"}, "mem_policy gpu-memory needs a GPU (not node alone)"),
+    ({"node": 7}, "node 7: node 7 is not in this root"),
+    ({"gpu": "0000:99:00.0"}, "gpu 0000:99:00.0: no PCI device"),
+    ({"node": 1, "reserve_cores": 99}, "reserve_cores 99 leaves no core on node 1"),
+    ({"node": 1, "mem_policy": "weighted", "mem_nodes": [0, 1], "weights": {0: 1}}, "weights gives no weight"),
+])
+def test_planning_errors_name_the_keywords_not_launchs_options(kw, message):
+    """bind()'s caller wrote keywords: the planner's refusals name them so (no `--mem-policy` in a traceback)."""
+    with pytest.raises(NumatuneError) as info:
+        bind(dry_run=True, root=str(fixture_root("intel-xeon-L5640-2node")), environ={}, **kw)
+    assert message in str(info.value) and message in info.value.message and "--" not in info.value.message
 
 
 def test_a_worker_helper_checks_its_keywords_when_made():
