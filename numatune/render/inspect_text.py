@@ -76,6 +76,9 @@ def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding], blocks: 
     parts = [_summary(topo), _nodes_table(topo)]
     if len(topo.nodes) > 1 and any(n.distances for n in topo.nodes):
         parts.append(_distance_table(topo))
+        if empty := _empty_nodes(topo):
+            parts.append([(f"Distances: empty nodes {format_cpulist(empty)} (no CPUs, no memory) left out; "
+                           "--json has every distance", "")])
     if any(n.hmat for n in topo.nodes):
         parts.append(_hmat_table(topo))
     if topo.devices:
@@ -395,10 +398,19 @@ def gpu_memory_text(layout: GpuMemoryLayout) -> str:
     return "\n".join(lines)
 
 
+def _empty_nodes(topo: Topology) -> list[int]:
+    """Nodes without CPUs or memory (a Grace GPU's MIG placeholders: 28 of a GB200 tray's 34); none when all are."""
+    empty = [n.id for n in topo.nodes if not n.cpus and n.memory_total_kib == 0]
+    return empty if len(empty) < len(topo.nodes) else []
+
+
 def _distance_table(topo: Topology) -> _Table:
-    ids = [n.id for n in topo.nodes]
+    """The SLIT matrix over the nodes that hold CPUs or memory: the empty ones are named under it."""
+    empty = set(_empty_nodes(topo))
+    shown = [n for n in topo.nodes if n.id not in empty]
+    ids = [n.id for n in shown]
     t = _Table("Distances", _cols("node") + _cols(*(str(i) for i in ids), justify="right"), "SLIT; 10 = local")
-    for n in topo.nodes:
+    for n in shown:
         t.add_row(str(n.id), *[str(n.distances.get(i, "-")) for i in ids])
     return t
 

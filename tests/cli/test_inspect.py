@@ -206,6 +206,21 @@ def test_grace_gpu_memory_section_and_json(cli):
     assert {n["id"]: n["gpu"] for n in doc["nodes"] if n["mig_placeholder"]}[27] == "0019:01:00.0"
 
 
+def test_grace_distances_leave_the_empty_mig_placeholders_out_and_say_so(cli):
+    """34 nodes of a GB200 tray: the SLIT table has the 6 that hold CPUs or memory (it was 212 columns wide in a
+    file), names the 28 empty ones under it, and --json keeps all 34 rows."""
+    root = str(fixture_root("handmade-gb200-numa"))
+    text = cli("--root", root, "inspect").stdout
+    head = next(line for line in text.splitlines()[text.splitlines().index("Distances") + 1:] if line[:1] == "┃")
+    assert [c.strip() for c in head.strip("┃").split("┃")] == ["node", "0", "1", "2", "10", "18", "26"]
+    assert "Distances: empty nodes 3-9,11-17,19-25,27-33 (no CPUs, no memory) left out" in text
+    lines = text.splitlines()
+    table = lines[lines.index("Distances"):lines.index("SLIT; 10 = local")]
+    assert max(map(len, table)) == 44  # was 212 characters a row
+    doc = json.loads(cli("--root", root, "inspect", "--json").stdout)
+    assert len(doc["nodes"]) == 34 and all(len(n["distances"]) == 34 for n in doc["nodes"])
+
+
 def test_snc4_clustering_line(cli):
     result = cli("--root", str(fixture_root("handmade-snc4-8gpu")), "inspect")
     assert "Sub-NUMA clustering: SNC-4 (socket 0: nodes 0-3; socket 1: nodes 4-7)" in result.stdout
