@@ -48,3 +48,15 @@ def test_a_sysfs_node_without_cpus_is_never_the_cpu_node(host_of):
     (g,) = gpu_memory_layout(t).gpus
     assert g.cpu_node == 0 and "nearest node with CPUs" in g.cpu_node_from
     assert any("sysfs numa_node 1" in n and "its GPU memory" in n for n in g.notes)
+
+
+def test_clustering_needs_a_socket_whose_nodes_are_nearer_than_a_remote_node(host_of):
+    """SNC-2 on a Cascade Lake (SLIT 11 within the socket), Naples's 4 dies (no SLIT here: named by vendor), an
+    ARM socket's 2 clusters (16); not a QEMU guest whose 3 nodes sit on one socket at 20 (was "SNC-3") nor a
+    firmware that left all 8 nodes of a socket at 10 (was "SNC-8")."""
+    named = {name: layout(host_of, name).clustering for name in (
+        "memorysidecaches", "x86_64-epyc_7451", "128arm-2pa2n8cluster4co", "fakeheteromemtiers",
+        "8em64t-2s2ca2c-buggynuma")}
+    assert named == {"memorysidecaches": "SNC-2", "x86_64-epyc_7451": "NPS4",
+                     "128arm-2pa2n8cluster4co": "2 nodes per socket", "fakeheteromemtiers": None,
+                     "8em64t-2s2ca2c-buggynuma": None}

@@ -84,8 +84,17 @@ def same_socket_nodes(topo: Topology, node_id: int) -> tuple[int, ...]:
 
 
 def _clustering(topo: Topology, per_socket: dict[int, tuple[int, ...]]) -> str | None:
+    """SNC-N / NPSN / "N nodes per socket" where a socket's CPU nodes are nearer each other than a remote node
+    (SLIT 11-19: SNC and NPS give 11-12, Naples's dies 16). A socket whose nodes are 10 apart (a firmware that
+    left the SLIT flat) or 20 and more (a VM's vNUMA: QEMU puts all its nodes on one socket) is no clustering."""
     counts = {len(v) for v in per_socket.values()}
     if not counts or max(counts) < 2:
+        return None
+    by_id = {n.id: n for n in topo.nodes}
+    intra = {by_id[a].distances.get(b) for nodes in per_socket.values() for a in nodes for b in nodes
+             if a != b and a in by_id}
+    intra.discard(None)
+    if intra and not all(10 < d < 20 for d in intra):
         return None
     n = max(counts)
     vendor = (topo.cpu.vendor or "").lower()
