@@ -84,6 +84,43 @@ def test_recipe_gives_every_rank_its_gpu_cores_and_nic(recipe, rail):
     assert all(p["torchrun"]["mode"] == "exclusive" for p in plans)
 
 
+# The stand-in for the GPU machine, not for the launcher: the real torchrun starts 8 ranks of the README's line,
+# and `numatune` on their PATH plans each rank for the rail tree (NUMATUNE_ROOT) and writes the plan where the
+# test reads it; launch on a root plans only, so `--json` is added after the subcommand's name.
+PLAN_ONLY = """#!/bin/sh
+sub=$1; shift
+exec "{python}" -m numatune "$sub" --json "$@" > "{out}/rank-$LOCAL_RANK.json"
+"""
+
+
+@pytest.mark.parametrize("recipe", [r for r in RECIPES if r.startswith("torchrun ")])
+def test_gpu_torchrun_recipe_runs_under_real_torchrun_on_the_rail_tree(recipe, rail, tmp_path):
+    """The README's GPU torchrun line as written, by a shell and the real torchrun (its own LOCAL_RANK,
+    LOCAL_WORLD_SIZE and the rest, not variables set by the test): 8 ranks, 8 GPUs, each rank its own cores and
+    its rail's NIC. What stands in is the machine: the rail tree's plan, not a bound process."""
+    if importlib.util.find_spec("torch") is None or shutil.which("torchrun", path=BIN) is None:
+        engine_missing(f"no torchrun beside {sys.executable} (the CPU build of torch; scripts/test.sh installs it)")
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    (stand_in / "numatune").write_text(PLAN_ONLY.format(python=sys.executable, out=tmp_path))
+    (stand_in / "numatune").chmod(0o755)
+    env = {**os.environ, "PATH": os.pathsep.join((str(stand_in), BIN, os.environ.get("PATH", "/usr/bin:/bin"))),
+           "NUMATUNE_ROOT": str(rail), "PYTHONPATH": str(PROJECT), "NO_COLOR": "1"}
+    env.pop("LOCAL_RANK", None)
+    res = subprocess.run(["bash", "-c", recipe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    plans = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(8)]
+    assert [(p["rank"]["local_rank"], p["rank"]["local_size"]) for p in plans] == [(r, 8) for r in range(8)]
+    assert all(p["rank"]["rank_source"] == f"LOCAL_RANK={r} (torchrun)" for r, p in enumerate(plans))
+    gpus = [p["gpu"]["bdf"] for p in plans]
+    assert len(set(gpus)) == 8 and gpus == sorted(gpus)
+    cpus = [set(p["cpu_bind"]["cpus"]) for p in plans]
+    assert all(c and not (c & d) for i, c in enumerate(cpus) for d in cpus[i + 1:])
+    if "--nic auto" in recipe:
+        assert [p["nic"]["rdma"] for p in plans] == [f"mlx5_{r}" for r in range(8)]
+    assert all(p["argv"][-2:] == ["python", "train.py"] for p in plans)
+
+
 # -- the CPU-node recipes, run as written with a real torchrun ----------------------------------------------------
 CPU_TEXT = SECTION.split("On a node without GPUs", 1)[1]
 CPU_BLOCK = re.findall(r"^```console\n(.*?)^```", CPU_TEXT, re.M | re.S)[0]
