@@ -132,7 +132,8 @@ _LIST = ("kind: List\nitems:\n- &s {kind: ResourceSlice, metadata: {name: s}, sp
 
 @pytest.mark.parametrize(("text", "words"), [
     (_ONE_SLICE + "  - *a\n" * 590_000, "ResourceSlice ? lists 590,001 devices; the API allows at most 128"),
-    (_LIST + "- *s\n" * 800_000, "list 102,400,128 devices; numatune checks at most 16,384 for one node"),
+    (_LIST + "- *s\n" * 800_000, "YAML aliases (*name) expand to more than 16 values a byte of the file"),
+    (_LIST + "- *s\n" * 128, "list 16,512 devices; numatune checks at most 16,384 for one node"),
 ])
 def test_resource_slices_repeated_by_yaml_aliases(tmp_path, text, words):
     """4 MiB of YAML aliases repeating one device (or one full slice) 600,000 times: 27 s, 1.1 GB and 219 MB of
@@ -144,6 +145,36 @@ def test_resource_slices_repeated_by_yaml_aliases(tmp_path, text, words):
     r = answered("--root", str(fixture_root("dev-1node-x86")), "check", "--resource-slices", str(doc),
                  "--node-name", "NODE", codes=(3,))
     assert words in r.stderr and r.wall < 5, (r.wall, r.stderr)
+
+
+def _laughs(key: str) -> str:
+    """671 bytes: ten values, each level ten aliases of the one below, eleven levels: 10^12 values expanded."""
+    lines = ["kind: KubeletConfiguration", "l0: &l0 [x,x,x,x,x,x,x,x,x,x]"]
+    lines += [f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 12)]
+    return "\n".join([*lines, f"{key}: *l11"]) + "\n"
+
+
+@pytest.mark.parametrize(("args", "text"), [
+    (["check", "--kubelet-config", "{f}"], _laughs("cpuManagerPolicy")),
+    (["check", "--kubelet-config", "{f}"], _laughs("topologyManagerPolicy")),
+    (["check", "--kubelet-config", "{f}"], "kind: KubeletConfiguration\ncpuManagerPolicy: &a [static, *a]\n"),
+    (["check", "--resource-slices", "{f}", "--node-name", "NODE"], _laughs("spec")),
+], ids=["cpuManagerPolicy", "topologyManagerPolicy", "holds-itself", "resource-slices"])
+def test_yaml_aliases_that_expand_past_the_file_are_refused(tmp_path, args, text):
+    """A value made of nested aliases (10^12 values in 671 bytes) was printed and compared: 60 s and 3.5 GB,
+    then killed. A document whose aliases give more than 16 values a byte, or hold themselves, is exit 3."""
+    doc = tmp_path / "kubelet.yaml"
+    doc.write_text(text)
+    r = answered("--root", str(fixture_root("dev-1node-x86")), *[a.format(f=doc) for a in args], codes=(3,))
+    assert f"{doc}: its YAML aliases (*name) expand to more than 16 values a byte" in r.stderr and r.wall < 5
+
+
+def test_honest_anchors_are_read():
+    from numatune.system.infile import load_document
+
+    text = "base: &b {cpu: 1, memory: 2Gi}\n" + "".join(f"n{i}: *b\n" for i in range(100))
+    doc = load_document(text, "f", "yaml")
+    assert doc["n99"] == {"cpu": 1, "memory": "2Gi"}
 
 
 @pytest.mark.parametrize(("name", "text"), [("nvml.json", "[" * 1000), ("nvml.json", '{"format": ' + LONG + "}")])

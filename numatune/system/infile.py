@@ -165,11 +165,47 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
             docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
         except yaml.YAMLError as exc:
             raise InputError(f"{where} is not valid YAML: {' '.join(str(exc).split())}") from None
+        expanded = _expanded_size(docs, len(text) * ALIAS_GROWTH + 10_000)
+        if expanded is None:
+            raise InputError(f"{where}: its YAML aliases (*name) expand to more than {ALIAS_GROWTH} values a byte "
+                             "of the file (or hold themselves), which no configuration needs: refused")
         return docs[0] if len(docs) == 1 else docs
     except RecursionError:  # past the scan's estimate (a string's end misread): still one line, exit 3
         raise InputError(f"{where} nests too deeply to be read") from None
     except ValueError as exc:  # a number of more than 4,300 digits (json, tomllib, yaml's int)
         raise InputError(f"{where} is not a document numatune reads: {value_error(exc)}") from None
+
+
+# A YAML alias (*name) is one more reference to a node, not a copy: 671 bytes of nested aliases made a list of
+# 10^12 values, which every reader that walks or prints the document expands (60 s and 3.5 GB, then killed).
+# Without aliases a document holds fewer values than bytes; 16 values a byte leaves room for honest anchors.
+ALIAS_GROWTH = 16
+
+
+def _expanded_size(doc: Any, limit: int) -> int | None:
+    """How many values `doc` holds with every alias expanded (each shared node counted once a reference, in time
+    linear in the distinct nodes); None once that passes `limit`."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # being counted: met again below itself, a node holds itself (infinite)
+    stack: list[tuple[Any, bool]] = [(doc, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if not isinstance(node, (dict, list)) or (id(node) in sizes and not children_done):
+            continue
+        kids = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        if not children_done:
+            if id(node) in open_nodes:
+                return None
+            open_nodes.add(id(node))
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if isinstance(k, (dict, list)) and id(k) not in sizes)
+            continue
+        total = 1 + sum(sizes.get(id(k), 1) for k in kids)
+        if total > limit:
+            return None
+        sizes[id(node)] = total
+        open_nodes.discard(id(node))
+    return sizes.get(id(doc), 1)
 
 
 def value_error(exc: ValueError) -> str:
