@@ -269,23 +269,28 @@ class Round:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-def _round(ctx: Context) -> Round:
-    cached = getattr(ctx, "_round", None)
+def run_round(ctx: Context, attr: str, rnd: Any, fill: Any) -> Any:
+    """The batch's one round of starts (`fill(ctx, rnd, procs)`), kept on ctx as `attr`: the checks that read
+    it share one set of processes, all stopped (launched, dd runs, helpers) once the round is read."""
+    cached = getattr(ctx, attr, None)
     if cached is not None:
         return cached
-    rnd = Round()
-    ctx._round = rnd  # type: ignore[attr-defined]
+    setattr(ctx, attr, rnd)
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        _fill_round(ctx, rnd, procs)
+        fill(ctx, rnd, procs)
     finally:
         for launched in rnd.launched.values():
             stop(launched.proc)
-        for run_ in rnd.dd.values():
+        for run_ in getattr(rnd, "dd", {}).values():
             stop(run_.proc)
         for p in procs:
             stop(p)
     return rnd
+
+
+def _round(ctx: Context) -> Round:
+    return run_round(ctx, "_round", Round(), _fill_round)
 
 
 def _fill_round(ctx: Context, rnd: Round, procs: list[subprocess.Popen[bytes]]) -> None:

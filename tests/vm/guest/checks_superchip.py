@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checks_runtime import LAUNCH_MIB, TOUCH_MIB, Launched, _share, _start_launch
+from checks_runtime import LAUNCH_MIB, TOUCH_MIB, Launched, _share, _start_launch, run_round
 from vm_checks import Context, check
-from vm_guest import CheckFailed, numactl_hardware, numatune_json, pages_by_node, read, run, spawn_toucher, stop
+from vm_guest import CheckFailed, numactl_hardware, numatune_json, pages_by_node, read, run, spawn_toucher
 
 TOPOLOGY = "superchip"
 
@@ -57,20 +57,7 @@ class SuperchipRound:
 
 
 def _round(ctx: Context) -> SuperchipRound:
-    cached = getattr(ctx, "_superchip_round", None)
-    if cached is not None:
-        return cached
-    rnd = SuperchipRound()
-    ctx._superchip_round = rnd  # type: ignore[attr-defined]
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        _fill_round(ctx, rnd, procs)
-    finally:
-        for launched in rnd.launched.values():
-            stop(launched.proc)
-        for p in procs:
-            stop(p)
-    return rnd
+    return run_round(ctx, "_superchip_round", SuperchipRound(), _fill_round)
 
 
 def _fill_round(ctx: Context, rnd: SuperchipRound, procs: list[subprocess.Popen[bytes]]) -> None:
