@@ -131,9 +131,12 @@ def apply_irqs(app, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: int 
         _, _, plan = make_plan(app, exclude_cpus, ranks_per_node, reserve_cores, irq_cpu_kind)
         changes = plan_changes(plan.entries)
         skipped_in_plan = [(e.irq, e.reason) for e in plan.entries if e.action == "skip"]
+        kept_in_plan = [e.irq for e in plan.entries if e.action == "keep"]
     state = None if dry_run else (Path(save) if save else default_state_path(app.host))
     result = run_changes(app.host, changes, state_path=state if changes else None, dry_run=dry_run)
     result.skipped = skipped_in_plan + result.skipped
+    if not plan_file:  # the plan's "keep" IRQs are already where it wants them: counted, as `irq plan` counts them
+        result.unchanged = kept_in_plan + result.unchanged
     _report(app, fmt, result, dry_run=dry_run)
 
 

@@ -102,6 +102,13 @@ def test_apply_and_restore(cli, root, tmp_path):
     assert doc["schema"] == "numatune.irq-apply/1" and len(doc["applied"]) == 7
     assert {s["irq"] for s in doc["skipped"]} == {51, 52, 70}
     assert (root / "proc/irq/41/smp_affinity_list").read_text() == "4\n"
+    kept = {e["irq"] for e in json.loads(cli("--root", str(root), "irq", "plan", "--json").stdout)["entries"]
+            if e["action"] == "keep"}  # after the apply: the 7 moved ones and those already there
+    assert set(doc["applied"]) <= kept and set(doc["unchanged"]) == kept - set(doc["applied"])
+    again = json.loads(cli("--root", str(root), "irq", "apply", "--save", str(tmp_path / "again.json"),
+                           "--json").stdout)
+    assert again["applied"] == [] and set(again["unchanged"]) == kept  # "already in place", as irq plan counts
+    assert not (tmp_path / "again.json").exists()  # nothing to write: no state saved
     r = cli("--root", str(root), "irq", "restore", str(state))
     assert r.exit_code == 0 and "7 changed" in r.stdout
     assert tree_digest(root) == before
