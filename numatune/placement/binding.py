@@ -174,6 +174,15 @@ def options(node: int | None = None, *, gpu: str | int | None = None, rank: int 
             raise UsageError(f"numatune.bind: {name}={value!r}: expected a non-negative integer")
     if local_size == 0:
         raise UsageError("numatune.bind: local_size=0: expected at least 1")
+    if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, (str, int))):
+        raise UsageError(f"numatune.bind: gpu={gpu!r}: expected an index, a PCI address or a GPU UUID")
+    for name, value, forms in (("cpu_bind", cpu_bind, "node, socket, exclusive, core-complex, cores:N or none"),
+                               ("nic", nic, "none, auto, or a NIC's name or PCI address")):
+        if not isinstance(value, str):
+            raise UsageError(f"numatune.bind: {name}={value!r}: expected a string: {forms}")
+    for name, value in (("allow_isolated", allow_isolated), ("best_effort", best_effort)):
+        if not isinstance(value, bool):
+            raise UsageError(f"numatune.bind: {name}={value!r}: expected True or False")
     if mem_nodes is not None:
         given = mem_nodes
         mem_nodes = tuple(given) if isinstance(given, (list, tuple, set, frozenset, range)) else None

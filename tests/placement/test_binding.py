@@ -89,6 +89,11 @@ def test_a_node_this_machine_lacks_is_an_error_unless_best_effort():
     ({"node": 0, "max_move_bytes": -1}, "max_move_bytes=-1: expected a non-negative integer"),
     ({"node": 0, "max_move_bytes": "1G"}, "max_move_bytes='1G': expected a non-negative integer"),
     ({"node": 0, "environ": [("LOCAL_RANK", "0")]}, "environ is a list: expected a mapping"),
+    ({"gpu": True}, "gpu=True: expected an index, a PCI address or a GPU UUID"),
+    ({"node": 0, "cpu_bind": None}, "cpu_bind=None: expected a string: node, socket"),
+    ({"node": 0, "nic": 5}, "nic=5: expected a string: none, auto"),
+    ({"node": 0, "allow_isolated": "yes"}, "allow_isolated='yes': expected True or False"),
+    ({"node": 0, "best_effort": 1}, "best_effort=1: expected True or False"),
 ])
 def test_impossible_keywords_are_usage_errors(kw, message):
     with pytest.raises(UsageError, match=re.escape(message)):
