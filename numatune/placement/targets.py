@@ -223,6 +223,12 @@ def _gpu_local(gpu: Any, ctx: LiveContext) -> Target:
             rank = RankInfo(0, "--gpu", None, None)
             dev, choice, _ = choose_gpu(ctx.env, LaunchOptions(gpu=str(index)), rank, ctx.devices)
     except BindingError as exc:
+        from numatune.model.order import gpu_order
+
+        if not gpu_order(ctx.devices)[0]:  # launch's words would name its options (--gpu, --node)
+            raise BindingError(f"target ('local', {gpu!r}): this machine has no GPU or accelerator",
+                               hint='place on a node instead: "local" (this thread\'s node) or a node list '
+                                    "such as (0,)") from None
         raise BindingError(f"target ('local', {gpu!r}): no such GPU ({exc.message})", hint=exc.hint) from None
     node, source = choose_node(ctx.topology, LaunchOptions(), dev, warnings)
     target_ctx = ctx._replace(here=node, here_reason=source)

@@ -57,6 +57,10 @@ def test_gpu_local_uses_launchs_resolver_and_cuda_visible_devices():
     assert resolve(("local", Dev()), ctx).nodes == (0,)
     with pytest.raises(BindingError, match=r"no such GPU \(local rank 7 but this root has 4 gpu"):
         resolve(("local", 7), ctx)
+    # no GPU at all: said so in the API's words (launch's would name --gpu and --node)
+    with pytest.raises(BindingError, match=r"target \('local', 0\): this machine has no GPU or accelerator$") as info:
+        resolve(("local", 0), context_of("intel-xeon-L5640-2node"))
+    assert "--" not in info.value.hint
 
 
 def test_stripe_shares_come_from_the_callers_hmat_row_or_are_given():
