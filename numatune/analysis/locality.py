@@ -8,7 +8,7 @@ pages on a CPU-less CXL / PMem / unknown node are on a slow tier; GPU or HBM mem
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Set
 
 from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.model._record import record
@@ -88,6 +88,13 @@ NT406 = register("NT406", Severity.WARNING, "audit", "a process was bound after 
     and migratepages.""")
 
 
+def one_core_test(topo: Topology) -> Callable[[Set[int]], bool]:
+    """A test of whether a CPU mask lies within one physical core (a CPU and its SMT siblings): how OpenMP
+    places, GOMP/KMP affinity and torch pin a thread."""
+    siblings = {c.id: frozenset(c.siblings) | {c.id} for c in topo.cpus}
+    return lambda mask: bool(mask) and mask <= siblings.get(min(mask), frozenset((min(mask),)))
+
+
 def late_binding(proc: ProcessInfo, topo: Topology, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> LateBinding | None:
     """Signs that the process was bound after it started; None when it is not bound or shows none."""
     if proc.kernel_thread or not proc.cpus_allowed:
@@ -103,12 +110,12 @@ def late_binding(proc: ProcessInfo, topo: Topology, thresholds: Thresholds = DEF
     # CPU or core of its own, not the main thread's), or on wider places the process's environment asks for
     # (OMP_PLACES=sockets). A late thread reaches outside that binding: the mask it had before the process was
     # bound, wider than the binding or elsewhere (a process started on node 0 that bound itself to node 1).
-    siblings = {c.id: set(c.siblings) | {c.id} for c in topo.cpus}
+    on_one_core = one_core_test(topo)
     off = ("", "false", "none", "disabled")  # OMP_PROC_BIND=false, KMP_AFFINITY=none|disabled: no pinning asked
     places = any(proc.environ.get(k, "").strip().lower() not in off for k in THREAD_AFFINITY_VARS)
 
     def pinned(m: set[int]) -> bool:
-        return bool(m) and len(m) <= len(main) and (places or m <= siblings.get(min(m), {min(m)}))
+        return bool(m) and len(m) <= len(main) and (places or on_one_core(m))
 
     masks = [(t, set(t.allowed_cpus) & online) for t in proc.threads if t.allowed_cpus]
     bound = main.union(*(m for t, m in masks if t.tid != proc.pid and pinned(m)))
@@ -156,11 +163,11 @@ def pinned_one_by_one(proc: ProcessInfo, topo: Topology) -> tuple[int, ...]:
     """The threads the process pinned one per core itself (OpenMP places, GOMP/KMP affinity, torch's pinning):
     two or more threads, each allowed one core only, on different cores. `taskset -a` would throw that pinning
     away (every thread on every CPU of the node), so the live fix is not offered for them."""
-    siblings = {c.id: frozenset(c.siblings) | {c.id} for c in topo.cpus}
+    on_one_core = one_core_test(topo)
     cores: dict[int, frozenset[int]] = {}
     for t in proc.threads:
         m = frozenset(t.allowed_cpus)
-        if t.tid != proc.pid and m and m <= siblings.get(min(m), frozenset((min(m),))):
+        if t.tid != proc.pid and m and on_one_core(m):
             cores[t.tid] = m
     return tuple(sorted(cores)) if len(set(cores.values())) >= 2 else ()
 

@@ -286,16 +286,14 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
                         started=started)
 
 
-# launch's options that are bind()'s keywords: the planner's errors name the option, a caller of bind() wrote
-# the keyword (`--mem-policy gpu-memory needs a GPU` reads `mem_policy gpu-memory needs a GPU`)
-_KEYWORDS = ("node", "gpu", "rank", "local-size", "cpu-bind", "cpu-kind", "reserve-cores", "allow-isolated",
-             "mem-policy", "mem-nodes", "weights", "nic", "nic-transport", "best-effort")
-
-
 def _in_keyword_words(exc: NumatuneError) -> None:
+    """The planner's errors name launch's option, a caller of bind() wrote the keyword: `--mem-policy gpu-memory
+    needs a GPU` reads `mem_policy gpu-memory needs a GPU`. The keywords are options()'s own parameters."""
     import re
 
-    flag = re.compile(r"--(" + "|".join(sorted(_KEYWORDS, key=len, reverse=True)) + r")\b(?!-)")
+    code = options.__code__
+    names = [n.replace("_", "-") for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]]
+    flag = re.compile(r"--(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b(?!-)")
 
     def words(text: str) -> str:
         return flag.sub(lambda m: m[1].replace("-", "_"), text)

@@ -75,8 +75,9 @@ def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding], blocks: 
     for files and pipes, where a table row is one line as long as its message and fix together."""
     parts = [_summary(topo), _nodes_table(topo)]
     if len(topo.nodes) > 1 and any(n.distances for n in topo.nodes):
-        parts.append(_distance_table(topo))
-        if empty := _empty_nodes(topo):
+        empty = _empty_nodes(topo)
+        parts.append(_distance_table(topo, set(empty)))
+        if empty:
             parts.append([(f"Distances: empty nodes {format_cpulist(empty)} (no CPUs, no memory) left out; "
                            "--json has every distance", "")])
     if any(n.hmat for n in topo.nodes):
@@ -404,9 +405,8 @@ def _empty_nodes(topo: Topology) -> list[int]:
     return empty if len(empty) < len(topo.nodes) else []
 
 
-def _distance_table(topo: Topology) -> _Table:
-    """The SLIT matrix over the nodes that hold CPUs or memory: the empty ones are named under it."""
-    empty = set(_empty_nodes(topo))
+def _distance_table(topo: Topology, empty: set[int]) -> _Table:
+    """The SLIT matrix over the nodes that hold CPUs or memory: the `empty` ones are named under it."""
     shown = [n for n in topo.nodes if n.id not in empty]
     ids = [n.id for n in shown]
     t = _Table("Distances", _cols("node") + _cols(*(str(i) for i in ids), justify="right"), "SLIT; 10 = local")

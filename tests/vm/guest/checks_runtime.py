@@ -356,6 +356,12 @@ def _fill_round(ctx: Context, rnd: Round, procs: list[subprocess.Popen[bytes]]) 
     pids = dict(rnd.touchers)
     if node1:
         pids["local"] = node1["pid"]
+    audit_round(rnd, pids)
+
+
+def audit_round(rnd: Any, pids: dict[str, int]) -> None:
+    """One `audit --json --mappings` over the round's processes: each role's entry in rnd.audit, or why not in
+    rnd.errors["audit-ROLE"]."""
     if not pids:
         return
     try:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checks_runtime import LAUNCH_MIB, TOUCH_MIB, Launched, _share, _start_launch, run_round
+from checks_runtime import LAUNCH_MIB, TOUCH_MIB, Launched, _share, _start_launch, audit_round, run_round
 from vm_checks import Context, check
-from vm_guest import CheckFailed, numactl_hardware, numatune_json, pages_by_node, read, run, spawn_toucher
+from vm_guest import CheckFailed, numactl_hardware, pages_by_node, read, run, spawn_toucher
 
 TOPOLOGY = "superchip"
 
@@ -99,20 +99,7 @@ def _fill_round(ctx: Context, rnd: SuperchipRound, procs: list[subprocess.Popen[
             rnd.errors["hbm-moved"] = f"migratepages failed:\n{res.summary()}"
     for role, pid in rnd.touchers.items():
         rnd.truth[role] = pages_by_node(pid, own_only=True)
-    if not rnd.touchers:
-        return
-    try:
-        data = numatune_json("audit", *map(str, rnd.touchers.values()), "--json", "--mappings", ok_codes=(0, 1))
-    except CheckFailed as exc:
-        for role in rnd.touchers:
-            rnd.errors.setdefault(f"audit-{role}", str(exc))
-        return
-    by_pid = {p.get("pid"): p for p in data.get("processes", [])}
-    for role, pid in rnd.touchers.items():
-        if pid in by_pid:
-            rnd.audit[role] = by_pid[pid]
-        else:
-            rnd.errors[f"audit-{role}"] = f"audit --json has no entry for pid {pid}: {json.dumps(data)[:1200]}"
+    audit_round(rnd, rnd.touchers)
 
 
 def _launched(ctx: Context, label: str) -> dict[str, Any]:
