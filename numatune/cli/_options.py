@@ -50,9 +50,17 @@ def format_option(*choices: str, default: str | None = "text",
                 from numatune.errors import UsageError
 
                 raise UsageError(f"--output {kwargs['output']} is a directory: give a file name")
-            if not as_json and output and kwargs.get("output") is not None:
+            if output and kwargs.get("output") is not None:
                 ctx = click.get_current_context()
-                if ctx.get_parameter_source("fmt") in (None, click.core.ParameterSource.DEFAULT):
+                asked = as_json or ctx.get_parameter_source("fmt") not in (None, click.core.ParameterSource.DEFAULT)
+                named = SUFFIXES.get(kwargs["output"].suffix.lower())
+                if asked and named is not None and named != fmt:
+                    from numatune.errors import UsageError
+
+                    given = "--json" if as_json else f"--format {fmt}"
+                    raise UsageError(f"--output {kwargs['output']} names the {named} format but {given} was "
+                                     "given: change the suffix or leave the format out")
+                if not asked:
                     guessed = guess_format(kwargs["output"], choices, None)
                     if guessed is not None or not kwargs["output"].suffix:
                         fmt = guessed or fmt  # no suffix at all ("report"): the default format

@@ -8,6 +8,16 @@ from numatune.cli._app import App
 from numatune.cli._options import format_option
 
 
+MAX_BUDGET = 3600.0  # an hour: longer is a mistyped figure, not a measurement plan
+
+
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """FloatRange lets NaN through (every comparison with it is false)."""
+    if value is not None and value != value:  # noqa: PLR0124 - the NaN test
+        raise click.BadParameter(f"{value!r} is not a number of seconds", ctx, param)
+    return value
+
+
 def _nodes(text: str | None, flag: str) -> tuple[int, ...] | None:
     if text is None:
         return None
@@ -28,8 +38,9 @@ def _nodes(text: str | None, flag: str) -> tuple[int, ...] | None:
 @click.option("--targets", metavar="LIST", help="Memory nodes (columns; CPU-less nodes included). Default: all.")
 @click.option("--size", metavar="BYTES", help="Buffer size (256M, 1G). Default: 4x the last-level and memory-side "
                                               "caches, at least 64M.")
-@click.option("--time-budget", type=click.FloatRange(min=0.1), metavar="SECONDS",
-              help="Time for the whole matrix. Default: 5 s per pair, at most 30 s.")
+@click.option("--time-budget", type=click.FloatRange(min=0.1, max=MAX_BUDGET), callback=_finite, metavar="SECONDS",
+              help="Time for the whole matrix, set-up included (a pair that cannot be set up in its share is "
+                   "skipped, saying why). Default: 5 s per pair, at most 30 s.")
 @click.option("--threads", type=click.IntRange(min=1), help="Bandwidth threads per initiator (default: one per core).")
 @click.option("--samples", type=click.IntRange(min=2, max=100), default=5, show_default=True,
               help="Latency samples kept per pair (one more is run first and dropped).")

@@ -93,7 +93,10 @@ def check_report(host: Host, source: str, policy: Policy | None = None, policy_n
     else:
         from numatune.render.check_text import render_check_text
 
-        text = render_check_text(source, policy_name, level, results, verbose=verbose)
+        from numatune.model.order import device_names
+
+        text = render_check_text(source, policy_name, level, results, verbose=verbose,
+                                 names=device_names(topo.devices))
     return text, fails(results, level), [(s.subject, s.reason) for s in skipped]
 
 

@@ -41,16 +41,22 @@ def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
     from numatune.plan.memory import latency_first, not_fitting, training_items
     from numatune.readers.topology import read_topology
 
+    text = kw["params"]
     try:
-        params = float(kw["params"])
+        params = float(text)
     except ValueError:
-        raise UsageError(f"--params {kw['params']!r}: expected a number like 7e9") from None
+        raise UsageError(f"--params {text[:40]!r}: expected a number like 7e9") from None
+    if not 0 < params < 1e30:  # "inf", "nan" and 1e400 are floats too; no model has 1e30 parameters
+        raise UsageError(f"--params {text[:40]}: expected a positive parameter count below 1e30 (7e9)")
     if kw["gpu"] is not None and kw["node"] is not None:
         raise UsageError("--gpu and --node are exclusive")
     items = training_items(params, optimizer=kw["optimizer"], layers=kw["layers"], hidden=kw["hidden"],
                            seq_len=kw["seq_len"], batch=kw["batch"])
     host = app.host
     topo = read_topology(host, devices=kw["gpu"] is not None, cxl=True, settings=False)
+    if kw["node"] is not None and topo.node(kw["node"]) is None:  # an impossible request: exit 2, as launch's
+        known = ",".join(str(n.id) for n in topo.nodes) or "none"
+        raise UsageError(f"--node {kw['node']}: node {kw['node']} does not exist (nodes: {known})")
     here, why = kw["node"], "--node"
     env: dict[str, str] = {}
     if here is None and kw["gpu"] is None:

@@ -79,6 +79,7 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
     if not host.is_live:
         raise UsageError(f"probe measures the live node, not a saved root ({host.label})",
                          hint="run numatune probe on the machine itself")
+    start = time.perf_counter()  # the budget counts from here: set-up, compiling the helper and every buffer
     from numatune.analysis.probe import expected
     from numatune.measure import bench, helper
     from numatune.readers.caches import last_level_cache
@@ -98,11 +99,10 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
     cells_n = len(initiators) * len(targets)
     budget = opts.time_budget if opts.time_budget is not None else min(DEFAULT_CELL_SECONDS * cells_n,
                                                                         DEFAULT_BUDGET_CAP)
-    per_cell = budget / cells_n
+    deadline = start + budget
     smaps = lambda: host.read_optional("/proc/self/smaps")  # noqa: E731
     cells = []
     traffic, traffic_note = _open_cxl_traffic(host, topo)
-    start = time.perf_counter()
     step = 0
     for i in initiators:
         cores = one_per_core(topo, i, allowed)
@@ -126,6 +126,14 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
             latency = read = copy = None
             placed = None
             failed = None
+            # Each pair gets an equal part of what is left, so a slow pair cannot spend the others' time.
+            per_cell = (deadline - time.perf_counter()) / (cells_n - step + 1)
+            if per_cell <= 0.01:
+                cells.append(Cell(i, t, kind, cpu, len(cores), "skipped",
+                                  f"the time budget ({budget:g} s) was spent before this pair: raise "
+                                  "--time-budget", None, None, None, None, exp))
+                continue
+            cell_end = time.perf_counter() + per_cell
             try:
                 if lib is not None and cpu is not None:
                     r = bench.measure_latency(lib, cpu, t, size, per_cell * 0.5, opts.samples, smaps)
@@ -134,12 +142,13 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
                     else:
                         placed = r.placement
                         latency = Figure(r.samples_ns, _median(r.samples_ns), min(r.samples_ns))
-                bw_share = 0.25 if lib is not None else 0.5
                 bandwidth: dict[str, Figure] = {}
-                for mode in ("read", "copy") if lib is not None else ("copy",):  # read needs the compiled loop
+                modes = ("read", "copy") if lib is not None else ("copy",)  # read needs the compiled loop
+                for k, mode in enumerate(modes):
                     if failed is not None:
                         break
-                    r = bench.measure_bandwidth(mode, lib, cores, t, size, per_cell * bw_share, 3, smaps)
+                    seconds = max(cell_end - time.perf_counter(), 0.0) / (len(modes) - k)
+                    r = bench.measure_bandwidth(mode, lib, cores, t, size, seconds, 3, smaps)
                     if isinstance(r, bench.Placement):
                         failed = r
                     else:
@@ -148,6 +157,11 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
                 read, copy = bandwidth.get("read"), bandwidth.get("copy")
             except NumatuneError as exc:
                 cells.append(Cell(i, t, kind, cpu, len(cores), "skipped", exc.message, None, None, None, None, exp))
+                continue
+            except bench.OutOfTime as exc:
+                cells.append(Cell(i, t, kind, cpu, len(cores), "skipped",
+                                  f"the time budget ({budget:g} s) is too short for this pair's buffers: {exc} "
+                                  f"({exc.rate_mbps:.0f} MB/s first touch); raise --time-budget or lower --size", None, None, None, None, exp))
                 continue
             except (MemoryError, OSError) as exc:
                 cells.append(Cell(i, t, kind, cpu, len(cores), "skipped", f"cannot allocate: {exc}", None, None,

@@ -39,6 +39,22 @@ class Placement(NamedTuple):
     huge_share: float | None  # share of the mapping in transparent huge pages (None: unknown)
 
 
+class OutOfTime(Exception):
+    """A buffer's set-up would run past the time budget: what it did before stopping, so the caller can say why."""
+
+    def __init__(self, done: int, total: int, seconds: float) -> None:
+        super().__init__(f"{done >> 20} of {total >> 20} MiB set up in {seconds:.1f} s")
+        self.done, self.total, self.seconds = done, total, seconds
+
+    @property
+    def rate_mbps(self) -> float:
+        """First-touch write rate seen (MB/s, 1 MB = 1e6 bytes)."""
+        return self.done / max(self.seconds, 1e-9) / 1e6
+
+
+TOUCH_CHUNK = 16 << 20  # the deadline is checked between chunks: 16 MiB takes milliseconds even on slow memory
+
+
 class Buffer:
     """An anonymous, page-aligned mapping bound to one node (bind happens before any page exists)."""
 
@@ -53,10 +69,26 @@ class Buffer:
         self.addr = ctypes.addressof(self._view)
         memsys.mbind(self.addr, size, memsys.MPOL_BIND, [node], memsys.MPOL_MF_STRICT)
 
-    def touch(self) -> None:
+    def touch(self, deadline: float | None = None, share: float = 1.0) -> None:
         """Fault every page in from the calling thread (first touch decides nothing under MPOL_BIND, but the
-        thread's CPU decides which node's allocator runs, as for a real workload)."""
-        ctypes.memset(self.addr, 1, self.size)
+        thread's CPU decides which node's allocator runs, as for a real workload).
+
+        With a deadline (time.perf_counter()), the pages are touched a chunk at a time and OutOfTime is raised
+        as soon as finishing would pass it, after `share` of the time left (slow or emulated memory: an
+        emulated CXL node touches at a few MB/s, and 128 MiB there took minutes)."""
+        if deadline is None:
+            ctypes.memset(self.addr, 1, self.size)
+            return
+        start = time.perf_counter()
+        limit = start + max(deadline - start, 0.0) * share
+        done = 0
+        while done < self.size:
+            n = min(TOUCH_CHUNK, self.size - done)
+            ctypes.memset(self.addr + done, 1, n)
+            done += n
+            now = time.perf_counter()
+            if done < self.size and start + (now - start) * self.size / done > limit:
+                raise OutOfTime(done, self.size, now - start)
 
     def verify(self, smaps: str | None = None) -> Placement:
         status, _ = memsys.move_pages(memsys.page_addresses(self.addr, self.size))
@@ -126,11 +158,16 @@ class LatencyResult(NamedTuple):
 
 def measure_latency(lib, cpu: int, node: int, size: int, seconds: float, samples: int = 5,
                     smaps: Callable[[], str | None] = lambda: None) -> LatencyResult | Placement:
-    """Per-load latency of a chase over `size` bytes on `node` from `cpu`; the Placement when it failed."""
+    """Per-load latency of a chase over `size` bytes on `node` from `cpu`; the Placement when it failed.
+
+    `seconds` bounds the whole measurement, set-up included: the first touch may take 60% of it (OutOfTime
+    when the memory is too slow for that), and the samples share what is left."""
+    deadline = time.perf_counter() + seconds
 
     def work() -> LatencyResult | Placement:
         buf = Buffer(size, node)
         try:
+            buf.touch(deadline, share=0.6)  # the chase then writes every line again: a fifth of the first touch
             lines = lib.nt_chase_init(buf.addr, size, LINE, min(GROUP, size), 0x5EED)  # writes every line
             if not lines:
                 raise MemoryError("the chase helper could not build its cycle (out of memory)")
@@ -144,7 +181,8 @@ def measure_latency(lib, cpu: int, node: int, size: int, seconds: float, samples
             probe_steps = min(lines, 200_000)
             ns = lib.nt_chase(end, probe_steps, ctypes.byref(end))
             per = max(ns / probe_steps, 0.1)
-            steps = max(int(seconds / (samples + 1) * 1e9 / per), 16 * 1024)
+            left = max(deadline - time.perf_counter(), 0.0)
+            steps = max(int(left / (samples + 1) * 1e9 / per), 16 * 1024)
             out = []
             for _ in range(samples + 1):
                 ns = lib.nt_chase(end, steps, ctypes.byref(end))
@@ -167,7 +205,9 @@ def measure_bandwidth(kind: str, lib, cpus: Sequence[int], node: int, size: int,
                       samples: int = 3, smaps: Callable[[], str | None] = lambda: None
                       ) -> BandwidthResult | Placement:
     """`copy` (memmove src→dst) or `read` (helper) bandwidth of len(cpus) pinned threads, each with its own
-    buffers of `size // len(cpus)` bytes on `node`."""
+    buffers of `size // len(cpus)` bytes on `node`. `seconds` bounds it all, the buffers' first touch
+    included (OutOfTime when that alone would take more than half of it)."""
+    deadline = time.perf_counter() + seconds
     n = len(cpus)
     per = max((size // n) // mmap.PAGESIZE * mmap.PAGESIZE, mmap.PAGESIZE * 16)
     bufs: list[list[Buffer]] = [[] for _ in cpus]
@@ -186,7 +226,7 @@ def measure_bandwidth(kind: str, lib, cpus: Sequence[int], node: int, size: int,
             mine = [Buffer(per, node)] + ([Buffer(per, node)] if kind == "copy" else [])
             bufs[i] = mine
             for b in mine:
-                b.touch()
+                b.touch(deadline, share=0.5)
         except BaseException as exc:  # noqa: BLE001 - reported by the caller
             errors.append(exc)
             ok = False
@@ -239,7 +279,8 @@ def measure_bandwidth(kind: str, lib, cpus: Sequence[int], node: int, size: int,
 
         reps[0] = 1
         elapsed = one()  # warm-up and calibration
-        reps[0] = max(1, int(seconds / (samples + 1) / max(elapsed, 1e-6)))
+        left = max(deadline - time.perf_counter(), 0.0)
+        reps[0] = max(1, int(left / samples / max(elapsed, 1e-6)))
         out = []
         counted = per * factor * reps[0] * n
         for _ in range(samples):

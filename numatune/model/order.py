@@ -137,6 +137,13 @@ def labels(devices: Sequence[PciDevice]) -> dict[str, str]:
 
 
 
+def device_names(devices: Sequence[PciDevice]) -> dict[str, str]:
+    """BDF (lower case) -> "GPU0 0000:18:00.0" / "NIC0 0000:19:00.0": how a finding's head line names its
+    device, numbered as every other view numbers it, the PCI address beside."""
+    bdfs = {d.bdf.lower(): d.bdf for d in devices}
+    return {bdf: f"{label} {bdfs[bdf]}" for bdf, label in labels(devices).items()}
+
+
 def gpu_names(devices: Sequence[PciDevice]) -> dict[str, str]:
     """BDF (lower case) -> "GPU0 0000:18:00.0": how findings and `irq` name a GPU, numbered as inspect's
     tables and the picture number it, its PCI address beside (`.get(bdf.lower(), f"GPU {bdf}")`)."""

@@ -204,8 +204,8 @@ def choose_node(
     if topo.node(node) is None:
         known = ",".join(str(n.id) for n in topo.nodes) or "none"
         if source == "--node":  # the command line's exit 2 (commands.launch); a device's node not there: 7
-            raise ImpossibleRequest(f"--node {node}: node {node} is not in this root (nodes: {known})")
-        raise BindingError(f"node {node} ({source}) is not in this root (nodes: {known})")
+            raise ImpossibleRequest(f"--node {node}: node {node} does not exist (nodes: {known})")
+        raise BindingError(f"node {node} ({source}) does not exist (nodes: {known})")
     if opts.node is None and dev is not None and not topo.node(node).cpus:
         node, source = _cpu_node_of(topo, dev, node, source)
     return node, source
@@ -652,7 +652,10 @@ def choose_memory(
     for nid in nodes:
         n = topo.node(nid)
         if n is None:
-            raise BindingError(f"memory node {nid} is not in this root")
+            known = ",".join(str(k.id) for k in topo.nodes) or "none"
+            if explicit:  # a command-line request that cannot be met: exit 2, as --node
+                raise ImpossibleRequest(f"--mem-nodes: node {nid} does not exist (nodes: {known})")
+            raise BindingError(f"memory node {nid} does not exist (nodes: {known})")
         if n.memory_total_kib == 0:
             raise BindingError(f"memory node {nid} has no memory (MemTotal 0)")
         if facts.allowed_mems is not None and nid not in facts.allowed_mems:

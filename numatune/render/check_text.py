@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from numatune.analysis.check import all_findings, fails
 from numatune.model.check import CheckResult
 from numatune.model.findings import Severity
@@ -10,7 +12,8 @@ from numatune.render.finding_text import finding_block
 
 
 def render_check_text(
-    source: str, policy: str | None, fail_on: Severity, results: list[CheckResult], verbose: bool = False
+    source: str, policy: str | None, fail_on: Severity, results: list[CheckResult], verbose: bool = False,
+    names: Mapping[str, str] | None = None,
 ) -> str:
     lines = [f"numatune check: {source}" + (f" (policy {policy})" if policy else "")]
     for r in results:
@@ -18,7 +21,7 @@ def render_check_text(
         if st in ("failed", "warned"):
             for f in r.findings:
                 mark = "FAIL" if f.severity.rank >= fail_on.rank else "note"
-                lines += finding_block(f, f"{mark:<5} ", r.name)
+                lines += finding_block(f, f"{mark:<5} ", r.name, names)
         elif st == "skipped":
             lines.append(f"skip  {r.name}: {r.skipped}")
         elif verbose:

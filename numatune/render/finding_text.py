@@ -4,6 +4,8 @@ then the message and the fix wrapped at 100 columns. The one writer of findings 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from numatune.model.findings import Finding
 
 WIDTH = 100
@@ -30,14 +32,16 @@ def _wrapped(text: str) -> list[str]:
     return wrap_words(text)
 
 
-def finding_block(f: Finding, lead: str = "", where: str = "") -> list[str]:
-    """The block's lines: `{lead}{code} {severity} {subject}  [{where}]`, the message, `fix: ...`."""
-    head = f"{lead}{f.code} {f.severity.value:<7} {f.subject}".rstrip() + (f"  [{where}]" if where else "")
+def finding_block(f: Finding, lead: str = "", where: str = "", names: Mapping[str, str] | None = None) -> list[str]:
+    """The block's lines: `{lead}{code} {severity} {subject}  [{where}]`, the message, `fix: ...`. A device
+    subject is named as the other views name it (`names`, model.order.device_names: "GPU0 0000:18:00.0")."""
+    subject = (names or {}).get(f.subject.lower(), f.subject)
+    head = f"{lead}{f.code} {f.severity.value:<7} {subject}".rstrip() + (f"  [{where}]" if where else "")
     return [head, *_wrapped(f.message), *(_wrapped(f"fix: {f.fix}") if f.fix else [])]
 
 
-def findings_text(findings: list[Finding]) -> str:
+def findings_text(findings: list[Finding], names: Mapping[str, str] | None = None) -> str:
     """Every finding as a block, under a "Findings" line ("No findings." when there is none)."""
     if not findings:
         return "No findings."
-    return "\n".join(["Findings", *(line for f in findings for line in finding_block(f))])
+    return "\n".join(["Findings", *(line for f in findings for line in finding_block(f, names=names))])

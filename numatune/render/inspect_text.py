@@ -102,9 +102,10 @@ def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding], blocks: 
         parts.append(("tree", topo))
     parts.append([("Kernel: " + _settings(topo), "")])
     if blocks:
+        from numatune.model.order import device_names
         from numatune.render.finding_text import findings_text
 
-        parts.append([(findings_text(findings), "")])
+        parts.append([(findings_text(findings, device_names(topo.devices)), "")])
     else:
         parts.append(_findings_spec(findings) if findings else [("No findings.", "green")])
     return parts

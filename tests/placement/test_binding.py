@@ -66,7 +66,7 @@ def test_a_node_this_machine_lacks_is_an_error_unless_best_effort():
 
     missing = 1 + max(int(n[4:]) for n in os.listdir("/sys/devices/system/node") if n[4:].isdigit())
     before, policy = os.sched_getaffinity(0), memsys.get_mempolicy()
-    with pytest.raises(BindingError, match=f"node {missing} .*is not in this root"):
+    with pytest.raises(BindingError, match=f"node {missing} .*does not exist"):
         bind(node=missing)
     report = bind(node=missing, best_effort=True)
     assert not report.bound and f"node {missing}" in report.skipped and report.warnings
@@ -102,7 +102,7 @@ def test_impossible_keywords_are_usage_errors(kw, message):
 
 @pytest.mark.parametrize(("kw", "message"), [
     ({"node": 1, "mem_policy": "gpu-memory"}, "mem_policy gpu-memory needs a GPU (not node alone)"),
-    ({"node": 7}, "node 7: node 7 is not in this root"),
+    ({"node": 7}, "node 7: node 7 does not exist"),
     ({"gpu": "0000:99:00.0"}, "gpu 0000:99:00.0: no PCI device"),
     ({"node": 1, "reserve_cores": 99}, "reserve_cores 99 leaves no core on node 1"),
     ({"node": 1, "mem_policy": "weighted", "mem_nodes": [0, 1], "weights": {0: 1}}, "weights gives no weight"),

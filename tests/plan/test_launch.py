@@ -141,7 +141,7 @@ def test_gpu_option_index_bdf_uuid_and_any_pci_device():
 def test_node_option_skips_the_gpu_and_overrides():
     p = plan(HM, {"LOCAL_RANK": "3"}, node=0)
     assert p.gpu is None and p.node == 0 and p.node_source == "--node"
-    with pytest.raises(ImpossibleRequest, match="--node 5: node 5 is not in this root"):  # launch exits 2 for it
+    with pytest.raises(ImpossibleRequest, match="--node 5: node 5 does not exist"):  # launch exits 2 for it
         plan(HM, node=5)
 
 
