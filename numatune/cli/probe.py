@@ -7,7 +7,6 @@ import click
 from numatune.cli._app import App
 from numatune.cli._options import format_option
 
-
 MAX_BUDGET = 3600.0  # an hour: longer is a mistyped figure, not a measurement plan
 
 

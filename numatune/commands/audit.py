@@ -111,11 +111,18 @@ class AuditRun:
         import os
 
         from numatune.errors import ProcessGone
-        from numatune.readers.procs import descendants, list_processes, match_name, pid_exists, rank_processes
+        from numatune.readers.procs import (
+            descendants,
+            list_processes,
+            match_name,
+            no_such_process,
+            pid_exists,
+            rank_processes,
+        )
 
         for pid in self.pids:
             if not pid_exists(self.host, pid):
-                raise ProcessGone(f"no process with PID {pid}", hint="check the PID with `ps -p PID`")
+                raise no_such_process(self.host, pid)
         strict = set(self.pids)
         wanted: list[int] = []
         job = None

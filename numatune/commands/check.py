@@ -25,13 +25,9 @@ if TYPE_CHECKING:
 def load_policy(path: str | Path) -> Policy:
     """Read a policy file (a missing or unreadable one is one line, exit 3) and validate it."""
     from numatune.analysis.policy import parse_policy
-    from numatune.errors import InputError
-    from numatune.system.infile import load_document, read_input
+    from numatune.system.infile import decode_input, load_document, read_input
 
-    try:
-        text = read_input(path, "policy").decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"policy {path} is not valid TOML: {exc}") from None
+    text = decode_input(read_input(path, "policy"), "policy", str(path))
     return parse_policy(load_document(text, f"policy {path}", "toml"), str(path))
 
 
@@ -91,9 +87,8 @@ def check_report(host: Host, source: str, policy: Policy | None = None, policy_n
 
         text = check_junit(source, level, results)
     else:
-        from numatune.render.check_text import render_check_text
-
         from numatune.model.order import device_names
+        from numatune.render.check_text import render_check_text
 
         text = render_check_text(source, policy_name, level, results, verbose=verbose,
                                  names=device_names(topo.devices))

@@ -60,12 +60,9 @@ def load_inspect(spec: str) -> tuple[dict[str, Any], str]:
 
     kind = "root" if spec == "/" else sniff(spec)
     if kind == "report":
-        from numatune.system.infile import read_input
+        from numatune.system.infile import decode_input, read_input
 
-        try:
-            text = read_input(spec, "report").decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"cannot read {spec}: {exc}") from None
+        text = decode_input(read_input(spec, "report"), "report", str(spec))
         return check_inspect_document(load_report_text(text, spec), spec), kind
     return inspect_doc_of_root(spec), kind
 

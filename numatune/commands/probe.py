@@ -161,7 +161,8 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
             except bench.OutOfTime as exc:
                 cells.append(Cell(i, t, kind, cpu, len(cores), "skipped",
                                   f"the time budget ({budget:g} s) is too short for this pair's buffers: {exc} "
-                                  f"({exc.rate_mbps:.0f} MB/s first touch); raise --time-budget or lower --size", None, None, None, None, exp))
+                                  f"({exc.rate_mbps:.0f} MB/s first touch); raise --time-budget or lower --size",
+                                  None, None, None, None, exp))
                 continue
             except (MemoryError, OSError) as exc:
                 cells.append(Cell(i, t, kind, cpu, len(cores), "skipped", f"cannot allocate: {exc}", None, None,

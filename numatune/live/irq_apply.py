@@ -208,13 +208,9 @@ def _rows(path: str | os.PathLike[str], kind: str, key: str, what: str, written_
 
 def _document(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> dict:
     """A numatune JSON document of this kind with a list `key`, read from a file; one clear error otherwise."""
-    from numatune.system.infile import load_document, read_input
+    from numatune.system.infile import decode_input, load_document, read_input
 
-    raw = read_input(path, what)
-    try:
-        text = raw.decode("utf-8")
-    except ValueError as exc:  # UnicodeDecodeError
-        raise InputError(f"cannot read {what} {path}: {exc}") from exc
+    text = decode_input(read_input(path, what), what, str(path))
     doc = load_document(text, f"{what} {path}")
     if not is_document(doc, kind) or not isinstance(doc.get(key), list):
         raise InputError(f"{path} is not {written_by} (schema {SCHEMAS[kind]})")

@@ -367,6 +367,17 @@ def pid_exists(host: Host, pid: int) -> bool:
     return host.is_dir(f"/proc/{pid}")
 
 
+def no_such_process(host: Host, pid: int) -> ProcessGone:
+    """The error for a PID that is not there: on the live node, check it with ps; in a saved root, the PIDs
+    it does hold (a snapshot keeps only the processes it was asked for)."""
+    if host.is_live:
+        return ProcessGone(f"no process with PID {pid}", hint="check the PID with `ps -p PID`")
+    held = sorted(int(n) for n in host.listdir("/proc") if n.isdigit() and len(n) <= 9)
+    shown = ", ".join(map(str, held[:10])) + (f" and {len(held) - 10} more" if len(held) > 10 else "")
+    return ProcessGone(f"PID {pid} is not in {host.label}: it holds " + (f"PID(s) {shown}" if held else "no process"),
+                       hint="a snapshot keeps the processes given to `snapshot --pid`" if not held else "")
+
+
 def _parsed(r: _Reader, name: str, parse):  # noqa: ANN001, ANN202
     """A /proc/PID file parsed; malformed is bad input (exit 3) unless the process exited meanwhile (exit 6)."""
     text = r.read(name)
@@ -389,7 +400,7 @@ def read_process(
     """
     r = _Reader(host, pid)
     if r.gone():
-        raise ProcessGone(f"no process with PID {pid}", hint="check the PID with `ps -p PID`")
+        raise no_such_process(host, pid)
     notes: list[str] = []
     stat = _parsed(r, "stat", lambda text: parse_stat(text, f"/proc/{pid}/stat"))
     status = _parsed(r, "status", parse_status)

@@ -152,8 +152,15 @@ class Host:
             return cls("/", "/")
         label = os.fspath(spec)
         path = os.path.abspath(label)
-        if not os.path.lexists(path):
-            raise InputError(f"root {spec} does not exist")
+        try:
+            os.lstat(path)
+        except FileNotFoundError:
+            raise InputError(f"root {spec} does not exist") from None
+        except PermissionError:  # a parent directory this user may not search: it may well exist
+            raise PermissionDenied(f"cannot reach root {spec}: permission denied on a directory above it",
+                                   hint="run as a user who can read it, or copy it somewhere readable") from None
+        except OSError as exc:
+            raise InputError(f"cannot reach root {spec}: {exc.strerror or exc}") from None
         if os.path.islink(path):
             # An archive is read into memory and never written: a link to one (a rotated latest.tar.gz)
             # is followed. A directory root can be written (irq apply), so a link is never followed there.
@@ -558,6 +565,8 @@ def _find_tree_root(path: str, label: str) -> str | None:
     try:
         with os.scandir(path) as it:
             entries = [e for e in it if e.name != ".keep"]
+    except PermissionError:
+        raise PermissionDenied(f"cannot list --root {label}: permission denied") from None
     except OSError as exc:
         raise InputError(f"cannot list --root {label}: {exc.strerror or exc}") from None
     if len(entries) != 1:

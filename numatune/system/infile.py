@@ -22,6 +22,23 @@ if TYPE_CHECKING:
 MAX_INPUT_BYTES = 64 << 20  # a state file of 100,000 IRQs is ~20 MB; a policy or config a few KB
 
 
+_MAGIC = ((b"\x1f\x8b", "a gzip file"), (b"BZh", "a bzip2 file"), (b"\xfd7zXZ\x00", "an xz file"),
+          (b"\x28\xb5\x2f\xfd", "a zstd file"), (b"PK\x03\x04", "a zip file"))
+
+
+def decode_input(raw: bytes, what: str, name: str) -> str:
+    """The UTF-8 text of an input file; a compressed or binary file is named as what it is (a snapshot
+    archive given where a JSON state file goes), never a codec's byte offset."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        kind = next((k for magic, k in _MAGIC if raw.startswith(magic)), None)
+        if kind is None and len(raw) > 262 and raw[257:262] == b"ustar":
+            kind = "a tar archive"
+        shown = f"is {kind}" if kind else f"is not UTF-8 text (byte {exc.start})"
+        raise InputError(f"{what} {name} {shown}, not a {what}") from None
+
+
 def read_input(path: str | os.PathLike[str], what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of the file `what` (e.g. "state file") at `path`; InputError for anything else."""
     name = os.fspath(path)

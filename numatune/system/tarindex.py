@@ -149,6 +149,10 @@ def _open_stream(path: str, label: str):  # noqa: ANN202 - a binary file object
         raw = open(path, "rb")  # noqa: SIM115 - closed by read_archive
         magic = raw.read(6)
         raw.seek(0)
+    except PermissionError:
+        from numatune.errors import PermissionDenied
+
+        raise PermissionDenied(f"cannot read snapshot {label}: permission denied") from None
     except OSError as exc:
         raise InputError(f"cannot read snapshot {label}: {exc.strerror or exc}") from None
     if magic[:2] == b"\x1f\x8b":
