@@ -67,3 +67,41 @@ def test_tar_snapshot_is_unpacked(tmp_path):
 def test_live_host():
     host = Host.open("/")
     assert host.is_live and host.path("/proc/cpuinfo") == "/proc/cpuinfo"
+
+
+def _as_nobody() -> list[str] | None:
+    """A prefix that runs a command as an unprivileged user (root reads a mode-000 directory)."""
+    import shutil
+
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"] if setpriv else None
+
+
+def test_a_root_this_user_cannot_read_is_exit_4_not_missing():
+    """A root under a directory the user may not search exists as far as anyone can tell: permission denied
+    (exit 4), never "does not exist"."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    prefix = _as_nobody()
+    if prefix is None:
+        pytest.skip("running as root without setpriv: no unprivileged user to try as")
+    base = Path(tempfile.mkdtemp(prefix="numatune-perm-"))  # pytest's tmp_path sits under a 0700 directory
+    base.chmod(0o755)
+    locked = base / "locked"
+    (locked / "tree" / "sys").mkdir(parents=True)
+    locked.chmod(0o000)
+    try:
+        for root, said in ((locked / "tree", "permission denied on a directory above it"),
+                           (locked, "cannot list --root")):
+            res = subprocess.run([*prefix, sys.executable, "-m", "numatune", "--root", str(root), "inspect"],
+                                 capture_output=True, text=True, timeout=60)
+            assert res.returncode == 4 and said in res.stderr and "does not exist" not in res.stderr, res.stderr
+    finally:
+        locked.chmod(0o755)
+        shutil.rmtree(base)

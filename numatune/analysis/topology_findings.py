@@ -18,7 +18,8 @@ UNBALANCED_MEMORY_RATIO = 0.25  # sockets whose DRAM differs by more than this a
 NT001 = register("NT001", Severity.WARNING, "topology", "a device reports numa_node -1", """
     A GPU, NIC, NVMe, accelerator or CXL device reports numa_node -1: the firmware does not tell the
     kernel which node it hangs off, so neither the kernel nor launchers can place its users. A warning
-    on a machine with several nodes, info on one node; numatune infers the node from the PCI root
+    on a machine with several nodes; on one node with CPUs, info with nothing to fix (its users can only
+    run there, as in most single-socket VMs); numatune infers the node from the PCI root
     when it can and says so. On Grace superchips the firmware gives the C2C-attached GPU no PCI
     proximity at all: there -1 is the platform's answer, not a BIOS setting, so the finding is info,
     names the node numatune uses (from the GPU's memory node or NVML) and what sysfs-only tools do.""")
@@ -119,6 +120,15 @@ def check_unknown_device_node(topo: Topology) -> Iterator[Finding]:
                 f"bind ranks with `numatune launch --gpu {d.bdf}` (node {d.inferred_node}); tools that read sysfs "
                 f"alone do not know the node: torchrun --numa-binding reads -1 as node 0, {torch}, and the "
                 "kubelet's topology manager gives this GPU no hint",
+                d.bdf,
+                Severity.INFO,
+            )
+            continue
+        if not multi and (len(topo.nodes) == 1 or d.kind != "cxl"):
+            yield NT001(  # one node with CPUs: every user of the device runs there whatever it reports
+                f"{_device(gpun, d)} reports numa_node -1 (unknown){guess}: with one node with CPUs its users "
+                "can only run there, so nothing is misplaced",
+                "",
                 d.bdf,
                 Severity.INFO,
             )

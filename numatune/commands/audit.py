@@ -348,6 +348,10 @@ class _SampleBar:
         self.task = None
 
     def __call__(self, what: str, elapsed: float, total: float) -> None:
+        import sys
+
+        if not sys.stderr.isatty():  # a file or a pipe: no bar (rich left a blank line there), no note
+            return
         if self.app.plain:  # no bar (its redraws are escape codes): one line when the sampling starts
             if self.task is None:
                 self.task = what

@@ -75,11 +75,12 @@ def one_per_core(topo: Topology, node: int, allowed: frozenset[int]) -> list[int
 
 
 def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
-              progress: Callable[[str, int, int], None] | None = None) -> ProbeResult:
+              progress: Callable[[str, int, int], None] | None = None, started: float | None = None) -> ProbeResult:
+    """The matrix, within opts.time_budget counted from `started` (time.perf_counter(); default: now)."""
     if not host.is_live:
         raise UsageError(f"probe measures the live node, not a saved root ({host.label})",
                          hint="run numatune probe on the machine itself")
-    start = time.perf_counter()  # the budget counts from here: set-up, compiling the helper and every buffer
+    start = time.perf_counter() if started is None else started  # set-up, the helper and every buffer count
     from numatune.analysis.probe import expected
     from numatune.measure import bench, helper
     from numatune.readers.caches import last_level_cache
@@ -134,21 +135,32 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
                                   "--time-budget", None, None, None, None, exp))
                 continue
             cell_end = time.perf_counter() + per_cell
+            short: list[tuple[str, bench.OutOfTime]] = []  # what the budget left no time to set up
             try:
                 if lib is not None and cpu is not None:
-                    r = bench.measure_latency(lib, cpu, t, size, per_cell * 0.5, opts.samples, smaps)
-                    if isinstance(r, bench.Placement):
-                        failed = r
+                    try:
+                        r = bench.measure_latency(lib, cpu, t, size, per_cell * 0.5, opts.samples, smaps,
+                                                  deadline=time.perf_counter() + per_cell * 0.5)
+                    except bench.OutOfTime as exc:
+                        short.append(("latency", exc))
                     else:
-                        placed = r.placement
-                        latency = Figure(r.samples_ns, _median(r.samples_ns), min(r.samples_ns))
+                        if isinstance(r, bench.Placement):
+                            failed = r
+                        else:
+                            placed = r.placement
+                            latency = Figure(r.samples_ns, _median(r.samples_ns), min(r.samples_ns))
                 bandwidth: dict[str, Figure] = {}
                 modes = ("read", "copy") if lib is not None else ("copy",)  # read needs the compiled loop
                 for k, mode in enumerate(modes):
                     if failed is not None:
                         break
                     seconds = max(cell_end - time.perf_counter(), 0.0) / (len(modes) - k)
-                    r = bench.measure_bandwidth(mode, lib, cores, t, size, seconds, 3, smaps)
+                    try:
+                        r = bench.measure_bandwidth(mode, lib, cores, t, size, seconds, 3, smaps,
+                                                    deadline=time.perf_counter() + seconds)
+                    except bench.OutOfTime as exc:
+                        short.append((f"{mode} bandwidth", exc))
+                        continue
                     if isinstance(r, bench.Placement):
                         failed = r
                     else:
@@ -158,12 +170,6 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
             except NumatuneError as exc:
                 cells.append(Cell(i, t, kind, cpu, len(cores), "skipped", exc.message, None, None, None, None, exp))
                 continue
-            except bench.OutOfTime as exc:
-                cells.append(Cell(i, t, kind, cpu, len(cores), "skipped",
-                                  f"the time budget ({budget:g} s) is too short for this pair's buffers: {exc} "
-                                  f"({exc.rate_mbps:.0f} MB/s first touch); raise --time-budget or lower --size",
-                                  None, None, None, None, exp))
-                continue
             except (MemoryError, OSError) as exc:
                 cells.append(Cell(i, t, kind, cpu, len(cores), "skipped", f"cannot allocate: {exc}", None, None,
                                   None, None, exp))
@@ -172,7 +178,12 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
                 cells.append(Cell(i, t, kind, cpu, len(cores), "failed", "pages not on the target node",
                                   _placement(failed), None, None, None, exp))
                 continue
-            cells.append(Cell(i, t, kind, cpu, len(cores), "ok", None, _placement(placed), latency, read, copy, exp))
+            if latency is None and read is None and copy is None:
+                cells.append(Cell(i, t, kind, cpu, len(cores), "skipped", _out_of_time(short, budget), None, None,
+                                  None, None, exp))
+                continue
+            cells.append(Cell(i, t, kind, cpu, len(cores), "ok", _out_of_time(short, budget), _placement(placed),
+                              latency, read, copy, exp))
     s = topo.settings
     counted = tuple(traffic.stop()) if traffic is not None else ()
     return ProbeResult(
@@ -209,6 +220,16 @@ def _open_cxl_traffic(host: Host, topo: Topology):  # noqa: ANN202 - (CxlTraffic
     return session, None
 
 
+def _out_of_time(short: list, budget: float) -> str | None:  # noqa: ANN001 - (what, bench.OutOfTime) pairs
+    """Why measurements were left out: their buffers could not be set up in the pair's share of the budget."""
+    if not short:
+        return None
+    names = [what for what, _ in short]
+    rate = min(exc.rate_mbps for _, exc in short)
+    return (f"{', '.join(names)} not measured: the time budget ({budget:g} s) left too little time to set up "
+            f"the buffers (first touch at {rate:.0f} MB/s); raise --time-budget or lower --size")
+
+
 def _median(xs: Sequence[float]) -> float:
     from numatune.analysis.stats import median
 
@@ -227,6 +248,7 @@ def probe_command(app, opts: ProbeOptions, gpu_asked: bool, fmt: str) -> None:  
     from numatune.readers.topology import read_topology
     from numatune.render.printable import echo
 
+    started = time.perf_counter()  # the budget counts from here, reading the topology included
     host = app.host
     runtime = gpu_note = None
     if gpu_asked:
@@ -243,7 +265,7 @@ def probe_command(app, opts: ProbeOptions, gpu_asked: bool, fmt: str) -> None:  
         if tty:
             app.progress(f"numatune: probing {label} ({step}/{total}) ...")
 
-    result = run_probe(host, topo, opts, progress)
+    result = run_probe(host, topo, opts, progress, started)
     if tty:
         app.progress(None)
     from numatune.analysis.probe import gpu_findings, probe_findings

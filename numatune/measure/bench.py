@@ -157,17 +157,19 @@ class LatencyResult(NamedTuple):
 
 
 def measure_latency(lib, cpu: int, node: int, size: int, seconds: float, samples: int = 5,
-                    smaps: Callable[[], str | None] = lambda: None) -> LatencyResult | Placement:
+                    smaps: Callable[[], str | None] = lambda: None,
+                    deadline: float | None = None) -> LatencyResult | Placement:
     """Per-load latency of a chase over `size` bytes on `node` from `cpu`; the Placement when it failed.
 
-    `seconds` bounds the whole measurement, set-up included: the first touch may take 60% of it (OutOfTime
-    when the memory is too slow for that), and the samples share what is left."""
-    deadline = time.perf_counter() + seconds
+    The samples take about `seconds`. With a `deadline` (time.perf_counter()), everything, set-up included,
+    ends by it: the first touch may take 60% of the time left (OutOfTime when the memory is too slow for
+    that), and the samples share what is left of it, at most `seconds`."""
 
     def work() -> LatencyResult | Placement:
         buf = Buffer(size, node)
         try:
-            buf.touch(deadline, share=0.6)  # the chase then writes every line again: a fifth of the first touch
+            if deadline is not None:
+                buf.touch(deadline, share=0.6)  # the chase then writes every line again: a fifth of the first touch
             lines = lib.nt_chase_init(buf.addr, size, LINE, min(GROUP, size), 0x5EED)  # writes every line
             if not lines:
                 raise MemoryError("the chase helper could not build its cycle (out of memory)")
@@ -181,7 +183,7 @@ def measure_latency(lib, cpu: int, node: int, size: int, seconds: float, samples
             probe_steps = min(lines, 200_000)
             ns = lib.nt_chase(end, probe_steps, ctypes.byref(end))
             per = max(ns / probe_steps, 0.1)
-            left = max(deadline - time.perf_counter(), 0.0)
+            left = seconds if deadline is None else min(seconds, max(deadline - time.perf_counter(), 0.0))
             steps = max(int(left / (samples + 1) * 1e9 / per), 16 * 1024)
             out = []
             for _ in range(samples + 1):
@@ -202,12 +204,11 @@ class BandwidthResult(NamedTuple):
 
 
 def measure_bandwidth(kind: str, lib, cpus: Sequence[int], node: int, size: int, seconds: float,
-                      samples: int = 3, smaps: Callable[[], str | None] = lambda: None
-                      ) -> BandwidthResult | Placement:
+                      samples: int = 3, smaps: Callable[[], str | None] = lambda: None,
+                      deadline: float | None = None) -> BandwidthResult | Placement:
     """`copy` (memmove src→dst) or `read` (helper) bandwidth of len(cpus) pinned threads, each with its own
-    buffers of `size // len(cpus)` bytes on `node`. `seconds` bounds it all, the buffers' first touch
-    included (OutOfTime when that alone would take more than half of it)."""
-    deadline = time.perf_counter() + seconds
+    buffers of `size // len(cpus)` bytes on `node`, sampled for about `seconds`. With a `deadline`, all of it
+    ends by then, the buffers' first touch included (OutOfTime when that alone would take half of it)."""
     n = len(cpus)
     per = max((size // n) // mmap.PAGESIZE * mmap.PAGESIZE, mmap.PAGESIZE * 16)
     bufs: list[list[Buffer]] = [[] for _ in cpus]
@@ -279,7 +280,7 @@ def measure_bandwidth(kind: str, lib, cpus: Sequence[int], node: int, size: int,
 
         reps[0] = 1
         elapsed = one()  # warm-up and calibration
-        left = max(deadline - time.perf_counter(), 0.0)
+        left = seconds if deadline is None else min(seconds, max(deadline - time.perf_counter(), 0.0))
         reps[0] = max(1, int(left / samples / max(elapsed, 1e-6)))
         out = []
         counted = per * factor * reps[0] * n

@@ -89,10 +89,10 @@ def render_text(result: ProbeResult, findings: list[Finding], gpu: GpuProbe | No
             if r.get("slit") is not None:
                 bits.append(f"SLIT {r['slit']:.1f}x")
             out.append(f"  node {r['initiator']} → node {r['target']} ({r['kind']}): " + ", ".join(bits))
-    skipped = [c for c in result.cells if c.status == "skipped"]
-    if skipped:
+    left_out = [c for c in result.cells if c.status != "failed" and c.reason]
+    if left_out:
         out += ["", "Not measured:"]
-        out += [f"  node {c.initiator} → node {c.target}: {c.reason}" for c in skipped]
+        out += [f"  node {c.initiator} → node {c.target}: {c.reason}" for c in left_out]
     out += ["", *cxl_traffic_lines(result.cxl_traffic, result.cxl_traffic_note)]
     pages = [c for c in result.cells if c.placement is not None]
     if pages:

@@ -35,3 +35,10 @@ def test_x86_device_without_a_node_on_two_sockets_stays_a_warning_with_the_firmw
     found = nt001("intel-xeon-L5640-2node")
     assert found and all(f.severity is Severity.WARNING for f in found.values())
     assert all("_PXM/SRAT" in f.fix for f in found.values())
+
+
+def test_one_node_device_without_a_node_is_info_with_nothing_to_fix():
+    """A one-node VM: -1 cannot misplace anything, so no BIOS advice (the first inspect a newcomer runs)."""
+    found = nt001("h100-vm-1gpu")
+    assert found and all(f.severity is Severity.INFO and f.fix == "" for f in found.values())
+    assert all("nothing is misplaced" in f.message for f in found.values())

@@ -451,3 +451,21 @@ def test_pinned_pages_of_a_real_cuda_process_moved_to_the_other_grace(cli, tmp_p
     assert p["pinned_host"]["off_nodes"] == [1] and p["pinned_host"]["off_node_bytes"] == 73400320  # 70 MiB
     assert p["pinned_host"]["bytes_by_node"] == {"1": 73400320}
     assert p["verdict"] == "warning" and any(r.startswith("pinned host buffers") for r in p["reasons"])
+
+
+def test_a_pid_missing_from_a_snapshot_names_the_pids_it_holds(cli):
+    """`ps -p PID` cannot help with a saved root: say which processes the snapshot does hold."""
+    r = cli("--root", str(fixture_root("vm-cxl")), "audit", "1")
+    assert r.exit_code == 6 and "PID 1 is not in" in r.stderr and "ps -p" not in r.stderr, r.stderr
+    assert "snapshot --pid" in r.stderr
+
+
+def test_sample_off_a_terminal_writes_nothing_to_stderr(child):
+    """The --sample bar is for a terminal: with stderr a file, rich's stopped bar left a blank line there."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "numatune", "audit", str(child.pid), "--sample", "0.2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode in (0, 1) and r.stdout, r.stderr
+    assert "\n\n" not in "\n" + r.stderr and not r.stderr.startswith("\n"), repr(r.stderr)

@@ -202,3 +202,14 @@ def test_audit_rules_with_pid(cli):
     audit = [c for c in doc["checks"] if c["group"] == "audit"]
     assert audit and all(c["status"] != "skipped" for c in audit)
     assert cli("check", "--pid", "999999999").exit_code == 6
+
+
+def test_finding_heads_name_gpus_and_nics_as_every_other_view():
+    """check's FAIL lines led with a bare BDF where inspect, launch and the picture say GPU0/NIC0."""
+    from numatune.model.findings import Finding, Severity
+    from numatune.render.finding_text import finding_block
+
+    f = Finding("NT002", Severity.WARNING, "m", "", "0000:18:00.0")
+    assert finding_block(f, "FAIL  ", "x", {"0000:18:00.0": "GPU0 0000:18:00.0"})[0] == (
+        "FAIL  NT002 warning GPU0 0000:18:00.0  [x]")
+    assert finding_block(f)[0] == "NT002 warning 0000:18:00.0"  # no names: the subject as it is

@@ -224,3 +224,10 @@ def test_restore_refuses_a_root_other_than_the_recorded_one(cli, tmp_path, monke
         assert r.exit_code == 3
     assert tree_digest(copy) == applied and tree_digest(other) == pristine
     assert cli("--root", str(copy), "irq", "restore", str(state)).exit_code == 0  # naming it is fine too
+
+
+@pytest.mark.parametrize("verb", [["restore"], ["apply", "--dry-run", "--plan"]])
+def test_an_archive_given_as_a_state_file_or_plan_says_what_it_is(cli, verb):
+    """`irq restore snapshot.tar.gz` printed a codec's byte offset; now the file is named as what it is."""
+    r = cli("irq", *verb, str(fixture_root("vm-cxl", archive=True)))
+    assert r.exit_code == 3 and "is a gzip file, not a" in r.stderr and "codec" not in r.stderr, r.stderr

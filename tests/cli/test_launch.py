@@ -251,3 +251,9 @@ def test_a_request_beyond_the_nodes_cores_is_exit_2_like_emit_and_irq_plan(cli):
         best = cli("--root", root, "launch", "--node", "0", *args, "--best-effort", "--dry-run", "--", "true",
                    env=CLEAN)
         assert best.exit_code == 0 and "running unbound (--best-effort)" in best.stdout + best.stderr
+
+
+def test_mem_nodes_that_do_not_exist_are_exit_2_like_node(cli):
+    root = str(fixture_root("vm-two-socket"))
+    res = cli("--root", root, "launch", "--node", "0", "--mem-nodes", "9", "--dry-run", "--", "true", env=CLEAN)
+    assert res.exit_code == 2 and "--mem-nodes: node 9 does not exist (nodes: 0,1)" in res.stderr, res.stderr

@@ -161,3 +161,22 @@ def test_an_archive_is_never_written_to_a_terminal(tmp_path):
             os.close(follower)
     assert proc.returncode == 3 and b"refusing to write an archive to a terminal" in proc.stderr
     assert seen == b""
+
+
+@pytest.mark.parametrize(("args", "named", "given"), [
+    (["inspect", "-o", "{out}.svg", "-f", "json"], "svg", "--format json"),
+    (["inspect", "-o", "{out}.svg", "--json"], "svg", "--json"),
+    (["inspect", "-o", "{out}.json", "-f", "text"], "json", "--format text"),
+    (["fleet", "{fleet}", "-o", "{out}.html", "-f", "json"], "html", "--format json"),
+])
+def test_a_suffix_that_names_another_format_than_format_is_exit_2(cli, tmp_path, args, named, given):
+    """`-o out.svg -f json` wrote JSON into the .svg with exit 0: the two say different things, so neither
+    wins; nothing is written."""
+    report = tmp_path / "a.json"
+    report.write_text(cli("--root", str(fixture_root(ROOT)), "inspect", "--json").stdout)
+    argv = [a.replace("{out}", str(tmp_path / "out")).replace("{fleet}", str(report)) for a in args]
+    r = cli("--root", str(fixture_root(ROOT)), *argv)
+    assert r.exit_code == 2 and f"names the {named} format but {given} was given" in r.stderr, r.stderr
+    assert not list(tmp_path.glob("out*"))
+    fine = cli("--root", str(fixture_root(ROOT)), "inspect", "-o", str(tmp_path / "out.svg"), "-f", "svg")
+    assert fine.exit_code == 0 and (tmp_path / "out.svg").read_text().startswith("<svg ")

@@ -113,3 +113,13 @@ def test_probe_figures_set_the_cxl_shares(cli, tmp_path):
     f.write_text("{}")
     r = cli("--root", HM, "plan-memory", "--params", "1e9", "--node", "0", "--probe", str(f))
     assert r.exit_code == 3 and "numatune.probe/1" in r.stderr
+
+
+def test_an_impossible_node_is_exit_2_and_numbers_are_quoted_as_written(cli):
+    """Impossible requests are usage errors everywhere (launch --node 9 is 2 too); a number is quoted back as the
+    user typed it, not as Python printed the float it became (1e400 is inf)."""
+    res = cli("--root", HM, "plan-memory", "--params", "7e9", "--node", "9")
+    assert res.exit_code == 2 and "--node 9: node 9 does not exist (nodes: 0,1,2,3)" in res.stderr, res.stderr
+    for text in ("1e400", "-5", "nan"):
+        res = cli("--root", HM, "plan-memory", "--params", text)
+        assert res.exit_code == 2 and f"--params {text}:" in res.stderr and "inf" not in res.stderr, res.stderr

@@ -245,3 +245,51 @@ def test_a_size_under_four_times_the_caches_is_flagged_live(cli, fresh_cache):
     flagged = [f for f in doc["findings"] if f["code"] == "NT511"]
     assert len(flagged) == 1 and "(4 MiB) is under 4x the caches" in flagged[0]["message"]
     assert doc["memory_side_cache_bytes"] is not None
+
+
+@pytest.mark.parametrize("value", ["1e9", "nan", "inf", "0.01"])
+def test_time_budget_is_bounded_and_finite(cli, value):
+    res = cli("probe", "--time-budget", value)
+    assert res.exit_code == 2 and "--time-budget" in res.stderr
+
+
+def test_the_budget_holds_set_up_included(cli, fresh_cache):
+    """The default 4x-the-caches buffers, one second: every figure is measured or said to be left out, and the
+    whole matrix (topology read, buffers, samples) ends within 1.5x the budget."""
+    res = cli("probe", "--time-budget", "1", "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["elapsed_s"] <= 1.5, doc["elapsed_s"]
+    for cell in doc["cells"]:
+        missing = [k for k in ("latency_ns", "read_gbps", "copy_gbps") if cell[k] is None]
+        if missing:
+            assert "time budget" in cell["reason"]
+
+
+def test_memory_too_slow_for_the_budget_is_left_out_with_the_reason(monkeypatch):
+    """An emulated CXL node touches at a few MB/s: its buffers' set-up stops at the pair's share of the budget
+    (OutOfTime), the other measurements go on, and the matrix still ends on time."""
+    import time
+
+    from numatune.commands import probe as probe_cmd
+    from numatune.measure import bench
+    from numatune.model.probe import ProbeOptions
+    from numatune.readers.topology import read_topology
+    from numatune.system.host import Host
+
+    class Slow(bench.Buffer):
+        def touch(self, deadline=None, share=1.0):  # noqa: ANN001 - as Buffer.touch
+            end = time.perf_counter() + 0.02 * (self.size >> 20)  # 50 MiB/s
+            if deadline is not None and end > deadline:
+                time.sleep(max(0.0, min(end, deadline) - time.perf_counter()) * share)
+                raise bench.OutOfTime(1 << 20, self.size, 0.02)
+            time.sleep(max(0.0, end - time.perf_counter()))
+
+    monkeypatch.setattr(bench, "Buffer", Slow)
+    host = Host("/")
+    topo = read_topology(host, devices=False, cxl=True, settings=True)
+    result = probe_cmd.run_probe(host, topo, ProbeOptions(size=64 << 20, time_budget=0.6))
+    assert result.elapsed <= 0.9
+    (cell,) = [c for c in result.cells if c.target == result.targets[0]][:1]
+    assert "not measured: the time budget (0.6 s) left too little time" in cell.reason
+    assert "(first touch at 52 MB/s)" in cell.reason  # 1 MiB in 20 ms, as the buffer said
