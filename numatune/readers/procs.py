@@ -372,8 +372,8 @@ def no_such_process(host: Host, pid: int) -> ProcessGone:
     it does hold (a snapshot keeps only the processes it was asked for)."""
     if host.is_live:
         return ProcessGone(f"no process with PID {pid}", hint="check the PID with `ps -p PID`")
-    held = sorted(int(n) for n in host.listdir("/proc") if n.isdigit() and len(n) <= 9)
-    shown = ", ".join(map(str, held[:10])) + (f" and {len(held) - 10} more" if len(held) > 10 else "")
+    held = sorted((n for n in host.listdir("/proc") if n.isdigit() and len(n) <= 9), key=lambda n: (len(n), n))
+    shown = ", ".join(held[:10]) + (f" and {len(held) - 10} more" if len(held) > 10 else "")
     return ProcessGone(f"PID {pid} is not in {host.label}: it holds " + (f"PID(s) {shown}" if held else "no process"),
                        hint="a snapshot keeps the processes given to `snapshot --pid`" if not held else "")
 

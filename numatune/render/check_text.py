@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from numatune.analysis.check import all_findings, fails
 from numatune.model.check import CheckResult
 from numatune.model.findings import Severity
 from numatune.render.check_json import status
 from numatune.render.finding_text import finding_block
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 def render_check_text(

@@ -4,9 +4,11 @@ then the message and the fix wrapped at 100 columns. The one writer of findings 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from numatune.model.findings import Finding
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 WIDTH = 100
 INDENT = "      "

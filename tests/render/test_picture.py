@@ -120,8 +120,10 @@ def test_output_file_format_follows_the_suffix(cli, tmp_path):
         r = cli("--root", root, "inspect", "-o", str(tmp_path / name))
         assert r.exit_code == 0 and r.stdout == "", r.stderr
         assert check((tmp_path / name).read_text()), name
-    r = cli("--root", root, "inspect", "--format", "json", "-o", str(tmp_path / "b.svg"))  # --format wins
-    assert json.loads((tmp_path / "b.svg").read_text())["schema"] == SCHEMAS["inspect"]
+    r = cli("--root", root, "inspect", "--format", "json", "-o", str(tmp_path / "b.svg"))  # they disagree: exit 2
+    assert r.exit_code == 2 and not (tmp_path / "b.svg").exists(), r.stderr
+    r = cli("--root", root, "inspect", "--format", "json", "-o", str(tmp_path / "b.out"))  # no format named: --format
+    assert json.loads((tmp_path / "b.out").read_text())["schema"] == SCHEMAS["inspect"]
     r = cli("--root", root, "inspect", "-o", str(tmp_path / "missing" / "x.svg"))
     assert r.exit_code == 3 and r.stderr.startswith("numatune: error: cannot write"), r.stderr
 
