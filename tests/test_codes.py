@@ -53,7 +53,8 @@ def _mentioned(text: str) -> set[str]:
     return out
 
 
-DOCS = ["README.md", "CHANGELOG.md", "docs/json-schemas.md", *(f"man/{p.name}" for p in (PROJECT / "man").iterdir()),
+DOCS = ["README.md", "CHANGELOG.md", *(f"docs/{p.name}" for p in (PROJECT / "docs").glob("*.md")),
+        *(f"man/{p.name}" for p in (PROJECT / "man").iterdir()),
         *(f"examples/{p.name}" for p in (PROJECT / "examples").glob("*.toml")), "tests/cli/check_expected.toml"]
 
 

@@ -1,6 +1,6 @@
 """The house rule "no import runs up a layer", checked from the source.
 
-LAYERS is the one statement of the layer order (README's Development section quotes it; a test
+LAYERS is the one statement of the layer order (docs/development.md quotes it; a test
 below keeps the two equal). Every import of every module under numatune/ counts, the ones inside
 function bodies too (a lazy import is still a dependency): an import may go to its own package or
 to a lower layer, never up; and neither packages nor modules may import each other in a circle.
@@ -328,10 +328,10 @@ def test_the_house_checks_can_fail(tmp_path):
 
 
 def test_readme_states_the_same_order():
-    """README's Development section names the layers in this order (one list, quoted once)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """docs/development.md (the README's map points there) names the layers in this order (one list, quoted once)."""
+    text = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
     line = re.search(r"Layers, top to bottom: (.+?)\.\n", text, re.S)
-    assert line, "README: the 'Layers, top to bottom: ...' sentence is missing"
+    assert line, "docs/development.md: the 'Layers, top to bottom: ...' sentence is missing"
     said = [[n.strip(" `") for n in group.split(",")] for group in re.sub(r"\s+", " ", line.group(1)).split(" → ")]
     assert said == [[f"numatune/{n}" if n else "numatune/__init__.py" for n in layer] for layer in LAYERS]
 

@@ -1,5 +1,5 @@
-"""Every README example that names a fixture runs as written: the command line is copied out of the
-README's code blocks and run by a shell from the project directory with the installed `numatune` (one
+"""Every example of the README and docs/*.md that names a fixture runs as written: the command line is
+copied out of their code blocks and run by a shell from the project directory with the installed `numatune` (one
 edit: `/tmp` becomes a private directory), and the output lines the README shows under it are in what
 it prints, in that order ("..." stands for lines left out)."""
 
@@ -17,6 +17,8 @@ import pytest
 from tests.conftest import PROJECT
 
 README = (PROJECT / "README.md").read_text()
+#: The README and the pages it sends readers to: every example in them is run (the reference moved to docs/).
+DOCS = "\n".join([README, *(p.read_text() for p in sorted((PROJECT / "docs").glob("*.md")))])
 BIN = os.path.dirname(sys.executable)  # the environment's `numatune` script sits beside its python
 
 
@@ -47,7 +49,7 @@ def examples(text: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-EXAMPLES = examples(README)
+EXAMPLES = examples(DOCS)
 
 
 def test_the_examples_are_found():
@@ -102,7 +104,7 @@ def test_the_default_install_reads_yaml_kubelet_configs():
     assert "numatune[k8s]" not in README.replace("`numatune[k8s]` extra is now empty", "")
 
 
-JQ_LINES = [line.removeprefix("$ ") for line in README.split("\n") if "| jq " in line and "numatune " in line]
+JQ_LINES = [line.removeprefix("$ ") for line in DOCS.split("\n") if "| jq " in line and "numatune " in line]
 DOCUMENT_ROOT = {"irq": "vm-two-socket", "check": "vm-two-socket"}  # IRQs and failed checks to select
 
 

@@ -1,4 +1,4 @@
-"""The README's recipes ("numatune or your launcher's flag") run: each `numatune launch` line, started the
+"""The recipes of docs/launchers.md ("numatune or your launcher's flag") run: each `numatune launch` line, started the
 way its launcher starts ranks (a stand-in that sets the launcher's own rank variables for every local rank),
 gives every rank its GPU, its own cores and its own NIC on the hand-made rail-aligned 8 GPU + 8 NIC tree."""
 
@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import PROJECT, engine_missing
 from tests.handmade_rail import build_rail
 
-SECTION = (PROJECT / "README.md").read_text().split("#### numatune or your launcher's flag", 1)[1]
+SECTION = (PROJECT / "docs" / "launchers.md").read_text().split("### numatune or your launcher's flag", 1)[1]
 BLOCK = next(b for b in re.findall(r"^```console\n(.*?)^```", SECTION, re.M | re.S) if "--no-python numatune" in b)
 RECIPES = [line[2:] for line in BLOCK.splitlines() if line.startswith("$ ") and "numatune launch" in line]
 

@@ -563,7 +563,7 @@ def _task_cgroup(task: dict[str, Any]) -> dict[str, Any]:
 
 def readme_srun_recipe() -> str:
     """The README's CPU-node srun recipe, as written (the console block after "On a node without GPUs")."""
-    text = (REPO / "README.md").read_text().split("On a node without GPUs", 1)[1]
+    text = (REPO / "docs" / "launchers.md").read_text().split("On a node without GPUs", 1)[1]
     block = re.findall(r"^```console\n(.*?)^```", text, re.M | re.S)[0]
     return next(line[2:] for line in block.splitlines() if line.startswith("$ srun "))
 
