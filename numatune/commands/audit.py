@@ -196,7 +196,7 @@ class AuditRun:
             procs = self.read([p.pid for p in procs], strict, notes)  # fresh placement and hinting faults
         known = rank_ancestors(self.host, procs, self.topo)
         roles = jobtree.roles(procs, known)
-        if job is not None and any(p.rank is not None for p in procs):  # the launcher's tree: its ranks' processes
+        if self.children and any(p.rank is not None for p in procs):  # the launcher's tree: its ranks' processes
             procs = [p for p in procs if roles[p.pid][0] != "process"]
         by_pid = {**known, **{p.pid: p for p in procs}}
         audits = []

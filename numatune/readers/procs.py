@@ -82,8 +82,9 @@ def gpu_device(file: str) -> str | None:
     """The device name when `file` is a GPU driver's device file: /dev/nvidiactl, /dev/nvidiaN, /dev/nvidia-uvm,
     /dev/kfd, /dev/dri/renderD*. Its mappings are the driver's own memory (control pages, doorbells, UVM's
     bookkeeping), not the user's pinned buffers, which are shared anonymous mappings (SHARED_ANON_FILE)."""
-    if file.startswith("/dev/nvidia") or file == "/dev/kfd" or file.startswith("/dev/dri/renderD"):
-        return file.rpartition("/")[2]
+    name = file[5:]
+    if (name.startswith("nvidia") and "/" not in name) or name == "kfd" or name.startswith("dri/renderD"):
+        return name.rpartition("/")[2]
     return None
 
 
@@ -680,9 +681,10 @@ def rank_ancestors(host: Host, procs: list[ProcessInfo], topo: Topology | None =
             if env is None or rank_identity(env) != ident:
                 break
             try:
-                cur = known[cur.ppid] = read_process(host, cur.ppid, topo, threads=False)
+                parent = read_process(host, cur.ppid, topo, threads=False)
             except NumatuneError:
                 break
+            known[parent.pid] = cur = parent
     return known
 
 

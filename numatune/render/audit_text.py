@@ -210,19 +210,25 @@ MAX_BUFFER_LINES = 8
 def gpu_memory_text(a: ProcessAudit) -> Text | None:
     """A GPU process's host memory, named: its pinned host buffers (each, largest first, with its node and how
     numatune knows), their price from a saved probe, what cannot be seen from outside, and the driver's own
-    mappings. None for a process without a GPU context or driver mappings."""
+    mappings; sentences wrapped at 100 columns. None for a process without a GPU context or driver mappings."""
     from numatune.analysis.locality import REGISTERED_NOTE
+    from numatune.render.finding_text import wrap_words
 
     p, pin = a.process, a.locality.pinned
     driver = _driver_by_node(a)
     if pin is None and p.gpu_context is None and not driver:
         return None
     out = Text()
+
+    def say(text: str, first: str = "", rest: str = "    ", style: str = "") -> None:
+        out.append("\n".join(wrap_words(text, first=first, rest=rest)) + "\n", style=style)
+
+    cuda = p.gpu_context is not None and p.gpu_context.runtime == "CUDA"
     if pin is not None:
         where = ", ".join(f"node {n}" + (" (its GPU's node)" if n == pin.gpu_cpu_node else "")
                           for n in pin.by_node)
-        out.append(f"pinned host memory: {human_bytes(sum(pin.by_node.values()))} on {where}, "
-                   f"{len(pin.mappings)} buffer(s) — {pin.how}\n")
+        say(f"pinned host memory: {human_bytes(sum(pin.by_node.values()))} on {where}, {len(pin.mappings)} "
+            f"buffer(s) — {pin.how}")
         shown = len(pin.mappings) if len(pin.mappings) <= MAX_BUFFER_LINES + 1 else MAX_BUFFER_LINES
         for m in pin.mappings[:shown]:
             nodes = ", ".join(f"node {n}" for n, pages in m.pages.items() if pages)
@@ -233,15 +239,14 @@ def gpu_memory_text(a: ProcessAudit) -> Text | None:
                        "(all of them in --json)\n")
         for n, gbps in pin.h2d_gbps.items():
             out.append(f"  host-to-GPU copies from node {n}: {gbps:.1f} GB/s (the saved probe)\n")
-    elif p.gpu_context is not None and p.gpu_context.runtime == "CUDA":
-        out.append(f"pinned host memory: none resident in shared anonymous mappings ({p.gpu_context.evidence})\n")
-    if p.gpu_context is not None and p.gpu_context.runtime == "CUDA":
-        out.append(f"  not seen from outside: {REGISTERED_NOTE}\n", style="dim")
+    elif cuda:
+        say(f"pinned host memory: none resident in shared anonymous mappings ({p.gpu_context.evidence})")
+    if cuda:
+        say(f"not seen from outside: {REGISTERED_NOTE}", first="  ", style="dim")
     if driver:
         per = ", ".join(f"{d} {human_bytes(sum(v.values()))}" for d, v in p.memory.driver.items() if sum(v.values()))
-        out.append(f"GPU driver memory: {human_bytes(sum(driver.values()))} on "
-                   f"{', '.join(f'node {n}' for n in driver)} ({per}): the driver's own mappings, not pinned "
-                   "buffers\n")
+        say(f"GPU driver memory: {human_bytes(sum(driver.values()))} on {', '.join(f'node {n}' for n in driver)} "
+            f"({per}): the driver's own mappings, not pinned buffers")
     return out
 
 
