@@ -86,7 +86,8 @@ def test_ranges_are_followed_to_the_next_in_one_mapping():
 
 
 def test_without_cuda_the_answer_is_no_cuda_runtime_in_a_fresh_process():
-    code = "import numatune\ntry:\n    numatune.pinned_host_memory()\nexcept Exception as e:\n    print(type(e).__name__, e)"
+    code = ("import numatune\ntry:\n    numatune.pinned_host_memory()\n"
+            "except Exception as e:\n    print(type(e).__name__, e)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert out.strip() == ("Unsupported no CUDA runtime in this process: libcuda.so is not loaded: CUDA was never "
                            "used in this process")
