@@ -261,7 +261,7 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
     )
 
 
-def parse_maps(text: str) -> list[tuple[int, int, str, str]]:
+def parse_maps(text: str, where: str = "/proc/self/maps") -> list[tuple[int, int, str, str]]:
     """(start, end, permissions, path) of each line of /proc/PID/maps, in address order; the path as the kernel
     prints it ("/dev/zero (deleted)" for shared anonymous memory, "" for private anonymous memory, "[heap]").
     Malformed lines are skipped."""
@@ -270,13 +270,10 @@ def parse_maps(text: str) -> list[tuple[int, int, str, str]]:
         fields = line.split(maxsplit=5)
         if len(fields) < 5:
             continue
-        lo, _, hi = fields[0].partition("-")
-        if not (0 < len(lo) <= 16 and 0 < len(hi) <= 16):
-            continue
-        try:
-            out.append((int(lo, 16), int(hi, 16), fields[1], fields[5].strip() if len(fields) > 5 else ""))
-        except ValueError:
-            continue
+        lo_s, _, hi_s = fields[0].partition("-")
+        lo, hi = maybe_int(lo_s, where, base=16), maybe_int(hi_s, where, base=16)
+        if lo is not None and hi is not None:
+            out.append((lo, hi, fields[1], fields[5].strip() if len(fields) > 5 else ""))
     return sorted(out)
 
 
