@@ -51,7 +51,9 @@ def test_children_targets_and_pass_of_a_real_launcher(launcher):
     audits, job, notes, helpers = run.run()
     assert [a.process.pid for a in audits] == kids
     assert [a.process.rank for a in audits] == [0, 1]
-    assert job["ranks"] == [{"rank": r, "pid": pid, "helper_processes": 0} for r, pid in enumerate(kids)]
+    assert job["ranks"] == [{"rank": r, "pid": pid, "helper_processes": 0, "workers": []}
+                            for r, pid in enumerate(kids)]
+    assert [a.role for a in audits] == ["rank", "rank"]
     assert helpers == {kids[0]: 0, kids[1]: 0}
     assert notes == []
     for a in audits:  # 4 MiB touched by each rank shows up in its numa_maps totals
@@ -68,6 +70,7 @@ def test_plain_pids_are_strict_and_prefetched_maps_are_used(launcher):
     assert run.targets() == (kids, set(kids), None)
     audits, job, notes, helpers = run.run(prefetched=maps)
     assert [a.process.pid for a in audits] == kids and job is None and helpers == {}
+    assert [a.role for a in audits] == ["rank", "rank"]  # a role without the job view too
 
 
 def test_missing_pid_and_unmatched_name_raise_numatune_errors():

@@ -50,10 +50,11 @@ CLI_MAY_IMPORT = ("cli", "commands", "model", "errors", "cpulist", "")
 CLI_PLUMBING = ("numatune.render.printable", "numatune.render.console", "numatune.render.envelope",
                 "numatune.system.host", "numatune.system.outfile")
 # The one exception to "no import runs up": the package face re-exports the in-process binding API
-# (`numatune.bind()`, issue 36) lazily, from a module-level __getattr__ (PEP 562), so that `import numatune`
+# (`numatune.bind()`, issue 36) and `numatune.pinned_host_memory()` (issue 40) lazily, from a module-level
+# __getattr__ (PEP 562), so that `import numatune`
 # still loads nothing and `numatune.bind` is one attribute away. Only these modules, only from there
 # (test_the_face_imports_only_lazily).
-FACE_EXPORTS = frozenset({"numatune.placement.binding"})
+FACE_EXPORTS = frozenset({"numatune.placement.binding", "numatune.placement.hostpinned"})
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:

@@ -67,11 +67,14 @@ NT405 = register("NT405", Severity.WARNING, "audit", "a rank runs on efficiency 
     the performance cores of its node (taskset) or restarts it with numatune launch --cpu-bind
     exclusive, which takes performance cores first.""")
 NT407 = register("NT407", Severity.WARNING, "audit", "a GPU rank's pinned host buffers are on another node", """
-    Pinned (page-locked) host memory the GPU driver maps for a process (cudaHostAlloc, cudaMallocHost,
-    hipHostMalloc; seen in numa_maps as pages of /dev/nvidiactl, /dev/nvidiaN, /dev/kfd or a DRM render node)
-    is on a node other than the one the rank's GPU is attached to: every host-to-device and device-to-host
-    copy of it crosses the socket link (on GB200 about 330 GB/s device-to-host from the local node against
-    115 GB/s across nodes, as torchtitan#3519 measured). Pinned pages cannot be migrated; caching allocators
+    Pinned (page-locked) host buffers of a process with a GPU context are on a node other than the one the
+    rank's GPU is attached to: every host-to-device and device-to-host copy of them crosses the socket link (on
+    GB200 about 330 GB/s device-to-host from the local node against 115 GB/s across nodes, as torchtitan#3519
+    measured). audit sees them as the shared anonymous mappings (numa_maps `/dev/zero (deleted)`) of a process
+    NVML lists as a compute process or that maps /dev/nvidia-uvm: cudaHostAlloc, cudaMallocHost and torch's
+    pin_memory() allocate them that way (driver 580, CUDA 13). The driver's own /dev/nvidiactl mappings are not
+    such buffers; memory pinned in place with cudaHostRegister cannot be told from outside the process
+    (numatune.pinned_host_memory() lists it from inside). Pinned pages cannot be migrated; caching allocators
     that reuse freed pinned blocks across GPUs on different nodes cause it (pytorch#160420).""")
 NT406 = register("NT406", Severity.WARNING, "audit", "a process was bound after it started (late binding)", """
     The process binds itself (sched_setaffinity / numa_bind inside the program, as TensorRT-LLM's
@@ -127,7 +130,7 @@ def late_binding(proc: ProcessInfo, topo: Topology, thresholds: Thresholds = DEF
     dram, _ = node_classes(topo)
     mem = own_memory(proc)
     total = sum(mem.values())
-    named = frozenset().union(*(_policy_nodes(u.policy) for u in proc.memory.policies if u.bytes))
+    named = frozenset().union(*(policy_node_set(u.policy) for u in proc.memory.policies if u.bytes))
     remote = {n: b for n, b in mem.items() if b and n in dram and n not in bound_nodes and n not in named}
     remote_bytes = sum(remote.values())
     free = [topo.node(n).memory_free_kib for n in bound_nodes if topo.node(n) is not None]
@@ -233,7 +236,7 @@ def home_nodes(proc: ProcessInfo, topo: Topology) -> tuple[tuple[int, ...], str]
     return (), "none"
 
 
-def _policy_nodes(policy: str) -> frozenset[int]:
+def policy_node_set(policy: str) -> frozenset[int]:
     """Nodes a numa_maps policy names ("weighted interleave:0-1" -> {0, 1}); empty for default/local."""
     _, sep, nodes = policy.rpartition(":")
     if not sep:
@@ -377,7 +380,7 @@ def judge(
           and counters.remote_ratio > thresholds.remote_misplaced):
         worse("warning")
         reasons.append(f"{_pct(counters.remote_ratio)} of NUMA-balancing hinting faults hit remote pages")
-    intended_slow = frozenset().union(*(_policy_nodes(p.policy) for p in proc.memory.policies if p.bytes))
+    intended_slow = frozenset().union(*(policy_node_set(p.policy) for p in proc.memory.policies if p.bytes))
     if total and slow_ratio > thresholds.slow_tier_warning:
         if set(slow_nodes) <= intended_slow:
             reasons.append(
@@ -451,33 +454,48 @@ def _node_kinds(proc: ProcessInfo, topo: Topology) -> dict[int, tuple[str, str |
 PINNED_MIN_BYTES = 1 << 20  # less than 1 MiB of pinned pages elsewhere is driver bookkeeping, not a buffer
 
 
+# How audit knows a process's shared anonymous memory is pinned (said in the report and the JSON).
+PINNED_HOW = "shared anonymous memory of a CUDA process: cudaHostAlloc/pin_memory"
+# Said once where pinned memory is reported: what no reader outside the process can see.
+REGISTERED_NOTE = ("memory pinned in place with cudaHostRegister stays an ordinary private mapping and cannot be "
+                   "told from outside the process; numatune.pinned_host_memory() inside it lists every pinned range")
+
+
 def pinned_host(proc: ProcessInfo, topo: Topology, home: tuple[int, ...], home_source: str,
                 h2d: Mapping[int, float] | None = None) -> PinnedHost | None:
-    """Where a GPU rank's pinned host buffers are against its GPU's CPU node; None without a GPU or buffers.
+    """The pinned host buffers of a process with a CUDA context (its resident shared anonymous mappings) and where
+    they are against its GPU's CPU node; None without a CUDA context or such pages. A forked worker inherits the
+    mappings of its rank without their pages and without a context: it has none.
 
     `h2d`: node -> measured host-to-GPU bandwidth (GB/s) of a pinned buffer on that node to this rank's GPU
-    (`numatune probe --gpu`), to state the cost."""
-    if home_source != "gpu" or not home or not proc.memory.pinned:
+    (`numatune probe --gpu`), to price them."""
+    ctx = proc.gpu_context
+    if ctx is None or ctx.runtime != "CUDA":
+        return None
+    maps = tuple(sorted((m for m in proc.memory.shared_anon if m.pages and m.bytes), key=lambda m: (-m.bytes, m.start)))
+    if not maps:
         return None
     by_node: dict[int, int] = {}
-    for nodes in proc.memory.pinned.values():
-        for node, b in nodes.items():
-            by_node[node] = by_node.get(node, 0) + b
-    wrong = tuple(sorted(n for n, b in by_node.items() if b and n != home[0]))
+    for m in maps:
+        for node, pages in m.pages.items():
+            by_node[node] = by_node.get(node, 0) + pages * m.page_size
+    gpu_node = home[0] if home_source == "gpu" and home else None
+    wrong = tuple(sorted(n for n, b in by_node.items() if b and n != gpu_node)) if gpu_node is not None else ()
     cost = None
-    if h2d and home[0] in h2d and wrong and all(n in h2d for n in wrong):
-        cost = (f"probe measured host-to-GPU copies at {h2d[home[0]]:.1f} GB/s from node {home[0]} and "
+    if h2d and gpu_node in h2d and wrong and all(n in h2d for n in wrong):
+        cost = (f"probe measured host-to-GPU copies at {h2d[gpu_node]:.1f} GB/s from node {gpu_node} and "
                 + ", ".join(f"{h2d[n]:.1f} GB/s from node {n}" for n in wrong))
-    return PinnedHost(home[0], dict(sorted(by_node.items())), tuple(proc.memory.pinned),
-                      sum(by_node[n] for n in wrong), wrong, cost)
+    gbps = {n: h2d[n] for n in sorted(by_node) if h2d and n in h2d}
+    return PinnedHost(gpu_node, dict(sorted(by_node.items())), ("/dev/zero (deleted)",),
+                      sum(by_node[n] for n in wrong), wrong, cost, f"{PINNED_HOW} ({ctx.evidence})", maps, gbps)
 
 
 def pinned_reason(p: PinnedHost) -> str:
     total = sum(p.by_node.values())
     where = ", ".join(f"node {n} {p.by_node[n] / 1048576:.0f} MiB" for n in p.wrong_nodes)
-    text = (f"pinned host buffers (GPU-driver mapped through {', '.join(p.devices)}: cudaHostAlloc/hipHostMalloc): "
-            f"{p.wrong_bytes / 1048576:.0f} of {total / 1048576:.0f} MiB are off its GPU's CPU node {p.gpu_cpu_node} "
-            f"({where}): every host-device copy of them crosses the socket link")
+    text = (f"pinned host buffers ({PINNED_HOW}): {p.wrong_bytes / 1048576:.0f} of {total / 1048576:.0f} MiB are "
+            f"off its GPU's CPU node {p.gpu_cpu_node} ({where}): every host-device copy of them crosses the socket "
+            "link")
     return text + (f"; {p.cost}" if p.cost else " (numatune probe --gpu measures what that costs here)")
 
 
@@ -544,31 +562,6 @@ def make_fix(
     migrate = f"migratepages {proc.pid} {format_cpulist(sources)} {node}" if sources else None
     taskset = f"taskset -a -p -c {format_cpulist(sorted(cpus))} {proc.pid}" if repin and cpus else None
     return Fix(launch=launch, numactl=numactl, migratepages=migrate, taskset=taskset)
-
-
-def job_ranks(procs: list[ProcessInfo]) -> list[tuple[ProcessInfo, int]]:
-    """One entry per rank: the topmost process carrying that local rank, and how many helpers share it.
-
-    Data-loader workers inherit LOCAL_RANK from their rank; they are counted, not listed. Processes
-    without a rank variable are listed only when no process has one (a plain process tree).
-    """
-    by_pid = {p.pid: p for p in procs}
-    ranked = [p for p in procs if p.rank is not None]
-    if not ranked:
-        return [(p, 0) for p in procs if not p.kernel_thread]
-    tops: dict[int, ProcessInfo] = {}
-    helpers: dict[int, int] = {}
-    for p in ranked:
-        parent = by_pid.get(p.ppid) if p.ppid is not None else None
-        if parent is not None and parent.rank == p.rank:
-            top = parent
-            while top.ppid in by_pid and by_pid[top.ppid].rank == p.rank:
-                top = by_pid[top.ppid]
-            helpers[top.pid] = helpers.get(top.pid, 0) + 1
-            continue
-        tops[p.pid] = p
-    rows = sorted(tops.values(), key=lambda p: (p.rank, p.pid))
-    return [(p, helpers.get(p.pid, 0)) for p in rows]
 
 
 def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> list[Finding]:

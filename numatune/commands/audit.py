@@ -142,6 +142,7 @@ class AuditRun:
             wanted += [p for p in matched if p not in wanted]
         if self.ranks:  # none running is an empty report: a timer audits whatever trains right now
             wanted += [p for p in rank_processes(self.host, table, exclude=me) if p not in wanted]
+            job = job or {"launchers": [], "ranks": []}
         return wanted, strict, job
 
     def read(
@@ -177,12 +178,18 @@ class AuditRun:
         progress: Callable[[str, float, float], None] | None = None,
         prefetched: dict[int, str] | None = None,
     ) -> tuple[list[ProcessAudit], dict[str, object] | None, list[str], dict[int, int]]:
-        """One pass: targets, read, count for `sample` seconds, judge. Returns (audits in job-rank or
-        PID order, the job with `children` else None, notes for stderr, helper-process count per rank PID).
+        """One pass: targets, read, count for `sample` seconds, judge. Returns (audits: in a job view each rank
+        followed by its workers, else in PID order; the job with `children` or `ranks` else None; notes for stderr;
+        worker count per rank PID).
+
+        Every process gets its role (rank, worker, launcher, process): a worker is judged against its rank's
+        binding and owns no GPU unless it holds a context.
 
         progress(what, elapsed, total) reports the --sample wait: called about every 0.1 s, then once with
         elapsed == total when the wait is over (a progress bar can close there). None: wait silently."""
-        from numatune.analysis.locality import job_ranks, judge
+        from numatune.analysis import jobtree
+        from numatune.analysis.locality import judge
+        from numatune.readers.procs import rank_ancestors
 
         pids, strict, job = self.targets()
         notes: list[str] = []
@@ -194,20 +201,35 @@ class AuditRun:
             pmu_counts, events, pmu_note, vm = self.sample(procs, sample, progress)
             notes += vm
             procs = self.read([p.pid for p in procs], strict, notes)  # fresh placement and hinting faults
-        helpers: dict[int, int] = {}
-        if job is not None:
-            rows = job_ranks(procs)
-            procs = [p for p, _ in rows]
-            helpers = {p.pid: n for p, n in rows}
-            job["ranks"] = [{"rank": p.rank, "pid": p.pid, "helper_processes": n} for p, n in rows]
+        known = rank_ancestors(self.host, procs, self.topo)
+        roles = jobtree.roles(procs, known)
+        if self.children and any(p.rank is not None for p in procs):  # the launcher's tree: its ranks' processes
+            procs = [p for p in procs if roles[p.pid][0] != "process"]
+        by_pid = {**known, **{p.pid: p for p in procs}}
         audits = []
         for p in procs:
+            role, rank_pid = roles[p.pid]
+            if role == "worker" and rank_pid is not None:
+                p = jobtree.as_worker(p, rank_pid)
             pmu = None
             if pmu_counts is not None and p.pid in pmu_counts:
                 local, remote = pmu_counts[p.pid]
                 pmu = (local, remote, events, sample)
-            audits.append(judge(p, self.topo, self.thresholds, balancing_mode=self.balancing, pmu=pmu,
-                                pmu_note=None if pmu else pmu_note, h2d=self.h2d))
+            a = judge(p, self.topo, self.thresholds, balancing_mode=self.balancing, pmu=pmu,
+                      pmu_note=None if pmu else pmu_note, h2d=self.h2d)._replace(role=role)
+            if role == "worker" and rank_pid is not None:
+                a = jobtree.with_worker_check(a, jobtree.check_worker(p, by_pid[rank_pid], self.topo))
+            audits.append(a)
+        helpers: dict[int, int] = {}
+        if job is not None:
+            audits = jobtree.job_order(audits)
+            workers: dict[int, list[int]] = {}
+            for a in audits:
+                if a.role == "worker" and a.rank_pid is not None:
+                    workers.setdefault(a.rank_pid, []).append(a.process.pid)
+            helpers = {a.process.pid: len(workers.get(a.process.pid, [])) for a in audits if a.role == "rank"}
+            job["ranks"] = [{"rank": a.process.rank, "pid": a.process.pid, "helper_processes": helpers[a.process.pid],
+                             "workers": workers.get(a.process.pid, [])} for a in audits if a.role == "rank"]
         notes += [f"cannot read {path}: {reason}" for path, reason in self.host.notes]
         return audits, job, notes, helpers
 

@@ -233,10 +233,11 @@ def _placements(report: IrqReport | None) -> tuple[IrqPlacement, ...] | None:
 
 def _audit_results(host: Host, topo: Topology, pids: Sequence[int]) -> list[CheckResult]:
     from numatune.analysis.check import grouped_results
-    from numatune.analysis.locality import audit_findings
-    from numatune.readers.procs import read_process
+    from numatune.analysis.jobtree import job_findings
+    from numatune.readers.procs import rank_ancestors, read_process
 
-    findings = [f for pid in pids for f in audit_findings(topo, read_process(host, pid, topo))]
+    procs = [read_process(host, pid, topo) for pid in pids]
+    findings = job_findings(topo, procs, rank_ancestors(host, procs, topo))
     return grouped_results("audit", findings, "process locality rules")
 
 

@@ -358,6 +358,21 @@ def dry_run(src: Host, pids: Iterable[int], main: Any, make_obj: Callable[[Recor
     return rec
 
 
+def _rank_ancestors(src: Host, pids: tuple[int, ...]) -> set[int]:
+    """The ranks above the --pid workers (same rank variables): `audit WORKER` reads its rank to judge it, so the
+    snapshot keeps them (what the dry run read of them) and its replay tells worker from rank as live does."""
+    from numatune.errors import NumatuneError
+    from numatune.readers.procs import rank_ancestors, read_process
+
+    procs = []
+    for pid in pids:
+        try:
+            procs.append(read_process(src, pid, threads=False))
+        except NumatuneError:
+            continue
+    return set(rank_ancestors(src, procs))
+
+
 def capture(src: Host, pids: Iterable[int], main: Any, make_obj: Callable[[RecordingHost], object]) -> Capture:
     """What a snapshot of `src` holds: every path the dry run touched or listed, copied (see dry_run)."""
     pids = tuple(pids)
@@ -370,6 +385,7 @@ def capture(src: Host, pids: Iterable[int], main: Any, make_obj: Callable[[Recor
     self_pid = src.read_link("/proc/self")
     running, daemon = irqbalance_process(src)  # whether it runs is part of the node's IRQ state: kept for replay
     kept = {n for n in (maybe_int(p, "/proc/self") for p in (self_pid, daemon) if p) if n is not None}
+    kept |= _rank_ancestors(src, pids)
     cap = Capture(src, pids=frozenset(pids) | kept, errors=rec.errors, irqbalance=running)
     for logical in rec.touched:
         cap.touch(logical)

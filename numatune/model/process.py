@@ -79,7 +79,13 @@ class NumaMemory:
     mappings: int = 0
     malformed_lines: int = 0
     by_mapping: tuple[MappingPlacement, ...] | None = None  # only when asked for (`audit --mappings`)
-    pinned: Mapping[str, dict[int, int]] = EMPTY_MAP  # GPU driver device file -> node -> bytes (pinned host memory)
+    # GPU device file (nvidiactl, nvidia0, nvidia-uvm, kfd, renderD128) -> node -> resident bytes: the driver's own
+    # mappings (its control and doorbell pages, UVM's), not the user's pinned buffers
+    driver: Mapping[str, dict[int, int]] = EMPTY_MAP
+    gpu_maps: tuple[str, ...] = ()  # the GPU device files it maps, resident or not (nvidia-uvm, kfd: a GPU context)
+    # shared anonymous mappings (numa_maps `file=/dev/zero\040(deleted)`): in a process with a GPU context, the
+    # runtime's pinned host buffers (cudaHostAlloc, torch pin_memory); each with its address and pages per node
+    shared_anon: tuple[MappingPlacement, ...] = ()
 
     @property
     def total(self) -> int:
@@ -142,6 +148,17 @@ class ProcessInfo:
     rank_source: str | None = None  # "LOCAL_RANK", "SLURM_LOCALID", ...
     numa_faults: Mapping[int, int] = EMPTY_MAP  # NUMA-balancing hinting faults by node
     notes: tuple[str, ...] = ()
+    gpu_context: GpuContext | None = None  # it holds a GPU context (not merely descriptors inherited across fork)
+
+
+@record
+class GpuContext:
+    """A process holds a GPU context, and how numatune knows: NVML lists it as a compute process, or it maps
+    /dev/nvidia-uvm (CUDA) or /dev/kfd (ROCm). A forked DataLoader worker inherits the open descriptors and the
+    /dev/nvidiactl mappings of its rank, never these."""
+
+    runtime: str  # "CUDA" | "ROCm"
+    evidence: str  # "NVML lists it as a compute process on GPU 0", "it maps /dev/nvidia-uvm"
 
 
 @record
@@ -186,15 +203,41 @@ class Locality:
 
 @record
 class PinnedHost:
-    """Pinned host buffers of a GPU process (the pages its GPU driver maps: cudaHostAlloc, hipHostMalloc) and
-    where they are against the node the rank's GPU is attached to."""
+    """Pinned host buffers of a process with a GPU context, seen from outside: its shared anonymous mappings
+    (cudaHostAlloc and torch's pin_memory() map them MAP_SHARED|MAP_ANONYMOUS, numa_maps `/dev/zero (deleted)`),
+    and where they are against the node the rank's GPU is attached to. Memory registered with cudaHostRegister
+    is an ordinary private mapping and cannot be told from outside (numatune.pinned_host_memory() lists it from
+    inside the process)."""
 
-    gpu_cpu_node: int  # the node with CPUs the rank's GPU hangs off (where its pinned buffers belong)
+    gpu_cpu_node: int | None  # the node with CPUs the rank's GPU hangs off (where they belong); None: GPU unknown
     by_node: Mapping[int, int]  # node -> bytes
-    devices: tuple[str, ...]  # the device files they are mapped through (nvidiactl, kfd, renderD128)
+    devices: tuple[str, ...]  # the file numa_maps names them by: ("/dev/zero (deleted)",)
     wrong_bytes: int  # bytes on other nodes
     wrong_nodes: tuple[int, ...]
     cost: str | None = None  # the measured host-to-device bandwidth of those nodes against the right one (probe)
+    how: str = ""  # how numatune knows they are pinned
+    mappings: tuple[MappingPlacement, ...] = ()  # each buffer: address, resident pages per node; largest first
+    h2d_gbps: Mapping[int, float] = EMPTY_MAP  # node -> probe's host-to-GPU GB/s for the nodes holding them
+
+
+@record
+class WorkerCheck:
+    """A rank's worker (DataLoader, multiprocessing, compile worker: a descendant with the rank's variables) judged
+    against its rank's binding: CPUs it may run on and memory nodes it uses outside the rank's (code NT408)."""
+
+    rank_pid: int
+    rank_cpus: tuple[int, ...]  # the rank's allowed CPUs
+    rank_nodes: tuple[int, ...] | None  # the rank's memory nodes (its policy or cpuset); None: it binds no memory
+    outside_cpus: tuple[int, ...] = ()  # CPUs the worker may run on that the rank may not
+    outside_nodes: tuple[int, ...] = ()  # nodes its policy names or its pages sit on, outside the rank's
+    outside_bytes: int = 0  # its own resident bytes on those nodes
+    reason: str = ""
+    fix: str = ""
+
+
+# A process's place in a job: the rank a launcher started for a local rank, a worker under it (same rank
+# variables), or a process outside any job.
+ROLES = ("rank", "worker", "process")
 
 
 @record
@@ -202,3 +245,6 @@ class ProcessAudit:
     process: ProcessInfo
     locality: Locality
     counters: AccessCounters
+    role: str = "process"  # one of ROLES
+    rank_pid: int | None = None  # a worker's rank
+    worker: WorkerCheck | None = None  # a worker against its rank's binding

@@ -75,6 +75,17 @@ ENV_KEYS: tuple[str, ...] = (
     "SLURM_STEP_ID",
 )
 
+# The variables that tell one rank from another: a rank's workers (DataLoader, multiprocessing, compile workers)
+# inherit them, so a descendant carrying the same values is a worker of that rank, not another rank.
+RANK_IDENTITY_KEYS: tuple[str, ...] = (*(k for k, _ in RANK_VARS), "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                                       "SLURM_JOB_ID", "SLURM_STEP_ID")
+
+
+def rank_identity(environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The rank variables of an environment (ENV_KEYS only, as audit reads /proc/PID/environ)."""
+    return tuple((k, environ[k]) for k in RANK_IDENTITY_KEYS if k in environ)
+
+
 _BDF = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$", re.IGNORECASE)
 

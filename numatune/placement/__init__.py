@@ -25,6 +25,7 @@ __all__ = [
     "MemoryPlan",
     "PlannedMemory",
     "PageCounts",
+    "PinnedRange",
     "PlaceReport",
     "Span",
     "Stripe",
@@ -37,6 +38,7 @@ __all__ = [
     "place_optimizer_state",
     "plan_for",
     "pin",
+    "pinned_host_memory",
     "resolve",
     "span_of",
     "training_items",
@@ -51,7 +53,7 @@ _LAZY = {
     "Span": "pages", "span_of": "pages", "where": "pages", "Stripe": "targets", "Target": "targets",
     "live_context": "targets", "resolve": "targets", "allocating": "scope", "Allocation": "scope",
     "pin": "pinning", "apply": "pytorch", "place_optimizer_state": "pytorch", "plan_for": "pytorch",
-    "PlannedMemory": "pytorch",
+    "PlannedMemory": "pytorch", "pinned_host_memory": "hostpinned", "PinnedRange": "hostpinned",
 }
 
 

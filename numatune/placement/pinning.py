@@ -5,6 +5,11 @@ Register *after* placement, never before: a pinned page cannot be migrated. And 
 ZONE_MOVABLE, because movable memory must stay unpluggable. CXL memory onlined by daxctl is
 ZONE_MOVABLE by default, so a pinned CXL buffer silently moves to DRAM: pin() reads the zones of the
 nodes involved (/proc/zoneinfo), registers, reads every page's node again, and reports what moved.
+
+Memory registered here cannot be seen as pinned from outside the process: it stays an ordinary private
+mapping (no VmFlags, Locked, VmPin or VmLck change). cudaHostAlloc/pin_memory() buffers are shared anonymous
+mappings (`/dev/zero (deleted)`), which `audit` infers for a CUDA process; the /dev/nvidiactl mappings are the
+driver's own (driver 580). numatune.pinned_host_memory() asks the CUDA driver from inside for both.
 """
 
 from __future__ import annotations

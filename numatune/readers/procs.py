@@ -10,7 +10,6 @@ never stored by a snapshot).
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections import Counter
 from operator import itemgetter
 
@@ -18,7 +17,7 @@ from numatune.cpulist import MAX_NODES, parse_cpulist
 from numatune.errors import BindingError, NumatuneError, ParseError, PermissionDenied, ProcessGone, ReadError
 from numatune.model.order import gpu_order
 from numatune.model.order import labels as device_labels
-from numatune.model.process import GpuUse, MappingPlacement, NumaMemory, PolicyUse, ProcessInfo, ThreadInfo
+from numatune.model.process import GpuContext, GpuUse, MappingPlacement, NumaMemory, PolicyUse, ProcessInfo, ThreadInfo
 from numatune.model.resolve import (
     ENV_KEYS,
     GPU_VARS,
@@ -26,6 +25,7 @@ from numatune.model.resolve import (
     cgroup_cpuset_dirs,
     parse_cgroup,
     rank_gpu,
+    rank_identity,
 )
 from numatune.model.resolve import local_rank as resolve_local_rank
 from numatune.model.topology import Topology
@@ -69,15 +69,22 @@ def _mapping_kind(token: str) -> str:
     return "anon"
 
 
-_NVIDIA_DEVICE = re.compile(r"/dev/nvidia(ctl|[0-9]+)$")
+# How numa_maps names a shared anonymous mapping (mmap MAP_SHARED|MAP_ANONYMOUS: the kernel backs it with an unlinked
+# shmem file "dev/zero", /proc/PID/maps `/dev/zero (deleted)` with `rw-s`; numa_maps escapes the blank). cudaHostAlloc
+# and torch's pin_memory() allocate pinned host buffers this way (driver 580, CUDA 13: fixtures/h100-job-*.md).
+SHARED_ANON_FILE = "/dev/zero\\040(deleted)"
+# The GPU device files a context maps: a forked worker inherits its rank's /dev/nvidiactl and /dev/nvidiaN mappings
+# but never maps /dev/nvidia-uvm or /dev/kfd itself.
+CONTEXT_DEVICES = {"nvidia-uvm": "CUDA", "kfd": "ROCm"}
 
 
-def pinned_device(file: str) -> str | None:
-    """The device file name when a mapping of `file` is host memory a GPU driver pinned and mapped: CUDA maps
-    cudaHostAlloc/cudaMallocHost pages through /dev/nvidiactl (or /dev/nvidiaN), ROCm hipHostMalloc pages
-    through /dev/kfd or a DRM render node. /dev/nvidia-uvm (managed memory, which migrates) is not pinned."""
-    if _NVIDIA_DEVICE.match(file) or file == "/dev/kfd" or file.startswith("/dev/dri/renderD"):
-        return file.rpartition("/")[2]
+def gpu_device(file: str) -> str | None:
+    """The device name when `file` is a GPU driver's device file: /dev/nvidiactl, /dev/nvidiaN, /dev/nvidia-uvm,
+    /dev/kfd, /dev/dri/renderD*. Its mappings are the driver's own memory (control pages, doorbells, UVM's
+    bookkeeping), not the user's pinned buffers, which are shared anonymous mappings (SHARED_ANON_FILE)."""
+    name = file[5:]
+    if (name.startswith("nvidia") and "/" not in name) or name == "kfd" or name.startswith("dri/renderD"):
+        return name.rpartition("/")[2]
     return None
 
 
@@ -194,6 +201,8 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
     ("bind=static:0"); octal-escaped file names (never split: the kernel escapes blanks); lines with no
     pages and no kernelpagesize_kB; hugetlb VMAs ("huge") counted in huge pages; N<node> for CPU-less
     nodes. `page_kib` is the base page size, used only by kernels older than 4.0 (no kernelpagesize_kB).
+    GPU device-file mappings are the driver's memory (`driver`, `gpu_maps`); shared anonymous mappings are kept
+    one by one with their address (`shared_anon`: a CUDA process's pinned buffers).
     Each distinct line tail (the line without its address) is parsed once, however many lines repeat it.
     A number of more than numbers.MAX_DIGITS digits is ParseError naming WHERE (the file), exit 3.
     """
@@ -202,7 +211,9 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
     by_kind: dict[str, dict[int, int]] = {}
     policy_maps: dict[str, int] = {}
     policy_bytes: dict[str, int] = {}
-    pinned: dict[str, dict[int, int]] = {}
+    driver: dict[str, dict[int, int]] = {}
+    gpu_maps: set[str] = set()
+    shared: dict[str, tuple[str, str, str, int, list[tuple[int, int]]]] = {}
     parsed: dict[str, tuple[str, str, str, int, list[tuple[int, int]]] | None] = {}
     mappings = 0
     malformed = 0
@@ -217,10 +228,14 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
         policy, kind, file, size, nodes = p
         policy_maps[policy] = policy_maps.get(policy, 0) + count
         total = 0
+        device = gpu_device(file) if file[:5] == "/dev/" else None
+        if device:
+            gpu_maps.add(device)
+        elif file == SHARED_ANON_FILE:
+            shared[tail] = p  # type: ignore[assignment]
         if nodes:
             kind_nodes = by_kind.setdefault(kind, {})
-            device = pinned_device(file) if file.startswith("/dev/") else None
-            held = pinned.setdefault(device, {}) if device else None
+            held = driver.setdefault(device, {}) if device else None
             for node, pages in nodes:
                 b = pages * size * count
                 by_node[node] = by_node.get(node, 0) + b
@@ -240,8 +255,26 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
         mappings=mappings,
         malformed_lines=malformed,
         by_mapping=_placements(lines, parsed) if per_mapping else None,
-        pinned={d: dict(sorted(v.items())) for d, v in sorted(pinned.items())},
+        driver={d: dict(sorted(v.items())) for d, v in sorted(driver.items())},
+        gpu_maps=tuple(sorted(gpu_maps)),
+        shared_anon=_placements([line for line in lines if SHARED_ANON_FILE in line], shared) if shared else (),
     )
+
+
+def parse_maps(text: str, where: str = "/proc/self/maps") -> list[tuple[int, int, str, str]]:
+    """(start, end, permissions, path) of each line of /proc/PID/maps, in address order; the path as the kernel
+    prints it ("/dev/zero (deleted)" for shared anonymous memory, "" for private anonymous memory, "[heap]").
+    Malformed lines are skipped."""
+    out = []
+    for line in text.split("\n"):
+        fields = line.split(maxsplit=5)
+        if len(fields) < 5:
+            continue
+        lo_s, _, hi_s = fields[0].partition("-")
+        lo, hi = maybe_int(lo_s, where, base=16), maybe_int(hi_s, where, base=16)
+        if lo is not None and hi is not None:
+            out.append((lo, hi, fields[1], fields[5].strip() if len(fields) > 5 else ""))
+    return sorted(out)
 
 
 # -- status, stat, sched, vmstat, environ --------------------------------------------------------
@@ -429,6 +462,7 @@ def read_process(
     cgroup, cpuset_cpus, cpuset_mems = _read_cpuset(host, r.optional("cgroup"))
     faults = _read_numa_faults(r, [t.tid for t in thread_infos] or [pid])
     gpus_open = read_open_gpus(host, pid, topo) if topo is not None and not kernel_thread else ()
+    context = gpu_context(pid, memory, topo)
     gpu, gpu_note = choose_gpu(gpus_open, environ, rank, topo, pid) if topo is not None else (None, None)
     if gpu is not None and gpu.bdf and topo is not None:  # named as inspect, launch and emit name it
         gpu = GpuUse(gpu.bdf, gpu.node, gpu.source, gpu.index, device_labels(topo.devices).get(gpu.bdf.lower()))
@@ -457,7 +491,21 @@ def read_process(
         rank_source=rank_key,
         numa_faults=faults,
         notes=tuple(notes),
+        gpu_context=context,
     )
+
+
+def gpu_context(pid: int, memory: NumaMemory, topo: Topology | None) -> GpuContext | None:
+    """Whether the process holds a GPU context, and the evidence: NVML's compute processes, else a mapping of
+    /dev/nvidia-uvm (CUDA) or /dev/kfd (ROCm). Open descriptors and /dev/nvidiactl mappings do not count: a forked
+    worker inherits both from its rank without a context of its own."""
+    for g in topo.fabric.nvml_gpus if topo is not None else ():
+        if pid in g.processes:
+            return GpuContext("CUDA", f"NVML lists it as a compute process on GPU {g.index}")
+    for device, runtime in CONTEXT_DEVICES.items():
+        if device in memory.gpu_maps:
+            return GpuContext(runtime, f"it maps /dev/{device}")
+    return None
 
 
 def _cpulist(text: str | None) -> frozenset[int]:
@@ -637,6 +685,36 @@ def descendants(table: dict[int, tuple[int, str, str]], root: int) -> list[int]:
     return out
 
 
+def rank_environ(host: Host, pid: int) -> dict[str, str] | None:
+    """The named keys (ENVIRON_KEYS) of a process's environment; None when it exited, is another user's or cannot
+    be read (not known to be a rank)."""
+    try:
+        return parse_environ(_Reader(host, pid).read("environ"))
+    except NumatuneError:
+        return None
+
+
+def rank_ancestors(host: Host, procs: list[ProcessInfo], topo: Topology | None = None) -> dict[int, ProcessInfo]:
+    """The processes above a ranked one that carry its rank variables and are not among `procs` (a worker audited
+    alone: its rank), read without their threads: what tells a rank from its workers and judges a worker."""
+    by_pid = {p.pid: p for p in procs}
+    known: dict[int, ProcessInfo] = {}
+    for p in procs:
+        if p.rank is None:
+            continue
+        ident, cur = rank_identity(p.environ), p
+        while cur.ppid and cur.ppid not in by_pid and cur.ppid not in known:
+            env = rank_environ(host, cur.ppid)
+            if env is None or rank_identity(env) != ident:
+                break
+            try:
+                parent = read_process(host, cur.ppid, topo, threads=False)
+            except NumatuneError:
+                break
+            known[parent.pid] = cur = parent
+    return known
+
+
 def rank_processes(host: Host, table: dict[int, tuple[int, str, str]], exclude: int | None = None) -> list[int]:
     """PIDs whose environment names a local rank the way launch reads it (LOCAL_RANK, SLURM_LOCALID,
     OMPI_COMM_WORLD_LOCAL_RANK, ...): a machine's training ranks and the processes they started. An environment
@@ -645,11 +723,8 @@ def rank_processes(host: Host, table: dict[int, tuple[int, str, str]], exclude: 
     for pid in sorted(table):
         if pid == exclude:
             continue
-        try:
-            found = local_rank(parse_environ(_Reader(host, pid).read("environ")))[0] is not None
-        except NumatuneError:  # exited, another user's, unreadable: not known to be a rank
-            continue
-        if found:
+        env = rank_environ(host, pid)
+        if env is not None and local_rank(env)[0] is not None:
             out.append(pid)
     return out
 

@@ -33,6 +33,8 @@ def _cpu_nodes(a: ProcessAudit, topo: Topology) -> str:
 def _gpu(a: ProcessAudit) -> str:
     g = a.process.gpu
     if g is None:
+        if a.role == "worker" and a.process.gpus_open:
+            return "- (inherited descriptors, no context)"
         return f"{len(a.process.gpus_open)} open" if a.process.gpus_open else "-"
     node = "?" if g.node is None else str(g.node)
     return f"{g.label + ' ' if g.label else ''}{g.bdf or '?'} (node {node})"
@@ -57,15 +59,20 @@ def job_table(
     helpers = helpers or {}
     table = Table(title=title or None, title_justify="left")
     show_rank = any(a.process.rank is not None for a in audits)
+    show_role = any(a.role != "process" for a in audits)
     if show_rank:
         table.add_column("rank", justify="right")
+    if show_role:
+        table.add_column("role")
     for col in ("PID", "command", "GPU (node)", "CPU nodes", "memory by node", "remote", "slow tier", "verdict"):
         table.add_column(col, justify="right" if col in ("PID", "remote", "slow tier") else "left")
     for a in audits:
         row = []
         if show_rank:
             row.append("-" if a.process.rank is None else str(a.process.rank))
-        extra = helpers.get(a.process.pid, 0)
+        if show_role:
+            row.append(f"└ worker of {a.rank_pid}" if a.role == "worker" else a.role)
+        extra = 0 if show_role else helpers.get(a.process.pid, 0)  # a job's workers are rows of their own
         pid = str(a.process.pid) + (f" (+{extra})" if extra else "")
         row += [
             pid,
@@ -142,13 +149,14 @@ def process_detail(a: ProcessAudit, topo: Topology, terminal: bool = True) -> Gr
         row = p.memory.by_kind.get(kind)
         if row:
             mem.add_row(kind, *(human_bytes(row.get(n, 0)) for n in nodes), human_bytes(sum(row.values())))
-    if p.memory.pinned:
-        pinned: dict[int, int] = {}
-        for by in p.memory.pinned.values():
-            for n, b in by.items():
-                pinned[n] = pinned.get(n, 0) + b
-        mem.add_row(f"pinned ({', '.join(p.memory.pinned)})", *(human_bytes(pinned.get(n, 0)) for n in nodes),
-                    human_bytes(sum(pinned.values())), style="yellow" if loc.pinned and loc.pinned.wrong_bytes else "")
+    if loc.pinned is not None:  # part of shm: the shared anonymous mappings of a CUDA process
+        pin = loc.pinned.by_node
+        mem.add_row("  of shm: pinned host", *(human_bytes(pin.get(n, 0)) for n in nodes),
+                    human_bytes(sum(pin.values())), style="yellow" if loc.pinned.wrong_bytes else "")
+    driver = _driver_by_node(a)
+    if driver:  # part of file: the GPU driver's own mappings (nvidiactl, nvidia-uvm), not pinned buffers
+        mem.add_row(f"  of file: GPU driver ({', '.join(p.memory.driver)})", *(human_bytes(driver.get(n, 0))
+                    for n in nodes), human_bytes(sum(driver.values())))
     mem.add_row("total", *(human_bytes(p.memory.by_node[n]) for n in nodes), human_bytes(p.memory.total), style="bold")
 
     pol = Table(title=f"memory policies ({p.memory.mappings} mappings)", title_justify="left")
@@ -185,7 +193,61 @@ def process_detail(a: ProcessAudit, topo: Topology, terminal: bool = True) -> Gr
         acc.append(f"  note: {note}\n", style="dim")
     for note in p.notes:
         acc.append(f"  note: {note}\n", style="dim")
-    return Group(head, mem, pol, thr, acc, fix_text(a))
+    return Group(head, mem, *filter(None, [gpu_memory_text(a)]), pol, thr, acc, fix_text(a))
+
+
+def _driver_by_node(a: ProcessAudit) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for by in a.process.memory.driver.values():
+        for n, b in by.items():
+            out[n] = out.get(n, 0) + b
+    return {n: b for n, b in sorted(out.items()) if b}
+
+
+MAX_BUFFER_LINES = 8
+
+
+def gpu_memory_text(a: ProcessAudit) -> Text | None:
+    """A GPU process's host memory, named: its pinned host buffers (each, largest first, with its node and how
+    numatune knows), their price from a saved probe, what cannot be seen from outside, and the driver's own
+    mappings; sentences wrapped at 100 columns. None for a process without a GPU context or driver mappings."""
+    from numatune.analysis.locality import REGISTERED_NOTE
+    from numatune.render.finding_text import wrap_words
+
+    p, pin = a.process, a.locality.pinned
+    driver = _driver_by_node(a)
+    if pin is None and p.gpu_context is None and not driver:
+        return None
+    out = Text()
+
+    def say(text: str, first: str = "", rest: str = "    ", style: str = "") -> None:
+        out.append("\n".join(wrap_words(text, first=first, rest=rest)) + "\n", style=style)
+
+    cuda = p.gpu_context is not None and p.gpu_context.runtime == "CUDA"
+    if pin is not None:
+        where = ", ".join(f"node {n}" + (" (its GPU's node)" if n == pin.gpu_cpu_node else "")
+                          for n in pin.by_node)
+        say(f"pinned host memory: {human_bytes(sum(pin.by_node.values()))} on {where}, {len(pin.mappings)} "
+            f"buffer(s) — {pin.how}")
+        shown = len(pin.mappings) if len(pin.mappings) <= MAX_BUFFER_LINES + 1 else MAX_BUFFER_LINES
+        for m in pin.mappings[:shown]:
+            nodes = ", ".join(f"node {n}" for n, pages in m.pages.items() if pages)
+            out.append(f"  {human_bytes(m.bytes):>10} at {m.start:x} on {nodes}\n")
+        rest = pin.mappings[shown:]
+        if rest:
+            out.append(f"  {human_bytes(sum(m.bytes for m in rest)):>10} in {len(rest)} smaller buffer(s) "
+                       "(all of them in --json)\n")
+        for n, gbps in pin.h2d_gbps.items():
+            out.append(f"  host-to-GPU copies from node {n}: {gbps:.1f} GB/s (the saved probe)\n")
+    elif cuda:
+        say(f"pinned host memory: none resident in shared anonymous mappings ({p.gpu_context.evidence})")
+    if cuda:
+        say(f"not seen from outside: {REGISTERED_NOTE}", first="  ", style="dim")
+    if driver:
+        per = ", ".join(f"{d} {human_bytes(sum(v.values()))}" for d, v in p.memory.driver.items() if sum(v.values()))
+        say(f"GPU driver memory: {human_bytes(sum(driver.values()))} on {', '.join(f'node {n}' for n in driver)} "
+            f"({per}): the driver's own mappings, not pinned buffers")
+    return out
 
 
 def mapping_table(a: ProcessAudit, min_size: int) -> Table:
@@ -224,8 +286,21 @@ def render_audit(
         return Group(process_detail(audits[0], topo, terminal), *maps)
     parts: list = [job_table(audits, topo, helpers, "job" if job else "processes", terminal)]
     for a in audits:
+        gpu_mem = gpu_memory_text(a) if a.role != "worker" else None
+        if gpu_mem is not None:
+            parts.append(Text(f"PID {a.process.pid}" + (f" (rank {a.process.rank})" if a.role == "rank" else ""),
+                              style="bold"))
+            parts.append(gpu_mem)
+    for a in audits:
         if a.locality.verdict in ("warning", "misplaced"):
             parts.append(fix_text(a))
     bad = sum(a.locality.verdict == "misplaced" for a in audits)
-    parts.append(Text(f"{len(audits)} process(es), {bad} misplaced", style="bold"))
+    if job:
+        ranks = sum(a.role == "rank" for a in audits)
+        workers = sum(a.role == "worker" for a in audits)
+        others = len(audits) - ranks - workers
+        parts.append(Text(f"{ranks} rank(s), {workers} worker(s)" + (f", {others} other process(es)" if others else "")
+                          + f", {bad} misplaced", style="bold"))
+    else:
+        parts.append(Text(f"{len(audits)} process(es), {bad} misplaced", style="bold"))
     return Group(*parts, *maps)

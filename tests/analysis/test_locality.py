@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from numatune.analysis.locality import Thresholds, audit_findings, job_ranks, judge
+from numatune.analysis.locality import Thresholds, audit_findings, judge
 from numatune.model.process import GpuUse, ProcessInfo, ThreadInfo
 from numatune.readers.procs import parse_numa_maps
 from numatune.readers.topology import read_topology
@@ -158,19 +158,6 @@ def test_kernel_thread_is_not_judged(two_socket):
     assert audit_findings(two_socket, p) == []
 
 
-def test_job_ranks_one_row_per_rank_helpers_counted():
-    def mk(pid, ppid, rank):
-        return ProcessInfo(pid=pid, comm="python", cmdline=("python",), ppid=ppid, state="S", threads=(),
-                           cpus_allowed=(), mems_allowed=(), rank=rank,
-                           rank_source="LOCAL_RANK" if rank is not None else None)
-
-    procs = [mk(11, 10, 0), mk(12, 10, 1), mk(13, 12, 1), mk(14, 13, 1), mk(15, 10, None)]
-    rows = job_ranks(procs)
-    assert [(p.pid, p.rank, n) for p, n in rows] == [(11, 0, 0), (12, 1, 2)]
-    plain = job_ranks([mk(21, 20, None), mk(22, 20, None)])
-    assert [p.pid for p, _ in plain] == [21, 22]
-
-
 def test_shared_file_pages_on_the_other_socket_do_not_judge_placement(two_socket):
     """Libraries sit in the page cache wherever the first reader faulted them (seen in the VM harness)."""
     text = maps(N0=8000) + (
@@ -226,3 +213,55 @@ def test_pinned_to_x925_cores_is_fine(gb10):
 def test_symmetric_cpu_never_reports_efficiency_cores(two_socket):
     p = proc(maps(N0=1000), [0], [0], rank=0, rank_source="LOCAL_RANK")
     assert "NT405" not in [f.code for f in audit_findings(two_socket, p)]
+
+
+# -- pinned host buffers: a CUDA process's shared anonymous memory ------------------------------------------
+SHARED = "7f{:010x} bind:{node} file=/dev/zero\\040(deleted) dirty={n} N{node}={n} kernelpagesize_kB=4\n"
+CTL = "7e{:010x} default file=/dev/nvidiactl dirty={n} mapped={n} N{node}={n} kernelpagesize_kB=4\n"
+
+
+def cuda_rank(text: str, gpu_node: int, context: bool = True) -> ProcessInfo:
+    from numatune.model.process import GpuContext
+
+    gpu = GpuUse("0000:05:00.0", gpu_node, "fd /dev/nvidia1", 1)
+    ctx = GpuContext("CUDA", "it maps /dev/nvidia-uvm") if context else None
+    return proc(maps(N1=400000) + text, [1], list(range(1, 24, 2)), gpu=gpu, gpu_context=ctx)
+
+
+def test_shared_anonymous_buffers_of_a_cuda_process_on_the_other_node_are_nt407(two_socket):
+    """Today's stack (driver 580, CUDA 13): pin_memory() buffers are shared anonymous mappings; here 64 MiB of
+    them sit on node 0 while the rank's GPU hangs off node 1, and the driver's 70 MiB of /dev/nvidiactl pages
+    on node 0 are not buffers."""
+    text = SHARED.format(0, node=0, n=16384) + SHARED.format(1 << 24, node=1, n=512) + CTL.format(0, node=0, n=17920)
+    a = judge(cuda_rank(text, 1), two_socket, h2d={"0000:05:00.0": {0: 21.5, 1: 25.1}})
+    pin = a.locality.pinned
+    assert pin.gpu_cpu_node == 1 and pin.by_node == {0: 64 << 20, 1: 2 << 20}
+    assert pin.wrong_nodes == (0,) and pin.wrong_bytes == 64 << 20
+    assert [(m.start, m.bytes) for m in pin.mappings] == [(0x7f0000000000, 64 << 20), (0x7f0001000000, 2 << 20)]
+    assert pin.how.startswith("shared anonymous memory of a CUDA process: cudaHostAlloc/pin_memory (it maps")
+    assert pin.h2d_gbps == {0: 21.5, 1: 25.1}
+    assert pin.cost == "probe measured host-to-GPU copies at 25.1 GB/s from node 1 and 21.5 GB/s from node 0"
+    assert a.locality.verdict == "warning"
+    assert any(r.startswith("pinned host buffers (shared anonymous memory of a CUDA process") and "64 of 66 MiB"
+               in r for r in a.locality.reasons)
+    found = [f for f in audit_findings(two_socket, cuda_rank(text, 1)) if f.code == "NT407"]
+    assert len(found) == 1 and "node 0 64 MiB" in found[0].message
+
+
+def test_driver_mappings_alone_and_shared_memory_without_a_context_are_not_pinned_buffers(two_socket):
+    ctl = CTL.format(0, node=0, n=17920)  # 70 MiB of the driver's own pages on the other node
+    assert judge(cuda_rank(ctl, 1), two_socket).locality.pinned is None
+    shared = SHARED.format(0, node=0, n=16384)
+    worker = judge(cuda_rank(shared, 1, context=False), two_socket).locality  # a forked worker: no context
+    assert worker.pinned is None and not any("pinned" in r for r in worker.reasons)
+    assert "NT407" not in {f.code for f in audit_findings(two_socket, cuda_rank(shared, 1, context=False))}
+
+
+def test_pinned_buffers_on_the_gpu_s_node_are_priced_not_flagged(two_socket):
+    a = judge(cuda_rank(SHARED.format(0, node=1, n=65536), 1), two_socket, h2d={"0000:05:00.0": {1: 54.6}})
+    pin = a.locality.pinned
+    assert pin.by_node == {1: 256 << 20} and pin.wrong_bytes == 0 and pin.cost is None
+    assert pin.h2d_gbps == {1: 54.6}
+    assert not any(r.startswith("pinned host buffers") for r in a.locality.reasons)
+    no_gpu = judge(cuda_rank(SHARED.format(0, node=1, n=512), 1)._replace(gpu=None), two_socket).locality.pinned
+    assert no_gpu.gpu_cpu_node is None and no_gpu.by_node == {1: 2 << 20} and no_gpu.wrong_nodes == ()

@@ -104,11 +104,16 @@ def test_job_view_on_a_real_process_tree(cli):
         ranks = doc["job"]["ranks"]
         assert [x["rank"] for x in ranks] == [0, 1, 2]
         assert [x["helper_processes"] for x in ranks] == [0, 1, 0]  # rank 1's data-loader is counted
-        assert [p["rank"] for p in doc["processes"]] == [0, 1, 2]
+        helper = ranks[1]["workers"]
+        assert len(helper) == 1
+        # listed under its rank as a worker, not as another rank
+        assert [(p["rank"], p["role"]) for p in doc["processes"]] == [(0, "rank"), (1, "rank"), (1, "worker"),
+                                                                        (2, "rank")]
+        assert doc["processes"][2]["pid"] == helper[0] and doc["processes"][2]["rank_pid"] == ranks[1]["pid"]
         assert "hunter2" not in r.stdout and "MY_SECRET_TOKEN" not in r.stdout
         t = cli("audit", "--children", str(launcher.pid))
         assert t.exit_code == 0
-        assert "rank" in t.stdout and "(+1)" in t.stdout and "3 process(es)" in t.stdout
+        assert f"worker of {ranks[1]['pid']}" in t.stdout and "3 rank(s), 1 worker(s)" in t.stdout
     finally:
         stop(launcher)
 
@@ -372,15 +377,20 @@ def test_mappings_for_several_processes(cli, child, bound_child):
     assert cli("audit", str(p.pid), "--mappings", "--format", "prometheus").exit_code == 2
 
 
+UVM = "ffffc0000000 default file=/dev/nvidia-uvm dirty=64 N1=64 kernelpagesize_kB=64\n"  # a CUDA context
+
+
 def test_grace_rank_pinned_buffers_on_the_other_grace_and_pages_in_its_gpus_hbm(cli, tmp_path):
-    """A GB200 rank on GPU2 (CPU node 1, HBM node 18) whose cudaHostAlloc buffers (pages of /dev/nvidiactl)
-    came from node 0: NT407; its pages in node 18 are named as GPU2's HBM, not as remote DRAM."""
+    """A GB200 rank on GPU2 (CPU node 1, HBM node 18) with a CUDA context (it maps /dev/nvidia-uvm) whose
+    cudaHostAlloc buffers (shared anonymous mappings) came from node 0: NT407; the driver's /dev/nvidiactl pages
+    are its own memory, not buffers; its pages in node 18 are named as GPU2's HBM, not as remote DRAM."""
     root = fixture_copy("handmade-gb200-numa", tmp_path / "root")
     write_process(root, 4300, "LOCAL_RANK=2\x00",
-                  "aaaa00000000 default heap anon=256 dirty=256 N1=256 kernelpagesize_kB=64\n"
-                  "ffff00000000 default file=/dev/nvidiactl dirty=1024 mapped=1024 N0=1024 kernelpagesize_kB=64\n"
-                  "ffff80000000 default file=/dev/nvidiactl dirty=256 mapped=256 N1=256 kernelpagesize_kB=64\n"
-                  "ffffc0000000 default file=/dev/nvidia-uvm dirty=64 N0=64 kernelpagesize_kB=64\n"
+                  "aaaa00000000 default heap anon=8192 dirty=8192 N1=8192 kernelpagesize_kB=64\n"
+                  "ffff00000000 default file=/dev/zero\\040(deleted) dirty=1024 N0=1024 kernelpagesize_kB=64\n"
+                  "ffff80000000 default file=/dev/zero\\040(deleted) dirty=256 N1=256 kernelpagesize_kB=64\n"
+                  "ffffa0000000 default file=/dev/nvidiactl dirty=512 mapped=512 N0=512 kernelpagesize_kB=64\n"
+                  + UVM +
                   "bbbb00000000 bind:18 anon=512 dirty=512 N18=512 kernelpagesize_kB=64\n")
     r = cli("--root", str(root), "audit", "4300", "--json")
     assert r.exit_code == 0, r.stderr
@@ -388,14 +398,19 @@ def test_grace_rank_pinned_buffers_on_the_other_grace_and_pages_in_its_gpus_hbm(
     assert p["gpu"]["bdf"] == "0018:01:00.0" and p["home_nodes"] == [1]
     assert p["memory_nodes"]["18"] == {"kind": "gpu", "gpu": "0018:01:00.0"}
     assert p["memory_nodes"]["1"] == {"kind": "dram", "gpu": None}
+    assert p["gpu_context"] == {"runtime": "CUDA", "evidence": "it maps /dev/nvidia-uvm"}
     pinned = p["pinned_host"]
-    assert pinned["gpu_cpu_node"] == 1 and pinned["devices"] == ["nvidiactl"]  # nvidia-uvm is managed, not pinned
+    assert pinned["gpu_cpu_node"] == 1 and pinned["devices"] == ["/dev/zero (deleted)"]
     assert pinned["bytes_by_node"] == {"0": 1024 * 65536, "1": 256 * 65536}
+    assert [(b["start"], b["bytes"]) for b in pinned["buffers"]] == [("ffff00000000", 64 << 20),
+                                                                      ("ffff80000000", 16 << 20)]
     assert pinned["off_nodes"] == [0] and pinned["off_node_bytes"] == 64 << 20
+    assert p["gpu_driver_memory"] == {"nvidia-uvm": {"1": 64 * 65536}, "nvidiactl": {"0": 512 * 65536}}
     assert p["verdict"] == "warning"
     assert any(x.startswith("pinned host buffers") and "64 of 80 MiB" in x for x in p["reasons"])
-    text = cli("--root", str(root), "audit", "4300").stdout
-    assert "pinned (nvidiactl)" in text and "gpu GPU2" in text
+    text = " ".join(cli("--root", str(root), "audit", "4300").stdout.split())
+    assert "of shm: pinned host" in text and "gpu GPU2" in text and "pinned (nvidiactl)" not in text
+    assert "GPU driver memory: 36.0 MiB on node 0, node 1 (nvidia-uvm 4.0 MiB, nvidiactl 32.0 MiB)" in text
     from numatune.analysis.locality import audit_findings
     from numatune.readers.procs import read_process
     from numatune.readers.topology import read_topology
@@ -407,50 +422,168 @@ def test_grace_rank_pinned_buffers_on_the_other_grace_and_pages_in_its_gpus_hbm(
     assert "NT407" in codes and "NT401" not in codes  # the HBM pages are the GPU's, not remote DRAM
 
 
-def _probe_doc(pairs):
+def _probe_doc(pairs, index=2, bdf="0018:01:00.0", name="NVIDIA GB200"):
     """A hand-made `probe --gpu --json` document (figures as torchtitan#3519 reports for GB200, not measured)."""
     fig = {"samples": [1.0], "median": 0.0, "max": 0.0}
     return {"schema": "numatune.probe/1", "gpu": {
-        "measured": True, "gpus": [{"index": 2, "name": "NVIDIA GB200", "bdf": "0018:01:00.0", "numa_node": 1}],
-        "pairs": [{"node": n, "gpu": 2, "status": "ok", "h2d_gbps": {"4194304": dict(fig, median=1.0),
-                                                                     "268435456": dict(fig, median=v)}}
+        "measured": True, "gpus": [{"index": index, "name": name, "bdf": bdf, "numa_node": 1}],
+        "pairs": [{"node": n, "gpu": index, "status": "ok", "h2d_gbps": {"4194304": dict(fig, median=1.0),
+                                                                         "268435456": dict(fig, median=v)}}
                   for n, v in pairs]}}
 
 
 def test_audit_probe_states_what_misplaced_pinned_buffers_cost(cli, tmp_path):
     root = fixture_copy("handmade-gb200-numa", tmp_path / "root")
     write_process(root, 4300, "LOCAL_RANK=2\x00",
-                  "ffff00000000 default file=/dev/nvidiactl dirty=1024 mapped=1024 N0=1024 kernelpagesize_kB=64\n")
+                  "ffff00000000 default file=/dev/zero\\040(deleted) dirty=1024 N0=1024 kernelpagesize_kB=64\n"
+                  + UVM)
     probe = tmp_path / "probe.json"
     probe.write_text(json.dumps(_probe_doc([(0, 115.0), (1, 330.0)])))
     p = json.loads(cli("--root", str(root), "audit", "4300", "--probe", str(probe), "--json").stdout)["processes"][0]
     assert p["pinned_host"]["cost"] == ("probe measured host-to-GPU copies at 330.0 GB/s from node 1 and "
                                         "115.0 GB/s from node 0")
+    assert p["pinned_host"]["h2d_gbps_by_node"] == {"0": 115.0}
     assert any("330.0 GB/s from node 1" in r for r in p["reasons"])
     probe.write_text(json.dumps(_probe_doc([(1, 330.0)])))  # node 0 not measured: no figure is made up
     p = json.loads(cli("--root", str(root), "audit", "4300", "--probe", str(probe), "--json").stdout)["processes"][0]
-    assert p["pinned_host"]["cost"] is None
+    assert p["pinned_host"]["cost"] is None and p["pinned_host"]["h2d_gbps_by_node"] == {}
     probe.write_text("{not json")
     bad = cli("--root", str(root), "audit", "4300", "--probe", str(probe))
     assert bad.exit_code == 3 and "not JSON" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_pinned_pages_of_a_real_cuda_process_moved_to_the_other_grace(cli, tmp_path):
-    """The numa_maps of a real torch process on an H100 (fixture h100-vm-1gpu: 70 MiB of host pages mapped
-    through /dev/nvidiactl, all on node 0), its /dev/nvidiactl lines edited to say N1, as GPU0's rank on the
-    GB200 tree: GPU0 hangs off node 0, so those pages are misplaced pinned buffers."""
+    """The numa_maps of the real rank of fixture h100-job-2026-11-28 (CUDA 13, driver 580: its pin_memory()
+    buffers are /dev/zero (deleted) mappings, all on node 0), those lines edited to say N1, as GPU0's rank on the
+    GB200 tree: GPU0 hangs off node 0, so they are misplaced pinned buffers. Its /dev/nvidiactl lines, edited the
+    same way, are the driver's memory and judge nothing."""
     import re
 
-    real = (fixture_root("h100-vm-1gpu") / "proc/1248/numa_maps").read_text()
-    moved = "\n".join(re.sub(r"\bN0=", "N1=", line) if "file=/dev/nvidiactl" in line else line
+    real = (fixture_root(JOB) / "proc/578/numa_maps").read_text()
+    moved = "\n".join(re.sub(r"\bN0=", "N1=", line) if "file=/dev/zero" in line else line
                       for line in real.splitlines()) + "\n"
     root = fixture_copy("handmade-gb200-numa", tmp_path / "root")
     write_process(root, 4301, "LOCAL_RANK=0\x00", moved)
     p = json.loads(cli("--root", str(root), "audit", "4301", "--json").stdout)["processes"][0]
     assert p["gpu"]["bdf"] == "0008:01:00.0" and p["home_nodes"] == [0]
-    assert p["pinned_host"]["off_nodes"] == [1] and p["pinned_host"]["off_node_bytes"] == 73400320  # 70 MiB
-    assert p["pinned_host"]["bytes_by_node"] == {"1": 73400320}
-    assert p["verdict"] == "warning" and any(r.startswith("pinned host buffers") for r in p["reasons"])
+    assert p["gpu_context"]["evidence"] == "it maps /dev/nvidia-uvm"  # no NVML record in this tree
+    staged = 71233 * 4096  # the 256 MiB staging buffer, one of 2,113 pages and seven of 512
+    assert p["pinned_host"]["off_nodes"] == [1] and p["pinned_host"]["off_node_bytes"] == staged
+    assert p["pinned_host"]["bytes_by_node"] == {"1": staged}
+    # 278 MiB of its own memory on the other Grace: remote memory above 20%, and named as pinned buffers
+    assert p["verdict"] == "misplaced" and any(r.startswith("pinned host buffers") for r in p["reasons"])
+    driver_only = "\n".join(re.sub(r"\bN0=", "N1=", line) if "file=/dev/nvidiactl" in line else line
+                            for line in real.splitlines()) + "\n"
+    write_process(root, 4302, "LOCAL_RANK=0\x00", driver_only)
+    q = json.loads(cli("--root", str(root), "audit", "4302", "--json").stdout)["processes"][0]
+    assert q["pinned_host"]["off_nodes"] == [] and q["gpu_driver_memory"]["nvidiactl"] == {"1": 70 << 20}
+    assert not any(r.startswith("pinned host buffers") for r in q["reasons"])
+
+
+# -- the real job of fixture h100-job-2026-11-28: a rank (578) and its two DataLoader workers --------------
+JOB = "h100-job-2026-11-28"
+BATCHES = ["7fe2ba400000", "7fe297800000", "7fe30dc00000", "7fe30de00000", "7fe30e800000", "7fe30ea00000",
+           "7fe30f800000", "7fe314a37000"]  # the rank's smaller /dev/zero (deleted) mappings: pinned batches
+
+
+def test_the_capture_s_rank_names_its_pinned_buffers_and_the_driver_s_memory(cli):
+    root = str(fixture_root(JOB, archive=True))
+    r = cli("--root", root, "audit", "578")
+    assert r.exit_code == 0, r.stderr
+    text = " ".join(r.stdout.split())  # sentences are wrapped at 100 columns
+    assert ("pinned host memory: 278.3 MiB on node 0 (its GPU's node), 9 buffer(s) — shared anonymous memory of a "
+            "CUDA process: cudaHostAlloc/pin_memory (NVML lists it as a compute process on GPU 0)") in text
+    assert "256.0 MiB at 7fe2c2000000 on node 0" in text and "8.3 MiB at 7fe2ba400000 on node 0" in text
+    assert all(f"at {start} on node 0" in text for start in BATCHES)
+    assert "GPU driver memory: 72.0 MiB on node 0 (nvidia-uvm 2.0 MiB, nvidiactl 70.0 MiB): the driver's own" in text
+    assert "cudaHostRegister" in text and "pinned (nvidiactl)" not in text
+    doc = json.loads(cli("--root", root, "audit", "578", "--json").stdout)
+    (p,) = doc["processes"]
+    pinned = p["pinned_host"]
+    assert pinned["bytes_by_node"] == {"0": 71233 * 4096} and pinned["off_nodes"] == []
+    assert pinned["buffers"][0] == {"start": "7fe2c2000000", "bytes": 256 << 20, "page_size": 4096,
+                                    "pages_by_node": {"0": 65536}}
+    assert sorted(b["start"] for b in pinned["buffers"][1:]) == sorted(BATCHES)
+    assert pinned["how"].startswith("shared anonymous memory of a CUDA process: cudaHostAlloc/pin_memory")
+    assert p["gpu_driver_memory"] == {"nvidia-uvm": {"0": 2 << 20}, "nvidiactl": {"0": 70 << 20}}
+    assert p["role"] == "rank" and p["gpu"]["label"] == "GPU0" and p["verdict"] == "ok"
+
+
+def test_the_capture_s_job_view_is_one_rank_with_two_workers(cli):
+    root = str(fixture_root(JOB, archive=True))
+    r = cli("--root", root, "audit", "--ranks")
+    assert r.exit_code == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if "python3 train.py 25" in line]
+    assert len(rows) == 3
+    assert "│ rank " in rows[0] and "GPU0 0000:00:06.0 (node 0)" in rows[0]
+    assert all("└ worker of 578" in row and "GPU0" not in row for row in rows[1:])
+    assert "1 rank(s), 2 worker(s), 0 misplaced" in r.stdout
+    assert "256.0 MiB at 7fe2c2000000 on node 0" in r.stdout and "nvidiactl 70.0 MiB" in r.stdout
+    doc = json.loads(cli("--root", root, "audit", "--ranks", "--json").stdout)
+    assert doc["job"] == {"launchers": [], "ranks": [{"rank": 0, "pid": 578, "helper_processes": 2,
+                                                      "workers": [613, 614]}]}
+    assert [(p["pid"], p["role"], p["rank_pid"]) for p in doc["processes"]] == [
+        (578, "rank", None), (613, "worker", 578), (614, "worker", 578)]
+    rank, *workers = doc["processes"]
+    assert rank["gpu"]["label"] == "GPU0" and rank["pinned_host"]["bytes_by_node"] == {"0": 71233 * 4096}
+    for w in workers:  # no context: no GPU of their own, no pinned buffers, inside the rank's CPUs 0-5 and node 0
+        assert w["gpu"] is None and w["gpu_context"] is None and w["pinned_host"] is None
+        assert w["worker"]["rank_cpus"] == [0, 1, 2, 3, 4, 5] and w["worker"]["rank_nodes"] == [0]
+        assert w["worker"]["reason"] is None and w["verdict"] == "ok"
+        assert any("no GPU context of its own" in n for n in w["notes"])
+    prom = cli("--root", root, "audit", "--ranks", "-f", "prometheus").stdout
+    assert "numatune_audit_processes 3\n" in prom
+
+
+def test_a_worker_audited_alone_is_judged_against_its_rank(cli):
+    root = str(fixture_root(JOB, archive=True))
+    (p,) = json.loads(cli("--root", root, "audit", "613", "--json").stdout)["processes"]
+    assert p["role"] == "worker" and p["rank_pid"] == 578 and p["gpu"] is None
+    assert p["worker"]["rank_cpus"] == [0, 1, 2, 3, 4, 5]
+    assert "worker of 578" not in cli("--root", root, "audit", "613").stdout  # one process: the detail
+
+
+def _widened(tmp_path):
+    """The capture with worker 613 as bind_worker() left it in the same job: its CPUs 0-15, the whole node."""
+    root = fixture_copy(JOB, tmp_path)
+    for status in (root / "proc/613/status", *(root / "proc/613/task").glob("*/status")):
+        status.write_text(status.read_text().replace("Cpus_allowed_list:\t0-5", "Cpus_allowed_list:\t0-15"))
+    return root
+
+
+def test_a_worker_widened_past_its_rank_is_nt408_in_audit_and_check(cli, tmp_path):
+    root = str(_widened(tmp_path))
+    doc = json.loads(cli("--root", root, "audit", "--ranks", "--json").stdout)
+    w = next(p for p in doc["processes"] if p["pid"] == 613)
+    assert w["worker"]["outside_cpus"] == list(range(6, 16)) and w["verdict"] == "warning"
+    assert w["worker"]["reason"].startswith("a worker of rank PID 578 (LOCAL_RANK=0) outside its rank's binding: "
+                                            "it may run on CPUs 6-15")
+    assert w["fix"]["taskset"] == "taskset -a -p -c 0-5 613"
+    assert "numatune.bind_worker()" in w["worker"]["fix"]
+    assert next(p for p in doc["processes"] if p["pid"] == 614)["verdict"] == "ok"
+    text = cli("--root", root, "audit", "--ranks").stdout
+    assert "PID 613 warning" in text and "taskset -a -p -c 0-5 613" in text
+    check = json.loads(cli("--root", root, "check", "--pid", "613", "--json").stdout)
+    described = [c["description"] for c in check["checks"] if c["group"] == "audit"]
+    assert any("NT408" in json.dumps(c) for c in check["checks"]), described
+
+
+def test_inherited_gpu_descriptors_give_a_worker_no_gpu(cli, tmp_path):
+    """The links the fixture leaves out, put back: the workers hold /dev/nvidia0 open (inherited across fork)."""
+    import os
+
+    root = fixture_copy(JOB, tmp_path)
+    for pid in (578, 613, 614):
+        os.symlink("/dev/nvidia0", root / f"proc/{pid}/fd/23")
+        os.symlink("/dev/nvidiactl", root / f"proc/{pid}/fd/24")
+    doc = json.loads(cli("--root", str(root), "audit", "--ranks", "--json").stdout)
+    rank, *workers = doc["processes"]
+    assert rank["gpu"]["label"] == "GPU0"
+    for w in workers:
+        assert w["role"] == "worker" and w["gpu"] is None and [g["source"] for g in w["gpus_open"]] == [
+            "fd /dev/nvidia0"]
+    text = cli("--root", str(root), "audit", "--ranks").stdout
+    assert text.count("- (inherited descriptors, no context)") == 2
 
 
 def test_a_pid_missing_from_a_snapshot_names_the_pids_it_holds(cli):

@@ -198,3 +198,40 @@ def test_a_snapshot_keeps_link_texts_so_the_copy_reports_what_the_root_does(cli,
     elif text.startswith("nodes"):
         assert len(before["nodes"]) == 2
     assert os.readlink(tmp_path / "snap/sys/devices/system/node") == text
+
+
+# A rank (LOCAL_RANK=0) that forks a DataLoader-like worker inheriting its environment.
+RANK_WITH_WORKER = """\
+import os, subprocess, sys
+w = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+assert w.stdout.readline().strip() == "ready"
+print("ready", w.pid, flush=True)
+sys.stdin.readline()
+w.stdin.write("\\n"); w.stdin.flush(); w.wait()
+"""
+
+
+def test_a_worker_s_snapshot_keeps_its_rank_so_replay_tells_worker_from_rank(cli, tmp_path):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, LOCAL_RANK="0")
+    rank = subprocess.Popen([sys.executable, "-c", RANK_WITH_WORKER, ALLOC], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        word, worker = rank.stdout.readline().split()
+        assert word == "ready"
+        archive = tmp_path / "worker.tar.gz"
+        assert cli("snapshot", "-o", str(archive), "--pid", worker).exit_code == 0
+        live = json.loads(cli("audit", worker, "--json").stdout)["processes"][0]
+    finally:
+        rank.stdin.write("\n")
+        rank.stdin.flush()
+        rank.wait(timeout=30)
+    saved = json.loads(cli("--root", str(archive), "audit", worker, "--json").stdout)["processes"][0]
+    assert live["role"] == saved["role"] == "worker"
+    assert live["rank_pid"] == saved["rank_pid"] == rank.pid
+    assert saved["worker"]["rank_cpus"] == live["worker"]["rank_cpus"]
+    with tarfile.open(archive) as tar:
+        names = {m.name.split("/", 1)[-1] for m in tar.getmembers()}
+    assert f"proc/{rank.pid}/environ" in names and f"proc/{rank.pid}/status" in names

@@ -31,7 +31,7 @@ from numatune.readers.procs import (
 )
 from numatune.readers.topology import read_topology
 from numatune.system.host import Host
-from tests.conftest import fixture_copy, write_process
+from tests.conftest import fixture_copy, fixture_root, write_process
 
 MIB = 1024 * 1024
 
@@ -489,14 +489,71 @@ def test_rank_processes_are_those_whose_environment_names_a_local_rank(tmp_path,
     assert rank_processes(host, table) == [10, 12, 15]
 
 
-def test_pinned_host_pages_by_gpu_driver_device_file():
-    from numatune.readers.procs import parse_numa_maps, pinned_device
+def test_gpu_device_files_are_driver_memory_and_shared_anonymous_mappings_are_kept_one_by_one():
+    from numatune.readers.procs import gpu_device, parse_numa_maps
 
-    assert [pinned_device(f) for f in ("/dev/nvidiactl", "/dev/nvidia3", "/dev/nvidia-uvm", "/dev/kfd",
-                                       "/dev/dri/renderD129", "/dev/shm/x", "/dev/nvidia-caps/nvidia-cap1")] == [
-        "nvidiactl", "nvidia3", None, "kfd", "renderD129", None, None]
+    assert [gpu_device(f) for f in ("/dev/nvidiactl", "/dev/nvidia3", "/dev/nvidia-uvm", "/dev/kfd",
+                                    "/dev/dri/renderD129", "/dev/shm/x", "/dev/nvidia-caps/nvidia-cap1",
+                                    "/dev/zero\\040(deleted)")] == [
+        "nvidiactl", "nvidia3", "nvidia-uvm", "kfd", "renderD129", None, None, None]
     mem = parse_numa_maps("7f0000000000 default file=/dev/kfd dirty=10 N1=10 kernelpagesize_kB=4\n"
                           "7f1000000000 default file=/dev/dri/renderD128 N0=5 N1=5 kernelpagesize_kB=4\n"
-                          "7f2000000000 default anon=7 N0=7 kernelpagesize_kB=4\n")
-    assert mem.pinned == {"kfd": {1: 40960}, "renderD128": {0: 20480, 1: 20480}}
-    assert mem.by_node == {0: 20480 + 28672, 1: 61440}
+                          "7f1800000000 default file=/dev/nvidia-uvm\n"
+                          "7f2000000000 default anon=7 N0=7 kernelpagesize_kB=4\n"
+                          "7f3000000000 bind:1 file=/dev/zero\\040(deleted) dirty=3 N1=3 kernelpagesize_kB=4\n"
+                          "7f4000000000 bind:1 file=/dev/zero\\040(deleted) dirty=3 N1=3 kernelpagesize_kB=4\n"
+                          "7f5000000000 default file=/dev/zero\\040(deleted)\n")
+    assert mem.driver == {"kfd": {1: 40960}, "renderD128": {0: 20480, 1: 20480}}
+    assert mem.gpu_maps == ("kfd", "nvidia-uvm", "renderD128")  # mapped, resident or not
+    assert [(m.start, m.policy, dict(m.pages), m.bytes) for m in mem.shared_anon] == [
+        (0x7f3000000000, "bind:1", {1: 3}, 12288), (0x7f4000000000, "bind:1", {1: 3}, 12288),
+        (0x7f5000000000, "default", {}, 0)]
+    assert mem.by_kind["shm"] == {1: 24576}  # still shm in the split by kind
+    assert mem.by_node == {0: 20480 + 28672, 1: 61440 + 24576}
+    assert parse_numa_maps("7f2000000000 default anon=7 N0=7 kernelpagesize_kB=4\n").shared_anon == ()
+
+
+JOB = "h100-job-2026-11-28"  # a real job: rank 578 (CUDA context), DataLoader workers 613 and 614
+
+
+def test_the_capture_s_rank_holds_a_cuda_context_and_its_workers_only_inherited_mappings():
+    """The real numa_maps of a rank and its DataLoader worker (fixture h100-job-2026-11-28): the rank's 256 MiB
+    staging buffer and pinned batches are its shared anonymous mappings; the worker inherited them without pages,
+    and inherited the /dev/nvidiactl mappings but maps no /dev/nvidia-uvm."""
+    from numatune.readers.procs import read_process
+    from numatune.readers.topology import read_topology
+
+    host = Host.open(fixture_root(JOB))
+    topo = read_topology(host)
+    rank = read_process(host, 578, topo)
+    assert rank.gpu_context.runtime == "CUDA" and "NVML" in rank.gpu_context.evidence
+    assert rank.memory.driver == {"nvidia-uvm": {0: 2 << 20}, "nvidiactl": {0: 70 << 20}}
+    sizes = sorted((m.bytes for m in rank.memory.shared_anon), reverse=True)
+    assert sizes == [256 << 20, 2113 * 4096] + [2 << 20] * 7
+    assert {m.start for m in rank.memory.shared_anon if m.bytes == 256 << 20} == {0x7fe2c2000000}
+    worker = read_process(host, 613, topo)
+    assert worker.gpu_context is None and "nvidia-uvm" not in worker.memory.gpu_maps
+    assert "nvidiactl" in worker.memory.gpu_maps and worker.memory.shared_anon
+    assert all(m.bytes == 0 for m in worker.memory.shared_anon)
+
+
+def test_a_mapping_of_nvidia_uvm_is_a_cuda_context_without_nvml(tmp_path):
+    from numatune.readers.procs import gpu_context, parse_numa_maps
+
+    uvm = parse_numa_maps("204a00000 bind:0 file=/dev/nvidia-uvm dirty=4 mapped=512 N0=512 kernelpagesize_kB=4\n")
+    assert gpu_context(7, uvm, None).evidence == "it maps /dev/nvidia-uvm"
+    assert gpu_context(7, parse_numa_maps("7f00 default file=/dev/kfd\n"), None).runtime == "ROCm"
+    ctl = parse_numa_maps("200800000 bind:0 file=/dev/nvidiactl mapped=14336 N0=14336 kernelpagesize_kB=4\n")
+    assert gpu_context(7, ctl, None) is None  # inherited by every forked worker: no context
+
+
+def test_rank_ancestors_reads_a_worker_s_rank_and_stops_at_another_environment():
+    from numatune.readers.procs import rank_ancestors, read_process
+
+    host = Host.open(fixture_root(JOB))
+    worker = read_process(host, 613, None)
+    known = rank_ancestors(host, [worker])
+    assert list(known) == [578] and known[578].threads == ()  # read without its threads
+    assert rank_ancestors(host, [worker, read_process(host, 578, None)]) == {}  # audited already
+    assert rank_ancestors(host, [read_process(host, 578, None)]) == {}  # 541 (torchrun) is not in the capture
+
