@@ -112,6 +112,7 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
             "order_note": matrix.order_note,
             "cells": [list(row) for row in matrix.cells],
             "numa_nodes": list(matrix.nodes),
+            "cpu_affinity": [list(c) for c in matrix.local_cpus],
             "links": [dict(to_jsonable(x), label=fabric_label(x)) for x in matrix.links],
             "nvlink": {"state": matrix.nvlink, "note": matrix.nvlink_note},
         },
