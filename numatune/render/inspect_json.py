@@ -26,6 +26,7 @@ def device_json(d: PciDevice) -> dict[str, Any]:
         "vendor_name": d.vendor_name,
         "device_name": d.device_name,
         "numa_node": d.numa_node,
+        "numa_node_state": d.numa_state,
         "inferred_node": d.inferred_node,
         "inferred_from": d.inferred_from,
         "local_cpus": list(d.local_cpus),
