@@ -123,7 +123,25 @@ def numa_node_list(topo: Topology, node_id: int) -> tuple[int, ...]:
     node = topo.node(node_id)
     if node is None or not node.distances:
         return (node_id,)
-    others = {n: d for n, d in node.distances.items() if n != node_id}
+    return _nearest_same_socket(topo, node_id, node.distances)
+
+
+def helper_numa_node_list(topo: Topology, node_id: int) -> tuple[int, ...]:
+    """The list form as the upstream helper computes it: column i of the node's distance row taken as node i
+    (the kernel writes one column per online node, so with holes in the node ids column i is another node),
+    a node id past the row's end gives the one-element list, and a "node" the machine lacks has no known
+    socket and is included. The same as `numa_node_list` where the online nodes are 0..n-1."""
+    node = topo.node(node_id)
+    if node is None or not node.distances or node_id >= len(node.distances):
+        return (node_id,)
+    row = [node.distances[n] for n in sorted(node.distances)]  # the file's order: online node ids ascending
+    return _nearest_same_socket(topo, node_id, dict(enumerate(row)))
+
+
+def _nearest_same_socket(topo: Topology, node_id: int, row: dict[int, int]) -> tuple[int, ...]:
+    """`node_id`, then the nodes of `row` (node -> distance) at its minimum non-self distance that are not on
+    another socket (a node without CPUs, or absent, has no known socket and is kept), ascending."""
+    others = {n: d for n, d in row.items() if n != node_id}
     if not others:
         return (node_id,)
     nearest = min(others.values())
@@ -136,33 +154,6 @@ def numa_node_list(topo: Topology, node_id: int) -> tuple[int, ...]:
         if theirs is not None and theirs != socket:
             continue
         same.append(n)
-    return (node_id, *sorted(same))
-
-
-def helper_numa_node_list(topo: Topology, node_id: int) -> tuple[int, ...]:
-    """The list form as the upstream helper computes it: column i of the node's distance row taken as node i
-    (the kernel writes one column per online node, so with holes in the node ids column i is another node),
-    a node id past the row's end gives the one-element list, and a "node" the machine lacks has no known
-    socket and is included. The same as `numa_node_list` where the online nodes are 0..n-1."""
-    node = topo.node(node_id)
-    if node is None or not node.distances:
-        return (node_id,)
-    row = [node.distances[n] for n in sorted(node.distances)]  # the file's order: online node ids ascending
-    if node_id >= len(row):
-        return (node_id,)
-    others = [d for i, d in enumerate(row) if i != node_id]
-    if not others:
-        return (node_id,)
-    nearest = min(others)
-    socket = _socket_of_node(topo, node_id)
-    same = []
-    for i, d in enumerate(row):
-        if i == node_id or d != nearest:
-            continue
-        theirs = _socket_of_node(topo, i) if socket is not None else None
-        if theirs is not None and theirs != socket:
-            continue
-        same.append(i)
     return (node_id, *sorted(same))
 
 
