@@ -125,11 +125,18 @@ def slice_devices(doc: Mapping[str, Any]) -> list[SliceDevice]:
     return out
 
 
-def device_limit(doc: Mapping[str, Any]) -> tuple[int, str]:
-    """(the most devices the API lets this slice hold, why that limit)."""
-    if any(d.advanced for d in slice_devices(doc)):
-        return SLICE_MAX_DEVICES_ADVANCED, "a device uses taints, counters or a list-valued attribute"
-    return SLICE_MAX_DEVICES, ""
+def over_limit(doc: Mapping[str, Any]) -> tuple[int, int, str] | None:
+    """(devices listed, the API's limit, why that limit) when the slice lists more devices than the API lets
+    it hold, else None. The raw count is compared first, so a slice YAML aliases blew up to 590,000 devices
+    is refused without reading them."""
+    spec = doc.get("spec") if isinstance(doc.get("spec"), Mapping) else {}
+    devices = spec.get("devices")
+    count = len(devices) if isinstance(devices, list) else 0
+    if count > SLICE_MAX_DEVICES:
+        return count, SLICE_MAX_DEVICES, ""
+    if count > SLICE_MAX_DEVICES_ADVANCED and any(d.advanced for d in slice_devices(doc)):
+        return count, SLICE_MAX_DEVICES_ADVANCED, "a device uses taints, counters or a list-valued attribute"
+    return None
 
 
 def slice_nodes(doc: Mapping[str, Any]) -> set[str]:

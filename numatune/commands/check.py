@@ -181,7 +181,7 @@ NODE_MAX_DEVICES = 16_384  # devices of one node's slices checked at most (128 f
 
 def resource_slice_result(host: Host, topo: Topology, path: str, name: str | None) -> CheckResult:
     """NT540-NT547: the standard attributes this node's ResourceSlices publish against the node's own."""
-    from numatune.analysis.dra import check_slices, device_limit, node_devices, slice_devices, slice_nodes
+    from numatune.analysis.dra import check_slices, node_devices, over_limit, slice_nodes
     from numatune.commands.emit import node_name
     from numatune.errors import InputError
     from numatune.plan.dra import NUMA_NODE, dra_plan
@@ -193,18 +193,20 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
     mine = []
     total = 0
     for s in slices:
-        devices = node_devices(s, name)
-        if devices is None:
+        spec = s.get("spec") if isinstance(s.get("spec"), dict) else {}
+        if spec.get("nodeName") != name and spec.get("perDeviceNodeSelection") is not True:
             continue
         meta = s.get("metadata") if isinstance(s.get("metadata"), dict) else {}
-        spec = s.get("spec") if isinstance(s.get("spec"), dict) else {}
         slice_name = str(meta.get("name", "?"))
-        count = len(slice_devices(s))
-        limit, why = device_limit(s)
-        if count > limit:
+        over = over_limit(s)
+        if over is not None:
+            count, limit, why = over
             raise InputError(f"{path}: ResourceSlice {slice_name} lists {count:,} devices; the API allows at most "
                              f"{limit} in one slice{f' where {why}' if why else ''}, so no cluster holds it",
                              hint=hint)
+        devices = node_devices(s, name)
+        if devices is None:
+            continue
         total += len(devices)
         mine.append((slice_name, str(spec.get("driver", "?")), devices))
     if not mine:
