@@ -13,11 +13,16 @@ Every fact and its source (fixtures/README.md, table "Hand-made", repeats them):
 - GB200 compute tray in NUMA mode, 34 nodes (kubernetes/kubernetes#135541, #135581): CPUs 0-71 on node 0,
   72-143 on node 1; GPU0-3's HBM nodes 2, 10, 18, 26 with their placeholders 3-9, 11-17, 19-25, 27-33
   (`nvidia-smi topo -m` "GPU NUMA ID" and "NUMA Affinity" in sgl-project/sglang#11208; vllm-project/vllm#39361
-  names the same HBM nodes and that NVML's numa node id is the HBM node); SLIT 40 between the Graces, 80 to a
-  socket's own GPU nodes, 120 to the other socket's, 255 between GPU nodes (the same pattern as #224's
-  4xGH200; GB200's own matrix was not found published). The GPUs' PCI numa_node is -1 and local_cpulist
-  every CPU, which is what the kernel writes for a function without _PXM (NVIDIA/cuCascade#119: sysfs -1
-  where NVML knows the node).
+  names the same HBM nodes and that NVML's numa node id is the HBM node); node sizes and the SLIT from the
+  GB200 `numactl -H` in NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/
+  blog08_Scaling_Expert_Parallelism_in_TensorRT-LLM_part2.md (Graces 489935 / 489795 MB, HBM nodes 188416 MB;
+  40 between the Graces, 80 to a socket's own GPU nodes, 120 to the other socket's, 11 among one GPU's
+  nodes, 40 between different GPUs' nodes; rows 0-3 and 9 printed, the other GPU rows taken to follow
+  them). NVLink: every GPU pair NV18 and CPU affinity 0-71 / 72-143 in sglang#11208's `nvidia-smi topo -m`;
+  in the NVML record each GPU has 18 active NVLink 5 links whose far end is an NVLink Switch (the NVL72's
+  switch trays), fabric registration completed. The GPUs' PCI numa_node is -1 and local_cpulist every CPU,
+  which is what the kernel writes for a function without _PXM (NVIDIA/cuCascade#119: sysfs -1 where NVML
+  knows the node).
 - GB200 in CDMM mode (driver-managed GPU memory): the same tray with only nodes 0 and 1 (vllm#39361
   "non-CDMM" machines are the ones with HBM nodes); no numa_status; NVML's node is the CPU node.
 - MI300A, 4 APUs: one node per socket holding its 24 cores x 2 threads and the socket's HBM (AMD Instinct
@@ -27,8 +32,11 @@ Every fact and its source (fixtures/README.md, table "Hand-made", repeats them):
   96+12n-96+12n+11, the Xeon Max SNC4 `numactl -H` in oneapi-src/unified-memory-framework#1289, its HBM nodes
   left out), eight H100s, one per cluster.
 Made up (not checked against anything): PCI bus numbers and bridges, cache sizes and sharing, the CPU
-numbering of MI300A, node sizes beyond the published capacities, the SLIT values of MI300A (10 / 32) and
-SNC-4 (10 / 12 / 21), the NICs, GPU UUIDs, and the driver version in the NVML records.
+numbering of MI300A, node sizes beyond the published capacities, the NICs, GPU UUIDs (one per GPU, the same
+in /proc/driver/nvidia and the NVML record), the bus ids of the NVLink Switch ends, the fabric's clique and
+cluster ids, and the driver version in the NVML records.
+Assumed (no published reading found): the SLIT values of MI300A (10 / 32) and SNC-4 (10 within a cluster,
+12 within a socket, 21 across).
 """
 
 from __future__ import annotations
@@ -110,7 +118,7 @@ class Machine:
 
     def nvidia(self, bdf: str, model: str, minor: int, numa_status: int | None) -> None:
         d = self.root / "proc" / "driver" / "nvidia" / "gpus" / bdf
-        uuid = f"GPU-5c0de000-{minor:04x}-4000-8000-{int(bdf.replace(':', '').replace('.', ''), 16):012x}"
+        uuid = gpu_uuid(minor, bdf)
         _w(d / "information", f"Model: \t\t {model}\nIRQ:   \t\t {200 + minor}\nGPU UUID: \t {uuid}\n"
                               "Video BIOS: \t 96.00.aa.00.01\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
                               f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {bdf}\nDevice Minor: \t {minor}\n"
@@ -181,12 +189,33 @@ def _nvml(root: Path, gpus: list[dict]) -> None:
     _w(root / "numatune" / "nvml.json", json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
-def _nvml_gpu(index: int, name: str, bdf: str, numa: int, cpus: str, mem: int) -> dict:
+def gpu_uuid(index: int, bdf: str) -> str:
+    """The made-up UUID of GPU `index` at `bdf`: one value for /proc/driver/nvidia and the NVML record, as a
+    real machine gives the same UUID through both (`launch --gpu GPU-...` matches either)."""
+    return f"GPU-5c0de000-{index:04x}-4000-8000-{int(bdf.replace(':', '').replace('.', ''), 16):012x}"
+
+
+def _nvml_bus_id(bdf: str) -> str:
     domain, rest = bdf.split(":", 1)
-    return {"index": index, "name": name, "uuid": f"GPU-5c0de000-{index:04x}-4000-8000-000000000000",
-            "pci": {"bus_id": f"{int(domain, 16):08X}:{rest.upper()}"}, "numa_node": numa,
-            "cpu_affinity": _cpus(cpus), "memory_total": mem, "nvlinks": [], "fabric": {},
+    return f"{int(domain, 16):08X}:{rest.upper()}"
+
+
+def _nvml_gpu(index: int, name: str, bdf: str, numa: int, cpus: str, mem: int,
+              nvlinks: list[dict] | None = None, fabric: dict | None = None) -> dict:
+    return {"index": index, "name": name, "uuid": gpu_uuid(index, bdf),
+            "pci": {"bus_id": _nvml_bus_id(bdf)}, "numa_node": numa,
+            "cpu_affinity": _cpus(cpus), "memory_total": mem, "nvlinks": nvlinks or [], "fabric": fabric or {},
             "compute_processes": []}
+
+
+NVLINK_SWITCH = 2  # nvmlIntNvLinkDeviceType_t: the far end of every GB200 NVLink is an NVLink Switch chip
+
+
+def _nvswitch_links(index: int, count: int = 18) -> list[dict]:
+    """`count` active NVLink 5 links of GPU `index`, each to an NVLink Switch chip (the far end's bus id is
+    made up: the switches sit in the rack's switch trays, not on this tray's PCI tree)."""
+    return [{"link": n, "state": "active", "version": 5, "remote_device_type": NVLINK_SWITCH,
+             "remote_pci": {"bus_id": f"{0xFF00 + n:08X}:{index:02X}:00.0"}} for n in range(count)]
 
 
 def gh200_numa(root: Path) -> Path:
@@ -213,6 +242,25 @@ def gh200_numa(root: Path) -> Path:
 GB200_GPUS = [  # (bdf, CPU node, HBM node)
     ("0008:01:00.0", 0, 2), ("0009:01:00.0", 0, 10), ("0018:01:00.0", 1, 18), ("0019:01:00.0", 1, 26)]
 GB200_CPUS = {0: "0-71", 1: "72-143"}
+GB200_GRACE_MIB = {0: 489935, 1: 489795}  # numactl -H "node 0 size", "node 1 size" (TensorRT-LLM blog 8)
+GB200_HBM_MIB = 188416  # numactl -H "node 2 size" (and 10, 18, 26): 184 GiB onlined of each GPU's HBM
+# NVML's fabric record of a GPU in a working NVL72 (state 3 = completed, status 0 = success); ids made up
+GB200_FABRIC = {"state": 3, "status": 0, "clique_id": 1, "cluster_uuid": "5c0de0005c0de0005c0de0005c0de000"}
+
+
+def gb200_distance(a: int, b: int) -> int:
+    """The GB200 tray's SLIT as its published `numactl -H` prints it (TensorRT-LLM tech blog 8, rows 0, 1,
+    2, 3 and 9; the other GPU rows by the same pattern): 40 between the Graces, 80 from a Grace to its own
+    GPUs' nodes and 120 to the other Grace's, 11 among one GPU's HBM node and its MIG placeholders, 40
+    between the nodes of different GPUs."""
+    if a == b:
+        return 10
+    if a < 2 and b < 2:
+        return 40
+    if a >= 2 and b >= 2:
+        return 11 if (a - 2) // 8 == (b - 2) // 8 else 40
+    grace, gpu = (a, b) if a < 2 else (b, a)
+    return 80 if grace == (0 if gpu < 18 else 1) else 120
 
 
 def gb200(root: Path, *, cdmm: bool = False) -> Path:
@@ -220,26 +268,15 @@ def gb200(root: Path, *, cdmm: bool = False) -> Path:
     ids = [0, 1] if cdmm else list(range(34))
     for n in ids:
         if n < 2:
-            m.node(n, GB200_CPUS[n], 480 * GIB - 8 * GIB)
-        else:
-            m.node(n, "", 186 * GIB if (n - 2) % 8 == 0 else 0)  # HBM node, then 7 MIG placeholders
+            m.node(n, GB200_CPUS[n], GB200_GRACE_MIB[n] * 1024)
+        else:  # the HBM node, then its 7 MIG placeholders
+            m.node(n, "", GB200_HBM_MIB * 1024 if (n - 2) % 8 == 0 else 0)
     m.socket(0, "0-71")
     m.socket(1, "72-143")
     m.caches(["0-71", "72-143"], "114M", "1024K")
-
-    def home(n: int) -> int:
-        return n if n < 2 else (0 if n < 18 else 1)
-
     for a in ids:
         for b in ids:
-            if a == b:
-                m.distance[(a, b)] = 10
-            elif a < 2 and b < 2:
-                m.distance[(a, b)] = 40
-            elif a >= 2 and b >= 2:
-                m.distance[(a, b)] = 255
-            else:
-                m.distance[(a, b)] = 80 if home(a) == home(b) else 120
+            m.distance[(a, b)] = gb200_distance(a, b)
     gpus = []
     for i, (bdf, cpu_node, hbm) in enumerate(GB200_GPUS):
         domain = bdf[:4]
@@ -247,7 +284,7 @@ def gb200(root: Path, *, cdmm: bool = False) -> Path:
         m.pci(f"pci{domain}:00/{domain}:00:00.0/{bdf}", "0x030200", "0x10de", "0x2941", -1, "0-143")
         m.nvidia(bdf, "NVIDIA GB200", i, None if cdmm else hbm)
         gpus.append(_nvml_gpu(i, "NVIDIA GB200", bdf, cpu_node if cdmm else hbm, GB200_CPUS[cpu_node],
-                              186 * 1024 ** 3))
+                              GB200_HBM_MIB << 20, _nvswitch_links(i), GB200_FABRIC))
     for domain, node in (("0000", 0), ("0002", 0), ("0010", 1), ("0012", 1)):
         m.pci(f"pci{domain}:00/{domain}:00:00.0", "0x060400", "0x10de", "0x22b2", node, GB200_CPUS[node])
         m.pci(f"pci{domain}:00/{domain}:00:00.0/{domain}:01:00.0", "0x020700", "0x15b3", "0x1021", node,
@@ -278,7 +315,7 @@ def mi300a(root: Path) -> Path:
     m.caches([f"{8 * c}-{8 * c + 7},{96 + 8 * c}-{96 + 8 * c + 7}" for c in range(12)], "32768K", "1024K")
     for a in range(4):  # 3 CCDs of 8 cores per APU, each with its own 32 MB L3
         for b in range(4):
-            m.distance[(a, b)] = 10 if a == b else 32
+            m.distance[(a, b)] = 10 if a == b else 32  # assumed: no published MI300A SLIT was found
     for s, bdf in enumerate(MI300A_BUSES):
         domain = bdf[:4]
         cpus = _spec(m.node_cpus[s])
@@ -309,7 +346,7 @@ def snc4(root: Path) -> Path:
     m.caches(["0-47,96-143", "48-95,144-191"], "107520K", "2048K")  # one L3 per socket (SNC does not split it)
     for a in range(8):
         for b in range(8):
-            m.distance[(a, b)] = 10 if a == b else 12 if a // 4 == b // 4 else 21
+            m.distance[(a, b)] = 10 if a == b else 12 if a // 4 == b // 4 else 21  # assumed (module docstring)
     buses = (0x19, 0x3B, 0x4C, 0x5D, 0x9B, 0xBB, 0xCB, 0xDB)
     for n, bus in enumerate(buses):
         cpus = _spec(m.node_cpus[n])

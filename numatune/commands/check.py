@@ -174,54 +174,67 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
 
 
 MAX_NAMED = 8  # the nodes a slice file's error names (a cluster's file names thousands)
-SLICE_MAX_DEVICES = 128  # resource.k8s.io/v1 ResourceSlice.spec.devices: "must not have more than 128 entries"
 NODE_MAX_DEVICES = 16_384  # devices of one node's slices checked at most (128 full slices)
 
 
 def resource_slice_result(host: Host, topo: Topology, path: str, name: str | None) -> CheckResult:
-    """NT540-NT544: the standard attributes this node's ResourceSlices publish against the node's own."""
-    from numatune.analysis.dra import check_slices
+    """NT540-NT547: the standard attributes this node's ResourceSlices publish against the node's own."""
+    from numatune.analysis.dra import check_slices, node_devices, over_limit, slice_nodes
     from numatune.commands.emit import node_name
     from numatune.errors import InputError
-    from numatune.plan.dra import standard_attributes
+    from numatune.plan.dra import NUMA_NODE, dra_plan
     from numatune.readers import schedconf
 
     slices = schedconf.load_resource_slices(path)
     name = name or node_name(host)
-    spec = [s.get("spec") if isinstance(s.get("spec"), dict) else {} for s in slices]
-    meta = [s.get("metadata") if isinstance(s.get("metadata"), dict) else {} for s in slices]
-    mine = [(str(m.get("name", "?")), str(p.get("driver", "?")), s)
-            for s, p, m in zip(slices, spec, meta, strict=True) if p.get("nodeName") == name]
+    hint = "give the output of `kubectl get resourceslices -o yaml`"
+    mine = []
+    total = 0
+    for s in slices:
+        spec = s.get("spec") if isinstance(s.get("spec"), dict) else {}
+        if spec.get("nodeName") != name and spec.get("perDeviceNodeSelection") is not True:
+            continue
+        meta = s.get("metadata") if isinstance(s.get("metadata"), dict) else {}
+        slice_name = str(meta.get("name", "?"))
+        over = over_limit(s)
+        if over is not None:
+            count, limit, why = over
+            raise InputError(f"{path}: ResourceSlice {slice_name} lists {count:,} devices; the API allows at most "
+                             f"{limit} in one slice{f' where {why}' if why else ''}, so no cluster holds it",
+                             hint=hint)
+        devices = node_devices(s, name)
+        if devices is None:
+            continue
+        total += len(devices)
+        mine.append((slice_name, str(spec.get("driver", "?")), devices))
     if not mine:
-        nodes = sorted({str(p["nodeName"]) for p in spec if p.get("nodeName")})
+        nodes = sorted(set().union(*(slice_nodes(s) for s in slices)))
         shown = ", ".join(nodes[:MAX_NAMED]) + (f" and {len(nodes) - MAX_NAMED} more" if len(nodes) > MAX_NAMED else "")
         raise InputError(f"{path} has no ResourceSlice for node {name!r}"
                          + (f" (its slices are for {shown})" if nodes else
-                            " (none of its slices names a node: network-attached devices only)"),
+                            " (none of its slices or devices names a node: network-attached devices only)"),
                          hint="give the node's name with --node-name")
-    total = 0
-    for slice_name, _, s in mine:
-        devices = s["spec"].get("devices")
-        count = len(devices) if isinstance(devices, list) else 0
-        if count > SLICE_MAX_DEVICES:
-            raise InputError(f"{path}: ResourceSlice {slice_name} lists {count:,} devices; the API allows at most "
-                             f"{SLICE_MAX_DEVICES} in one slice, so no cluster holds it",
-                             hint="give the output of `kubectl get resourceslices -o yaml`")
-        total += count
     if total > NODE_MAX_DEVICES:
         raise InputError(f"{path}: the ResourceSlices of node {name!r} list {total:,} devices; numatune checks at "
                          f"most {NODE_MAX_DEVICES:,} for one node (YAML aliases can repeat one slice without end)",
-                         hint="give the output of `kubectl get resourceslices -o yaml`")
-    found, checked, unaddressed = check_slices(mine, standard_attributes(topo), topo)
+                         hint=hint)
+    listed = any(isinstance(d.attributes.get(NUMA_NODE), dict) and "ints" in d.attributes[NUMA_NODE]
+                 for _, _, devs in mine for d in devs)
+    plan = dra_plan(topo, form="list" if listed else "scalar")  # the claim `emit dra` writes, in the form published
+    result = check_slices(mine, plan.devices, topo, needs=(plan.match,) if plan.match else ())
     drivers = sorted({d for _, d, _ in mine})
-    what = (f"DRA ResourceSlices of {name} ({', '.join(drivers)}): {checked} device(s) with a PCI address against "
-            "the node's standard attributes")
-    if unaddressed:
-        what += f"; {unaddressed} without a PCI address not checkable"
-    skipped = None if checked else (f"the ResourceSlices of {name} publish no device" if not unaddressed else
-                                    f"none of the {unaddressed} published device(s) of {name} has a PCI address "
-                                    "(resource.kubernetes.io/pciBusID or a driver attribute holding one)")
-    return CheckResult("scheduler.resource_slices", "scheduler", what, tuple(found), skipped)
+    what = (f"DRA ResourceSlices of {name} ({', '.join(drivers)}): {result.checked} device(s) with a PCI address "
+            "against the node's standard attributes")
+    if result.unaddressed:
+        what += f"; {result.unaddressed} without a PCI address not checkable"
+    if result.numa_unknown:
+        what += (f"; the numaNode of {result.numa_unknown} not checkable (this tree holds no numa_node for them: "
+                 "unknown, not -1)")
+    skipped = None if result.checked else (
+        f"the ResourceSlices of {name} publish no device" if not result.unaddressed else
+        f"none of the {result.unaddressed} published device(s) of {name} has a PCI address "
+        "(resource.kubernetes.io/pciBusID or a driver attribute holding one)")
+    return CheckResult("scheduler.resource_slices", "scheduler", what, result.findings, skipped)
 
 
 def _placements(report: IrqReport | None) -> tuple[IrqPlacement, ...] | None:

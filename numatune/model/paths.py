@@ -109,13 +109,24 @@ def path_matrix(topo: Topology) -> PathMatrix:
         labels=tuple(labels),
         cells=cells,
         nodes=tuple(d.node for d in devs),
-        local_cpus=tuple(d.local_cpus for d in devs),
+        local_cpus=tuple(_affinity(topo, d) for d in devs),
         links=tuple(x for x in topo.fabric.links if x.a in bdfs and x.b in bdfs),
         nvlink=topo.fabric.nvlink,
         nvlink_note=topo.fabric.nvlink_note,
         legend=tuple(legend_line(label, d) for label, d in zip(labels, devs, strict=True)),
         order_note=order_note(topo.devices),
     )
+
+
+def _affinity(topo: Topology, d: PciDevice) -> tuple[int, ...]:
+    """The CPU affinity column: the function's local_cpulist, except for a GPU whose sysfs node is -1 and
+    whose NVML record names CPUs: nvidia-smi prints NVML's (a GB200's local_cpulist is every CPU, NVML's
+    the GPU's own Grace)."""
+    if d.numa_node is None and d.kind == "gpu":
+        nvml = next((g for g in topo.fabric.nvml_gpus if g.bdf == d.bdf.lower()), None)
+        if nvml is not None and nvml.cpu_affinity:
+            return nvml.cpu_affinity
+    return d.local_cpus
 
 
 RANK = {"X": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}

@@ -177,7 +177,7 @@ class PciDevice:
     vendor_id: int | None
     device_id: int | None
     kind: str  # gpu | display | nic | nvme | cxl | accelerator | bridge | other
-    numa_node: int | None  # None for -1 / missing
+    numa_node: int | None  # None for -1 / missing (numa_unknown tells them apart)
     inferred_node: int | None = None  # when numa_node is unknown: best guess
     inferred_from: str | None = None  # "local_cpulist" | "upstream bridge"
     local_cpus: tuple[int, ...] = ()
@@ -196,6 +196,16 @@ class PciDevice:
     memory_node: int | None = None  # the NUMA node of the GPU's own memory (Grace HBM node; an APU's node)
     memory_node_from: str | None = None  # "numa_status" | "nvml" | "apu (KFD: no memory of its own)"
     placeholder_nodes: tuple[int, ...] = ()  # the empty MIG placeholder nodes that belong to this GPU
+    # True when no numa_node could be read (a capture without the function's sysfs, a GPU known from the KFD
+    # topology only): its node is unknown, which is not the firmware's -1 (no NUMA affinity)
+    numa_unknown: bool = False
+
+    @property
+    def numa_state(self) -> str:
+        """"node" (sysfs names one), "none" (sysfs says -1: no NUMA affinity) or "unknown" (not readable)."""
+        if self.numa_node is not None:
+            return "node"
+        return "unknown" if self.numa_unknown else "none"
 
     @property
     def node(self) -> int | None:

@@ -118,6 +118,7 @@ def read_pci_devices(
                 device_id=host.read_int(f"{path}/device", 16),
                 kind=kind,
                 numa_node=numa if numa is not None and numa >= 0 else None,
+                numa_unknown=numa is None,
                 local_cpus=tuple(sorted(local or ())),
                 link=read_link(host, path),
                 driver=host.link_name(f"{path}/driver"),
@@ -252,6 +253,7 @@ def _merge_kfd(host: Host, devices: list[PciDevice], nodes: tuple[NumaNode, ...]
                 device_id=agent.props.get("device_id"),
                 kind="gpu",
                 numa_node=None,
+                numa_unknown=True,  # no PCI sysfs in this tree: the KFD topology alone knows the GPU
                 inferred_node=home,
                 inferred_from="kfd io_link" if home is not None else None,
                 amd_kfd_node=agent.id,

@@ -96,22 +96,27 @@ def dra_text(e: DraEmit) -> str:
             f" (numaNode in {e.form} form)"]
     rows = [("device", "kind", "pciBusID", "pcieRoot", "numaNode")]
     for d in e.devices:
-        numa = "-" if d.numa_node is None else (
+        numa = {"none": "-", "unknown": "?"}.get(d.numa_state) or (
             str(list(d.numa_nodes or (d.numa_node,))) if e.form == "list" else str(d.numa_node))
-        rows.append((d.label or "-", d.kind, d.pci_bus_id, d.pcie_root or "-", numa))
+        rows.append((d.label or "-", d.kind, d.pci_bus_id, d.pcie_root or ("?" if d.pcie_root_unknown else "-"),
+                     numa))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = ["# " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     if not e.devices:
         table = ["# no GPU, NIC, NVMe, CXL device or accelerator on this node"]
     pairs = [f"# {p.gpu.label}: " + (f"with {p.nic.label or p.nic.bdf} on {p.match.removeprefix(PREFIX)}: "
                                      if p.nic is not None and p.match else "no NIC: ") + p.reason for p in e.pairs]
+    if any(d.numa_state == "unknown" or d.pcie_root_unknown for d in e.devices):
+        table.append("# -: not to be published (numaNode: numa_node -1, no NUMA affinity); ?: unknown, this tree "
+                     "lacks the device's sysfs")
     out = head + table + (["#", "# GPU and NIC pairs:"] + pairs if pairs else []) + _comments(e.notes)
-    if e.claim is None:
+    if not e.claims:
         out.append(f"# no ResourceClaimTemplate: {e.match_reason}")
         return "\n".join(out) + "\n"
     how = (f"matchAttribute {e.match}" if e.match else "no constraint")
-    out.append(f"# ResourceClaimTemplate: {e.count} GPU(s), each with a NIC by {how}: {e.match_reason}")
-    return "\n".join(out) + "\n---\n" + to_yaml(e.claim)
+    what = "ResourceClaimTemplate" if len(e.claims) == 1 else f"{len(e.claims)} ResourceClaimTemplates"
+    out.append(f"# {what}: {e.count} GPU(s), each with a NIC by {how}: {e.match_reason}")
+    return "\n".join(out) + "".join("\n---\n" + to_yaml(c).rstrip("\n") for c in e.claims) + "\n"
 
 
 def dra_document(e: DraEmit) -> dict[str, Any]:
@@ -119,7 +124,9 @@ def dra_document(e: DraEmit) -> dict[str, Any]:
         "emit", source=e.source, target="dra", text=dra_text(e), form=e.form,
         devices=[{"label": d.label, "bdf": d.bdf, "kind": d.kind, "attributes": d.attributes(e.form),
                   "numa_node_list": list(d.numa_nodes) if d.numa_nodes else None,
+                  "numa_node_state": d.numa_state,
                   "omitted": {n: why for n, why in d.omitted}} for d in e.devices],
         pairs=[{"gpu": p.gpu.label, "gpu_bdf": p.gpu.bdf, "nic": p.nic.label if p.nic else None,
                 "nic_bdf": p.nic.bdf if p.nic else None, "match": p.match, "reason": p.reason} for p in e.pairs],
-        count=e.count, claim=e.claim, match=e.match, match_reason=e.match_reason, notes=list(e.notes))
+        count=e.count, claim=e.claim, claims=list(e.claims), match=e.match, match_reason=e.match_reason,
+        notes=list(e.notes))

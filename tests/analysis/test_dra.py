@@ -9,10 +9,11 @@ import json
 
 import pytest
 
-from numatune.analysis.dra import check_slices, published_address
+from numatune.analysis.dra import check_slices, published_address, slice_devices
+from numatune.model.topology import Cpu, NumaNode, Topology
 from numatune.plan import dra
 from tests.conftest import PROJECT
-from tests.plan.test_dra import grace_hopper, snc2
+from tests.plan.test_dra import _dev, _topo, grace_hopper, snc2
 
 SCHEMA = json.loads((PROJECT / "tests" / "data" / "dra" / "resource-v1.schema.json").read_text())
 
@@ -57,10 +58,10 @@ def example_slice(node="node1") -> dict:
                          "capacity": {"memory": {"value": "80Gi"}}} for i in range(2)]}}
 
 
-def _run(topo, *slices):
-    found, checked, unaddressed = check_slices(
-        [(s["metadata"]["name"], s["spec"]["driver"], s) for s in slices], dra.standard_attributes(topo), topo)
-    return [f.code for f in found], found, checked, unaddressed
+def _run(topo, *slices, needs=(dra.PCIE_ROOT, dra.NUMA_NODE)):
+    r = check_slices([(s["metadata"]["name"], s["spec"]["driver"], slice_devices(s)) for s in slices],
+                     dra.standard_attributes(topo), topo, needs)
+    return [f.code for f in r.findings], list(r.findings), r.checked, r.unaddressed
 
 
 @pytest.mark.parametrize("form", ["scalar", "list"])
@@ -87,11 +88,47 @@ def test_another_root_complex_and_a_wrong_list_are_found():
     topo = snc2()
     s = nvidia_slice(topo, form="list")
     s["spec"]["devices"][0]["attributes"][dra.PCIE_ROOT] = {"string": "pci0000:97"}
-    s["spec"]["devices"][1]["attributes"][dra.NUMA_NODE] = {"ints": [3]}
+    s["spec"]["devices"][1]["attributes"][dra.NUMA_NODE] = {"ints": [2, 3]}  # the other cluster first
     codes, found, _, _ = _run(topo, s)
     assert sorted(codes) == ["NT540", "NT541"]
     wrong_list = next(f for f in found if f.code == "NT541")
-    assert "list form is [3, 2]" in wrong_list.message
+    assert "numa_node is 3, whose list form is [3, 2]" in wrong_list.message
+    assert "publish resource.kubernetes.io/numaNode: {ints: [3, 2]}" in wrong_list.fix
+
+
+def test_nvidias_one_element_list_is_a_warning_that_says_what_matches():
+    """NVIDIA's GPU driver publishes `numaNode: [n]` on purpose with DRAListTypeAttributes (until it computes the
+    same-socket nodes): it was NT541, an error whose message named node 3 as both published and true."""
+    topo = snc2()
+    s = nvidia_slice(topo, form="list")
+    s["spec"]["devices"][1]["attributes"][dra.NUMA_NODE] = {"ints": [3]}
+    assert api_errors(s) == []
+    codes, found, _, _ = _run(topo, s)
+    assert codes == ["NT545"] and found[0].severity.value == "warning"
+    msg = found[0].message
+    assert "publishes resource.kubernetes.io/numaNode [3], its PCI function's node alone" in msg
+    assert "the standard's list form is [3, 2]" in msg and "matching still works" in msg
+    assert "but not with one published on 2 alone" in msg and "{ints: [3, 2]}" in found[0].fix
+    # the standard's list, and its members in another order after the device's own node, pass
+    s["spec"]["devices"][1]["attributes"][dra.NUMA_NODE] = {"ints": [3, 2]}
+    assert _run(topo, s)[0] == []
+    # where the standard's list is the node alone, [n] is simply right
+    t = snc2()
+    t = t._replace(nodes=tuple(n._replace(distances={m: (10 if m == n.id else 21) for m in range(4)})
+                               for n in t.nodes))
+    assert _run(t, nvidia_slice(t, form="list"))[0] == []
+
+
+def test_an_upper_case_pci_bus_id_is_found():
+    topo = snc2()
+    topo = topo._replace(devices=(_dev("0000:1a:00.0", "gpu", 0, "pci0000:16"),) + topo.devices[1:])
+    s = nvidia_slice(topo)
+    s["spec"]["devices"][0]["attributes"][dra.PCI_BUS_ID] = {"string": "0000:1A:00.0"}
+    s["spec"]["devices"][1]["attributes"][dra.PCI_BUS_ID] = {"string": "98:00.0"}  # no domain
+    codes, found, checked, _ = _run(topo, s)
+    assert codes == ["NT546", "NT546"] and checked == 2  # still matched to their functions
+    assert "publishes resource.kubernetes.io/pciBusID '0000:1A:00.0'; the standard's spelling is '0000:1a:00.0'" \
+        in found[0].message and "lower-case hex" in found[0].message
 
 
 def test_missing_attributes_a_numa_node_without_affinity_and_a_stranger():
@@ -115,12 +152,124 @@ def test_v1beta1_basic_devices_and_driver_local_addresses_are_read():
     dev = s["spec"]["devices"][0]
     bdf = dev["attributes"].pop(dra.PCI_BUS_ID)["string"]
     dev["attributes"]["pciAddr"] = {"string": bdf.upper()}
+    dev["attributes"]["numaNode"] = {"int": 0}  # AMD's own, unqualified numaNode
     s["apiVersion"] = "resource.k8s.io/v1beta1"
     s["spec"]["devices"] = [{"name": dev["name"], "basic": {"attributes": dev["attributes"]}}]
     codes, found, checked, _ = _run(topo, s)
-    assert checked == 1 and sorted(codes) == ["NT543", "NT543"]  # no pciBusID, no numaNode
+    # no pciBusID is no finding (its own pciAddr identifies it); no standard numaNode is, when claims match on it
+    assert checked == 1 and codes == ["NT543"]
+    assert "numaNode (0) is the driver's own attribute" in found[0].message
+    assert _run(topo, s, needs=(dra.PCIE_ROOT,))[0] == []  # a claim on pcieRoot needs no numaNode
     assert published_address({"dra.net/pciAddress": {"string": "0000:3a:00.0"}}) == ("0000:3a:00.0",
                                                                                       "dra.net/pciAddress")
+    parts = {f"dra.net/pciAddress{k}": {"string": v} for k, v in
+             (("Domain", "0000"), ("Bus", "c8"), ("Device", "00"), ("Function", "0"))}
+    assert published_address(parts) == ("0000:c8:00.0", "dra.net/pciAddress*")  # dranet's older four parts
+
+
+def dranet_slice(topo, node="node1", form="scalar") -> dict:
+    """A ResourceSlice as kubernetes-sigs/dranet publishes one (pkg/inventory/db.go): device name
+    pci-<address with dashes>, its own dra.net/pciAddress, ifName, legacy scalar dra.net/numaNode, and the
+    standard pcieRoot and numaNode from the helper library; never resource.kubernetes.io/pciBusID."""
+    devices = []
+    for a in dra.standard_attributes(topo):
+        if a.kind != "nic":
+            continue
+        attrs = {"dra.net/pciAddress": {"string": a.bdf}, "dra.net/ifName": {"string": f"ib{a.label[3:]}"},
+                 "dra.net/rdma": {"bool": True}, "dra.net/virtual": {"bool": False}}
+        std = a.attributes(form)
+        std.pop(dra.PCI_BUS_ID)
+        if a.numa_node is not None:
+            attrs["dra.net/numaNode"] = {"int": a.numa_node}
+        devices.append({"name": "pci-" + a.bdf.replace(":", "-").replace(".", "-"), "attributes": {**attrs, **std}})
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-dra.net-q8x2z"},
+            "spec": {"driver": "dra.net", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
+
+
+@pytest.mark.parametrize("form", ["scalar", "list"])
+def test_a_dranet_slice_as_dranet_writes_it_passes(form):
+    """dranet identifies NICs by dra.net/pciAddress and never publishes pciBusID: that was NT543 on every NIC."""
+    for topo in (snc2(), grace_hopper()):
+        s = dranet_slice(topo, form=form)
+        assert api_errors(s) == [] and s["spec"]["devices"]
+        codes, _, checked, unaddressed = _run(topo, s)
+        assert codes == [] and checked == len(topo.nics) and unaddressed == 0
+
+
+def test_per_device_node_selection_reads_the_devices_of_this_node():
+    from numatune.analysis.dra import node_devices, slice_nodes
+
+    s = nvidia_slice(snc2())
+    del s["spec"]["nodeName"]
+    s["spec"]["perDeviceNodeSelection"] = True
+    s["spec"]["devices"][0]["nodeName"] = "node1"
+    s["spec"]["devices"][1]["nodeName"] = "node2"
+    assert api_errors(s) == []
+    assert slice_nodes(s) == {"node1", "node2"}
+    assert [d.name for d in node_devices(s, "node1")] == ["gpu-0"] and node_devices(s, "node3") is None
+    s["spec"]["devices"][1]["basic"] = {"nodeName": "node1"}  # v1beta1 shape: nodeName inside basic
+    assert [d.node_name for d in slice_devices({"spec": {"devices": [{"name": "x", "basic": {"nodeName": "n"}}]}})] \
+        == ["n"]
+
+
+def test_an_unknown_numa_node_is_not_judged_and_no_affinity_is():
+    """A GPU whose numa_node the tree does not hold (the MI210 KFD capture) is unknown: a driver publishing 0
+    for it is not told to stop (it was NT542, "numa_node is -1"); a real -1 still is."""
+    topo = snc2()
+    unknown = topo._replace(devices=(topo.devices[0]._replace(numa_node=None, numa_unknown=True),) + topo.devices[1:])
+    s = nvidia_slice(topo)  # publishes 0 for the first GPU
+    r = check_slices([("s", "gpu.nvidia.com", slice_devices(s))], dra.standard_attributes(unknown), unknown,
+                     (dra.NUMA_NODE,))
+    assert [f.code for f in r.findings] == [] and r.numa_unknown == 1
+    none = topo._replace(devices=(topo.devices[0]._replace(numa_node=None),) + topo.devices[1:])
+    codes, found, _, _ = _run(none, s)
+    assert codes == ["NT542"] and "numa_node is -1 (no NUMA affinity)" in found[0].message
+    a = dra.standard_attributes(unknown)[0]
+    assert a.numa_state == "unknown" and "unknown" in dict(a.omitted)[dra.NUMA_NODE]
+    assert "-1" not in dict(a.omitted)[dra.NUMA_NODE]
+
+
+def holes() -> Topology:
+    """Node ids 0, 2, 3 (1 offline or absent): socket 0 is node 0, socket 1 the SNC-2 pair 2, 3. The kernel's
+    distance rows have three columns, for nodes 0, 2 and 3."""
+    d = {0: {0: 10, 2: 21, 3: 21}, 2: {0: 21, 2: 10, 3: 11}, 3: {0: 21, 2: 11, 3: 10}}
+    nodes = [NumaNode(n, (2 * i, 2 * i + 1), 1 << 30, distances=d[n], kind="dram") for i, n in enumerate((0, 2, 3))]
+    cpus = [Cpu(i, True, 0 if i < 2 else 1, i % 2, node=(0, 2, 3)[i // 2]) for i in range(6)]
+    devices = [_dev("0000:17:00.0", "gpu", 0, "pci0000:16"), _dev("0000:98:00.0", "gpu", 2, "pci0000:97")]
+    return _topo(nodes, cpus, devices)
+
+
+def test_the_helpers_column_reading_is_recognised_on_node_id_holes():
+    topo = holes()
+    assert dra.numa_node_list(topo, 0) == (0,) and dra.numa_node_list(topo, 2) == (2, 3)
+    # the helper: column 1 is "node 1" (absent, so no socket: included); node 2's own column is read as node 3's
+    assert dra.helper_numa_node_list(topo, 0) == (0, 1) and dra.helper_numa_node_list(topo, 2) == (2, 1)
+    s = nvidia_slice(topo, form="list")
+    s["spec"]["devices"][0]["attributes"][dra.NUMA_NODE] = {"ints": [0, 1]}
+    s["spec"]["devices"][1]["attributes"][dra.NUMA_NODE] = {"ints": [2, 1]}
+    codes, found, _, _ = _run(topo, s)
+    assert codes == ["NT547", "NT547"]
+    assert "the upstream helper's reading of node 2's distance row (column i taken as node i)" in found[1].message
+    assert "online nodes are 0, 2, 3" in found[1].message and "by node id the list is [2, 3]" in found[1].message
+    # without holes the two readings agree
+    for t in (snc2(), grace_hopper()):
+        assert all(dra.helper_numa_node_list(t, n.id) == dra.numa_node_list(t, n.id) for n in t.nodes)
+
+
+def test_a_gb200_gpu_published_on_its_hbm_node_says_why_no_nic_matches():
+    from tests.plan.test_dra import grace_blackwell
+
+    topo = grace_blackwell()
+    s = nvidia_slice(topo)
+    for dev, hbm in zip(s["spec"]["devices"], (2, 10), strict=True):
+        dev["attributes"][dra.NUMA_NODE] = {"int": hbm}  # NVML's node: the builds that read nvmlDeviceGetNumaNodeId
+    codes, found, _, _ = _run(topo, s)
+    assert codes == ["NT542", "NT542"]
+    msg = found[0].message
+    assert "numa_node is -1 (no NUMA affinity); 2 is the GPU's own memory node (CPU-less HBM)" in msg
+    assert "its CPUs are on node 0" in msg and "can never be satisfied" in msg
+    assert "resource.kubernetes.io/pcieRoot is the attribute to match" in msg
 
 
 def test_the_api_types_reject_a_misspelt_field():

@@ -482,12 +482,16 @@ def test_slurm_on_grace_counts_host_memory_and_cpu_nodes_only(cli, tmp_path):
     out = cli("--root", _root("handmade-gb200-numa"), "emit", "slurm", "--node-name", "gb01").stdout
     node = next(x for x in out.splitlines() if x.startswith("NodeName=gb01 CPUs"))
     assert "Sockets=2 CoresPerSocket=72 ThreadsPerCore=1" in node
-    assert "RealMemory=966656 " in node  # 2 x 472 GiB of the Grace nodes, not the 4 x 186 GiB HBM
+    # the Grace nodes' 489935 + 489795 MiB of the published numactl -H, not the 4 x 188416 MiB of HBM
+    assert "RealMemory=979730 " in node
     gres = [x for x in out.splitlines() if x.startswith("NodeName=gb01 Name=gpu")]
     assert [x.rsplit("Cores=", 1)[1] for x in gres] == ["0-71", "0-71", "72-143", "72-143"]
     assert "leaves out GPU memory nodes 2,10,18,26" in out
+    # every GB200 NVLink ends on an NVLink Switch: Slurm's AutoDetect counts 0 links, so no Links= and a note
+    assert all("Links=" not in x for x in gres) and "GPUs share an NVSwitch fabric" in out
     # slurmd -C's own figure (MemTotal, HBM included) is not a drained node: NT521 stays quiet
-    (tmp_path / "slurm.conf").write_text(node.replace("RealMemory=966656", "RealMemory=1728512") + "\n")
+    (tmp_path / "slurm.conf").write_text(node.replace("RealMemory=979730", f"RealMemory={979730 + 4 * 188416}")
+                                         + "\n")
     result = cli("--root", _root("handmade-gb200-numa"), "check", "--slurm-conf", str(tmp_path / "slurm.conf"),
                  "--json")
     codes = [f["code"] for c in json.loads(result.stdout)["checks"] if c["group"] == "scheduler"

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from numatune.plan import dra
-from tests.analysis.test_dra import api_errors, example_slice, nvidia_slice
-from tests.conftest import fixture_root, tree_fixtures
+from tests.analysis.test_dra import api_errors, dranet_slice, example_slice, nvidia_slice
+from tests.conftest import fixture_copy, fixture_root, tree_fixtures
 
 yaml = pytest.importorskip("yaml")
 DGX = "handmade-dgx-h100-ids"
@@ -27,13 +27,15 @@ def test_every_claim_passes_the_api_types_and_the_text_is_that_yaml(cli, name):
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     docs = [d for d in yaml.safe_load_all(doc["text"]) if d is not None]
-    if doc["claim"] is None:
-        assert docs == [] and doc["count"] == 0
+    if not doc["claims"]:
+        assert docs == [] and doc["count"] == 0 and doc["claim"] is None
         return
-    assert docs == [doc["claim"]] and api_errors(doc["claim"]) == []
+    assert docs == doc["claims"] and all(api_errors(c) == [] for c in docs)
+    assert doc["claim"] == (docs[0] if len(docs) == 1 else None)
     gpus = [d for d in doc["devices"] if d["kind"] == "gpu"]
-    requests = doc["claim"]["spec"]["spec"]["devices"]["requests"]
+    requests = [r for c in docs for r in c["spec"]["spec"]["devices"]["requests"]]
     assert len(requests) == 2 * len(gpus) == 2 * doc["count"]
+    assert all(d["numa_node_state"] in ("node", "none", "unknown") for d in doc["devices"])
 
 
 def test_dgx_h100_pairs_each_gpu_with_the_nic_under_its_root_complex(cli):
@@ -151,3 +153,153 @@ def test_grace_and_snc_fixtures_publish_the_pci_functions_node_and_the_socket_li
                          "--json").stdout)
     gpus = [d for d in doc["devices"] if d["kind"] == "gpu"]
     assert gpus[1]["attributes"][dra.NUMA_NODE] == {"ints": [1, 0, 2, 3]}
+
+
+def _resource_slices(cli, tmp_path, root, text: str, *extra: str):
+    f = tmp_path / "slices.yaml"
+    f.write_text(text)
+    result = cli("--root", str(root), "check", "--resource-slices", str(f), *extra, "--json")
+    checks = json.loads(result.stdout)["checks"] if result.stdout else []
+    return result, next((r for r in checks if r["name"] == "scheduler.resource_slices"), None)
+
+
+def test_a_dranet_slice_as_dranet_publishes_it_passes_check(cli, tmp_path):
+    """dranet publishes dra.net/pciAddress with the standard pcieRoot and numaNode but never pciBusID: each of
+    the DGX's 8 NICs was NT543 (8 warnings, exit 1); the claim matches on pcieRoot, which dranet publishes."""
+    topo = _topo(DGX)
+    slices = _kubectl_list(dranet_slice(topo, node="dgx01"), nvidia_slice(topo, node="dgx01"))
+    result, res = _resource_slices(cli, tmp_path, fixture_root(DGX), slices, "--node-name", "dgx01")
+    assert result.exit_code == 0, result.stdout
+    assert res["status"] == "passed" and res["findings"] == []
+    assert "(dra.net, gpu.nvidia.com): 16 device(s) with a PCI address" in res["description"]
+
+
+def test_a_per_device_node_selection_slice_is_read(cli, tmp_path):
+    """spec.perDeviceNodeSelection with devices[].nodeName: it was exit 3, "none of its slices names a node"."""
+    s = nvidia_slice(_topo(DGX), node="dgx01")
+    del s["spec"]["nodeName"]
+    s["spec"]["perDeviceNodeSelection"] = True
+    for i, dev in enumerate(s["spec"]["devices"]):
+        dev["nodeName"] = "dgx01" if i < 6 else "dgx02"
+    s["spec"]["devices"][2]["attributes"][dra.PCIE_ROOT] = {"string": "pci0000:97"}
+    assert api_errors(s) == []
+    result, res = _resource_slices(cli, tmp_path, fixture_root(DGX), json.dumps(s), "--node-name", "dgx01")
+    assert result.exit_code == 1 and "6 device(s) with a PCI address" in res["description"]
+    assert [f["code"] for f in res["findings"]] == ["NT540"]
+    result, _ = _resource_slices(cli, tmp_path, fixture_root(DGX), json.dumps(s), "--node-name", "dgx03")
+    assert result.exit_code == 3 and "(its slices are for dgx01, dgx02)" in result.stderr
+
+
+def test_nvidias_one_element_list_is_a_warning_on_the_snc4_machine(cli, tmp_path):
+    topo = _topo("handmade-snc4-8gpu")
+    s = nvidia_slice(topo, node="snc01", form="list")
+    for dev in s["spec"]["devices"]:
+        dev["attributes"][dra.NUMA_NODE]["ints"] = dev["attributes"][dra.NUMA_NODE]["ints"][:1]
+    root = fixture_root("handmade-snc4-8gpu")
+    result, res = _resource_slices(cli, tmp_path, root, json.dumps(s), "--node-name", "snc01", "--fail-on", "error")
+    assert result.exit_code == 0, result.stdout  # warnings only
+    assert [f["code"] for f in res["findings"]] == ["NT545"] * 8
+    assert all(f["severity"] == "warning" for f in res["findings"])
+    assert "publishes resource.kubernetes.io/numaNode [1], its PCI function's node alone; the standard's list " \
+           "form is [1, 0, 2, 3]" in res["findings"][1]["message"]
+
+
+def test_a_slice_beyond_the_apis_device_limits_is_refused(cli, tmp_path):
+    s = nvidia_slice(_topo(DGX), node="dgx01")
+    base = s["spec"]["devices"][0]
+    s["spec"]["devices"] = [dict(base, name=f"gpu-{i}") for i in range(65)]
+    result, _ = _resource_slices(cli, tmp_path, fixture_root(DGX), json.dumps(s), "--node-name", "dgx01")
+    assert result.exit_code == 0  # 65 plain devices: under 128
+    s["spec"]["devices"][0] = dict(base, name="gpu-0", taints=[{"key": "k", "effect": "NoSchedule"}])
+    result, _ = _resource_slices(cli, tmp_path, fixture_root(DGX), json.dumps(s), "--node-name", "dgx01")
+    assert result.exit_code == 3
+    assert "lists 65 devices; the API allows at most 64 in one slice where a device uses taints" in result.stderr
+    s["spec"]["devices"] = [dict(base, name=f"gpu-{i}") for i in range(129)]
+    result, _ = _resource_slices(cli, tmp_path, fixture_root(DGX), json.dumps(s), "--node-name", "dgx01")
+    assert result.exit_code == 3 and "lists 129 devices; the API allows at most 128 in one slice," in result.stderr
+
+
+def test_gb200_emit_and_check_say_why_numa_node_never_pairs_gpu_and_nic(cli, tmp_path):
+    root = fixture_root("handmade-gb200-numa")
+    doc = json.loads(cli("--root", str(root), "emit", "dra", "--json").stdout)
+    (note,) = [n for n in doc["notes"] if "own CPU-less memory node" in n]
+    assert "GPU0, GPU1, GPU2, GPU3: each has its own CPU-less memory node (2, 10, 18, 26" in note
+    assert "a claim that matches GPU and NIC on numaNode can never be satisfied" in note
+    assert "pcieRoot is the attribute to match" in note
+    assert "(GPU0: node 0, GPU1: node 0, GPU2: node 1, GPU3: node 1)" in note
+    assert "# note: " + note in doc["text"]
+    # NVIDIA's driver builds that read NVML publish the HBM node for each GPU
+    s = nvidia_slice(_topo("handmade-gb200-numa"), node="gb01")
+    for dev, hbm in zip(s["spec"]["devices"], (2, 10, 18, 26), strict=True):
+        dev["attributes"][dra.NUMA_NODE] = {"int": hbm}
+    result, res = _resource_slices(cli, tmp_path, root, json.dumps(s), "--node-name", "gb01")
+    assert result.exit_code == 1 and [f["code"] for f in res["findings"]] == ["NT542"] * 4
+    msg = res["findings"][2]["message"]
+    assert "numaNode 18, but its numa_node is -1 (no NUMA affinity); 18 is the GPU's own memory node" in msg
+    assert "its CPUs are on node 1" in msg and "resource.kubernetes.io/pcieRoot is the attribute to match" in msg
+
+
+def test_mi210_capture_keeps_unknown_apart_from_no_affinity(cli, tmp_path):
+    """The MI210 KFD capture holds no PCI sysfs for its GPUs: their node is unknown. emit said "numa_node is -1
+    (no NUMA affinity)" and check told a driver publishing 0 not to publish numaNode (NT542 x4)."""
+    root = fixture_root("topo-mi210-xgmi-pcie")
+    doc = json.loads(cli("--root", str(root), "emit", "dra", "--json").stdout)
+    gpus = [d for d in doc["devices"] if d["kind"] == "gpu"]
+    assert gpus and all(d["numa_node_state"] == "unknown" for d in gpus)
+    assert all("unknown" in d["omitted"][dra.NUMA_NODE] and "-1" not in d["omitted"][dra.NUMA_NODE] for d in gpus)
+    assert "its numa_node is -1" not in doc["text"] and "?: unknown, this tree lacks" in doc["text"]
+    inspect = json.loads(cli("--root", str(root), "inspect", "--json").stdout)
+    assert {d["numa_node_state"] for d in inspect["devices"] if d["kind"] == "gpu"} == {"unknown"}
+    s = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "mi01-gpu.amd.com"},
+         "spec": {"driver": "gpu.amd.com", "nodeName": "mi01", "pool": {"name": "mi01", "generation": 1,
+                                                                         "resourceSliceCount": 1},
+                  "devices": [{"name": f"gpu-{i}", "attributes": {
+                      dra.PCI_BUS_ID: {"string": d["bdf"]}, dra.NUMA_NODE: {"int": i // 4}}}
+                      for i, d in enumerate(gpus)]}}
+    result, res = _resource_slices(cli, tmp_path, root, json.dumps(s), "--node-name", "mi01")
+    assert result.exit_code == 0 and res["findings"] == []
+    assert f"the numaNode of {len(gpus)} not checkable" in res["description"] and "unknown, not -1" in \
+        res["description"]
+
+
+def _twenty_gpu_tree(dest):
+    """A hand-made tree for this test: the CPUs and nodes of handmade-launch-2s4gpu-cxl, its PCI replaced by 20
+    GPUs (10de:2330), each with a ConnectX NIC (15b3:1021) under its own root complex, 10 per socket."""
+    import shutil
+
+    from tests.handmade_rail import _function
+
+    root = fixture_copy("handmade-launch-2s4gpu-cxl", dest)
+    sysfs = root / "sys"
+    for old in [*sysfs.glob("devices/pci*"), sysfs / "bus/pci/devices", root / "proc/driver/nvidia"]:
+        if old.is_symlink() or old.is_file():
+            old.unlink()
+        elif old.exists():
+            shutil.rmtree(old)
+    cpus = {0: "0-3,8-11", 1: "4-7,12-15"}
+    for i in range(20):
+        node, bus = i // 10, 0x10 + 8 * i
+        host, port = f"pci0000:{bus:02x}", f"0000:{bus:02x}:01.0"
+        _function(sysfs, [host], port, "0x060400", "0x8086", "0x352a", node, cpus[node])
+        _function(sysfs, [host, port], f"0000:{bus + 1:02x}:00.0", "0x030200", "0x10de", "0x2330", node, cpus[node])
+        _function(sysfs, [host, port], f"0000:{bus + 2:02x}:00.0", "0x020700", "0x15b3", "0x1021", node, cpus[node])
+    return root
+
+
+def test_twenty_gpus_get_templates_within_the_apis_limits(cli, tmp_path):
+    """20 GPU+NIC pairs were one template of 40 requests and 40 devices: over DeviceRequestsMaxSize and
+    AllocationResultsMaxSize (32), so the API server refused it."""
+    root = _twenty_gpu_tree(tmp_path / "root")
+    result = cli("--root", str(root), "emit", "dra", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["count"] == 20 and doc["match"] == dra.PCIE_ROOT and doc["claim"] is None
+    assert [c["metadata"]["name"] for c in doc["claims"]] == ["gpu-nic-pairs-20-1", "gpu-nic-pairs-20-2"]
+    for c in doc["claims"]:
+        devices = c["spec"]["spec"]["devices"]
+        assert api_errors(c) == [] and len(devices["requests"]) == 20 and len(devices["constraints"]) == 10
+    assert [d for d in yaml.safe_load_all(result.stdout and doc["text"]) if d] == doc["claims"]
+    assert "# 2 ResourceClaimTemplates: 20 GPU(s)" in doc["text"]
+    assert any("40 devices, more than one claim can be given" in n for n in doc["notes"])
+    small = json.loads(cli("--root", str(root), "emit", "dra", "--gpus", "16", "--json").stdout)
+    assert len(small["claims"]) == 1 and small["claim"] == small["claims"][0]

@@ -221,6 +221,25 @@ def test_grace_distances_leave_the_empty_mig_placeholders_out_and_say_so(cli):
     assert len(doc["nodes"]) == 34 and all(len(n["distances"]) == 34 for n in doc["nodes"])
 
 
+def test_gb200_reads_as_its_published_nvidia_smi_topo_and_numactl(cli):
+    """sglang#11208's `nvidia-smi topo -m` of a GB200 tray: NV18 between every GPU pair, CPU affinity 0-71 for
+    GPU0-1 and 72-143 for GPU2-3 (NVML's; the functions' local_cpulist is every CPU); the TensorRT-LLM blog's
+    `numactl -H`: 11 among one GPU's nodes, 40 between GPUs', 80/120 from the Graces. The fixture had SYS,
+    0-143 and 255."""
+    doc = json.loads(cli("--root", str(fixture_root("handmade-gb200-numa")), "inspect", "--json").stdout)
+    m = doc["path_matrix"]
+    gpus = [i for i, label in enumerate(m["labels"]) if label.startswith("GPU")]
+    assert [[m["cells"][a][b] for b in gpus] for a in gpus] == [
+        ["X" if a == b else "NV18" for b in gpus] for a in gpus]
+    assert [m["cpu_affinity"][i] for i in gpus] == [list(range(72))] * 2 + [list(range(72, 144))] * 2
+    dist = {n["id"]: {int(k): v for k, v in n["distances"].items()} for n in doc["nodes"]}
+    assert dist[2][3] == dist[2][9] == 11 and dist[2][10] == dist[2][26] == dist[10][18] == 40
+    assert (dist[0][1], dist[0][2], dist[0][18], dist[1][18], dist[1][2]) == (40, 80, 120, 80, 120)
+    assert dist[2][2] == 10 and all(dist[a][b] == dist[b][a] for a in dist for b in dist)
+    sizes = {n["id"]: n["memory_total_kib"] for n in doc["nodes"] if n["id"] in (0, 1, 2)}
+    assert sizes == {0: 489935 * 1024, 1: 489795 * 1024, 2: 188416 * 1024}
+
+
 def test_snc4_clustering_line(cli):
     result = cli("--root", str(fixture_root("handmade-snc4-8gpu")), "inspect")
     assert "Sub-NUMA clustering: SNC-4 (socket 0: nodes 0-3; socket 1: nodes 4-7)" in result.stdout

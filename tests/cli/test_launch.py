@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from numatune.readers.nvml import nvml_bdf
 from tests.conftest import PROJECT, fixture_root
 
 HM = str(fixture_root("handmade-launch-2s4gpu-cxl"))
@@ -257,3 +258,16 @@ def test_mem_nodes_that_do_not_exist_are_exit_2_like_node(cli):
     root = str(fixture_root("vm-two-socket"))
     res = cli("--root", root, "launch", "--node", "0", "--mem-nodes", "9", "--dry-run", "--", "true", env=CLEAN)
     assert res.exit_code == 2 and "--mem-nodes: node 9 does not exist (nodes: 0,1)" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("name", ["handmade-gb200-numa", "handmade-gh200-numa"])
+def test_launch_finds_a_grace_gpu_by_the_uuid_nvml_reports(cli, name):
+    """The superchip trees' NVML records carried other UUIDs than /proc/driver/nvidia's: `launch --gpu` with the
+    UUID `nvidia-smi -L` prints (NVML's) matched 0 GPUs. Every GPU's NVML UUID now finds that GPU."""
+    root = fixture_root(name)
+    nvml = json.loads((root / "numatune" / "nvml.json").read_text())
+    for g in nvml["gpus"]:
+        res = cli("--root", str(root), "launch", "--json", "--gpu", g["uuid"], "--", "python", "train.py", env=CLEAN)
+        assert res.exit_code == 0, res.stderr
+        doc = json.loads(res.stdout)
+        assert doc["gpu"]["uuid"] == g["uuid"] and doc["gpu"]["bdf"] == nvml_bdf(g["pci"]["bus_id"])

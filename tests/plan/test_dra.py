@@ -167,3 +167,74 @@ def test_a_path_outside_a_pci_root_publishes_no_pcie_root():
     assert dra.pcie_root("/sys/devices/LNXSYSTM:00/VMBUS:00/abc/pci1234:00/1234:00:00.0", "1234:00:00.0")[0] is None
     assert dra.pcie_root("/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0", "0000:01:00.0") == ("pci0000:00", "")
     assert dra.pcie_root("/sys/bus/pci/devices/0000:01:00.0", "0000:01:00.0")[0] is None
+
+
+def grace_blackwell() -> Topology:
+    """Two GB200 GPUs of one Grace (cut down from the published tray): node 0 the Grace (CPUs 0-3), nodes 2 and
+    10 the GPUs' HBM (CPU-less; SLIT 80 from the Grace, 40 between them as numactl -H prints); the GPUs'
+    functions have numa_node -1 on their own root complexes, the NIC is on node 0 under pci0000:00."""
+    ids = (0, 2, 10)
+    dist = {a: {b: 10 if a == b else 80 if 0 in (a, b) else 40 for b in ids} for a in ids}
+    nodes = [NumaNode(0, tuple(range(4)), 1 << 30, distances=dist[0], kind="dram")]
+    nodes += [NumaNode(n, (), 1 << 30, distances=dist[n], kind="gpu") for n in (2, 10)]
+    cpus = [Cpu(i, True, 0, i, node=0) for i in range(4)]
+    gpus = [_dev(bdf, "gpu", None, root)._replace(memory_node=hbm, memory_node_from="numa_status", inferred_node=0,
+                                                   inferred_from="GPU memory node")
+            for bdf, root, hbm in (("0008:01:00.0", "pci0008:00", 2), ("0009:01:00.0", "pci0009:00", 10))]
+    return _topo(nodes, cpus, [*gpus, _dev("0000:01:00.0", "nic", 0, "pci0000:00", 0x15B3)])
+
+
+def test_grace_blackwell_emit_says_why_numa_node_cannot_pair_gpu_and_nic():
+    """On GB200 NVIDIA's driver builds that read NVML publish the HBM node, and those that read sysfs publish
+    nothing (-1): a numaNode constraint can never be satisfied; the note says so and what to match on."""
+    e = dra.dra_plan(grace_blackwell())
+    assert e.match is None  # no NIC shares a GPU's root complex, and the GPUs have no numaNode
+    (note,) = [n for n in e.notes if "own CPU-less memory node" in n]
+    assert "GPU0, GPU1: each has its own CPU-less memory node (2, 10" in note
+    assert "nvmlDeviceGetNumaNodeId" in note and "can never be satisfied" in note
+    assert "publish no numaNode for GPU0, GPU1 (-1 here)" in note
+    assert "pcieRoot is the attribute to match, but no NIC here shares the root complex of GPU0, GPU1" in note
+    assert "its NIC by numaNode == the GPU's CPU node (GPU0: node 0, GPU1: node 0)" in note
+    # a machine whose GPUs share their root complex with a NIC: the template already matches on pcieRoot
+    t = grace_blackwell()
+    t = t._replace(devices=t.devices + (_dev("0008:02:00.0", "nic", 0, "pci0008:00", 0x15B3),
+                                       _dev("0009:02:00.0", "nic", 0, "pci0009:00", 0x15B3)))
+    e = dra.dra_plan(t)
+    assert e.match == dra.PCIE_ROOT
+    assert any(n.endswith("pcieRoot is the attribute to match, as this template does") for n in e.notes)
+    assert not any("own CPU-less memory node" in n for n in dra.dra_plan(snc2()).notes)
+
+
+def many_gpus(count: int) -> Topology:
+    """A synthetic machine with `count` GPUs, each with a NIC under its own root complex, half on each node."""
+    d = {0: {0: 10, 1: 21}, 1: {0: 21, 1: 10}}
+    nodes = [NumaNode(n, (2 * n, 2 * n + 1), 1 << 30, distances=d[n], kind="dram") for n in range(2)]
+    cpus = [Cpu(i, True, i // 2, i % 2, node=i // 2) for i in range(4)]
+    devices = []
+    for i in range(count):
+        root = f"pci{i + 1:04x}:00"
+        devices += [_dev(f"{i + 1:04x}:01:00.0", "gpu", 2 * i // count, root),
+                    _dev(f"{i + 1:04x}:02:00.0", "nic", 2 * i // count, root, 0x15B3)]
+    return _topo(nodes, cpus, devices)
+
+
+@pytest.mark.parametrize(("count", "sizes"), [(16, (16,)), (17, (9, 8)), (20, (10, 10)), (33, (11, 11, 11))])
+def test_claims_are_split_within_the_apis_limits(count, sizes):
+    """More than 16 GPU+NIC pairs are more than 32 devices and requests (AllocationResultsMaxSize,
+    DeviceRequestsMaxSize): one template for 20 pairs had 40 requests, which the API server rejects."""
+    from tests.analysis.test_dra import api_errors
+
+    e = dra.dra_plan(many_gpus(count))
+    assert e.count == count and e.match == dra.PCIE_ROOT
+    assert tuple(len(c["spec"]["spec"]["devices"]["requests"]) // 2 for c in e.claims) == sizes
+    for c in e.claims:
+        devices = c["spec"]["spec"]["devices"]
+        assert len(devices["requests"]) <= dra.DEVICE_REQUESTS_MAX
+        assert sum(r["exactly"]["count"] for r in devices["requests"]) <= dra.ALLOCATION_RESULTS_MAX
+        assert len(devices["constraints"]) <= dra.DEVICE_CONSTRAINTS_MAX
+        assert api_errors(c) == []
+    names = [c["metadata"]["name"] for c in e.claims]
+    assert names == ([f"gpu-nic-pairs-{count}"] if len(sizes) == 1 else
+                     [f"gpu-nic-pairs-{count}-{i}" for i in range(1, len(sizes) + 1)])
+    assert (e.claim is None) == (len(sizes) > 1)
+    assert any("spec.resourceClaims" in n for n in e.notes) == (len(sizes) > 1)
