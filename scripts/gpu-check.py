@@ -501,8 +501,10 @@ def check_job(run: Run, args: argparse.Namespace, gpu: bool, inspect_doc: dict |
     log = open(run.out / "train.log", "w")  # noqa: SIM115 - the job's output, closed below
     job = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**run.env, "GPU_CHECK_OUT": str(run.out)},
                            start_new_session=True)
+    started = time.monotonic()
     try:
         ready = wait_ready(run, job, min(args.ready_timeout, run.left()))
+        run.log.write(f"  -> train-ready.json after {time.monotonic() - started:.1f} s\n")
         if ready is None:
             tail = (run.out / "train.log").read_text()[-600:]
             run.verdict("FAIL", "job-started", f"no train-ready.json (exit {job.poll()}); train.log ends: {tail}")
@@ -525,6 +527,7 @@ def check_job(run: Run, args: argparse.Namespace, gpu: bool, inspect_doc: dict |
             code = job.wait()
             run.note(f"note: the job did not stop within the time left: killed (exit {code})")
         log.close()
+        run.log.write(f"  -> the job exited {code} after {time.monotonic() - started:.1f} s\n")
         (run.out / "train-stop").unlink(missing_ok=True)
     if not run.done("job-exit"):
         run.verdict("PASS" if code == 0 else "FAIL", "job-exit", f"torchrun exited {code} (train.log)")
