@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check numatune against a real GPU node: one verdict per comparison, from a plain checkout.
 
-    python3 scripts/gpu-check.py [OUTDIR] [--cores 6] [--seconds 90] [--budget 170]
+    python3 scripts/gpu-check.py [OUTDIR] [--cores 6] [--seconds 90] [--budget 140]
 
 Runs the evidence job of issue 40 (`torchrun --standalone --nproc-per-node 1 --no-python numatune launch
 --cpu-bind cores:6 -- python3 examples/gpu-check/train.py SECONDS`: DataLoader workers bound with
@@ -521,7 +521,7 @@ def check_job(run: Run, args: argparse.Namespace, gpu: bool, inspect_doc: dict |
     finally:
         (run.out / "train-stop").write_text("")
         try:
-            code = job.wait(timeout=max(5.0, min(60.0, run.left() + 20)))
+            code = job.wait(timeout=max(5.0, min(30.0, run.left() + 10)))
         except subprocess.TimeoutExpired:
             os.killpg(job.pid, signal.SIGKILL)
             code = job.wait()
@@ -680,7 +680,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("outdir", nargs="?", help="where the captured files go (default $OUT, else ./gpu-check-out)")
     parser.add_argument("--cores", type=int, default=6, help="launch --cpu-bind cores:N for the rank (default 6)")
     parser.add_argument("--seconds", type=float, default=90.0, help="the job's longest run (default 90)")
-    parser.add_argument("--budget", type=float, default=170.0, help="seconds for the whole check (default 170)")
+    parser.add_argument("--budget", type=float, default=140.0,
+                        help="seconds for the checks' steps (default 140; stopping the job adds at most 30)")
     parser.add_argument("--ready-timeout", type=float, default=90.0, help="seconds to wait for the job's workers")
     parser.add_argument("--cpu-job", action="store_true", help="without a GPU, still run the job part on the CPU")
     args = parser.parse_args(argv)
