@@ -17,8 +17,10 @@ the environment and its own affinity.
 from __future__ import annotations
 
 from numatune.cpulist import MAX_NODES, format_cpulist, parse_cpulist
+from numatune.errors import NumatuneError
 from numatune.model._record import record
 from numatune.model.launch import POLICY_SUPPORT, LaunchPlan, MemPolicy
+from numatune.numbers import maybe_int
 
 TYPE_CHECKING = False  # annotations only: launch's exec path imports this module (typing costs ~15 ms)
 if TYPE_CHECKING:
@@ -112,9 +114,13 @@ def parse_record(text: str) -> tuple[Inherited | None, str]:
 def _number(value: str) -> int | None:
     if value == "-":
         return None
-    if not value.isdigit() or len(value) > 19:
+    try:
+        number = maybe_int(value, VARIABLE) if value.isdigit() else None
+    except NumatuneError:  # more digits than any number numatune reads
+        number = None
+    if number is None:
         raise ValueError(f"{value[:20]!r} is not a number")
-    return int(value)
+    return number
 
 
 def _ids(value: str, limit: int | None) -> frozenset[int]:

@@ -43,6 +43,7 @@ def test_unknown_keys_are_skipped_and_the_first_of_a_repeated_key_counts():
     ("1 by=launch cpus=0-4000000000", "NUMATUNE_BINDING: "),  # bounded: no list of four billion CPUs
     ("1 by=launch mems=5000 mem=bind", "NUMATUNE_BINDING: "),  # beyond MAX_NUMNODES
     ("1 by=launch pid=-3 cpus=0", "'-3' is not a number"),
+    ("1 by=launch pid=" + "9" * 60 + " cpus=0", "is not a number"),
     ("1 by=launch cpus=- mem=none", "records no binding"),
     ("1 by=launch cpus=0 " + "x" * 5000, "characters long"),
 ])
