@@ -10,8 +10,13 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
-# Where the report came from: differs by design.
-ORIGIN = ("source", "live")
+# Where the report came from: differs by design. Live, inspect asks NVML; a snapshot replays the NVML record it
+# saved, and says so: the note ("NVML (live)" / "NVML record saved in this root ...") and each NVLink's source
+# ("nvml" / "nvml record /numatune/nvml.json") name the origin of the same answers.
+ORIGIN = ("source", "live", "path_matrix.nvlink.note", "path_matrix.links.*.source")
+# Values that give the same answer from the other origin, compared as one: NVLink seen through NVML asked live
+# ("nvml") or through its saved record ("saved"). A replay that lost the record ("not visible") still differs.
+SAME_ANSWER = {"path_matrix.nvlink.state": {"saved": "nvml"}}
 # Facts only a live node has: none left (irqbalance's process and numactl's version are kept in a snapshot).
 LIVE_ONLY: tuple[str, ...] = ()
 # Values that change by the second on a running node.
@@ -47,7 +52,8 @@ def comparable(doc: Any, ignored: tuple[str, ...] = IGNORED, at: str = "") -> An
         return out
     if isinstance(doc, list):
         return [comparable(v, ignored, f"{at}.{i}" if at else str(i)) for i, v in enumerate(doc)]
-    return doc
+    same = SAME_ANSWER.get(at)
+    return same.get(doc, doc) if same is not None and isinstance(doc, str) else doc
 
 
 def differences(a: Any, b: Any, at: str = "") -> list[str]:

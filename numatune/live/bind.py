@@ -232,14 +232,15 @@ KIND_POLICIES = ("cxl-spill", "weighted", "preferred-many")  # policies that nee
 
 
 def plan_live(host: Host, environ: Mapping[str, str], opts: LaunchOptions, command: Sequence[str] = (), *,
-              rebind: bool = False) -> LaunchPlan:
+              rebind: bool = False, within: frozenset[int] | None = None, within_source: str = "") -> LaunchPlan:
     """launch's planning for `host` (the live node or a saved root): what it reads, then plan_launch.
 
     Reads only what the options need (no PCI scan for --node without --nic, the CXL scan only for the
     policies that name CXL nodes, the cache groups only for the modes that split cores). `rebind`
     (numatune.bind, in a process that is already running) plans within the cgroup's CPUs rather than
     the calling thread's current mask, which may be the very binding being replaced; inside a Slurm
-    step the step's CPUs stay the limit, as for launch.
+    step the step's CPUs stay the limit, as for launch. `within` (the CPUs a launcher recorded in
+    NUMATUNE_BINDING, `within_source` saying so) narrows the allowed CPUs further.
     """
     from numatune.plan.launch import normalize_bdf, plan_launch
 
@@ -261,6 +262,9 @@ def plan_live(host: Host, environ: Mapping[str, str], opts: LaunchOptions, comma
         else:
             facts = facts._replace(allowed_cpus=None, allowed_source="every online CPU (no cgroup cpuset readable; "
                                                                      "a re-bind: not the current mask)")
+    if within is not None:
+        allowed = within if facts.allowed_cpus is None else facts.allowed_cpus & within
+        facts = facts._replace(allowed_cpus=allowed, allowed_source=f"{facts.allowed_source} ∩ {within_source}")
     plan = plan_launch(topo, devices, facts, opts, command)
     if host.notes:  # files that exist but could not be read, links leaving a saved root
         plan = plan._replace(warnings=plan.warnings + tuple(f"cannot read {p}: {r}" for p, r in host.notes))
@@ -288,9 +292,15 @@ def bind_direct(plan: LaunchPlan) -> None:
 
 
 def apply_plan(plan: LaunchPlan, environ: Mapping[str, str]) -> NoReturn:
-    """Bind (for the direct method) and exec the plan's argv; never returns."""
+    """Bind (for the direct method) and exec the plan's argv, with NUMATUNE_BINDING saying what was bound
+    (plan.inherited); never returns."""
+    from numatune.plan.inherited import VARIABLE, plan_record
+
     env = dict(environ)
     env.update(plan.env)
+    line = plan_record(plan, "launch", os.getpid())  # what was bound, for numatune.bind_worker() in the command
+    if line is not None:
+        env[VARIABLE] = line
     bind_direct(plan)
     program = plan.command[0] if plan.command else ""
     if not program or ("/" not in program and which(program) is None):

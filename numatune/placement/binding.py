@@ -19,6 +19,9 @@ What a late binding (sched_setaffinity or numa_bind inside the program) leaves b
 - Pages first touched elsewhere stay there: bind() moves the process's own anonymous pages (mbind with
   MPOL_MF_MOVE, mapping by mapping, at most `max_move_bytes`) and reports what could not move and why
   (shared with forked workers, pinned, over the bound, a range policy the program set itself).
+- A process that `numatune launch` bound (or a bind() in a parent process) carries that binding in
+  NUMATUNE_BINDING: the worker helpers stay within it (they narrow it, never widen or move it), so a DataLoader
+  worker of a rank launched with `--cpu-bind cores:6` keeps the rank's six cores, not the whole node.
 Best effort (`best_effort=True`): nothing raises for a binding that cannot be honoured (a node this machine
 lacks); the report says why nothing was bound. NUMATUNE_BIND=0 in the environment turns bind() into a
 no-op whose report says so. Importable without click or rich.
@@ -82,6 +85,9 @@ class BindReport:
     seconds: float = 0.0
     page_size: int = 4096
     plan: Any = None  # the LaunchPlan (None when skipped before planning)
+    inherited: Any = None  # the binding NUMATUNE_BINDING recorded (plan.inherited.Inherited), when it holds
+    within: bool = False  # planned within `inherited` (the worker helpers; bind() naming no placement)
+    relation: str | None = None  # same | narrows | widens | moves: this binding against `inherited`
 
     @property
     def target_nodes(self) -> tuple[int, ...]:
@@ -104,7 +110,7 @@ class BindReport:
 
     def describe(self) -> str:
         if not self.bound:
-            return f"numatune.bind: nothing bound: {self.skipped}"
+            return f"numatune.bind: nothing bound: {self.skipped}"  # a kept inherited binding: in `skipped`
         set_ = [t for t in self.threads if t.error is None]
         parts = [f"numatune.bind: pid {self.pid} bound to node {self.node}"]
         if self.cpus:
@@ -116,6 +122,8 @@ class BindReport:
         text = "; ".join(parts)
         if self.left:
             text += "; left: " + ", ".join(f"{n} {why}" for why, n in self.left.items())
+        if self.inherited is not None and self.relation is not None:
+            text += f"; {RELATION_WORDS[self.relation]} {self.inherited.describe()}"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,14 +153,24 @@ class BindReport:
             env=dict(self.env),
             seconds=round(self.seconds, 6),
             warnings=list(self.warnings),
+            inherited=None if self.inherited is None else {**self.inherited.to_dict(), "within": self.within,
+                                                           "relation": self.relation},
             plan=plan,
         )
 
 
-def _skipped(why: str, *, plan: Any = None, warnings: Sequence[str] = (), started: float = 0.0) -> BindReport:
+# BindReport.describe()'s words for its relation to the inherited binding
+RELATION_WORDS = {"same": "the same as", "narrows": "within", "widens": "widens", "moves": "moves"}
+# bind()'s keywords that are not launch's options
+BIND_ONLY = ("move", "max_move_bytes", "set_env", "environ", "dry_run", "root", "inherit")
+
+
+def _skipped(why: str, *, plan: Any = None, warnings: Sequence[str] = (), started: float = 0.0,
+             inherited: Any = None, within: bool = False) -> BindReport:
     return BindReport(False, why, os.getpid(), plan.node if plan is not None else None, (), "none", (),
                       reasons=tuple(plan.reasons) if plan is not None else (), warnings=tuple(warnings),
-                      seconds=time.perf_counter() - started if started else 0.0, plan=plan)
+                      seconds=time.perf_counter() - started if started else 0.0, plan=plan, inherited=inherited,
+                      within=within, relation="same" if inherited is not None else None)
 
 
 def options(node: int | None = None, *, gpu: str | int | None = None, rank: int | None = None,
@@ -214,7 +232,8 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
          mem_nodes: Sequence[int] | None = None, weights: Mapping[int, int] | None = None, nic: str = "none",
          nic_transport: str = "rdma", best_effort: bool = False, move: bool = True,
          max_move_bytes: int = DEFAULT_MAX_MOVE, set_env: bool = True,
-         environ: Mapping[str, str] | None = None, dry_run: bool = False, root: str | None = None) -> BindReport:
+         environ: Mapping[str, str] | None = None, dry_run: bool = False, root: str | None = None,
+         inherit: bool | None = None) -> BindReport:
     """Bind this whole process as `numatune launch` would bind a rank, from inside it; returns a BindReport.
 
     The node comes from `node`, else from the rank's GPU (`gpu`, else LOCAL_RANK/SLURM_LOCALID/... and
@@ -234,6 +253,14 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     for this machine or for a saved `root` (a snapshot or fixture tree, as `numatune --root R launch --dry-run`);
     `environ` replaces os.environ for the planning (LOCAL_RANK, CUDA_VISIBLE_DEVICES, NUMATUNE_BIND, ...).
 
+    In a process that `numatune launch` or an earlier bind() bound, NUMATUNE_BINDING records that binding
+    (plan/inherited.py; ignored once this process's mask reaches outside it). `inherit=True` plans within it
+    (narrower CPUs and memory nodes, never others: a memory policy that would reach outside keeps the
+    recorded one); `None` (the default) does so unless the call names its own placement (node, gpu or
+    mem_nodes); `False` plans as if nothing were recorded. The report says how the binding stands to the
+    recorded one (`relation`: same, narrows, widens, moves; a warning for the last two), and a successful
+    bind() records what it bound in os.environ for the processes this one starts.
+
     Raises BindingError (launch exits 7 for it) when the binding cannot be honoured, UsageError for
     impossible keywords; with `best_effort=True` a binding error returns an unbound report instead.
     """
@@ -249,6 +276,10 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     env = os.environ if environ is None else environ
     if env.get(DISABLE, "").strip() == "0":
         return _skipped(f"{DISABLE}=0 in the environment: binding is turned off", started=started)
+    if inherit is not None and not isinstance(inherit, bool):
+        from numatune.errors import UsageError
+
+        raise UsageError(f"numatune.bind: inherit={inherit!r}: expected True, False or None")
     opts = options(node, gpu=gpu, rank=rank, local_size=local_size, cpu_bind=cpu_bind, cpu_kind=cpu_kind,
                    reserve_cores=reserve_cores, allow_isolated=allow_isolated, mem_policy=mem_policy,
                    mem_nodes=mem_nodes, weights=weights, nic=nic, nic_transport=nic_transport,
@@ -258,32 +289,79 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
 
         raise UsageError(f"numatune.bind: root={root!r} needs dry_run=True: bind() applies to this process only")
     from numatune.live.bind import plan_live
+    from numatune.plan.inherited import VARIABLE, holding, relation, within_memory
     from numatune.system.host import Host
 
+    # The binding a launcher (or an earlier bind()) recorded: only this process's own mask says whether it holds.
+    rec, stale = holding(env, None if root is not None else os.sched_getaffinity(os.getpid()))
+    within = rec is not None and (inherit if inherit is not None else
+                                  node is None and gpu is None and mem_nodes is None)
+    early = [stale] if stale else []
+    inherited_node = within and opts.node is None and opts.gpu is None and rec.node is not None
+    if inherited_node:
+        opts = opts._replace(node=rec.node)  # the node the launcher resolved: no second GPU lookup
     try:
-        plan = plan_live(Host.open(root or "/"), env, opts, rebind=True)
+        plan = plan_live(Host.open(root or "/"), env, opts, rebind=True,
+                         within=rec.cpus if within and rec.cpus else None,
+                         within_source=f"{rec.describe()} ({VARIABLE})" if within else "")
     except NumatuneError as exc:
         _in_keyword_words(exc)
+        if within:
+            exc.hint = exc.hint or f"inherit=False binds outside {rec.describe()}"
         if not best_effort:
             raise
-        return _skipped(f"{exc.message}; nothing bound (best effort)", warnings=(exc.message,), started=started)
+        kept = f"; kept {rec.describe()}" if within else ""
+        return _skipped(f"{exc.message}; nothing bound (best effort){kept}", warnings=(*early, exc.message),
+                        started=started, inherited=rec, within=within)
+    if inherited_node:
+        source = f"{VARIABLE}: {rec.describe()}"
+        plan = plan._replace(node_source=source, reasons=tuple(
+            f"node: {plan.node} ({source})" if r == f"node: {plan.node} (--node)" else r for r in plan.reasons))
+    if within:
+        mem, why = within_memory(rec, plan.memory)
+        if why:
+            plan = plan._replace(memory=mem, reasons=(*plan.reasons, why))
     if plan.unbound:
-        return _skipped("; ".join(w for w in plan.warnings if "best-effort" in w) or "the plan is unbound",
-                        plan=plan, warnings=plan.warnings, started=started)
+        why = "; ".join(w for w in plan.warnings if "best-effort" in w) or "the plan is unbound"
+        return _skipped(why + (f"; kept {rec.describe()}" if within else ""), plan=plan,
+                        warnings=(*early, *plan.warnings), started=started, inherited=rec, within=within)
+    mem = plan.memory
+    nodes = tuple(mem.nodes) if mem.mode is not None else ()
+    how = relation(rec, plan.cpus, nodes) if rec is not None else None
+    warnings = [*early, *plan.warnings]
+    if how in ("widens", "moves"):
+        new = ", ".join(p for p in (f"node {plan.node}" if plan.node is not None else "",
+                                    f"CPUs {format_cpulist(plan.cpus)}" if plan.cpus else "",
+                                    f"memory {mem.policy} {format_cpulist(nodes)}" if nodes else "") if p)
+        warnings.append(f"{how} {rec.describe()}: to {new} (asked for explicitly; the worker helpers stay within it)")
     if dry_run:
-        mem = plan.memory
         return BindReport(False, "dry run: nothing applied", os.getpid(), plan.node, tuple(plan.cpus), mem.policy,
-                          tuple(mem.nodes) if mem.mode is not None else (), env=dict(plan.env),
-                          reasons=tuple(plan.reasons), warnings=tuple(plan.warnings),
-                          seconds=time.perf_counter() - started, plan=plan)
-    warnings = list(plan.warnings)
+                          nodes, env=dict(plan.env), reasons=tuple(plan.reasons), warnings=tuple(warnings),
+                          seconds=time.perf_counter() - started, plan=plan, inherited=rec, within=within, relation=how)
+    reset = _LAST.get("mode") is not None  # mem_policy none after a bind() that set one: back to the default
     try:
-        return _apply(plan, opts, move, max_move_bytes, set_env, warnings, started)
+        report = _apply(plan, opts, move, max_move_bytes, set_env, warnings, started)
     except NumatuneError as exc:
         if not best_effort:
             raise
         return _skipped(f"{exc.message}; stopped (best effort)", plan=plan, warnings=[*warnings, exc.message],
-                        started=started)
+                        started=started, inherited=rec, within=within)
+    _record(report, None if reset else rec)
+    return report._replace(inherited=rec, within=within, relation=how)
+
+
+def _record(report: BindReport, rec: Any) -> None:
+    """Write what bind() bound to NUMATUNE_BINDING in os.environ, for the processes this one starts (its
+    DataLoader and pool workers). What it left alone (cpu_bind="none", mem_policy="none" where no earlier bind()
+    set a policy to undo) keeps the inherited record's `rec`."""
+    from numatune.plan.inherited import VARIABLE, format_record
+
+    cpus = report.cpus or (rec.cpus if rec is not None else ())
+    policy, nodes = report.memory_policy, report.memory_nodes
+    if policy == "none" and rec is not None:  # the inherited policy still holds
+        policy, nodes = rec.mem, tuple(rec.mems)
+    if cpus or policy != "none":
+        os.environ[VARIABLE] = format_record("bind", report.pid, report.node, cpus, policy, nodes)
 
 
 def _in_keyword_words(exc: NumatuneError) -> None:
@@ -498,17 +576,27 @@ def move_own_pages(host: Any, mode: int, targets: Sequence[int], *, keep_policy:
 
 
 def bind_thread() -> bool:
-    """Give the calling thread the memory policy and CPU mask of this process's last bind(); False when
-    bind() has not bound anything yet. For pools whose threads exist before bind() or are started by
+    """Give the calling thread the memory policy and CPU mask of this process's last bind(), else of the
+    binding `numatune launch` (or a bind() in a parent process) recorded in NUMATUNE_BINDING while it still
+    holds; False when there is neither. For pools whose threads exist before bind() or are started by
     threads that were not bound: ThreadPoolExecutor(initializer=numatune.bind_thread)."""
-    if not _LAST:
-        return False
     from numatune.system import memsys
 
-    if _LAST["cpus"]:
-        os.sched_setaffinity(0, _LAST["cpus"])
-    if _LAST["mode"] is not None:
-        memsys.set_mempolicy(_LAST["mode"], _LAST["nodes"])
+    if _LAST:
+        cpus, mode, nodes = _LAST["cpus"], _LAST["mode"], _LAST["nodes"]
+    else:
+        from numatune.model.launch import POLICY_SUPPORT
+        from numatune.plan.inherited import holding
+
+        rec, _ = holding(os.environ, os.sched_getaffinity(os.getpid()))  # the main thread's: a library moved this one
+        if rec is None:
+            return False
+        cpus, nodes = rec.cpus, tuple(sorted(rec.mems))
+        mode = POLICY_SUPPORT[rec.mem][0] if rec.mem in POLICY_SUPPORT and nodes else None
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    if mode is not None:
+        memsys.set_mempolicy(mode, nodes)
     return True
 
 
@@ -527,13 +615,15 @@ class BindWorker:
     Arguments it is called with (DataLoader's worker id, a pool's initargs) are passed on to `then`, the
     caller's own initializer, which runs after the binding. `report_to` (a path; "{pid}" is replaced) gets
     the report as JSON. Keywords are bind()'s; best_effort defaults to True here: a worker that cannot be
-    bound keeps running unbound (its report, `last_report()`, says why).
+    bound keeps running unbound (its report, `last_report()`, says why). inherit defaults to True: in a rank
+    that `numatune launch` or bind() bound (NUMATUNE_BINDING), each worker stays within the rank's binding, also
+    with node= or gpu= given; it may narrow it, never widen or move it (inherit=False binds as asked).
     """
 
     def __init__(self, then: Callable[..., Any] | None = None, report_to: str | None = None, **kw: Any) -> None:
         kw.setdefault("best_effort", True)
-        options(**{k: v for k, v in kw.items() if k not in ("move", "max_move_bytes", "set_env", "environ",
-                                                              "dry_run", "root")})
+        kw.setdefault("inherit", True)
+        options(**{k: v for k, v in kw.items() if k not in BIND_ONLY})
         self.then = then
         self.report_to = report_to
         self.kw = kw
@@ -566,13 +656,14 @@ def bind_actor(**kw: Any) -> BindReport:
     GPU names the node, as launch resolves CUDA_VISIBLE_DEVICES. Where a local rank is set (Ray Train sets
     LOCAL_RANK, and shows each worker the node's GPUs) launch's rule applies unchanged. Keywords are bind()'s
     (rank defaults to 0 without a local rank variable, best_effort to True: an actor without a GPU, or on a
-    node without it, runs unbound and says why)."""
+    node without it, runs unbound and says why; inherit to True, as bind_worker's)."""
     from numatune.model.resolve import RANK_VARS
 
     env = os.environ if kw.get("environ") is None else kw["environ"]
     if not any(env.get(key, "").strip() for key, _ in RANK_VARS):  # Ray Train sets LOCAL_RANK: launch's rule
         kw.setdefault("rank", 0)
     kw.setdefault("best_effort", True)
+    kw.setdefault("inherit", True)
     report = bind(**kw)
     _REPORTS.append(report)
     return report

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from numatune.cpulist import format_cpulist
 from numatune.readers.nvml import nvml_bdf
 from tests.conftest import PROJECT, fixture_root
 
@@ -32,12 +33,14 @@ status = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)
 maps = open('/proc/self/numa_maps').read().splitlines()
 policy = maps[0].split(' ', 1)[1].split(' file=')[0].split(' anon=')[0] if maps else ''
 print(json.dumps({'cpus': sorted(os.sched_getaffinity(0)), 'mems': status['Mems_allowed_list'].strip(),
-                  'policy': policy, 'argv': sys.argv[1:], 'omp': os.environ.get('OMP_NUM_THREADS')}))
+                  'policy': policy, 'argv': sys.argv[1:], 'omp': os.environ.get('OMP_NUM_THREADS'),
+                  'binding': os.environ.get('NUMATUNE_BINDING'), 'pid': os.getpid()}))
 """
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LOCAL_RANK", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "NUMATUNE_BINDING")}
     env["PYTHONPATH"] = str(PROJECT)
     env.update(extra or {})
     return env
@@ -144,6 +147,9 @@ def test_exec_binds_the_child(via):
         assert child["policy"] == "default"
     else:
         assert child["mems"] == "0" and child["policy"] == "bind:0"
+    # what was bound, for numatune.bind_worker() in the command (the exec'd command keeps launch's PID)
+    memory = "mem=none mems=-" if via == "taskset" else "mem=bind mems=0"
+    assert child["binding"] == f"1 by=launch pid={child['pid']} node=0 cpus={format_cpulist(cpus)} {memory}"
     assert f"via {via}" in res.stderr and res.stderr.count("\n") == 1
 
 

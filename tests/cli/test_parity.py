@@ -125,3 +125,63 @@ def test_the_snapshot_command_lines_are_written_once():
                           and all(isinstance(x, ast.Constant) for x in e.elts)
                           and tuple(x.value for x in e.elts) in lines]
                 assert len(copies) < 2, f"{path.relative_to(PROJECT)}:{node.lineno}: a copy of the snapshot's lines"
+
+
+# -- an NVIDIA node: NVML asked live against the record its snapshot saved ---------------------------------------
+DGX_BUSES = ("1b", "43", "52", "61", "9d", "c3", "d1", "df")  # handmade-dgx-h100-ids' eight H100s
+
+
+def _nvswitch_record() -> dict:
+    """An NVML record in the recorder's format for the hand-made DGX H100 tree: 18 active NVLinks per GPU to
+    NVSwitch ports (remote device type 2), as `nvidia-smi topo -m` shows NV18 on a DGX H100."""
+    from numatune.readers.nvml import FORMAT
+
+    links = [{"link": n, "state": "active", "remote_pci": {"bus_id": "00000000:05:00.0"}, "remote_device_type": 2}
+             for n in range(18)]
+    gpus = [{"index": i, "uuid": f"GPU-{i}", "name": "NVIDIA H100 80GB HBM3", "pci": {"bus_id": f"00000000:{b}:00.0"},
+             "nvlinks": links, "fabric": {"state": 3, "status": 0}, "compute_processes": []}
+            for i, b in enumerate(DGX_BUSES)]
+    return {"format": FORMAT, "driver_version": "580.159.04", "gpus": gpus, "pairs": []}
+
+
+@pytest.mark.parametrize("tree", ["h100-job-2026-11-28", "handmade-dgx-h100-ids"])
+def test_replay_equals_live_on_an_nvidia_node_through_an_nvml_stand_in(tree, tmp_path, monkeypatch):
+    """issue 40: on every NVIDIA node `inspect --json` of a snapshot differed from live in path_matrix.nvlink
+    ("saved" against "nvml"). The node is a tree read as if live, NVML a stand-in answering its record (the real
+    H100 job capture; a DGX with NVSwitch, whose links name their source too); the snapshot stores what live
+    NVML answered (snapshot_bytes), and its replay is compared with live through tests/parity.py."""
+    from numatune.commands.inspect import inspect_json
+    from numatune.readers import nvml
+    from numatune.system.host import Host
+    from tests.conftest import fixture_copy
+
+    root = fixture_copy(tree, tmp_path / "node")
+    saved_record = root / "numatune" / "nvml.json"
+    record = json.loads(saved_record.read_text()) if saved_record.exists() else _nvswitch_record()
+    monkeypatch.setattr(nvml, "_LIVE", record)  # the stand-in: what NVML answers on this node
+    monkeypatch.setattr(nvml, "_LIVE_NOTE", "NVML (live)")
+
+    class LiveNode(Host):
+        __slots__ = ()
+
+        @property
+        def is_live(self) -> bool:
+            return True
+
+    live_host = Host.open(root)
+    live_host.__class__ = LiveNode
+    live = json.loads(inspect_json(live_host, None))
+    saved_record.parent.mkdir(exist_ok=True)
+    saved_record.write_bytes(nvml.snapshot_bytes(live_host))  # what `snapshot` stores of the live node
+    saved = json.loads(inspect_json(Host.open(root), None))
+    assert (live["path_matrix"]["nvlink"]["state"], saved["path_matrix"]["nvlink"]["state"]) == ("nvml", "saved")
+    if tree == "handmade-dgx-h100-ids":
+        assert len(live["path_matrix"]["links"]) == 28 and {x["source"] for x in live["path_matrix"]["links"]} == {
+            "nvml"} and {x["source"] for x in saved["path_matrix"]["links"]} == {"nvml record /numatune/nvml.json"}
+    if tree == "handmade-dgx-h100-ids":  # a hand-made tree, not a snapshot: read "live", py-cpuinfo and
+        # irqbalance answer for this machine; the GPU fabric is what is compared
+        live, saved = ({k: d[k] for k in ("path_matrix", "gpu_fabric")} for d in (live, saved))
+    assert not (diff := differences(comparable(saved), comparable(live))), diff
+    saved_record.unlink()  # a snapshot that lost the record is still told apart
+    lost = json.loads(inspect_json(Host.open(root), None))
+    assert "path_matrix.nvlink.state: not visible != nvml" in differences(comparable(lost), comparable(live))

@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 import numatune
-from numatune.cpulist import parse_cpulist
+from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.errors import BindingError, NumatuneError, UsageError
 from numatune.placement.binding import BindReport, bind, bind_actor, bind_worker
+from numatune.plan.inherited import VARIABLE
 from tests.conftest import PROJECT, fixture_root
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -41,9 +42,10 @@ def run_child(code: str, *, env: dict[str, str] | None = None, timeout: float = 
     """Run `code` (which prints one JSON line last) in a fresh interpreter started on the last CPU only."""
     path = os.pathsep.join([str(PROJECT), *filter(None, [os.environ.get("PYTHONPATH")])])
     full = {**os.environ, "PYTHONPATH": path, **(env or {})}
-    full.pop("NUMATUNE_BIND", None)
-    if env and "NUMATUNE_BIND" in env:
-        full["NUMATUNE_BIND"] = env["NUMATUNE_BIND"]
+    for key in ("NUMATUNE_BIND", VARIABLE):  # pytest's own binding (run under launch) is not the child's
+        full.pop(key, None)
+        if env and key in env:
+            full[key] = env[key]
     prog = f"import os\nos.sched_setaffinity(0, {{{CPUS[-1]}}})\n" + textwrap.dedent(code)
     out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, cwd=PROJECT, env=full,
                          timeout=timeout, check=False)
@@ -94,6 +96,7 @@ def test_a_node_this_machine_lacks_is_an_error_unless_best_effort():
     ({"node": 0, "nic": 5}, "nic=5: expected a string: none, auto"),
     ({"node": 0, "allow_isolated": "yes"}, "allow_isolated='yes': expected True or False"),
     ({"node": 0, "best_effort": 1}, "best_effort=1: expected True or False"),
+    ({"node": 0, "inherit": "yes"}, "inherit='yes': expected True, False or None"),
 ])
 def test_impossible_keywords_are_usage_errors(kw, message):
     with pytest.raises(UsageError, match=re.escape(message)):
@@ -353,6 +356,149 @@ def documented_fields(schema: str) -> set[str]:
     return names
 
 
+# -- a binding recorded by launch or bind(): NUMATUNE_BINDING -------------------------------------------------------
+LAUNCHED_HM = "1 by=launch pid=578 node=0 cpus=0-1 mem=bind mems=0"  # a rank of the 2-socket tree, cores 0-1
+
+
+def test_a_worker_plans_within_the_recorded_binding_and_bind_asked_elsewhere_says_it_moves():
+    """On the 2-socket tree (planned, not applied): without a placement of its own, bind() stays within what the
+    launcher recorded (its node, CPUs 0-1 of node 0's 0-3,8-11); asked for node 1 it moves there and says so; a
+    worker helper asked for node 1 keeps the launcher's binding and says how to leave it."""
+    root, env = str(fixture_root(HM)), {VARIABLE: LAUNCHED_HM}
+    within = bind(dry_run=True, root=root, environ=env, cpu_bind="cores:1")
+    assert (within.node, within.cpus, within.memory_nodes, within.relation, within.within) == (0, (0,), (0,),
+                                                                                              "narrows", True)
+    assert "node: 0 (NUMATUNE_BINDING: the binding numatune launch gave pid 578 (node 0, CPUs 0-1, memory bind 0))" \
+        in within.reasons
+    doc = within.to_dict()["inherited"]
+    assert doc == {"by": "launch", "pid": 578, "node": 0, "cpus": [0, 1], "cpulist": "0-1",
+                   "memory": {"policy": "bind", "nodes": [0]}, "within": True, "relation": "narrows"}
+    moved = bind(dry_run=True, root=root, environ=env, node=1)
+    assert moved.node == 1 and not moved.within and moved.relation == "moves"
+    assert any(w.startswith("moves the binding numatune launch gave pid 578 (node 0, CPUs 0-1, memory bind 0): "
+                            "to node 1, CPUs 4-7,12-15, memory bind 1") for w in moved.warnings), moved.warnings
+    with pytest.raises(BindingError) as info:
+        bind(dry_run=True, root=root, environ=env, node=1, inherit=True)
+    assert "no usable CPU on node 1" in info.value.message and "inherit=False" in info.value.hint
+    kept = bind(dry_run=True, root=root, environ=env, node=1, inherit=True, best_effort=True)
+    assert not kept.bound and kept.skipped.endswith("kept the binding numatune launch gave pid 578 (node 0, CPUs 0-1, "
+                                                    "memory bind 0)")
+    widened_memory = bind(dry_run=True, root=root, environ=env, mem_policy="interleave", mem_nodes=[0, 1],
+                          inherit=True)
+    assert (widened_memory.memory_policy, widened_memory.memory_nodes) == ("bind", (0,))
+    assert any(r.startswith("memory: interleave 0-1 would reach outside") for r in widened_memory.reasons)
+    ignored = bind(dry_run=True, root=root, environ=env, inherit=False, node=0)
+    assert (ignored.within, ignored.relation, ignored.cpus) == (False, "widens", (0, 1, 2, 3, 8, 9, 10, 11))
+
+
+@NEEDS_TWO
+def test_a_record_this_process_has_left_is_ignored_with_a_warning():
+    """Started on the last CPU with a record naming the first only (a stale variable): nothing is kept from it."""
+    got = run_child("""
+        import json
+        import numatune
+        report = numatune.bind(node=0, inherit=True)
+        print(json.dumps({"inherited": report.to_dict()["inherited"], "warnings": report.warnings,
+                          "record": os.environ["NUMATUNE_BINDING"]}))
+    """, env={VARIABLE: f"1 by=launch pid=1 node=0 cpus={CPUS[0]} mem=bind mems=0"})
+    assert got["inherited"] is None and any("no longer holds" in w for w in got["warnings"])
+    assert got["record"].startswith("1 by=bind ")  # replaced by what this bind() bound
+
+
+@NEEDS_TWO
+def test_bind_thread_repeats_the_launchers_binding_without_a_bind_of_its_own():
+    got = run_child(f"""
+        import json, threading
+        import numatune
+        out = {{}}
+
+        def pool_thread():
+            os.sched_setaffinity(0, {set(CPUS)!r})  # a library moved this thread
+            out["bound"] = numatune.bind_thread()
+            out["mask"] = sorted(os.sched_getaffinity(0))
+
+        t = threading.Thread(target=pool_thread)
+        t.start()
+        t.join()
+        print(json.dumps(out))
+    """, env={VARIABLE: f"1 by=launch pid=1 node=0 cpus={CPUS[-1]} mem=bind mems=0"})
+    assert got == {"bound": True, "mask": [CPUS[-1]]}
+
+
+def launched(tmp_path: Path, job: str, *args: str) -> list[dict]:
+    """`numatune launch --node 0 --cpu-bind cores:1 -- python JOB ARGS`: the JSON lines the job prints."""
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(job))
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMATUNE_BIND", VARIABLE, "OMP_NUM_THREADS")}
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    out = subprocess.run([sys.executable, "-m", "numatune", "launch", "--node", "0", "--cpu-bind", "cores:1", "--",
+                          sys.executable, str(script), *args], capture_output=True, text=True, cwd=PROJECT, env=env,
+                         timeout=240, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def node0_cpus() -> list[int]:
+    return sorted(parse_cpulist(Path("/sys/devices/system/node/node0/cpulist").read_text().strip()) & set(CPUS))
+
+
+NARROWING = pytest.mark.skipif(len(CPUS) < 2 or first_core() == node0_cpus(),
+                               reason="needs node 0 to have more than one core: cores:1 must be a narrowing")
+
+POOL_JOB = """
+    import json, multiprocessing as mp, os, sys
+    import numatune
+    from numatune.placement.binding import last_report
+
+    def task(_):
+        r = last_report()
+        tids = os.listdir("/proc/self/task")
+        return {"pid": os.getpid(), "masks": [sorted(os.sched_getaffinity(int(t))) for t in tids],
+                "report": r.to_dict()}
+
+    if __name__ == "__main__":
+        kw = json.loads(sys.argv[2])
+        print(json.dumps({"rank": os.getpid(), "mask": sorted(os.sched_getaffinity(0)),
+                          "record": os.environ.get("NUMATUNE_BINDING")}))
+        with mp.get_context(sys.argv[1]).Pool(2, initializer=numatune.bind_worker(**kw)) as pool:
+            for row in pool.map(task, range(6)):
+                print(json.dumps(row))
+"""
+
+
+@NARROWING
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+@pytest.mark.parametrize("kw", [{}, {"node": 0}], ids=["bind_worker()", "bind_worker(node=0)"])
+def test_pool_workers_under_launch_cores_1_keep_the_ranks_cpu(tmp_path, start, kw):
+    """issue 40: `launch --node 0 --cpu-bind cores:1` whose Pool binds its workers with bind_worker (with or
+    without node=0) used to give them every CPU of node 0; they keep the rank's CPU, and their reports say so."""
+    rank, *rows = launched(tmp_path, POOL_JOB, start, json.dumps(kw))
+    assert rank["mask"] == first_core() and rank["record"] == (
+        f"1 by=launch pid={rank['rank']} node=0 cpus={','.join(map(str, first_core()))} mem=bind mems=0")
+    assert len(rows) == 6 and {r["pid"] for r in rows} - {rank["rank"]}
+    for row in rows:
+        assert all(m == first_core() for m in row["masks"]), row
+        report = row["report"]
+        assert report["bound"] and report["cpus"] == first_core() and report["memory"]["nodes"] == [0]
+        assert report["inherited"]["by"] == "launch" and report["inherited"]["pid"] == rank["rank"]
+        assert report["inherited"]["within"] and report["inherited"]["relation"] == "same"
+
+
+@NARROWING
+def test_bind_asked_for_the_whole_node_under_launch_says_it_widens(tmp_path):
+    (row,) = launched(tmp_path, """
+        import json, os
+        import numatune
+        report = numatune.bind(node=0)
+        print(json.dumps({"report": report.to_dict(), "describe": report.describe(),
+                          "mask": sorted(os.sched_getaffinity(0)), "record": os.environ["NUMATUNE_BINDING"]}))
+    """)
+    assert row["mask"] == node0_cpus() and row["report"]["inherited"]["relation"] == "widens"
+    assert "; widens the binding numatune launch gave pid" in row["describe"]
+    assert any(w.startswith("widens the binding numatune launch gave") for w in row["report"]["warnings"])
+    assert row["record"].startswith("1 by=bind ") and f"cpus={format_cpulist(node0_cpus())} " in row["record"]
+
+
 # -- live: the worker helpers with the real torch --------------------------------------------------------------
 @NEEDS_TWO
 def test_dataloader_workers_are_bound_by_worker_init_fn(tmp_path):
@@ -469,3 +615,37 @@ def test_ray_actors_are_bound_from_init():
     for row in got:
         assert row["bound"] and row["threads"] >= 2
         assert all(m == first_core() for m in row["masks"].values()), row
+
+
+@NARROWING
+def test_dataloader_workers_under_launch_cores_1_keep_the_ranks_cpu(tmp_path):
+    """issue 40 with torch's DataLoader: worker_init_fn=numatune.bind_worker() (persistent workers, pinned memory
+    asked for on a CPU build) keeps each worker on the rank's CPU, every thread of it."""
+    pytest.importorskip("torch", reason="PyTorch is not installed (scripts/test.sh installs it)")
+    rank, *rows = launched(tmp_path, """
+        import json, os
+        import torch
+        import numatune
+        from numatune.placement.binding import last_report
+
+        class Masks(torch.utils.data.Dataset):
+            def __len__(self):
+                return 6
+            def __getitem__(self, i):
+                r = last_report()
+                tids = os.listdir("/proc/self/task")
+                return json.dumps({"pid": os.getpid(), "report": r.to_dict()["inherited"] | {"bound": r.bound},
+                                   "masks": [sorted(os.sched_getaffinity(int(t))) for t in tids]})
+
+        if __name__ == "__main__":
+            print(json.dumps({"rank": os.getpid(), "mask": sorted(os.sched_getaffinity(0))}))
+            loader = torch.utils.data.DataLoader(Masks(), num_workers=2, batch_size=None, persistent_workers=True,
+                                                 worker_init_fn=numatune.bind_worker())
+            for row in loader:
+                print(row)
+    """)
+    assert rank["mask"] == first_core() and len(rows) == 6 and len({r["pid"] for r in rows}) == 2
+    for row in rows:
+        assert all(m == first_core() for m in row["masks"]), row
+        assert row["report"]["bound"] and row["report"]["relation"] == "same"
+        assert row["report"]["within"] and row["report"]["pid"] == rank["rank"]
