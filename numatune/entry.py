@@ -47,22 +47,15 @@ class FastCall:
 
 def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall | None:
     """The fast call this command line asks for, or None to let click handle it."""
-    root = environ.get("NUMATUNE_ROOT") or "/"
-    debug, color = False, True
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--root" and i + 1 < len(args):
-            root, i = args[i + 1], i + 2
-        elif arg.startswith("--root="):
-            root, i = arg[len("--root="):], i + 1
-        elif arg in ("--no-color", "--debug"):
-            debug, color, i = debug or arg == "--debug", color and arg != "--no-color", i + 1
-        else:
-            break
-    if i >= len(args):
+    found = {"root": environ.get("NUMATUNE_ROOT") or "/", "debug": False, "color": True}
+    before = _take_global_options(args, found)
+    if before is None or not before:
         return None
-    command, rest = args[i], tuple(args[i + 1:])
+    after = _take_global_options(before[1:], found, anywhere=True)  # as click: global options after the command too
+    if after is None:
+        return None
+    root, debug, color = found["root"], found["debug"], found["color"]
+    command, rest = before[0], tuple(after)
     if command == "inspect" and rest == ():
         return FastCall(command, root, debug, fmt="text", color=color)
     if command in ("inspect", "irq"):
@@ -82,6 +75,34 @@ def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall
                         return FastCall(command, root, debug, tuple(map(int, pids)), color=color)
                     return None
     return None
+
+
+def _take_global_options(args: Sequence[str], found: dict, *, anywhere: bool = False) -> list[str] | None:
+    """`args` without the global options (--root R, --root=R, --no-color, --debug) they start with (or, with
+    `anywhere`, hold anywhere: after the command), which go into `found`; None where click must decide
+    (`--root` without its value, a `--`). The value of -f/--format is never taken for a global option."""
+    kept: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--root":
+            if i + 1 >= len(args):
+                return None
+            found["root"], i = args[i + 1], i + 2
+        elif arg.startswith("--root="):
+            found["root"], i = arg[len("--root="):], i + 1
+        elif arg == "--no-color":
+            found["color"], i = False, i + 1
+        elif arg == "--debug":
+            found["debug"], i = True, i + 1
+        elif not anywhere:
+            return [*args[i:]]
+        elif arg == "--":
+            return None
+        else:
+            kept += args[i:i + 2] if arg in ("-f", "--format") else [arg]
+            i += 2 if arg in ("-f", "--format") else 1
+    return kept
 
 
 def run(argv: Sequence[str] | None = None) -> None:

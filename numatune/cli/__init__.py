@@ -45,6 +45,47 @@ def _available(name: str) -> bool:
     return os.path.exists(os.path.join(_HERE, f"{module}.py"))
 
 
+def _files(incomplete: str) -> list:
+    """--root completes file and directory names (the shell's own completion)."""
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(incomplete, type="file")]
+
+
+def _late_global(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    """A global option given after the command (`numatune check --root F`): the same as given before it
+    (the later one wins where both are given, as for any repeated option)."""
+    app = ctx.find_object(App)
+    if app is None or value is None or value is False:
+        return
+    if param.name == "late_root":
+        app.root, app.root_named = str(value), True
+    elif param.name == "late_no_color":
+        app.color = False
+    else:
+        app.debug = True
+
+
+def _global_options() -> list[click.Option]:
+    """--root, --no-color and --debug for a command: main's own, read off its parameters (one definition)."""
+    return [click.Option([*p.opts, f"late_{p.name}"], is_flag=p.is_flag or None, metavar=p.metavar, expose_value=False,
+                         callback=_late_global, shell_complete=p._custom_shell_complete,  # noqa: SLF001
+                         help=f"{p.help} (A global option: before or after the command.)")
+            for p in main.params if isinstance(p, click.Option) and p.name in GLOBAL]
+
+
+GLOBAL = ("root", "no_color", "debug")
+
+
+def accept_global_options(command: click.Command) -> click.Command:
+    """Let `command` (and a group's subcommands) take the global options after its name too."""
+    if not any(p.name == "late_root" for p in command.params):
+        command.params.extend(_global_options())
+    for sub in getattr(command, "commands", {}).values():
+        accept_global_options(sub)
+    return command
+
+
 class NumatuneGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name in COMMANDS if _available(name)]
@@ -53,7 +94,7 @@ class NumatuneGroup(click.Group):
         if cmd_name not in COMMANDS or not _available(cmd_name):
             return None
         module_name, attr = COMMANDS[cmd_name][0].split(":")
-        return getattr(importlib.import_module(module_name), attr)
+        return accept_global_options(getattr(importlib.import_module(module_name), attr))
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
@@ -108,6 +149,7 @@ def usage_line(exc: click.UsageError) -> None:
 @click.option(
     "--root",
     envvar="NUMATUNE_ROOT",
+    shell_complete=lambda ctx, param, incomplete: _files(incomplete),
     metavar="DIR|ARCHIVE",
     default="/",
     show_default=True,
@@ -123,4 +165,5 @@ def main(ctx: click.Context, root: str, no_color: bool, debug: bool) -> None:
     4 permission denied; 5 partially applied; 6 no such process; 7 unsupported; 70 internal error;
     126/127 launch: the command cannot be executed / is not found.
     """
-    ctx.obj = App(root=root, color=not no_color, debug=debug)
+    named = ctx.get_parameter_source("root") is not click.core.ParameterSource.DEFAULT
+    ctx.obj = App(root=root, color=not no_color, debug=debug, root_named=named)
