@@ -15,7 +15,7 @@ optional_failed() {
 }
 if command -v apt-get >/dev/null 2>&1; then
   missing() { for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || printf '%s ' "$pkg"; done; }
-  need=$(missing numactl hwloc pciutils librsvg2-bin)
+  need=$(missing numactl hwloc pciutils librsvg2-bin man-db)
   # prometheus (promtool), prometheus-node-exporter, systemd (systemd-analyze): the fleet recipes' tests
   # (tests/test_fleet_prometheus.py), which skip naming what is missing; Slurm and munge for the VM stage
   # come from tests/vm/setup.sh. Optional outside CI: a failed install is said; under CI=true it is fatal.

@@ -10,7 +10,7 @@ import pytest
 
 from numatune.entry import FastCall, match_fast_path, run
 from tests.cli.test_audit import ALLOC, start, stop
-from tests.conftest import PROJECT, fixture_root
+from tests.conftest import PROJECT, fixture_root, imports_of
 
 
 @pytest.mark.parametrize(
@@ -156,14 +156,12 @@ def test_fast_inspect_table_prints_what_click_prints(cli, capsys, name):
     assert out.startswith(f"{fixture_root(name)} (saved tree)\n")
 
 
-NVML_PROBE = (
+NVML_PROBE = imports_of(
     "import sys, io, contextlib\n"
     "sys.argv = ['numatune', '--root', sys.argv[1], 'inspect', '--json']\n"
     "from numatune.entry import run\n"
     "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-    "    run()\n"
-    "print(sorted(m for m in ('pynvml', 'numatune.readers.nvml') if m in sys.modules))\n"
-)
+    "    run()\n", ("pynvml", "numatune.readers.nvml"))
 
 
 @pytest.mark.parametrize("name, expected", [
