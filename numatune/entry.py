@@ -106,6 +106,17 @@ def _take_global_options(args: Sequence[str], found: dict, *, anywhere: bool = F
 
 
 def run(argv: Sequence[str] | None = None) -> None:
+    """The process's entry. A Ctrl-C before a command's own error boundary (while click or a command module
+    is imported) is the same one line and exit 130, not a traceback."""
+    try:
+        _run(argv)
+    except KeyboardInterrupt as exc:
+        from numatune.render.printable import say_failure
+
+        sys.exit(say_failure(exc))
+
+
+def _run(argv: Sequence[str] | None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if argv is None:  # the process's own streams: a caller passing argv keeps its own
         from numatune.render.printable import never_fail_to_encode
@@ -126,54 +137,66 @@ def run(argv: Sequence[str] | None = None) -> None:
 
 
 def _run_fast(call: FastCall) -> int:
-    from numatune.errors import ExitCode, NumatuneError, describe_failure
-    from numatune.render.printable import echo
+    """The fast report and its error boundary, as NumatuneGroup.invoke's (what was printed is flushed inside it)."""
+    from numatune.errors import ExitCode, describe_failure
 
     try:
-        if call.command == "diff":
-            from numatune.commands.diff import diff_report
-
-            text, differ = diff_report(*call.args, fmt=call.fmt)
-            echo(text)
-            return int(ExitCode.FINDINGS) if differ else 0
-        from numatune.commands import inspect as reports
-        from numatune.system.host import Host
-
-        host = Host.open(call.root)
-        if call.command == "check":
-            from numatune.commands.check import check_report
-
-            text, failed, skipped = check_report(host, call.root, fmt=call.fmt)
-            echo(text)
-            if call.fmt == "text":
-                echo("".join(f"numatune: skipped {what}: {why}\n" for what, why in skipped), err=True)
-            return int(ExitCode.FINDINGS) if failed else 0
-        if call.command == "inspect" and call.fmt == "text":
-            from numatune.readers.pci import pci_ids_from_env
-            from numatune.render.inspect_text import print_inspect
-
-            topo, matrix, findings = reports.inspect_report(host, pci_ids_from_env())
-            print_inspect(topo, matrix, findings, call.color)
-            echo("".join(f"numatune: skipped {s.subject}: {s.reason}\n" for s in topo.skipped), err=True)
-            return 0
-        if call.command == "inspect":
-            from numatune.readers.pci import pci_ids_from_env
-
-            text = reports.inspect_json(host, pci_ids_from_env())
-        elif call.command == "irq":
-            text = reports.irq_json(host)
-        else:
-            from numatune.commands.audit import audit_json
-
-            text = audit_json(host, call.pids)
-        echo(text + "\n")
-        return 0
+        code = _report(call)
+        sys.stdout.flush()
+        return code
     except BrokenPipeError:
+        from numatune.render.printable import drop_stdout
+
+        drop_stdout()
         sys.stderr.close()
         return 0
     except (Exception, KeyboardInterrupt) as exc:
-        if call.debug and not isinstance(exc, (NumatuneError, KeyboardInterrupt)):
+        if call.debug and describe_failure(exc)[2] == ExitCode.INTERNAL:
             raise
-        message, hint, code = describe_failure(exc)
-        echo(f"numatune: error: {message}\n" + (f"hint: {hint}\n" if hint else ""), err=True)
-        return code
+        from numatune.render.printable import say_failure
+
+        return say_failure(exc)
+
+
+def _report(call: FastCall) -> int:
+    from numatune.errors import ExitCode
+    from numatune.render.printable import echo
+
+    if call.command == "diff":
+        from numatune.commands.diff import diff_report
+
+        text, differ = diff_report(*call.args, fmt=call.fmt)
+        echo(text)
+        return int(ExitCode.FINDINGS) if differ else 0
+    from numatune.commands import inspect as reports
+    from numatune.system.host import Host
+
+    host = Host.open(call.root)
+    if call.command == "check":
+        from numatune.commands.check import check_report
+
+        text, failed, skipped = check_report(host, call.root, fmt=call.fmt)
+        echo(text)
+        if call.fmt == "text":
+            echo("".join(f"numatune: skipped {what}: {why}\n" for what, why in skipped), err=True)
+        return int(ExitCode.FINDINGS) if failed else 0
+    if call.command == "inspect" and call.fmt == "text":
+        from numatune.readers.pci import pci_ids_from_env
+        from numatune.render.inspect_text import print_inspect
+
+        topo, matrix, findings = reports.inspect_report(host, pci_ids_from_env())
+        print_inspect(topo, matrix, findings, call.color)
+        echo("".join(f"numatune: skipped {s.subject}: {s.reason}\n" for s in topo.skipped), err=True)
+        return 0
+    if call.command == "inspect":
+        from numatune.readers.pci import pci_ids_from_env
+
+        text = reports.inspect_json(host, pci_ids_from_env())
+    elif call.command == "irq":
+        text = reports.irq_json(host)
+    else:
+        from numatune.commands.audit import audit_json
+
+        text = audit_json(host, call.pids)
+    echo(text + "\n")
+    return 0

@@ -15,7 +15,7 @@ import click
 
 from numatune import __version__
 from numatune.cli._app import App
-from numatune.errors import NumatuneError, describe_failure
+from numatune.errors import ExitCode, describe_failure
 
 # name -> (module:attribute, one-line help). Keep the help here so --help imports nothing else.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -107,26 +107,40 @@ class NumatuneGroup(click.Group):
             return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as exc:  # a global option: one line, as a command's
             usage_line(exc)
+        except KeyboardInterrupt as exc:  # click would say "Aborted!" and exit 1
+            from numatune.render.printable import say_failure
+
+            raise click.exceptions.Exit(say_failure(exc)) from None
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201 - click's signature
+        """The error boundary: a NumatuneError, an interrupt (130), an output that cannot be written (a full
+        disk: 3; a broken pipe ends quietly, 0) are one line and their exit code; anything else is a bug (70).
+        What was printed is flushed here, inside it: a failed last flush at exit would be exit 120."""
         try:
-            return super().invoke(ctx)
+            try:
+                result = super().invoke(ctx)
+            except click.exceptions.Exit:
+                sys.stdout.flush()
+                raise
+            sys.stdout.flush()
+            return result
         except click.UsageError as exc:
             usage_line(exc)
         except (click.exceptions.Exit, click.Abort, click.ClickException):
             raise
         except BrokenPipeError:
+            from numatune.render.printable import drop_stdout
+
+            drop_stdout()
             sys.stderr.close()
             raise click.exceptions.Exit(0) from None
         except (Exception, KeyboardInterrupt) as exc:
             app = ctx.obj
-            if not isinstance(exc, (NumatuneError, KeyboardInterrupt)) and isinstance(app, App) and app.debug:
+            if describe_failure(exc)[2] == ExitCode.INTERNAL and isinstance(app, App) and app.debug:
                 raise
-            message, hint, code = describe_failure(exc)
-            from numatune.render.printable import echo
+            from numatune.render.printable import say_failure
 
-            echo(f"numatune: error: {message}\n" + (f"hint: {hint}\n" if hint else ""), err=True)
-            raise click.exceptions.Exit(code) from None
+            raise click.exceptions.Exit(say_failure(exc)) from None
 
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
