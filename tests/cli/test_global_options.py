@@ -4,17 +4,13 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 
 import click
 import pytest
 
 from numatune.cli import COMMANDS, accept_global_options, main
 from numatune.cli._app import App
-from tests.conftest import PROJECT, fixture_root
+from tests.conftest import fixture_root
 
 
 def _commands() -> list[tuple[str, click.Command]]:
@@ -67,25 +63,3 @@ def test_launch_keeps_what_follows_the_command_for_the_command(cli):
     assert argv[argv.index("prog"):] == ["prog", "--debug", "--root", "x"]
     # before `--`, launch's own --root: a live-only command refuses a saved root wherever it is given
     assert cli("launch", "--root", root, "--", "true").exit_code == 2
-
-
-@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
-def test_bash_completes_the_global_options_after_the_command(tmp_path):
-    exe = tmp_path / "numatune"  # `numatune` on PATH, running this checkout
-    exe.write_text(f"#!/bin/sh\nexec {sys.executable} -m numatune \"$@\"\n")
-    exe.chmod(0o755)
-    script = """
-        eval "$(numatune completion bash)"
-        COMP_WORDS=(numatune check --ro); COMP_CWORD=2; _numatune_completion numatune --ro check
-        echo "1:${COMPREPLY[*]}"
-        COMPREPLY=(); COMP_WORDS=(numatune --root x ins); COMP_CWORD=3; _numatune_completion numatune ins x
-        echo "2:${COMPREPLY[*]}"
-        # --root's value: file names, which bash completes itself (`compopt -o default`)
-        _NUMATUNE_COMPLETE=bash_complete COMP_WORDS="numatune inspect --root fix" COMP_CWORD=3 numatune
-        _NUMATUNE_COMPLETE=bash_complete COMP_WORDS="numatune --root fix" COMP_CWORD=2 numatune
-    """
-    env = {"PATH": f"{tmp_path}{os.pathsep}/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8",
-           "PYTHONPATH": str(PROJECT)}
-    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120, cwd=PROJECT)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["1:--root", "2:inspect", "file,fix", "file,fix"], done.stdout
