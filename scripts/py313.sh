@@ -29,10 +29,11 @@ build() {
     { tail -n 20 "$ROOT.new.log" >&2; exit 1; }
   rm -rf "$ROOT"
   mv "$ROOT.new" "$ROOT"
+  rm -f "$ROOT.new.log"
   echo "$STAMP" >"$ROOT/.numatune-stamp"
 }
 
-venv() {  # the test extras in /opt/venv (pip's configuration and local wheel indexes of this machine serve it too)
+venv() {  # the test extras in /opt/venv
   inside "$ROOT" bash -c 'rm -rf /opt/venv && python3 -m venv /opt/venv && /opt/venv/bin/pip install -q -e "/src[test]"'
   echo "$DEPS" >"$ROOT/.numatune-venv"
 }
@@ -49,11 +50,14 @@ mkdir -p "$root/src" "$root/tmp"
 mount --bind "$src" "$root/src"
 mount -t tmpfs tmpfs "$root/tmp"
 for f in /etc/resolv.conf /etc/pip.conf; do [ -f "$f" ] && cp "$f" "$root$f"; done
+# this machine's trust store (a proxy's CA), pip configuration and local wheel indexes serve the chroot's pip too
+for f in /etc/ssl/certs/ca-certificates.crt; do [ -f "$f" ] && [ -f "$root$f" ] && mount --bind -o ro "$f" "$root$f"; done
 for d in /opt/pypi /opt/pypi-more /opt/wheels /etc/xdg/pip; do
   if [ -d "$d" ]; then mkdir -p "$root$d"; mount --bind -o ro "$d" "$root$d"; fi
 done
+mapfile -t pip_env < <(env | grep -E '^PIP_[A-Z_]+=' || true)
 exec chroot "$root" /usr/bin/env -i PATH=/opt/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-  PIP_DISABLE_PIP_VERSION_CHECK=1 "$@"
+  PIP_DISABLE_PIP_VERSION_CHECK=1 "${pip_env[@]}" "$@"
 EOF
 }
 
