@@ -45,7 +45,7 @@ def _available(name: str) -> bool:
     return os.path.exists(os.path.join(_HERE, f"{module}.py"))
 
 
-def _files(incomplete: str) -> list:
+def _files(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
     """--root completes file and directory names (the shell's own completion)."""
     from click.shell_completion import CompletionItem
 
@@ -69,7 +69,7 @@ def _late_global(ctx: click.Context, param: click.Parameter, value: object) -> N
 def _global_options() -> list[click.Option]:
     """--root, --no-color and --debug for a command: main's own, read off its parameters (one definition)."""
     return [click.Option([*p.opts, f"late_{p.name}"], is_flag=p.is_flag or None, metavar=p.metavar, expose_value=False,
-                         callback=_late_global, shell_complete=p._custom_shell_complete,  # noqa: SLF001
+                         callback=_late_global, shell_complete=_files if p.name == "root" else None,
                          help=f"{p.help} (A global option: before or after the command.)")
             for p in main.params if isinstance(p, click.Option) and p.name in GLOBAL]
 
@@ -163,7 +163,7 @@ def usage_line(exc: click.UsageError) -> None:
 @click.option(
     "--root",
     envvar="NUMATUNE_ROOT",
-    shell_complete=lambda ctx, param, incomplete: _files(incomplete),
+    shell_complete=_files,
     metavar="DIR|ARCHIVE",
     default="/",
     show_default=True,
