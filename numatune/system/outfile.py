@@ -2,10 +2,10 @@
 
 A temporary file is created in the destination's directory (O_EXCL | O_NOFOLLOW: never through a
 link an attacker placed there), filled, and renamed over the name: a reader sees the old file or
-the whole new one, and a link at the name is replaced, never written through. A missing directory,
-a permission problem or a destination on a kernel filesystem (/proc, /sys, /dev) is one line and
-exit 3 (InputError), a directory or file this user may not write is exit 4 (PermissionDenied), with nothing left
-behind (an interrupt included: the temporary file is removed). The streams people name as files are the exception:
+the whole new one, and a link at the name is replaced, never written through. A missing directory, a
+full disk or a destination on a kernel filesystem (/proc, /sys, /dev) is one line and exit 3 (InputError),
+a directory this user may not write or search exit 4 (PermissionDenied), with nothing left behind (after
+an interrupt too: the temporary file is removed). The streams people name as files are the exception:
 `-` and /dev/stdout (standard output), /dev/stderr and /dev/null are written straight through.
 
 A leaf module: stdlib only.
