@@ -47,22 +47,15 @@ class FastCall:
 
 def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall | None:
     """The fast call this command line asks for, or None to let click handle it."""
-    root = environ.get("NUMATUNE_ROOT") or "/"
-    debug, color = False, True
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--root" and i + 1 < len(args):
-            root, i = args[i + 1], i + 2
-        elif arg.startswith("--root="):
-            root, i = arg[len("--root="):], i + 1
-        elif arg in ("--no-color", "--debug"):
-            debug, color, i = debug or arg == "--debug", color and arg != "--no-color", i + 1
-        else:
-            break
-    if i >= len(args):
+    found = {"root": environ.get("NUMATUNE_ROOT") or "/", "debug": False, "color": True}
+    before = _take_global_options(args, found)
+    if before is None or not before:
         return None
-    command, rest = args[i], tuple(args[i + 1:])
+    after = _take_global_options(before[1:], found, anywhere=True)  # as click: global options after the command too
+    if after is None:
+        return None
+    root, debug, color = found["root"], found["debug"], found["color"]
+    command, rest = before[0], tuple(after)
     if command == "inspect" and rest == ():
         return FastCall(command, root, debug, fmt="text", color=color)
     if command in ("inspect", "irq"):
@@ -84,7 +77,46 @@ def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall
     return None
 
 
+def _take_global_options(args: Sequence[str], found: dict, *, anywhere: bool = False) -> list[str] | None:
+    """`args` without the global options (--root R, --root=R, --no-color, --debug) they start with (or, with
+    `anywhere`, hold anywhere: after the command), which go into `found`; None where click must decide
+    (`--root` without its value, a `--`). The value of -f/--format is never taken for a global option."""
+    kept: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--root":
+            if i + 1 >= len(args):
+                return None
+            found["root"], i = args[i + 1], i + 2
+        elif arg.startswith("--root="):
+            found["root"], i = arg[len("--root="):], i + 1
+        elif arg == "--no-color":
+            found["color"], i = False, i + 1
+        elif arg == "--debug":
+            found["debug"], i = True, i + 1
+        elif not anywhere:
+            return [*args[i:]]
+        elif arg == "--":
+            return None
+        else:
+            kept += args[i:i + 2] if arg in ("-f", "--format") else [arg]
+            i += 2 if arg in ("-f", "--format") else 1
+    return kept
+
+
 def run(argv: Sequence[str] | None = None) -> None:
+    """The process's entry. A Ctrl-C before a command's own error boundary (while click or a command module
+    is imported) is the same one line and exit 130, not a traceback."""
+    try:
+        _run(argv)
+    except KeyboardInterrupt as exc:
+        from numatune.render.printable import say_failure
+
+        sys.exit(say_failure(exc))
+
+
+def _run(argv: Sequence[str] | None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if argv is None:  # the process's own streams: a caller passing argv keeps its own
         from numatune.render.printable import never_fail_to_encode
@@ -105,54 +137,66 @@ def run(argv: Sequence[str] | None = None) -> None:
 
 
 def _run_fast(call: FastCall) -> int:
-    from numatune.errors import ExitCode, NumatuneError, describe_failure
-    from numatune.render.printable import echo
+    """The fast report and its error boundary, as NumatuneGroup.invoke's (what was printed is flushed inside it)."""
+    from numatune.errors import ExitCode, describe_failure
 
     try:
-        if call.command == "diff":
-            from numatune.commands.diff import diff_report
-
-            text, differ = diff_report(*call.args, fmt=call.fmt)
-            echo(text)
-            return int(ExitCode.FINDINGS) if differ else 0
-        from numatune.commands import inspect as reports
-        from numatune.system.host import Host
-
-        host = Host.open(call.root)
-        if call.command == "check":
-            from numatune.commands.check import check_report
-
-            text, failed, skipped = check_report(host, call.root, fmt=call.fmt)
-            echo(text)
-            if call.fmt == "text":
-                echo("".join(f"numatune: skipped {what}: {why}\n" for what, why in skipped), err=True)
-            return int(ExitCode.FINDINGS) if failed else 0
-        if call.command == "inspect" and call.fmt == "text":
-            from numatune.readers.pci import pci_ids_from_env
-            from numatune.render.inspect_text import print_inspect
-
-            topo, matrix, findings = reports.inspect_report(host, pci_ids_from_env())
-            print_inspect(topo, matrix, findings, call.color)
-            echo("".join(f"numatune: skipped {s.subject}: {s.reason}\n" for s in topo.skipped), err=True)
-            return 0
-        if call.command == "inspect":
-            from numatune.readers.pci import pci_ids_from_env
-
-            text = reports.inspect_json(host, pci_ids_from_env())
-        elif call.command == "irq":
-            text = reports.irq_json(host)
-        else:
-            from numatune.commands.audit import audit_json
-
-            text = audit_json(host, call.pids)
-        echo(text + "\n")
-        return 0
+        code = _report(call)
+        sys.stdout.flush()
+        return code
     except BrokenPipeError:
+        from numatune.render.printable import drop_stdout
+
+        drop_stdout()
         sys.stderr.close()
         return 0
     except (Exception, KeyboardInterrupt) as exc:
-        if call.debug and not isinstance(exc, (NumatuneError, KeyboardInterrupt)):
+        if call.debug and describe_failure(exc)[2] == ExitCode.INTERNAL:
             raise
-        message, hint, code = describe_failure(exc)
-        echo(f"numatune: error: {message}\n" + (f"hint: {hint}\n" if hint else ""), err=True)
-        return code
+        from numatune.render.printable import say_failure
+
+        return say_failure(exc)
+
+
+def _report(call: FastCall) -> int:
+    from numatune.errors import ExitCode
+    from numatune.render.printable import echo
+
+    if call.command == "diff":
+        from numatune.commands.diff import diff_report
+
+        text, differ = diff_report(*call.args, fmt=call.fmt)
+        echo(text)
+        return int(ExitCode.FINDINGS) if differ else 0
+    from numatune.commands import inspect as reports
+    from numatune.system.host import Host
+
+    host = Host.open(call.root)
+    if call.command == "check":
+        from numatune.commands.check import check_report
+
+        text, failed, skipped = check_report(host, call.root, fmt=call.fmt)
+        echo(text)
+        if call.fmt == "text":
+            echo("".join(f"numatune: skipped {what}: {why}\n" for what, why in skipped), err=True)
+        return int(ExitCode.FINDINGS) if failed else 0
+    if call.command == "inspect" and call.fmt == "text":
+        from numatune.readers.pci import pci_ids_from_env
+        from numatune.render.inspect_text import print_inspect
+
+        topo, matrix, findings = reports.inspect_report(host, pci_ids_from_env())
+        print_inspect(topo, matrix, findings, call.color)
+        echo("".join(f"numatune: skipped {s.subject}: {s.reason}\n" for s in topo.skipped), err=True)
+        return 0
+    if call.command == "inspect":
+        from numatune.readers.pci import pci_ids_from_env
+
+        text = reports.inspect_json(host, pci_ids_from_env())
+    elif call.command == "irq":
+        text = reports.irq_json(host)
+    else:
+        from numatune.commands.audit import audit_json
+
+        text = audit_json(host, call.pids)
+    echo(text + "\n")
+    return 0

@@ -5,6 +5,12 @@ A leaf module: stdlib only, so that any layer may raise these without pulling in
 
 from __future__ import annotations
 
+import errno as _errno
+
+#: A write to a stream that fails for what it is connected to (/dev/full, a full disk or quota, a file size
+#: limit, a terminal gone): the environment's doing, never a bug. (A broken pipe ends quietly, exit 0.)
+STREAM_ERRNOS = frozenset({_errno.ENOSPC, _errno.EDQUOT, _errno.EFBIG, _errno.EIO})
+
 
 class _Codes(type):
     """`for code in ExitCode` in declaration order, as over the IntEnum this replaced (`enum` pulls in
@@ -127,6 +133,23 @@ class ApplyError(NumatuneError):
     exit_code = ExitCode.PARTIAL
 
 
+def is_stream_failure(exc: BaseException) -> bool:
+    """An OSError from writing standard output or error (no file name: a named file's is system.outfile's)."""
+    return isinstance(exc, OSError) and exc.filename is None and exc.errno in STREAM_ERRNOS
+
+
+def _environment(exc: BaseException) -> tuple[str, int] | None:
+    """(message, code) of an OSError that is the environment's doing, not numatune's: None for any other."""
+    if is_stream_failure(exc):  # every named output is written by system.outfile, which names it
+        return f"cannot write standard output: {exc.strerror}", int(ExitCode.INPUT)
+    if isinstance(exc, OSError) and exc.errno in STREAM_ERRNOS:  # a full disk under a file, an EIO reading one
+        return f"{exc.filename}: {exc.strerror}", int(ExitCode.INPUT)
+    if isinstance(exc, PermissionError):  # a file or directory this user may not use
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"permission denied{where}: {exc.strerror}", int(ExitCode.PERMISSION)
+    return None
+
+
 def describe_failure(exc: BaseException) -> tuple[str, str | None, int]:
     """(one-line message, hint, exit code) for an exception that escaped a command.
 
@@ -137,6 +160,9 @@ def describe_failure(exc: BaseException) -> tuple[str, str | None, int]:
         return exc.message, exc.hint, int(exc.exit_code)
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", None, int(ExitCode.INTERRUPTED)
+    environment = _environment(exc)
+    if environment is not None:
+        return environment[0], None, environment[1]
     return (
         f"internal error: {type(exc).__name__}: {exc}",
         "this is a bug in numatune; rerun with --debug for the traceback and report it",

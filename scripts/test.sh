@@ -15,7 +15,7 @@ optional_failed() {
 }
 if command -v apt-get >/dev/null 2>&1; then
   missing() { for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || printf '%s ' "$pkg"; done; }
-  need=$(missing numactl hwloc pciutils librsvg2-bin)
+  need=$(missing numactl hwloc pciutils librsvg2-bin man-db)
   # prometheus (promtool), prometheus-node-exporter, systemd (systemd-analyze): the fleet recipes' tests
   # (tests/test_fleet_prometheus.py), which skip naming what is missing; Slurm and munge for the VM stage
   # come from tests/vm/setup.sh. Optional outside CI: a failed install is said; under CI=true it is fatal.
@@ -46,4 +46,17 @@ if [ -f tests/vm/setup.sh ]; then
   bash tests/vm/setup.sh || optional_failed "VM set-up failed; the VM tests will skip with the reason"
 fi
 .venv/bin/ruff check numatune tests benchmarks
-exec .venv/bin/python -m pytest "$@"
+status=0
+.venv/bin/python -m pytest "$@" || status=$?
+# A second CPython: the quick loop under Debian trixie's Python 3.13 (scripts/py313.sh: a debootstrap chroot kept
+# in /var/cache/numatune, built once in ~4 min; the run ~5-10 min on 2 cores). Under CI=true (or NUMATUNE_PY313=1)
+# it runs and a failure fails the run; NUMATUNE_PY313=0 leaves it out. It needs root (debootstrap, chroot).
+if [ "${NUMATUNE_PY313:-$ci}" = 1 ]; then
+  echo "numatune: the quick loop again under Python 3.13 (scripts/py313.sh)" >&2
+  $SUDO bash scripts/py313.sh -m "not vm" -q || {
+    code=$?
+    echo "numatune: the Python 3.13 stage failed (exit $code)" >&2
+    [ "$status" != 0 ] || status=$code
+  }
+fi
+exit "$status"

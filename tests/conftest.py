@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import os
+import shlex
+import sys
+import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -28,6 +34,52 @@ def engine_missing(reason: str) -> NoReturn:
     if in_ci():
         pytest.fail(f"CI=true and the engine did not run: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+@functools.cache
+def tool_path() -> str:
+    """A PATH prefix on which `numatune` runs this checkout and `torchrun` this Python's torch (for a shell line,
+    or `torchrun --no-python numatune`): the environment's own scripts, beside its python where pip installs
+    them; for one missing there (pytest run by a python whose environment has no such script, or the checkout
+    not installed into it) a wrapper of `python -m numatune` or `python -m torch.distributed.run` in a
+    directory of this user's, kept between runs as the fixture cache is."""
+    beside = os.path.dirname(sys.executable)
+    missing = [(name, module) for name, module in (("numatune", "numatune"), ("torchrun", "torch.distributed.run"))
+               if not os.access(os.path.join(beside, name), os.X_OK)
+               and importlib.util.find_spec(module.split(".")[0]) is not None]
+    if not missing:
+        return beside
+    key = hashlib.sha256(f"{sys.executable}\0{PROJECT}".encode()).hexdigest()[:12]
+    where = Path(tempfile.gettempdir()) / f"numatune-tools-{os.getuid()}-{key}"
+    where.mkdir(mode=0o700, exist_ok=True)
+    if where.lstat().st_uid != os.getuid() or where.is_symlink():
+        where = Path(tempfile.mkdtemp(prefix="numatune-tools-"))
+    for name, module in missing:
+        path = f"PYTHONPATH={shlex.quote(str(PROJECT))}${{PYTHONPATH:+:$PYTHONPATH}} " if name == "numatune" else ""
+        script = where / f".{name}.{os.getpid()}"
+        script.write_text(f'#!/bin/sh\n{path}exec {shlex.quote(sys.executable)} -m {module} "$@"\n')
+        script.chmod(0o755)
+        script.replace(where / name)  # whole, for a parallel worker running it
+    return f"{where}{os.pathsep}{beside}"
+
+
+def imports_of(code: str, names: tuple[str, ...], *, to: str = "stdout") -> str:
+    """Python source that runs `code`, then writes (to stdout or stderr) the sorted list of the modules of
+    `names` (a name, or a package and its submodules) that `code` imported: those the interpreter had
+    imported before it ran (site, and the `.pth` files of a virtual environment, which import typing or re
+    in many) are its start-up's, not the code's. A laziness test asserts the list is `[]`."""
+    return ("import sys as _sys\n_started = set(_sys.modules)\n" + code.rstrip("\n") + "\n"
+            f"_sys.{to}.write(repr(sorted(m for m in _sys.modules if m not in _started and "
+            f"(m in {names!r} or m.split('.')[0] in {names!r}))) + '\\n')\n")
+
+
+def pytest_make_parametrize_id(config, val, argname):  # noqa: ANN001, ANN201 - pytest's hook
+    """A long string parameter (a generated document) is named by its argument and length, never by its text:
+    pytest before 9.2 made the whole text the test's id, which goes into PYTEST_CURRENT_TEST and so into every
+    child's environment (a 4 MiB YAML document there: exec fails with E2BIG, "Argument list too long")."""
+    if isinstance(val, (str, bytes)) and len(val) > 100:
+        return f"{argname}-{len(val)}-chars"
+    return None
 
 
 def tree_fixtures() -> list[str]:

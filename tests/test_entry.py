@@ -10,7 +10,7 @@ import pytest
 
 from numatune.entry import FastCall, match_fast_path, run
 from tests.cli.test_audit import ALLOC, start, stop
-from tests.conftest import PROJECT, fixture_root
+from tests.conftest import PROJECT, fixture_root, imports_of
 
 
 @pytest.mark.parametrize(
@@ -40,6 +40,15 @@ from tests.conftest import PROJECT, fixture_root
         (["audit", "12", "--children", "--json"], None),
         (["audit", "12", "--format", "prometheus"], None),
         (["--root"], None),
+        # global options after the command, as click takes them (the later --root wins)
+        (["check", "--root", "T"], FastCall("check", "T", False, fmt="text")),
+        (["inspect", "--json", "--root=T", "--debug"], FastCall("inspect", "T", True)),
+        (["--root", "A", "irq", "--no-color", "--root", "T", "-f", "json"], FastCall("irq", "T", False, color=False)),
+        (["audit", "12", "--root", "T", "--json", "34"], FastCall("audit", "T", False, (12, 34))),
+        (["diff", "A", "B", "--no-color"], FastCall("diff", "/", False, args=("A", "B"), fmt="text", color=False)),
+        (["check", "--root"], None),  # click says --root needs a value
+        (["inspect", "-f", "--debug", "json"], None),  # -f's value is "--debug": click refuses it
+        (["inspect", "--", "--json"], None),
         ([], None),
         (["--version"], None),
     ],
@@ -70,9 +79,24 @@ def test_fast_path_prints_what_click_prints(cli, capsys, name, command):
     assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)
 
 
+@pytest.mark.parametrize("name", ["vm-cxl", "vm-two-socket"])
+@pytest.mark.parametrize("args", [["check", "--root", "{root}"], ["check", "--json", "--root", "{root}"],
+                                  ["inspect", "--root={root}", "--no-color"], ["irq", "--root", "{root}", "--json"]])
+def test_global_options_after_the_command_print_what_before_it_prints(cli, capsys, name, args):
+    """`numatune check --root F` (the fast path) is `numatune --root F check` (click), byte for byte."""
+    root = str(fixture_root(name))
+    late = [a.replace("{root}", root) for a in args]
+    code, out, err = fast(late, capsys)
+    slow = cli("--root", root, *(a for a in args if "{root}" not in a and a != "--root"))
+    assert (code, out, err) == (slow.exit_code, slow.stdout, slow.stderr)
+    late_click = cli(*late)
+    assert (late_click.exit_code, late_click.stdout, late_click.stderr) == (code, out, err)
+
+
 @pytest.mark.parametrize(
     "argv",
-    [["--root", "/nonexistent/root", "inspect", "--json"], ["audit", "999999999", "--json"]],
+    [["--root", "/nonexistent/root", "inspect", "--json"], ["audit", "999999999", "--json"],
+     ["inspect", "--json", "--root", "/nonexistent/root"]],
 )
 def test_errors_are_the_same(cli, capsys, argv):
     code, out, err = fast(argv, capsys)
@@ -132,14 +156,12 @@ def test_fast_inspect_table_prints_what_click_prints(cli, capsys, name):
     assert out.startswith(f"{fixture_root(name)} (saved tree)\n")
 
 
-NVML_PROBE = (
+NVML_PROBE = imports_of(
     "import sys, io, contextlib\n"
     "sys.argv = ['numatune', '--root', sys.argv[1], 'inspect', '--json']\n"
     "from numatune.entry import run\n"
     "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-    "    run()\n"
-    "print(sorted(m for m in ('pynvml', 'numatune.readers.nvml') if m in sys.modules))\n"
-)
+    "    run()\n", ("pynvml", "numatune.readers.nvml"))
 
 
 @pytest.mark.parametrize("name, expected", [

@@ -28,7 +28,6 @@ import shlex
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -39,7 +38,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import engine_missing, fixture_copy, fixture_root
+from tests.conftest import engine_missing, fixture_copy, fixture_root, tool_path
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "examples" / "prometheus" / "numatune-rules.yml"
@@ -48,7 +47,7 @@ UNITS = REPO / "examples" / "prometheus"
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
-BIN = os.path.dirname(sys.executable)  # the environment's `numatune` script sits beside its python
+BIN = tool_path()  # the environment's `numatune` (beside its python, or run by it)
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 
 #: instance name -> (fixture, what numatune writes there)

@@ -96,6 +96,28 @@ def test_fault_on_nth_write_rolls_back_everything(root, n, truncate):
     assert state.exists()  # the state was saved before the first write
 
 
+@pytest.mark.parametrize("n", [1, 4, 7])
+@pytest.mark.parametrize("written", [False, True])
+def test_ctrl_c_during_apply_rolls_back_everything(root, n, written):
+    """Ctrl-C at the n-th write (before it, or after the file took the new value) leaves every affinity as it was
+    and goes on as an interrupt (exit 130 at the command line): an apply is all or nothing."""
+    before = tree_digest(root)
+    host = Host.open(root)
+    calls = []
+
+    def interrupted(logical: str, text: str) -> None:
+        calls.append(logical)
+        if len(calls) == n:
+            if written:
+                host.write_text(logical, text)
+            raise KeyboardInterrupt
+        host.write_text(logical, text)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_changes(host, planned(host), state_path=default_state_path(host), writer=interrupted)
+    assert tree_digest(root) == before
+
+
 def test_verify_mismatch_rolls_back(root):
     before = tree_digest(root)
     host = Host.open(root)

@@ -111,7 +111,9 @@ def test_mode_names_and_status_words():
 
 def test_import_is_light():
     """memsys must not pull click, rich or ctypes into a process that only imports it."""
-    code = "import sys, numatune.system.memsys; print(sorted(m for m in ('click','rich','ctypes') if m in sys.modules))"
+    from tests.conftest import imports_of
+
+    code = imports_of("import numatune.system.memsys", ("click", "rich", "ctypes"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

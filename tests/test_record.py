@@ -39,15 +39,14 @@ def test_the_json_paths_do_not_import_typing_dataclasses_or_click():
     import subprocess
     import sys
 
-    from tests.conftest import PROJECT, fixture_root
+    from tests.conftest import PROJECT, fixture_root, imports_of
 
     root = str(fixture_root("256ppc-8n8s4t"))
-    code = (f"import sys; sys.argv = ['numatune', '--root', {root!r}, 'inspect', '--json']\n"
-            "import numatune.entry as e, io, contextlib\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    try: e.run()\n"
-            "    except SystemExit: pass\n"
-            "print(sorted(m for m in ('typing', 'dataclasses', 'click', 'rich', 'pathlib') if m in sys.modules))")
+    code = imports_of(f"import sys; sys.argv = ['numatune', '--root', {root!r}, 'inspect', '--json']\n"
+                      "import numatune.entry as e, io, contextlib\n"
+                      "with contextlib.redirect_stdout(io.StringIO()):\n"
+                      "    try: e.run()\n"
+                      "    except SystemExit: pass\n", ("typing", "dataclasses", "click", "rich", "pathlib"))
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT, check=True)
     assert out.stdout.strip() == "[]"

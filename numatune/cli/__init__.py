@@ -15,7 +15,7 @@ import click
 
 from numatune import __version__
 from numatune.cli._app import App
-from numatune.errors import NumatuneError, describe_failure
+from numatune.errors import ExitCode, describe_failure
 
 # name -> (module:attribute, one-line help). Keep the help here so --help imports nothing else.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -45,6 +45,47 @@ def _available(name: str) -> bool:
     return os.path.exists(os.path.join(_HERE, f"{module}.py"))
 
 
+def _files(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """--root completes file and directory names (the shell's own completion)."""
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(incomplete, type="file")]
+
+
+def _late_global(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    """A global option given after the command (`numatune check --root F`): the same as given before it
+    (the later one wins where both are given, as for any repeated option)."""
+    app = ctx.find_object(App)
+    if app is None or value is None or value is False:
+        return
+    if param.name == "late_root":
+        app.root, app.root_named = str(value), True
+    elif param.name == "late_no_color":
+        app.color = False
+    else:
+        app.debug = True
+
+
+def _global_options() -> list[click.Option]:
+    """--root, --no-color and --debug for a command: main's own, read off its parameters (one definition)."""
+    return [click.Option([*p.opts, f"late_{p.name}"], is_flag=p.is_flag or None, metavar=p.metavar, expose_value=False,
+                         callback=_late_global, shell_complete=_files if p.name == "root" else None,
+                         help=f"{p.help} (A global option: before or after the command.)")
+            for p in main.params if isinstance(p, click.Option) and p.name in GLOBAL]
+
+
+GLOBAL = ("root", "no_color", "debug")
+
+
+def accept_global_options(command: click.Command) -> click.Command:
+    """Let `command` (and a group's subcommands) take the global options after its name too."""
+    if not any(p.name == "late_root" for p in command.params):
+        command.params.extend(_global_options())
+    for sub in getattr(command, "commands", {}).values():
+        accept_global_options(sub)
+    return command
+
+
 class NumatuneGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name in COMMANDS if _available(name)]
@@ -53,7 +94,7 @@ class NumatuneGroup(click.Group):
         if cmd_name not in COMMANDS or not _available(cmd_name):
             return None
         module_name, attr = COMMANDS[cmd_name][0].split(":")
-        return getattr(importlib.import_module(module_name), attr)
+        return accept_global_options(getattr(importlib.import_module(module_name), attr))
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
@@ -66,26 +107,40 @@ class NumatuneGroup(click.Group):
             return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as exc:  # a global option: one line, as a command's
             usage_line(exc)
+        except KeyboardInterrupt as exc:  # click would say "Aborted!" and exit 1
+            from numatune.render.printable import say_failure
+
+            raise click.exceptions.Exit(say_failure(exc)) from None
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201 - click's signature
+        """The error boundary: a NumatuneError, an interrupt (130), an output that cannot be written (a full
+        disk: 3; a broken pipe ends quietly, 0) are one line and their exit code; anything else is a bug (70).
+        What was printed is flushed here, inside it: a failed last flush at exit would be exit 120."""
         try:
-            return super().invoke(ctx)
+            try:
+                result = super().invoke(ctx)
+            except click.exceptions.Exit:
+                sys.stdout.flush()
+                raise
+            sys.stdout.flush()
+            return result
         except click.UsageError as exc:
             usage_line(exc)
         except (click.exceptions.Exit, click.Abort, click.ClickException):
             raise
         except BrokenPipeError:
+            from numatune.render.printable import drop_stdout
+
+            drop_stdout()
             sys.stderr.close()
             raise click.exceptions.Exit(0) from None
         except (Exception, KeyboardInterrupt) as exc:
             app = ctx.obj
-            if not isinstance(exc, (NumatuneError, KeyboardInterrupt)) and isinstance(app, App) and app.debug:
+            if describe_failure(exc)[2] == ExitCode.INTERNAL and isinstance(app, App) and app.debug:
                 raise
-            message, hint, code = describe_failure(exc)
-            from numatune.render.printable import echo
+            from numatune.render.printable import say_failure
 
-            echo(f"numatune: error: {message}\n" + (f"hint: {hint}\n" if hint else ""), err=True)
-            raise click.exceptions.Exit(code) from None
+            raise click.exceptions.Exit(say_failure(exc)) from None
 
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
@@ -108,6 +163,7 @@ def usage_line(exc: click.UsageError) -> None:
 @click.option(
     "--root",
     envvar="NUMATUNE_ROOT",
+    shell_complete=_files,
     metavar="DIR|ARCHIVE",
     default="/",
     show_default=True,
@@ -123,4 +179,5 @@ def main(ctx: click.Context, root: str, no_color: bool, debug: bool) -> None:
     4 permission denied; 5 partially applied; 6 no such process; 7 unsupported; 70 internal error;
     126/127 launch: the command cannot be executed / is not found.
     """
-    ctx.obj = App(root=root, color=not no_color, debug=debug)
+    named = ctx.get_parameter_source("root") is not click.core.ParameterSource.DEFAULT
+    ctx.obj = App(root=root, color=not no_color, debug=debug, root_named=named)

@@ -10,12 +10,14 @@ from numatune.system.host import Host
 
 
 class App:
-    __slots__ = ("root", "color", "debug", "_host", "_shown")
+    __slots__ = ("root", "color", "debug", "root_named", "_host", "_shown")
 
-    def __init__(self, root: str = "/", color: bool = True, debug: bool = False, host: Host | None = None) -> None:
+    def __init__(self, root: str = "/", color: bool = True, debug: bool = False, host: Host | None = None,
+                 root_named: bool = False) -> None:
         self.root = root
         self.color = color
         self.debug = debug
+        self.root_named = root_named  # --root or NUMATUNE_ROOT given (else the live node by default)
         self._host = host
         self._shown = 0  # width of the progress line on stderr
 

@@ -11,6 +11,7 @@ suffix (SUFFIXES) unless --format says otherwise.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -46,7 +47,9 @@ def format_option(*choices: str, default: str | None = "text",
         def command(*args: Any, fmt: str | None, as_json: bool, **kwargs: Any) -> Any:
             if as_json:
                 fmt = "json"
-            if output and kwargs.get("output") is not None and kwargs["output"].is_dir():
+            # os.path.isdir, not Path.is_dir: a name under a directory this user cannot search (`-o /root/x` as
+            # a user) is no directory here, and write_file says why it cannot be written (exit 4)
+            if output and kwargs.get("output") is not None and os.path.isdir(kwargs["output"]):
                 from numatune.errors import UsageError
 
                 raise UsageError(f"--output {kwargs['output']} is a directory: give a file name")

@@ -115,10 +115,7 @@ def restore_cmd(app: App, fmt: str, state_file: str, dry_run: bool) -> None:
     The state file names the root it was taken from; that root is restored (a --root naming
     another one is refused), so the undo line `irq apply` prints works as pasted.
     """
-    from click.core import ParameterSource
-
     from numatune.commands.irq import restore_irqs
 
-    named = click.get_current_context().find_root().get_parameter_source("root")
     # named: --root or NUMATUNE_ROOT; otherwise the root the state file records is restored
-    restore_irqs(app, fmt, state_file, dry_run, root_named=named is not ParameterSource.DEFAULT)
+    restore_irqs(app, fmt, state_file, dry_run, root_named=app.root_named)

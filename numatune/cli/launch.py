@@ -75,7 +75,8 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     run_launch(app, opts, command, fmt=kw["fmt"], dry_run=kw["dry_run"], quiet=kw["quiet"])
 
 
-# Options that choose what this invocation prints or writes instead of running: not passed on to the wrapper.
+# Options that choose what this invocation prints or writes instead of running: not passed on to the wrapper
+# (nor are the global options given after `launch`, which are not launch's values: cli.accept_global_options).
 NOT_FORWARDED = frozenset({"emit", "dry_run", "fmt", "as_json"})
 
 
@@ -84,7 +85,7 @@ def forwarded_args(kw: dict) -> list[str]:
     option reaches emitted wrappers without a list to keep in step)."""
     args = []
     for param in launch_cmd.params:
-        if not isinstance(param, click.Option) or param.name in NOT_FORWARDED:
+        if not isinstance(param, click.Option) or param.name in NOT_FORWARDED or not param.expose_value:
             continue
         value = kw[param.name]
         flag = max(param.opts, key=len)

@@ -26,7 +26,8 @@ _WS = re.compile(r"\s*")
 CHUNK = 1 << 20  # bytes read from a stream at a time
 WHOLE_FILE = 8 << 20  # files up to this size are read in one go (a report is ~12 KB)
 _decoder = json.JSONDecoder()
-DEEP = "not a report: nests deeper than the JSON decoder goes (about 1,000 levels)"
+# Python's C decoder stops at its recursion limit: ~1,000 levels before 3.12, several thousand after
+DEEP = "not a report: nests deeper than the JSON decoder goes"
 
 
 class _Source:

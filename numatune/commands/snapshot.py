@@ -351,6 +351,8 @@ def dry_run(src: Host, pids: Iterable[int], main: Any, make_obj: Callable[[Recor
             try:
                 command.main(args=list(args[1:]), prog_name=f"numatune {args[0]}", standalone_mode=False,
                              obj=make_obj(rec))
+            except click.Abort:  # click's word for Ctrl-C (no command here prompts): the snapshot stops, 130
+                raise KeyboardInterrupt from None
             except (NumatuneError, click.ClickException, click.exceptions.Exit, SystemExit):
                 pass
             except Exception as exc:  # noqa: BLE001 - a snapshot is still worth taking
@@ -424,14 +426,8 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int], main: Any,
         refuse_archive_to_terminal(str(dest))
     name = "snapshot.tar.gz" if stream else dest.name
     archive = name.endswith((".tar.gz", ".tgz", ".tar"))
-    if not archive and dest.is_symlink():
-        raise InputError(f"{dest} is a link: a snapshot directory is never written through one",
-                         hint="pass the directory itself, or a new name")
-    if not archive and dest.exists() and not dest.is_dir():
-        raise InputError(f"{dest} exists and is not a directory",
-                         hint="an archive's name ends in .tar.gz, .tgz or .tar; `-o -` writes one to standard output")
-    if not archive and dest.exists() and any(dest.iterdir()):
-        raise InputError(f"{dest} exists and is not empty")
+    if not archive:
+        _check_directory(dest)
     cap = capture(src, pids, main, make_obj)
     note = (
         f"numatune {__version__} snapshot of {src.label}\n"
@@ -447,9 +443,50 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int], main: Any,
         top = re.sub(r"\.(tar\.gz|tgz|tar)$", "", name) or "snapshot"
         write_file(dest, fill=lambda fh: cap.write_tar(fh, top, gzipped=not name.endswith(".tar")))
     else:
+        _write_directory(cap, dest)
+    return cap
+
+
+def _check_directory(dest: Path) -> None:
+    """A snapshot directory is new or empty, and not a link; a name this user cannot even look at is exit 4."""
+    from numatune.system.outfile import cannot_write
+
+    try:
+        if dest.is_symlink():
+            raise InputError(f"{dest} is a link: a snapshot directory is never written through one",
+                             hint="pass the directory itself, or a new name")
+        if dest.exists() and not dest.is_dir():
+            raise InputError(f"{dest} exists and is not a directory",
+                             hint="an archive's name ends in .tar.gz, .tgz or .tar; `-o -` writes one to standard "
+                                  "output")
+        if dest.exists() and any(dest.iterdir()):
+            raise InputError(f"{dest} exists and is not empty")
+    except OSError as exc:
+        raise cannot_write(str(dest), exc) from None
+
+
+def _write_directory(cap: Capture, dest: Path) -> None:
+    """Write the capture into DEST (new or empty). Whatever stops it (a full disk, Ctrl-C) takes back what was
+    written, DEST itself too if it was made here: no directory is left that looks like a whole snapshot."""
+    import shutil
+
+    from numatune.system.outfile import cannot_write
+
+    made = not dest.exists()
+    try:
         try:
             dest.mkdir(parents=True, exist_ok=True)
             cap.write_dir(dest)
-        except OSError as exc:
-            raise InputError(f"cannot write {dest}: {exc.strerror or exc}") from None
-    return cap
+        except BaseException:
+            if made:
+                shutil.rmtree(dest, ignore_errors=True)
+            elif dest.is_dir() and not dest.is_symlink():
+                for entry in os.scandir(dest):  # it was empty: all of this is the snapshot's
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        with contextlib.suppress(OSError):
+                            os.unlink(entry.path)
+            raise
+    except OSError as exc:
+        raise cannot_write(str(dest), exc) from None

@@ -252,6 +252,19 @@ def run_changes(
     if state_path is not None:
         write_state(state_path, saved, host, {c.irq: c.text.strip() for c in todo})
         result.state_file = os.path.abspath(state_path)
+    touched: list[Change] = []
+    try:
+        _write_all(host, todo, by_irq, write, touched, result)
+    except KeyboardInterrupt:  # Ctrl-C between or during the writes: every IRQ as it was, then exit 130
+        _put_back(host, touched, by_irq, write, quiet=True)
+        raise
+    return result
+
+
+def _write_all(host: Host, todo: list[Change], by_irq: dict[int, Saved], write: Writer, touched: list[Change],
+               result: ApplyResult) -> None:
+    """Write and verify each change in turn; `touched` gets each change before it is written (an interrupt's
+    rollback puts back all of them: a file still as saved is left alone)."""
     changed: list[Change] = []
     for change in todo:
         before = by_irq[change.irq]
@@ -264,6 +277,7 @@ def run_changes(
             result.unchanged.append(change.irq)
             continue
         logical = irq_path(change.irq, change.file)
+        touched.append(change)
         try:
             write(logical, change.text)
         except OSError as exc:
@@ -286,7 +300,6 @@ def run_changes(
                   result.state_file)
         changed.append(change)
         result.applied.append(change.irq)
-    return result
 
 
 def _same(current: str, change: Change) -> bool:

@@ -231,6 +231,12 @@ def measure_bandwidth(kind: str, lib, cpus: Sequence[int], node: int, size: int,
         except BaseException as exc:  # noqa: BLE001 - reported by the caller
             errors.append(exc)
             ok = False
+        try:
+            _run_samples(i, ok)
+        except threading.BrokenBarrierError:  # the caller stopped (Ctrl-C, an error): this thread ends too
+            return
+
+    def _run_samples(i: int, ok: bool) -> None:
         ready.wait()
         while True:
             go.wait()
@@ -288,12 +294,11 @@ def measure_bandwidth(kind: str, lib, cpus: Sequence[int], node: int, size: int,
             out.append(counted / one() / 1e9)
         return BandwidthResult(tuple(out), counted, n, worst)
     finally:
+        # Every thread is released wherever it waits, and ends (they are not daemons: the interpreter would
+        # wait for them for ever after a Ctrl-C left them at a barrier the main thread never reached)
         stop[0] = True
-        try:
-            go.wait(timeout=30)
-            done.wait(timeout=30)
-        except threading.BrokenBarrierError:
-            pass
+        for barrier in (ready, go, done):
+            barrier.abort()
         for t in threads:
             t.join(timeout=30)
         for mine in bufs:

@@ -105,6 +105,13 @@ def cuda_register() -> tuple[str, Callable[[int, int], None]]:
             cudart = None
             why.append("cuda-python is not installed")
     if cudart is not None:
+        # torch's CUDA builds bring cuda-python along: on a machine without a GPU or driver it imports, and
+        # only the runtime says that there is nothing to pin for
+        err, count = cudart.cudaGetDeviceCount()
+        if int(err) != 0 or not count:
+            why.append(f"cuda-python finds no CUDA device ({getattr(err, 'name', err)})")
+            cudart = None
+    if cudart is not None:
         def reg2(addr: int, nbytes: int) -> None:
             (err,) = cudart.cudaHostRegister(addr, nbytes, 0)
             if int(err) != 0:

@@ -2,9 +2,10 @@
 
 A temporary file is created in the destination's directory (O_EXCL | O_NOFOLLOW: never through a
 link an attacker placed there), filled, and renamed over the name: a reader sees the old file or
-the whole new one, and a link at the name is replaced, never written through. A missing directory,
-a permission problem or a destination on a kernel filesystem (/proc, /sys, /dev) is one line and
-exit 3 (InputError), with nothing left behind. The streams people name as files are the exception:
+the whole new one, and a link at the name is replaced, never written through. A missing directory, a
+full disk or a destination on a kernel filesystem (/proc, /sys, /dev) is one line and exit 3 (InputError),
+a directory this user may not write or search exit 4 (PermissionDenied), with nothing left behind (after
+an interrupt too: the temporary file is removed). The streams people name as files are the exception:
 `-` and /dev/stdout (standard output), /dev/stderr and /dev/null are written straight through.
 
 A leaf module: stdlib only.
@@ -17,7 +18,7 @@ import os
 from collections.abc import Callable
 from typing import BinaryIO
 
-from numatune.errors import InputError
+from numatune.errors import InputError, NumatuneError, PermissionDenied
 
 _KERNEL_FS = ("/proc", "/sys", "/dev")
 #: Destinations that are a stream, not a file: written straight through (no temporary, no rename).
@@ -53,7 +54,7 @@ def write_file(path: str | os.PathLike[str], data: bytes | str | None = None, *,
     except FileNotFoundError:
         raise InputError(f"cannot write {name}: no directory {folder}") from None
     except OSError as exc:
-        raise InputError(f"cannot write {name}: {exc.strerror or exc}") from None
+        raise cannot_write(name, exc) from None
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dirfd)
         try:
@@ -72,10 +73,21 @@ def write_file(path: str | os.PathLike[str], data: bytes | str | None = None, *,
     except IsADirectoryError:
         raise InputError(f"cannot write {name}: it is a directory") from None
     except OSError as exc:
-        raise InputError(f"cannot write {name}: {exc.strerror or exc}") from None
+        raise cannot_write(name, exc) from None
     finally:
         os.close(dirfd)
     return name
+
+
+def cannot_write(name: str, exc: OSError) -> NumatuneError:
+    """The one line for an output that could not be written: exit 4 where this user may not (EACCES, EPERM),
+    else exit 3 (a full disk, a read-only filesystem, a missing directory)."""
+    import errno
+
+    message = f"cannot write {name}: {exc.strerror or exc}"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return PermissionDenied(message, hint="give a path in a directory this user may write")
+    return InputError(message)
 
 
 def _write_stream(name: str, data: bytes | str | None, fill: Callable[[BinaryIO], None] | None) -> str:

@@ -217,10 +217,11 @@ def test_restore_refuses_a_root_other_than_the_recorded_one(cli, tmp_path, monke
     state = tmp_path / "s.json"
     assert cli("--root", str(copy), "irq", "apply", "--save", str(state)).exit_code == 0
     applied, pristine = tree_digest(copy), tree_digest(other)
-    for args, env in ((["--root", str(other)], None), (["--root", "/"], None), ([], {"NUMATUNE_ROOT": str(other)})):
-        r = cli(*args, "irq", "restore", str(state), "--dry-run", env=env)  # a dry run: a bug must not touch /
+    for args, late, env in ((["--root", str(other)], [], None), (["--root", "/"], [], None),
+                            ([], [], {"NUMATUNE_ROOT": str(other)}), ([], ["--root", str(other)], None)):
+        r = cli(*args, "irq", "restore", str(state), "--dry-run", *late, env=env)  # a dry run: a bug must not touch /
         assert r.exit_code == 3 and f"holds the IRQ state of {os.path.realpath(copy)}" in r.stderr, (args, r.stderr)
-        r = cli(*args, "irq", "restore", str(state), env=env) if args[-1:] != ["/"] else r
+        r = cli(*args, "irq", "restore", str(state), *late, env=env) if args[-1:] != ["/"] else r
         assert r.exit_code == 3
     assert tree_digest(copy) == applied and tree_digest(other) == pristine
     assert cli("--root", str(copy), "irq", "restore", str(state)).exit_code == 0  # naming it is fine too

@@ -13,7 +13,7 @@ import shlex
 import pytest
 
 from numatune.cpulist import format_cpulist
-from tests.conftest import fixture_root, tree_fixtures
+from tests.conftest import fixture_root, tool_path, tree_fixtures
 
 NARROW = {"COLUMNS": "80"}
 
@@ -127,11 +127,17 @@ def test_shell_redirects_to_files_keep_blocks_and_values_whole(tmp_path):
     with stdout a real file and COLUMNS=80 in the environment; IRQBALANCE_ARGS stays one line and the
     tuned fragment parses as ini, line for line as --json gives it."""
     import os
+    import shutil
     import subprocess
-    import sys
 
-    exe = os.path.join(os.path.dirname(sys.executable), "numatune")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": "80", "LANG": "C.UTF-8"}
+    exe = shutil.which("numatune", path=tool_path())
+    # device names from a pci.ids of the fixture's devices (the long names a table used to cut), not the machine's
+    ids = tmp_path / "pci.ids"
+    ids.write_text("# pci.ids: the lines of this fixture's devices\n8086  Intel Corporation\n"
+                   "\t1520  I350 Ethernet Controller Virtual Function\n\t1521  I350 Gigabit Network Connection\n"
+                   "14e4  Broadcom Inc. and subsidiaries\n\t1639  NetXtreme II BCM5709 Gigabit Ethernet\n")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": "80", "LANG": "C.UTF-8",
+           "NUMATUNE_PCI_IDS": str(ids)}
     irq_root, wide_root = str(fixture_root("vm-two-socket")), str(fixture_root("intel-xeon-L5640-2node"))
     for name, cmd in (("plan.txt", f"{exe} --root {irq_root} irq plan"), ("irq.txt", f"{exe} --root {irq_root} irq"),
                       ("inspect.txt", f"{exe} --root {wide_root} inspect")):
@@ -148,3 +154,4 @@ def test_shell_redirects_to_files_keep_blocks_and_values_whole(tmp_path):
     assert fragment.rstrip("\n") == json.loads(plan.stdout)["persistent"]["tuned"].rstrip("\n")
     inspect = (tmp_path / "inspect.txt").read_text()
     assert "Corporation" in inspect and not any(line.rstrip().endswith("Corporati") for line in inspect.split("\n"))
+    assert "Broadcom Inc. and subsidiaries NetXtreme II BCM5709 Gigabit Ethernet" in inspect

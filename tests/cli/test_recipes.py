@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.conftest import PROJECT, engine_missing
+from tests.conftest import PROJECT, engine_missing, tool_path
 from tests.handmade_rail import build_rail
 
 SECTION = (PROJECT / "docs" / "launchers.md").read_text().split("### numatune or your launcher's flag", 1)[1]
@@ -99,7 +99,7 @@ def test_gpu_torchrun_recipe_runs_under_real_torchrun_on_the_rail_tree(recipe, r
     LOCAL_WORLD_SIZE and the rest, not variables set by the test): 8 ranks, 8 GPUs, each rank its own cores and
     its rail's NIC. What stands in is the machine: the rail tree's plan, not a bound process."""
     if importlib.util.find_spec("torch") is None or shutil.which("torchrun", path=BIN) is None:
-        engine_missing(f"no torchrun beside {sys.executable} (the CPU build of torch; scripts/test.sh installs it)")
+        engine_missing(f"no torch for {sys.executable} (the CPU build of torch; scripts/test.sh installs it)")
     stand_in = tmp_path / "bin"
     stand_in.mkdir()
     (stand_in / "numatune").write_text(PLAN_ONLY.format(python=sys.executable, out=tmp_path))
@@ -125,7 +125,7 @@ def test_gpu_torchrun_recipe_runs_under_real_torchrun_on_the_rail_tree(recipe, r
 CPU_TEXT = SECTION.split("On a node without GPUs", 1)[1]
 CPU_BLOCK = re.findall(r"^```console\n(.*?)^```", CPU_TEXT, re.M | re.S)[0]
 CPU_RECIPES = [line[2:] for line in CPU_BLOCK.splitlines() if line.startswith("$ ")]
-BIN = os.path.dirname(sys.executable)  # the environment's `numatune` and `torchrun` sit beside its python
+BIN = tool_path()  # the environment's `numatune` and `torchrun` (beside its python, or run by it)
 TRAIN = PROJECT / "tests" / "data" / "recipes" / "train.py"  # reports its PID, rank and CPUs, then waits
 
 
@@ -155,7 +155,7 @@ def test_cpu_recipe_runs_with_real_torchrun_and_audit_sees_each_rank_on_its_core
     starts 2 ranks, numatune binds each to its own core of node 0, and `numatune audit` of the ranks' PIDs says
     so (and what each rank reads of itself agrees)."""
     if importlib.util.find_spec("torch") is None or shutil.which("torchrun", path=BIN) is None:
-        engine_missing(f"no torchrun beside {sys.executable} (the CPU build of torch; scripts/test.sh installs it)")
+        engine_missing(f"no torch for {sys.executable} (the CPU build of torch; scripts/test.sh installs it)")
     if len(_node0_cores()) < 2:
         pytest.skip(f"node 0 has fewer than 2 usable physical cores here ({_node0_cores()}): 2 ranks cannot split it")
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), "NO_COLOR": "1"}

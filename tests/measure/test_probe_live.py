@@ -133,13 +133,14 @@ def test_probe_without_gpu_imports_no_gpu_code():
     import subprocess
     import sys
 
-    code = ("import sys; from numatune.cli import main\n"
-            "try:\n    main(['probe', '--size', '16M', '--time-budget', '0.3', '--json'])\n"
-            "except SystemExit:\n    pass\n"
-            "bad = [m for m in ('torch', 'numatune.measure.gpu', 'numatune.placement.pinning') if m in sys.modules]\n"
-            "print('IMPORTED', bad)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "IMPORTED []" in out
+    from tests.conftest import imports_of
+
+    code = imports_of("from numatune.cli import main\n"
+                      "try:\n    main(['probe', '--size', '16M', '--time-budget', '0.3', '--json'])\n"
+                      "except SystemExit:\n    pass\n",
+                      ("torch", "numatune.measure.gpu", "numatune.placement.pinning"), to="stderr")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr
+    assert out.strip().endswith("[]"), out[-300:]
 
 
 @pytest.mark.skipif(os.environ.get("NUMATUNE_TEST_GPU") != "1", reason="set NUMATUNE_TEST_GPU=1 on a CUDA machine")

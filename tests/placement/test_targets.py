@@ -153,8 +153,9 @@ def test_placement_imports_without_click_rich_torch_or_numpy():
     import subprocess
     import sys
 
-    code = ("import sys, numatune.placement as p; p.latency_first; "
-            "print(sorted(m for m in ('click', 'rich', 'torch', 'numpy') if m in sys.modules))")
+    from tests.conftest import imports_of
+
+    code = imports_of("import numatune.placement as p; p.latency_first", ("click", "rich", "torch", "numpy"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -21,7 +21,7 @@ from numatune.model.launch import CpuBind, LaunchOptions
 from numatune.model.topology import PciDevice
 from numatune.plan.launch import plan_launch
 from numatune.system.host import Host
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, tool_path
 
 binding = pytest.importorskip("torch.numa.binding")
 
@@ -51,7 +51,7 @@ def test_torchrun_view_equals_torch_numa_binding_on_this_kernel(mode, monkeypatc
 
 
 def test_torchrun_recipe_with_the_real_torchrun(tmp_path):
-    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    torchrun = shutil.which("torchrun", path=tool_path())
     if torchrun is None:
         pytest.skip("no torchrun")
     allowed = sorted(os.sched_getaffinity(0))
@@ -61,7 +61,7 @@ def test_torchrun_recipe_with_the_real_torchrun(tmp_path):
              "{'cpus': sorted(os.sched_getaffinity(0)), 'omp': os.environ.get('OMP_NUM_THREADS')}))")
     out = str(tmp_path / "rank")
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}
-    numatune = os.path.join(os.path.dirname(sys.executable), "numatune")  # as the README recipe: the command
+    numatune = shutil.which("numatune", path=tool_path())  # as the README recipe: the command
     # (`python -m numatune` would not do: torchrun's parser takes the -m and what follows as its own options)
     res = subprocess.run([torchrun, "--nproc-per-node", "2", "--no-python", numatune,
                           "launch", "--numa-node", "0", "--cpu-bind", "exclusive", "--mem-policy", "none", "--",
