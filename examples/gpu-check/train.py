@@ -48,6 +48,8 @@ def pinned_answer() -> dict:
         return {"status": "ERROR", "detail": f"{type(exc).__name__}: {exc}"}
     if hasattr(result, "to_dict"):
         result = result.to_dict()
+    elif isinstance(result, list):  # PinnedRange records: named fields, so the check reads `size` by name
+        result = [r._asdict() if hasattr(r, "_asdict") else r for r in result]
     try:
         json.dumps(result)
     except TypeError:
