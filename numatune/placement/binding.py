@@ -116,6 +116,8 @@ class BindReport:
         text = "; ".join(parts)
         if self.left:
             text += "; left: " + ", ".join(f"{n} {why}" for why, n in self.left.items())
+        if self.plan is not None and self.plan.notes:  # why this node (no GPU), one cluster of a socket (SNC)
+            text += "; note: " + "; ".join(self.plan.notes)
         return text
 
     def to_dict(self) -> dict[str, Any]:
