@@ -719,7 +719,8 @@ def _socket_nodes(topo: Topology, node: int) -> tuple[int, ...]:
 
 def _gpu_memory_node(topo: Topology, dev: PciDevice | None) -> tuple[int, ...]:
     if dev is None:
-        raise BindingError("--mem-policy gpu-memory needs a GPU (not --node alone)")
+        raise BindingError("--mem-policy gpu-memory needs a GPU: this rank has none (--node without --gpu, or "
+                           "no GPU here)")
     if dev.memory_node is None:
         from numatune.model.gpumem import gpu_memory_layout
 
