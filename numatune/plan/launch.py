@@ -202,10 +202,10 @@ def spread_ranks(topo: Topology, opts: LaunchOptions, facts: LaunchFacts, rank: 
                   "(nothing else was possible)")
     elif rank.local_size:
         reason = (f"no GPU {here}: the {rank.local_size} local rank(s) are spread over {where}, rank r of n on "
-                  f"node r·N/n: rank {rank.rank} → node {node}")
+                  f"the (r·N/n)-th of them: rank {rank.rank} → node {node}")
     else:
         reason = (f"no GPU {here} and no launcher variable gives the local world size: one rank per node "
-                  f"assumed, rank {rank.rank} → node {node} of {where} (rank r on node r mod N)")
+                  f"assumed, rank {rank.rank} → node {node} of {where} (rank r on the (r mod N)-th)")
     return spread._replace(index=nodes.index(node), reason=reason)
 
 
