@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from numatune.model import order
 from numatune.model._record import record
-from numatune.model.topology import PciDevice, Topology
+from numatune.model.topology import MEMORY_FROM_PCI, PciDevice, Topology
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -154,6 +154,10 @@ def gpu_memory_layout(topo: Topology) -> GpuMemoryLayout:
     holes = sorted({p for h in homes for p in h.placeholder_nodes})
     if mem_nodes:
         extra = f"; empty MIG placeholder nodes {_span(holes)}" if holes else ""
+        inferred = sorted({h.memory_node for h in homes if h.memory_node_from == MEMORY_FROM_PCI})
+        if inferred:
+            extra += (f"; node(s) {_span(inferred)} inferred from the GPU's PCI numa_node (no driver names an "
+                      "owner)")
         mode, why = "numa", f"GPU memory onlined as CPU-less NUMA nodes {_span(mem_nodes)}{extra}"
     elif any(h.memory_node_from == "apu" for h in homes):
         mode, why = "apu", ("the GPUs have no memory of their own (KFD local_mem_size 0): each shares its "

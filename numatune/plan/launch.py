@@ -39,7 +39,7 @@ from numatune.model.resolve import (  # noqa: F401 - re-exported: the CLI, irq p
     pci_sort_key,
     rank_gpu,
 )
-from numatune.model.topology import WEIGHT_DIR, NumaNode, PciDevice, Topology
+from numatune.model.topology import MEMORY_FROM_PCI, WEIGHT_DIR, NumaNode, PciDevice, Topology
 from numatune.numbers import MAX_DIGITS, maybe_int, parse_int
 from numatune.plan.cores import even_share, is_linear, physical_cores, topology_order
 from numatune.plan.cxl import nearest_cpu_node
@@ -278,6 +278,11 @@ def _memory_note(topo: Topology, dev: PciDevice | None, node: int) -> str | None
     if dev.memory_node_from == "apu":
         return (f"gpu memory: {dev.bdf} is an APU: its memory is node {dev.memory_node}'s, shared with the CPUs, "
                 "so binding to the node places host and GPU data in the same HBM")
+    if dev.memory_node_from == MEMORY_FROM_PCI:
+        return (f"gpu memory: {dev.bdf}'s memory is taken to be node {dev.memory_node} (inferred: its PCI numa_node "
+                f"names that CPU-less node and no driver names an owner), without CPUs: CPUs and default memory go "
+                f"to node {node}, the nearest node with CPUs; --mem-policy gpu-memory places host memory there "
+                "deliberately")
     holes = f"; MIG placeholders {format_cpulist(dev.placeholder_nodes)}" if dev.placeholder_nodes else ""
     return (f"gpu memory: {dev.bdf}'s memory is node {dev.memory_node} ({dev.memory_node_from}; the node NVML "
             f"reports for it{holes}), without CPUs: CPUs and default memory go to node {node}, "
@@ -674,9 +679,10 @@ def choose_memory(
             reasons.append(f"memory: gpu-memory — bind to node {nodes[0]}, the APU's HBM, which its CPUs and GPU "
                            f"share (the same as bind)")
         else:
-            reasons.append(f"memory: gpu-memory — bind to node {nodes[0]}, the HBM of {dev.bdf if dev else '?'} "
-                           f"(CPU-less): host allocations live in GPU memory, which the CPUs of node {node} "
-                           "reach over the C2C link")
+            whose = (f"the memory node inferred for {dev.bdf} from its PCI numa_node" if dev is not None
+                     and dev.memory_node_from == MEMORY_FROM_PCI else f"the HBM of {dev.bdf if dev else '?'}")
+            reasons.append(f"memory: gpu-memory — bind to node {nodes[0]}, {whose} (CPU-less): host allocations live "
+                           f"in GPU memory, which the CPUs of node {node} reach over the C2C link")
     else:  # cxl-spill
         cxl = nearest_cxl_node(topo, node)
         if cxl is None:
