@@ -57,10 +57,12 @@ def test_nt003_cxl_node_is_told_about_hmat_cdat_and_dax(tmp_path):
     assert "CDAT" in finding.fix and "daxctl reconfigure-device" in finding.fix and "GPU" not in finding.fix
 
 
-def test_nt003_node_of_a_display_device_is_likely_its_memory_not_a_firmware_gap():
-    """The real-kernel superchip tree: node 3 is the node of its stand-in device (a display controller), node 2 of
-    nothing. Node 3's finding says GPU memory is in DRAM's tier by design (info); node 2's asks for HMAT."""
-    found = nt003(fixture_root("vm-superchip"))
+def test_nt003_node_of_a_display_device_is_likely_its_memory_not_a_firmware_gap(tmp_path):
+    """The real-kernel superchip tree with a display controller (bochs-display) as its stand-in: node 3 is its node,
+    node 2 of nothing. Node 3's finding says GPU memory is in DRAM's tier by design (info); node 2's asks for HMAT."""
+    from tests.plan.test_launch_vm_superchip import BOCHS_DISPLAY, superchip_tree
+
+    found = nt003(superchip_tree(tmp_path, BOCHS_DISPLAY))
     (f3, kind3), (f2, kind2) = found["node 3"], found["node 2"]
     assert kind3 == kind2 == "unknown"
     assert f3.severity is Severity.INFO and "0000:61:00.0" in f3.message and "by design" in f3.fix

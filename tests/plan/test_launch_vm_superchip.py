@@ -24,8 +24,15 @@ def test_its_memory_goes_to_the_cpu_less_node_only_when_asked():
     assert p.cpus == (2, 3) and p.memory.nodes == (3,) and "--membind=3" in p.argv
     p = plan("vm-superchip", node=1, mem_policy="bind", mem_nodes=(3,))
     assert p.cpus == (2, 3) and p.memory.nodes == (3,)
-    with pytest.raises(BindingError, match="not a NUMA node here"):  # no driver named this device's memory
-        plan("vm-superchip", gpu=GPU, mem_policy="gpu-memory")
+
+
+def test_a_display_controller_on_the_node_is_no_gpu_and_owns_no_memory(tmp_path):
+    """The stand-in as the first captures had it (bochs-display, 1234:1111, class 0x0380): `--gpu BDF` takes any
+    PCI function, but its memory is no NUMA node: gpu-memory without --mem-nodes is refused."""
+    root = superchip_tree(tmp_path, BOCHS_DISPLAY)
+    assert _plan_on(root, gpu=GPU).node == 1
+    with pytest.raises(BindingError, match="not a NUMA node here"):
+        _plan_on(root, gpu=GPU, mem_policy="gpu-memory")
 
 
 def test_a_cpu_less_node_asked_for_is_refused():
@@ -35,18 +42,24 @@ def test_a_cpu_less_node_asked_for_is_refused():
 
 # -- the same tree with a GPU-class stand-in: the VM's ati-vga (tests/vm/topologies/superchip.toml) ---------------
 ATI_VGA = {"vendor": "0x1002\n", "device": "0x5046\n", "class": "0x030000\n"}  # QEMU's ati-vga (Rage 128 Pro)
+BOCHS_DISPLAY = {"vendor": "0x1234\n", "device": "0x1111\n", "class": "0x038000\n"}  # QEMU's bochs-display
 
 
-def gpu_superchip_tree(tmp_path):  # noqa: ANN001, ANN201 - a path in, a path out
-    """A copy of vm-superchip whose stand-in at 0000:61:00.0 reads as QEMU's ati-vga does (AMD vendor, VGA class):
-    a GPU on the CPU-less node 3, with no driver (no KFD, no NVIDIA numa_status) to name its memory."""
+def superchip_tree(tmp_path, ids):  # noqa: ANN001, ANN201 - a path and sysfs values in, a path out
+    """A copy of vm-superchip whose stand-in at 0000:61:00.0 carries these PCI ids."""
     from tests.conftest import fixture_copy
 
     root = fixture_copy("vm-superchip", tmp_path)
     dev = root / "sys/devices/pci0000:60/0000:60:00.0/0000:61:00.0"
-    for name, value in ATI_VGA.items():
+    for name, value in ids.items():
         (dev / name).write_text(value)
     return root
+
+
+def gpu_superchip_tree(tmp_path):  # noqa: ANN001, ANN201 - a path in, a path out
+    """vm-superchip with the stand-in as QEMU's ati-vga presents it (AMD vendor, VGA class): a GPU on the CPU-less
+    node 3, with no driver (no KFD, no NVIDIA numa_status) to name its memory."""
+    return superchip_tree(tmp_path, ATI_VGA)
 
 
 def _plan_on(root, **opts):  # noqa: ANN001, ANN202
