@@ -71,7 +71,8 @@ def _plan_on(root, **opts):  # noqa: ANN001, ANN202
 
     host = Host.open(root)
     topo = read_launch_topology(host, node_kinds=False)
-    return plan_launch(topo, read_launch_devices(host, topo), facts(), LaunchOptions(**opts), ("python",))
+    devices = read_launch_devices(host, topo, opts.get("gpu"))  # --gpu BDF: any PCI function, as launch reads it
+    return plan_launch(topo, devices, facts(), LaunchOptions(**opts), ("python",))
 
 
 def test_a_gpu_on_a_cpu_less_node_owns_it_as_inferred_gpu_memory(tmp_path):
