@@ -226,3 +226,22 @@ def test_pinned_to_x925_cores_is_fine(gb10):
 def test_symmetric_cpu_never_reports_efficiency_cores(two_socket):
     p = proc(maps(N0=1000), [0], [0], rank=0, rank_source="LOCAL_RANK")
     assert "NT405" not in [f.code for f in audit_findings(two_socket, p)]
+
+
+def test_pages_on_a_gpu_memory_node_are_said_where_they_are_not_called_home():
+    """A GPU-memory node (Grace HBM; the superchip guest's, tests/vm) is neither remote DRAM nor a slow tier, but a
+    process whose pages sit there is not told "all resident memory on home": the reason names the node and the GPU."""
+    from numatune.system.host import Host
+    from tests.conftest import fixture_root
+
+    topo = read_topology(Host.open(fixture_root("handmade-gb200-numa")))
+    hbm = next(n for n in topo.nodes if n.kind == "gpu" and n.memory_total_kib)
+    cpus = list(topo.node(0).cpus[:2])
+    loc = judge(proc(maps(**{f"N{hbm.id}": 1000}), cpus, cpus), topo).locality
+    assert loc.verdict == "ok" and loc.remote_ratio == 0.0 and loc.slow_tier_ratio == 0.0
+    line = next(r for r in loc.reasons if "GPU/HBM memory node" in r)
+    assert f"100.0% of its memory is on GPU/HBM memory node(s) {hbm.id} (GPU memory of {hbm.gpu})" in line
+    assert not any(r.startswith("all resident memory") for r in loc.reasons)
+    text = f"7f0000000000 bind:{hbm.id} anon=1000 dirty=1000 N{hbm.id}=1000 kernelpagesize_kB=4\n"
+    assert "as its memory policy asks" in next(r for r in judge(proc(text, cpus, cpus), topo).locality.reasons
+                                               if "GPU/HBM" in r)

@@ -332,6 +332,8 @@ def superchip_audit_gpu_memory_pages(ctx: Context) -> dict[str, Any]:
         reasons = " | ".join(entry.get("reasons") or [])
         if "without a policy asking" in reasons or (entry.get("slow_tier_ratio") or 0) > 0:
             problems.append(f"{role}: GPU memory counted as a slow tier: {reasons}")
+        if f"GPU/HBM memory node(s) {memory_node} (GPU memory of {bdf.lower()})" not in reasons:
+            problems.append(f"{role}: audit does not say its pages are on GPU {bdf}'s memory node: {reasons}")
     if problems:
         raise CheckFailed("\n".join(problems) + f"\nseen: {json.dumps(seen)}")
     return seen
