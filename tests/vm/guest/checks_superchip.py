@@ -77,8 +77,7 @@ def _fill_round(ctx: Context, rnd: SuperchipRound, procs: list[subprocess.Popen[
     ]
     if rnd.gpu:
         gpu = ["--gpu", rnd.gpu[0]]
-        starts += [("gpu", gpu),
-                   ("plain", []),  # rank 0 → GPU0, the stand-in: no option at all
+        starts += [("gpu", []),  # no option at all: rank 0 → GPU0, the stand-in (the only GPU)
                    ("gpu-memory", [*gpu, "--mem-policy", "gpu-memory", "--mem-nodes", str(memory_node)]),
                    ("gpu-memory-inferred", [*gpu, "--mem-policy", "gpu-memory"])]
     for label, args in starts:
@@ -182,21 +181,34 @@ def superchip_inspect_memory_nodes(ctx: Context) -> dict[str, Any]:
 
 @check(TOPOLOGY)
 def superchip_launch_gpu_on_memory_node(ctx: Context) -> dict[str, Any]:
-    """`launch --gpu BDF` of a GPU whose sysfs node is its CPU-less memory node binds the CPUs of the nearest
-    node with CPUs (SLIT) and puts the memory on that node's DRAM, never on the GPU-memory node."""
+    """`launch -- CMD` with no option finds the stand-in as GPU0 (rank 0), a GPU whose sysfs node is its CPU-less
+    memory node, and binds the CPUs of the nearest node with CPUs (SLIT) with the memory on that node's DRAM
+    (numa_maps bind:N), never on the GPU-memory node. (`--gpu BDF` is what the gpu-memory launches use.)"""
+    bdf, memory_node, cpu_node = _gpu_of_round(ctx)
+    rep = _on_the_gpus_cpu_node(ctx, "gpu", f"bind:{cpu_node}",
+                                f"launch with no option, GPU0 {bdf} (sysfs node {memory_node}, CPU-less)")
+    return {"gpu": bdf, "sysfs_node": memory_node, "report": rep}
+
+
+def _gpu_of_round(ctx: Context) -> tuple[str, int, int]:
     rnd = _round(ctx)
     if "gpu" in rnd.errors:
         raise CheckFailed(rnd.errors["gpu"])
     assert rnd.gpu is not None
-    bdf, memory_node, cpu_node = rnd.gpu
-    rep = _launched(ctx, "gpu")
-    problems = _placement(rep, _cpus_of(ctx, cpu_node), {cpu_node}, "")
+    return rnd.gpu
+
+
+def _on_the_gpus_cpu_node(ctx: Context, label: str, policy: str, what: str) -> dict[str, Any]:
+    """The launch `label`'s report, checked: the CPUs of the stand-in GPU's CPU node, its memory there (numa_maps
+    policy `policy`), no page on the GPU-memory node."""
+    _, memory_node, cpu_node = _gpu_of_round(ctx)
+    rep = _launched(ctx, label)
+    problems = _placement(rep, _cpus_of(ctx, cpu_node), {cpu_node}, policy)
     if rep["bytes_by_node"].get(str(memory_node)):
         problems.append(f"{rep['bytes_by_node'][str(memory_node)]} bytes on GPU-memory node {memory_node}")
     if problems:
-        raise CheckFailed(f"launch --gpu {bdf} (sysfs node {memory_node}, CPU-less):\n" + "\n".join(problems)
-                          + f"\nreport: {rep}")
-    return {"gpu": bdf, "sysfs_node": memory_node, "report": rep}
+        raise CheckFailed(f"{what}:\n" + "\n".join(problems) + f"\nreport: {rep}")
+    return rep
 
 
 @check(TOPOLOGY)
@@ -250,24 +262,6 @@ def superchip_launch_gpu_memory_policy(ctx: Context) -> dict[str, Any]:
     if problems:
         raise CheckFailed("\n".join(problems) + f"\nreports: {seen}")
     return seen
-
-
-@check(TOPOLOGY)
-def superchip_launch_plain_finds_the_gpu(ctx: Context) -> dict[str, Any]:
-    """`launch -- CMD` with no option: rank 0 is GPU0, the stand-in on the CPU-less node; its CPUs and default memory
-    go to the nearest node with CPUs (SLIT), never to the GPU-memory node."""
-    rnd = _round(ctx)
-    if "gpu" in rnd.errors:
-        raise CheckFailed(rnd.errors["gpu"])
-    assert rnd.gpu is not None
-    _, memory_node, cpu_node = rnd.gpu
-    rep = _launched(ctx, "plain")
-    problems = _placement(rep, _cpus_of(ctx, cpu_node), {cpu_node}, f"bind:{cpu_node}")
-    if rep["bytes_by_node"].get(str(memory_node)):
-        problems.append(f"{rep['bytes_by_node'][str(memory_node)]} bytes on GPU-memory node {memory_node}")
-    if problems:
-        raise CheckFailed("\n".join(problems) + f"\nreport: {rep}")
-    return {"report": rep}
 
 
 @check(TOPOLOGY)
