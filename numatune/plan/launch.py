@@ -1029,8 +1029,8 @@ def cluster_share(
         return None
     options: list[str] = []
     parts = []
-    socket_cores = len(physical_cores(topo, [c for n in clusters for c in topo.node(n).cpus
-                                             if c in frozenset(topo.cpu.online)]))
+    online = frozenset(topo.cpu.online)
+    socket_cores = len(physical_cores(topo, [c for n in clusters for c in topo.node(n).cpus if c in online]))
     cores = len(physical_cores(topo, cpus))
     if cpus and opts.cpu_bind.mode in ("node", "exclusive"):
         options += ["--cpu-bind", "socket"]

@@ -11,7 +11,7 @@ A GPU whose PCI numa_node is -1 (no _PXM: common on Grace) gets its node inferre
 reader's own inference: its memory node's nearest node with CPUs (SLIT), else NVML's CPU affinity.
 
 Where no driver names a GPU's memory node but the firmware gives the GPU's PCI function a CPU-less node with
-memory (its _PXM: what NVML and NVIDIA's DRA driver publish for a Grace GPU, the HBM node), and no other GPU
+memory (its _PXM names the node, as NVML and NVIDIA's DRA driver name a Grace GPU's HBM node), and no other GPU
 sits on that node, the node is taken as that GPU's memory, labelled inferred (MEMORY_FROM_PCI): the shape of
 GPU memory without its driver's word, which is how the VM harness's superchip guest shows it to a real kernel.
 """
