@@ -392,6 +392,13 @@ def judge(
                 f"{_pct(slow_ratio)} of its memory is on slow-tier (CPU-less/CXL) node(s) "
                 f"{format_cpulist(slow_nodes)} without a policy asking for it"
             )
+    on_device = sorted(n for n, b in mem.items() if b and n not in home and n in device_nodes)
+    if total and on_device:  # neither remote DRAM nor a slow tier, but not home either: say where it is
+        owners = sorted({g for n in on_device if (g := topo.node(n).gpu)})
+        whose = f" (GPU memory of {', '.join(owners)})" if owners else ""
+        asked = ", as its memory policy asks" if set(on_device) <= intended_slow else ""
+        reasons.append(f"{_pct(sum(mem[n] for n in on_device) / total)} of its memory is on GPU/HBM memory node(s) "
+                       f"{format_cpulist(on_device)}{whose}{asked}: counted neither remote nor slow")
     if off_home:
         worse("warning")
         reasons.append(f"{len(off_home)} of {len(proc.threads)} threads last ran off node {home_txt}")

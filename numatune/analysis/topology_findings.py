@@ -27,7 +27,11 @@ NT002 = register("NT002", Severity.WARNING, "topology", "a GPU has no NIC on its
     A GPU's nearest NIC is across the socket link (SYS): GPUDirect RDMA traffic crosses it.""")
 NT003 = register("NT003", Severity.WARNING, "topology", "a CPU-less memory node sits in DRAM's tier", """
     A CPU-less CXL/PMem node sits in the same memory tier as DRAM: the kernel will neither demote to
-    it nor promote from it.""")
+    it nor promote from it. The advice follows the node's kind: CXL memory wants the firmware's HMAT and
+    the device's CDAT (or DAX onlining), PMem the kmem driver; a node of unknown kind that a GPU or
+    display device names as its own node is most likely that device's memory (a GPU's HBM onlined as a
+    node sits in DRAM's tier by design), so the finding is info and says so. GPU memory nodes that a
+    driver names are never flagged.""")
 NT004 = register("NT004", Severity.WARNING, "topology", "memory is unbalanced across sockets", """
     The sockets' DRAM differs by more than 25%: ranks on the small socket spill to remote memory.""")
 NT005 = register("NT005", Severity.INFO, "topology", "automatic NUMA balancing is on", """
@@ -164,15 +168,35 @@ def check_cpuless_node_in_top_tier(topo: Topology) -> Iterator[Finding]:
     if not dram_tiers:
         return
     top = min(dram_tiers)
+    gpun = gpu_names(topo.devices)
     for n in topo.nodes:
         if not n.cpus and n.tier == top and n.kind in ("cxl", "pmem", "unknown") and (n.memory_total_kib or 0) > 0:
-            yield NT003(
-                f"CPU-less {n.kind} node {n.id} sits in the same memory tier ({top}) as DRAM: "
-                "the kernel will neither demote to it nor promote from it",
-                "make the firmware publish HMAT/CDAT performance for the device (or use the kmem "
-                "driver, which places DAX memory in a lower tier)",
-                f"node {n.id}",
-            )
+            what = (f"CPU-less {n.kind} node {n.id} sits in the same memory tier ({top}) as DRAM: "
+                    "the kernel will neither demote to it nor promote from it")
+            owners = [d for d in topo.devices if d.node == n.id and d.kind in ("gpu", "accelerator", "display")]
+            if n.kind == "cxl":
+                fix = ("make the firmware publish HMAT for the CXL window and the device its CDAT, from which the "
+                       "kernel ranks the node's tier, or have the memory onlined through DAX (soft-reserved, then "
+                       "daxctl reconfigure-device --mode=system-ram), which places it in a lower tier")
+            elif n.kind == "pmem":
+                fix = ("online it through the kmem driver (daxctl reconfigure-device --mode=system-ram), which "
+                       "places DAX memory in a lower tier, or make the firmware publish HMAT performance for it")
+            elif owners:
+                names = ", ".join(_device(gpun, d) for d in owners)
+                yield NT003(
+                    what + f"; it is the node of {names}, so it is most likely that device's own memory",
+                    "nothing to publish if it is GPU memory: a GPU's memory onlined as a NUMA node (Grace in NUMA "
+                    "mode) sits in DRAM's tier by design and is no demotion target; its driver names such a node "
+                    "(NVIDIA: /proc/driver/nvidia/gpus/BDF/numa_status), after which numatune calls it gpu. "
+                    "Otherwise make the firmware publish HMAT performance for it",
+                    f"node {n.id}",
+                    Severity.INFO,
+                )
+                continue
+            else:  # nothing says what it is
+                fix = ("make the firmware publish HMAT performance for the node (CDAT too, if it is CXL memory), "
+                       "or online it through the kmem driver, which places DAX memory in a lower tier")
+            yield NT003(what, fix, f"node {n.id}")
 
 
 def check_unbalanced_memory(topo: Topology) -> Iterator[Finding]:

@@ -114,6 +114,7 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
                nic_gres: bool = False, allow_ecores: bool = False,
                stand_ins: tuple[tuple[str, str], ...] = ()) -> SlurmEmit:
     from numatune.model.paths import connection
+    from numatune.plan.cores import cluster_summary
     from numatune.plan.slurm import (
         autodetect_note,
         device_cores,
@@ -190,6 +191,16 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
             notes.append("GPUs " + ", ".join(g.bdf for g in split) + " sit on a NUMA node smaller than its socket "
                          "(sub-NUMA clustering): Cores= must name the whole socket, or use --numa-as-socket with "
                          "SlurmdParameters=numa_node_as_socket for node-level binding")
+    clusters = cluster_summary(topo)
+    if clusters and not layout.problem:
+        notes.append(clusters + (
+            ": with --numa-as-socket Slurm's sockets are these nodes, so a task bound to a socket "
+            "(--cpu-bind=sockets) gets one cluster's cores and memory; a job with fewer tasks per socket than "
+            "clusters leaves the others idle: give such jobs a partition of nodes without numa_node_as_socket"
+            if layout.unit == "numa" else
+            ": a task bound to one NUMA node (srun --cpu-bind=ldoms, or numatune launch's default --cpu-bind node) "
+            "gets one cluster's cores and memory; with fewer tasks per socket than clusters bind them to sockets "
+            "(srun --cpu-bind=sockets; numatune launch --cpu-bind socket --mem-policy socket)"))
     pairs = [(a, b, connection(a, b)) for i, a in enumerate(gpus) for b in gpus[i + 1:]]
     close = [f"{lines[gpus.index(a)].index}-{lines[gpus.index(b)].index} {kind}" for a, b, kind in pairs
              if kind in ("PIX", "PXB")]

@@ -83,6 +83,8 @@ def run_launch(app, opts: LaunchOptions, command: Sequence[str], *, fmt: str | N
     for w in plan.warnings:
         app.warn(w)
     if not quiet:
+        for n in plan.notes:
+            app.note(n)
         app.note(summary_line(plan))
     apply_plan(plan, os.environ)
 

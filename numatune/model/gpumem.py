@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from numatune.model import order
 from numatune.model._record import record
-from numatune.model.topology import PciDevice, Topology
+from numatune.model.topology import MEMORY_FROM_PCI, PciDevice, Topology
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -83,6 +83,12 @@ def same_socket_nodes(topo: Topology, node_id: int) -> tuple[int, ...]:
     return (node_id,)
 
 
+def clustering(topo: Topology) -> tuple[str | None, dict[int, tuple[int, ...]]]:
+    """(SNC-N / NPSN / "N nodes per socket", or None; package id -> its nodes with CPUs)."""
+    per_socket = sockets(topo)
+    return _clustering(topo, per_socket), per_socket
+
+
 def _clustering(topo: Topology, per_socket: dict[int, tuple[int, ...]]) -> str | None:
     """SNC-N / NPSN / "N nodes per socket" where a socket's CPU nodes are nearer each other than a remote node
     (SLIT 11-19: SNC and NPS give 11-12, Naples's dies 16). A socket whose nodes are 10 apart (a firmware that
@@ -143,11 +149,15 @@ def gpu_memory_layout(topo: Topology) -> GpuMemoryLayout:
     gpus, kind = order.gpu_order(topo.devices)
     nvml = {g.bdf: g.numa_node for g in topo.fabric.nvml_gpus}
     homes = tuple(_home(topo, d, f"GPU{i}" if kind == "gpu" else f"ACC{i}", nvml) for i, d in enumerate(gpus))
-    per_socket = sockets(topo)
+    name, per_socket = clustering(topo)
     mem_nodes = sorted({h.memory_node for h in homes if h.memory_node is not None and h.memory_node_from != "apu"})
     holes = sorted({p for h in homes for p in h.placeholder_nodes})
     if mem_nodes:
         extra = f"; empty MIG placeholder nodes {_span(holes)}" if holes else ""
+        inferred = sorted({h.memory_node for h in homes if h.memory_node_from == MEMORY_FROM_PCI})
+        if inferred:
+            extra += (f"; node(s) {_span(inferred)} inferred from the GPU's PCI numa_node (no driver names an "
+                      "owner)")
         mode, why = "numa", f"GPU memory onlined as CPU-less NUMA nodes {_span(mem_nodes)}{extra}"
     elif any(h.memory_node_from == "apu" for h in homes):
         mode, why = "apu", ("the GPUs have no memory of their own (KFD local_mem_size 0): each shares its "
@@ -159,7 +169,7 @@ def gpu_memory_layout(topo: Topology) -> GpuMemoryLayout:
         mode, why = "discrete", "GPU memory is the GPUs' own, outside the kernel's NUMA nodes"
     else:
         mode, why = "none", "no GPU or accelerator"
-    return GpuMemoryLayout(mode, why, _clustering(topo, per_socket), per_socket, homes)
+    return GpuMemoryLayout(mode, why, name, per_socket, homes)
 
 
 def _span(ids: list[int]) -> str:
@@ -168,5 +178,5 @@ def _span(ids: list[int]) -> str:
     return format_cpulist(ids)
 
 
-__all__ = ["GpuHome", "GpuMemoryLayout", "gpu_memory_layout", "grace_cpu", "nearest_cpu_node", "same_socket_nodes",
-           "sockets"]
+__all__ = ["GpuHome", "GpuMemoryLayout", "clustering", "gpu_memory_layout", "grace_cpu", "nearest_cpu_node",
+           "same_socket_nodes", "sockets"]

@@ -178,6 +178,39 @@ class KindShare:
 
 
 @record
+class NodeSpread:
+    """A launch without GPUs: the node's local ranks spread over its nodes with CPUs, rank r of n on node r·N/n
+    (as CPU launchers such as torch.backends.xeon.run_cpu spread ranks over sockets and nodes)."""
+
+    nodes: tuple[int, ...]  # the N nodes with CPUs this process may use, in id order
+    ranks: int | None  # n, the local world size; None when no launcher variable gives it (one rank per node assumed)
+    index: int  # this rank's node's position in `nodes`
+    reason: str  # the sentence launch prints (stderr note, dry run)
+
+    def node_of(self, rank: int) -> int:
+        """The node of local rank `rank`."""
+        count = len(self.nodes)
+        return self.nodes[rank * count // self.ranks if self.ranks else rank % count]
+
+
+@record
+class ClusterShare:
+    """Fewer local ranks on a socket than its sub-NUMA clusters (SNC, NPS): each is bound to one cluster's cores
+    and memory. `options` are what give the rank the whole socket's instead."""
+
+    clustering: str  # "SNC-4", "NPS4", "2 nodes per socket"
+    socket: int
+    nodes: tuple[int, ...]  # the socket's nodes with CPUs (its clusters)
+    ranks: int  # the local ranks on the socket
+    cores: int  # physical cores the rank is bound to (its cluster's, or its share of them)
+    socket_cores: int
+    memory_kib: int  # memory of the nodes the rank's policy allocates from, within the socket
+    socket_memory_kib: int
+    options: tuple[str, ...]  # ("--cpu-bind", "socket", "--mem-policy", "socket"), or the half that applies
+    reason: str
+
+
+@record
 class LaunchPlan:
     rank: RankInfo
     gpu: GpuChoice | None
@@ -197,4 +230,12 @@ class LaunchPlan:
     nic: NicChoice | None = None  # --nic: the rank's own NIC
     torch: TorchView | None = None  # torchrun --numa-binding's choice for the same rank and mode
     confined: str = ""  # "the allowed CPUs 3 (Slurm job 7 step 0's CPUs, ...)" when the process may not use them all
+    spread: NodeSpread | None = None  # no GPU and no --node: the ranks spread over the nodes with CPUs
+    clusters: ClusterShare | None = None  # fewer ranks on the socket than its clusters: one cluster each
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the user should know about a binding that is not an error: printed on stderr before the exec
+        (--quiet silences them), in the dry run and as `notes` in JSON."""
+        return tuple(x.reason for x in (self.spread, self.clusters) if x is not None)
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 # The system-wide weighted-interleave weights (NumaNode.interleave_weight; `auto` on Linux 6.16+): read by
 # readers.nodes, named in the advice of launch's plan.
 WEIGHT_DIR = "/sys/kernel/mm/mempolicy/weighted_interleave"
+MEMORY_FROM_PCI = "pci numa_node"  # a GPU memory node inferred from the GPU's own PCI node (no driver named it)
 
 # Shared, read-only default for mapping fields (record defaults are shared between instances).
 EMPTY_MAP: Mapping = MappingProxyType({})
@@ -194,7 +195,8 @@ class PciDevice:
     amd_kfd_node: int | None = None
     kfd_cpu_agent: int | None = None  # the KFD CPU node this GPU's PCIe link goes to (its socket, per the KFD)
     memory_node: int | None = None  # the NUMA node of the GPU's own memory (Grace HBM node; an APU's node)
-    memory_node_from: str | None = None  # "numa_status" | "nvml" | "apu (KFD: no memory of its own)"
+    # "numa_status" | "nvml" | "apu" (KFD: no memory of its own) | MEMORY_FROM_PCI (inferred, readers.gpumem)
+    memory_node_from: str | None = None
     placeholder_nodes: tuple[int, ...] = ()  # the empty MIG placeholder nodes that belong to this GPU
     # True when no numa_node could be read (a capture without the function's sysfs, a GPU known from the KFD
     # topology only): its node is unknown, which is not the firmware's -1 (no NUMA affinity)

@@ -124,6 +124,8 @@ class BindReport:
             text += "; left: " + ", ".join(f"{n} {why}" for why, n in self.left.items())
         if self.inherited is not None and self.relation is not None:
             text += f"; {RELATION_WORDS[self.relation]} {self.inherited.describe()}"
+        if self.plan is not None and self.plan.notes:  # why this node (no GPU), one cluster of a socket (SNC)
+            text += "; note: " + "; ".join(self.plan.notes)
         return text
 
     def to_dict(self) -> dict[str, Any]:

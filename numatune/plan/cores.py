@@ -59,3 +59,24 @@ def topology_order(
 def is_linear(ordered: Sequence[tuple[int, ...]]) -> bool:
     """True when topology order is CPU-number order."""
     return [core[0] for core in ordered] == sorted(core[0] for core in ordered)
+
+
+def cluster_summary(topo: Topology) -> str | None:
+    """Sub-NUMA clustering in one phrase, for the schedulers' notes: "SNC-4: 4 NUMA nodes per socket, node 0 holds 12
+    of socket 0's 48 cores and 63.0 of its 252.0 GiB"; None without clustering (one CPU node per socket, a VM)."""
+    from numatune.model.gpumem import clustering
+
+    name, per_socket = clustering(topo)
+    if name is None:
+        return None
+    socket, nodes = next((p, ns) for p, ns in per_socket.items() if len(ns) > 1)
+    online = frozenset(topo.cpu.online)
+    first = topo.node(nodes[0])
+    cores = len(physical_cores(topo, (c for c in first.cpus if c in online)))
+    socket_cores = len(physical_cores(topo, (c for n in nodes for c in topo.node(n).cpus if c in online)))
+    text = (f"{name}: {len(nodes)} NUMA nodes per socket, node {first.id} holds {cores} of socket {socket}'s "
+            f"{socket_cores} cores")
+    socket_kib = sum(topo.node(n).memory_total_kib or 0 for n in nodes)
+    if socket_kib and first.memory_total_kib:
+        text += f" and {first.memory_total_kib / 1048576:.1f} of its {socket_kib / 1048576:.1f} GiB"
+    return text

@@ -62,6 +62,7 @@ class KubeletPlan:
 def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: int = 1024,
                  system_reserved_mib: int = 1024, topology_policy: str = "restricted",
                  scope: str = "pod", isolated: frozenset[int] = frozenset()) -> KubeletPlan:
+    from numatune.plan.cores import cluster_summary
     from numatune.plan.slurm import housekeeping_cpus, too_small_to_reserve
 
     notes: list[str] = []
@@ -121,6 +122,14 @@ def kubelet_plan(topo: Topology, *, reserve_cores: int = 1, kube_reserved_mib: i
                      "memoryManagerPolicy is not written; CPUs and devices are still aligned by the topology manager")
     if memory_manager:
         config["memoryManagerPolicy"] = "Static"
+    clusters = cluster_summary(topo) if numa else None
+    if clusters:
+        held = "CPUs, devices and memory" if memory_manager else "CPUs and devices"
+        notes.append(f"{clusters}: the topology manager ({topology_policy}) aligns a pod's {held} to as few NUMA "
+                     "nodes as hold them, so a pod that fits one cluster gets one cluster's cores and memory and the "
+                     "socket's other clusters stay idle unless other pods fill them; cpuManagerPolicyOptions "
+                     "align-by-socket: \"true\" aligns CPUs to whole sockets instead (alpha: feature gate "
+                     "CPUManagerPolicyAlphaOptions; kubelet refuses it with topologyManagerPolicy single-numa-node)")
     if reserved:
         config["reservedSystemCPUs"] = format_cpulist(reserved)
         kept = len(cpu_nodes) - len(whole)

@@ -14,6 +14,7 @@ from numatune.cpulist import format_cpulist
 from numatune.errors import BindingError, ImpossibleRequest, InputError, UsageError
 from numatune.model.launch import (
     POLICY_SUPPORT,
+    ClusterShare,
     CpuBind,
     GpuChoice,
     KindShare,
@@ -22,6 +23,7 @@ from numatune.model.launch import (
     LaunchPlan,
     MemPolicy,
     NodeSplit,
+    NodeSpread,
     RankInfo,
     TorchView,
 )
@@ -37,7 +39,7 @@ from numatune.model.resolve import (  # noqa: F401 - re-exported: the CLI, irq p
     pci_sort_key,
     rank_gpu,
 )
-from numatune.model.topology import WEIGHT_DIR, NumaNode, PciDevice, Topology
+from numatune.model.topology import MEMORY_FROM_PCI, WEIGHT_DIR, NumaNode, PciDevice, Topology
 from numatune.numbers import MAX_DIGITS, maybe_int, parse_int
 from numatune.plan.cores import even_share, is_linear, physical_cores, topology_order
 from numatune.plan.cxl import nearest_cpu_node
@@ -177,6 +179,51 @@ def _gpu_option(value: str, gpus: list[PciDevice], devices: Sequence[PciDevice])
     raise UsageError(f"--gpu {value!r}: expected an index, a PCI address (0000:18:00.0) or a GPU UUID")
 
 
+# -- no GPU: the ranks spread over the nodes ------------------------------------------------------------------
+def spread_ranks(topo: Topology, opts: LaunchOptions, facts: LaunchFacts, rank: RankInfo) -> NodeSpread:
+    """No GPU and no --node (a CPU-only machine): rank r of n on node r·N/n of the N nodes with CPUs this process
+    may use (as torch.backends.xeon.run_cpu spreads ranks over sockets and nodes); one rank per node assumed when
+    no launcher variable gives n. On one node that node, and the reason says that nothing else was possible."""
+    online = frozenset(topo.cpu.online) or frozenset(c for n in topo.nodes for c in n.cpus)
+    usable = online if facts.allowed_cpus is None else online & facts.allowed_cpus
+    if not opts.allow_isolated:
+        usable -= facts.isolated
+    nodes = tuple(n.id for n in topo.nodes if usable.intersection(n.cpus))
+    here = "on this machine" if topo.live else "in this root"
+    if not nodes:
+        raise BindingError(f"no GPU {here} and no node with CPUs this process may use: pass --node")
+    with_cpus = [n.id for n in topo.nodes if n.cpus]
+    limited = "" if len(nodes) == len(with_cpus) else " this process may use"
+    spread = NodeSpread(nodes, rank.local_size, 0, "")
+    node = spread.node_of(rank.rank)
+    where = f"the {len(nodes)} nodes with CPUs{limited} ({format_cpulist(nodes)})"
+    if len(nodes) == 1:
+        reason = (f"no GPU {here}: node {node} is its only node with CPUs{limited}, so the rank is bound to it "
+                  "(nothing else was possible)")
+    elif rank.local_size:
+        reason = (f"no GPU {here}: the {rank.local_size} local rank(s) are spread over {where}, rank r of n on "
+                  f"the (r·N/n)-th of them: rank {rank.rank} → node {node}")
+    else:
+        reason = (f"no GPU {here} and no launcher variable gives the local world size: one rank per node "
+                  f"assumed, rank {rank.rank} → node {node} of {where} (rank r on the (r mod N)-th)")
+    return spread._replace(index=nodes.index(node), reason=reason)
+
+
+def _spread_count(spread: NodeSpread, nodes: set[int], below: int | None = None) -> int:
+    """How many of the spread's ranks (below rank `below`, when given) land on `nodes`: ranks r with r·N/n = i
+    are ceil(i·n/N) .. ceil((i+1)·n/N) - 1, counted without walking a launcher's rank count."""
+    size, count = spread.ranks or len(spread.nodes), len(spread.nodes)
+    total = 0
+    for i, nid in enumerate(spread.nodes):
+        if nid not in nodes:
+            continue
+        first, end = (-(-i * size // count), -(-(i + 1) * size // count)) if spread.ranks else (i, i + 1)
+        if below is not None:
+            end = min(end, below)
+        total += max(0, end - first)
+    return total
+
+
 # -- node -----------------------------------------------------------------------------------------------
 def choose_node(
     topo: Topology, opts: LaunchOptions, dev: PciDevice | None, warnings: list[str]
@@ -231,6 +278,11 @@ def _memory_note(topo: Topology, dev: PciDevice | None, node: int) -> str | None
     if dev.memory_node_from == "apu":
         return (f"gpu memory: {dev.bdf} is an APU: its memory is node {dev.memory_node}'s, shared with the CPUs, "
                 "so binding to the node places host and GPU data in the same HBM")
+    if dev.memory_node_from == MEMORY_FROM_PCI:
+        return (f"gpu memory: {dev.bdf}'s memory is taken to be node {dev.memory_node} (inferred: its PCI numa_node "
+                f"names that CPU-less node and no driver names an owner), without CPUs: CPUs and default memory go "
+                f"to node {node}, the nearest node with CPUs; --mem-policy gpu-memory places host memory there "
+                "deliberately")
     holes = f"; MIG placeholders {format_cpulist(dev.placeholder_nodes)}" if dev.placeholder_nodes else ""
     return (f"gpu memory: {dev.bdf}'s memory is node {dev.memory_node} ({dev.memory_node_from}; the node NVML "
             f"reports for it{holes}), without CPUs: CPUs and default memory go to node {node}, "
@@ -627,9 +679,10 @@ def choose_memory(
             reasons.append(f"memory: gpu-memory — bind to node {nodes[0]}, the APU's HBM, which its CPUs and GPU "
                            f"share (the same as bind)")
         else:
-            reasons.append(f"memory: gpu-memory — bind to node {nodes[0]}, the HBM of {dev.bdf if dev else '?'} "
-                           f"(CPU-less): host allocations live in GPU memory, which the CPUs of node {node} "
-                           "reach over the C2C link")
+            whose = (f"the memory node inferred for {dev.bdf} from its PCI numa_node" if dev is not None
+                     and dev.memory_node_from == MEMORY_FROM_PCI else f"the HBM of {dev.bdf if dev else '?'}")
+            reasons.append(f"memory: gpu-memory — bind to node {nodes[0]}, {whose} (CPU-less): host allocations live "
+                           f"in GPU memory, which the CPUs of node {node} reach over the C2C link")
     else:  # cxl-spill
         cxl = nearest_cxl_node(topo, node)
         if cxl is None:
@@ -675,7 +728,8 @@ def _socket_nodes(topo: Topology, node: int) -> tuple[int, ...]:
 
 def _gpu_memory_node(topo: Topology, dev: PciDevice | None) -> tuple[int, ...]:
     if dev is None:
-        raise BindingError("--mem-policy gpu-memory needs a GPU (not --node alone)")
+        raise BindingError("--mem-policy gpu-memory needs a GPU: this rank has none (--node without --gpu, or "
+                           "no GPU here)")
     if dev.memory_node is None:
         from numatune.model.gpumem import gpu_memory_layout
 
@@ -793,19 +847,27 @@ def plan_launch(
     gpu = None
     node = None
     node_source = "none"
+    spread = clusters = None
     try:
         dev = None
         in_use: list[PciDevice] = []
-        if opts.node is None or opts.gpu is not None:
-            dev, gpu, in_use = choose_gpu(env, opts, rank, devices)
-            reasons.append(f"gpu: {gpu.bdf} ({gpu.kind}) from {gpu.source}")
-            if gpu.ordering:
-                reasons.append(f"ordering: {gpu.ordering}")
-        node, node_source = choose_node(topo, opts, dev, warnings)
+        if opts.node is None and opts.gpu is None and not gpu_order(devices)[0]:
+            spread = spread_ranks(topo, opts, facts, rank)
+            node = spread.nodes[spread.index]
+            node_source = ("the only node with CPUs (no GPU)" if len(spread.nodes) == 1 else
+                           f"no GPU: rank {rank.rank} of {rank.local_size or '?'} spread over nodes "
+                           f"{format_cpulist(spread.nodes)}")
+        else:
+            if opts.node is None or opts.gpu is not None:
+                dev, gpu, in_use = choose_gpu(env, opts, rank, devices)
+                reasons.append(f"gpu: {gpu.bdf} ({gpu.kind}) from {gpu.source}")
+                if gpu.ordering:
+                    reasons.append(f"ordering: {gpu.ordering}")
+            node, node_source = choose_node(topo, opts, dev, warnings)
         reasons.append(f"node: {node} ({node_source})")
         if (note := _memory_note(topo, dev, node)) is not None:
             reasons.append(note)
-        position, count, sharing = _sharing(topo, opts, rank, dev, in_use, node)
+        position, count, sharing = _sharing(topo, opts, rank, dev, in_use, node, spread)
         reasons.append(sharing)
         share = (position, count) if opts.cpu_bind.mode in ("exclusive", "cores", "core-complex") else (0, 1)
         cpus = choose_cpus(topo, opts, facts, node, share, reasons, warnings)
@@ -819,13 +881,14 @@ def plan_launch(
         nic = choose_nic(opts.nic, opts.nic_transport, dev, in_use, node, devices, reasons, warnings,
                          distance=lambda a, b: _slit(topo, a, b))
         method, argv = choose_method(opts, facts, cpus, mem, command, reasons)
+        clusters = cluster_share(topo, opts, rank, node, cpus, mem, dev, in_use, spread)
     except BindingError as exc:
         if not opts.best_effort:
             raise
         warnings.append(f"{exc.message}; running unbound (--best-effort)")
         reasons.append("apply: unbound (--best-effort)")
         return LaunchPlan(rank, gpu, node, node_source, opts.cpu_bind.mode, (), MemPolicy("none", None), "exec",
-                          tuple(command), tuple(command), {}, tuple(reasons), tuple(warnings), True)
+                          tuple(command), tuple(command), {}, tuple(reasons), tuple(warnings), True, spread=spread)
     set_env = {}
     if cpus:
         threads, why = omp_threads(topo, opts.cpu_bind.mode, cpus, position, count)
@@ -851,7 +914,7 @@ def plan_launch(
         confined = f"the allowed CPUs {format_cpulist(facts.allowed_cpus & online)} ({facts.allowed_source})"
     return LaunchPlan(rank, gpu, node, node_source, mode, cpus, mem, method, argv, tuple(command), set_env,
                       tuple(reasons), tuple(warnings), cpu_kinds=shares, nic=nic, torch=torch,
-                      confined=confined)
+                      confined=confined, spread=spread, clusters=clusters)
 
 
 def node_split(topo: Topology, opts: LaunchOptions, facts: LaunchFacts, node: int, cpus: tuple[int, ...],
@@ -916,11 +979,17 @@ def _sharing_nodes(topo: Topology, opts: LaunchOptions, node: int) -> list[int]:
 
 def _sharing(
     topo: Topology, opts: LaunchOptions, rank: RankInfo, dev: PciDevice | None, in_use: list[PciDevice], node: int,
+    spread: NodeSpread | None = None, nodes: set[int] | None = None,
 ) -> tuple[int, int, str]:
     """(position of this rank among the ranks bound to its node's CPUs, how many there are, the dry run's line
-    saying so and where the count comes from)."""
+    saying so and where the count comes from). `nodes` counts the ranks on those nodes instead (a socket's)."""
     where = _where(topo, opts, node)
+    nodes = set(_sharing_nodes(topo, opts, node)) if nodes is None else nodes
     size = f"{rank.local_size} local rank(s) from {rank.size_source}" if rank.local_size else None
+    if spread is not None and size is not None:
+        count = _spread_count(spread, nodes)
+        return (_spread_count(spread, nodes, rank.rank), count,
+                f"sharing: {count} rank(s) on {where}: the {size}, spread over the nodes with CPUs")
     if dev is None or opts.node is not None:
         if size is None:
             return 0, 1, (f"sharing: 1 rank on {where} assumed: no launcher variable gives the local world size "
@@ -928,7 +997,6 @@ def _sharing(
         count = rank.local_size or 1
         return rank.rank % count, count, (f"sharing: {count} rank(s) on {where}: --node given, so all {size} are "
                                           "assumed to share it")
-    nodes = set(_sharing_nodes(topo, opts, node))
     sharing = sorted({d.bdf: d for d in in_use if d.node in nodes}.values(), key=lambda d: pci_sort_key(d.bdf))
     if dev not in sharing:
         sharing = sorted([*sharing, dev], key=lambda d: pci_sort_key(d.bdf))
@@ -936,3 +1004,52 @@ def _sharing(
     src = f"the GPUs of the {size}" if size else "local world size unknown: every GPU of the node assumed in use"
     return sharing.index(dev), len(sharing), (f"sharing: {len(sharing)} rank(s) on {where}, one per GPU in use "
                                               f"there ({names}; {src})")
+
+
+def cluster_share(
+    topo: Topology, opts: LaunchOptions, rank: RankInfo, node: int, cpus: tuple[int, ...], mem: MemPolicy,
+    dev: PciDevice | None, in_use: list[PciDevice], spread: NodeSpread | None,
+) -> ClusterShare | None:
+    """Sub-NUMA clustering (SNC, NPS) with fewer local ranks on the rank's socket than the socket has clusters:
+    bound by node (or exclusive) and by the node's memory, each rank gets one cluster's cores and memory while the
+    socket's others stay idle. None when the local world size is unknown, there is no clustering, the ranks fill
+    the clusters, or the binding already spans the socket (--cpu-bind socket, --mem-policy socket...)."""
+    if not rank.local_size:
+        return None
+    from numatune.model.gpumem import clustering
+    from numatune.model.gpumem import nearest_cpu_node as cpu_node_of
+
+    name, per_socket = clustering(topo)
+    socket, clusters = next(((p, ns) for p, ns in per_socket.items() if node in ns), (None, ()))
+    if name is None or socket is None:
+        return None
+    if dev is not None and opts.node is None:  # the GPUs in use, each at its CPU node (a Grace GPU's HBM is not)
+        homes = {d.bdf: cpu_node_of(topo, d.node) if d.node is not None else None for d in [*in_use, dev]}
+        ranks = sum(1 for home in homes.values() if home in clusters)
+    else:
+        ranks = _sharing(topo, opts, rank, dev, in_use, node, spread, set(clusters))[1]
+    if ranks >= len(clusters):
+        return None
+    options: list[str] = []
+    parts = []
+    online = frozenset(topo.cpu.online)
+    socket_cores = len(physical_cores(topo, [c for n in clusters for c in topo.node(n).cpus if c in online]))
+    cores = len(physical_cores(topo, cpus))
+    if cpus and opts.cpu_bind.mode in ("node", "exclusive"):
+        options += ["--cpu-bind", "socket"]
+        parts.append(f"{cores} of the socket's {socket_cores} cores")
+    with_memory = {n for n in clusters if topo.node(n).memory_total_kib}
+    socket_kib = sum(topo.node(n).memory_total_kib or 0 for n in with_memory)
+    mine = set(mem.nodes) & with_memory if mem.mode is not None else with_memory
+    memory_kib = sum(topo.node(n).memory_total_kib or 0 for n in mine)
+    if mine and mine < with_memory and mem.policy not in ("interleave", "socket", "socket-interleave"):
+        options += ["--mem-policy", "socket"]
+        parts.append(f"{memory_kib / 1048576:.1f} of its {socket_kib / 1048576:.1f} GiB of memory")
+    if not options:
+        return None
+    reason = (f"{name}: socket {socket} has {len(clusters)} clusters (nodes {format_cpulist(clusters)}) and "
+              f"{ranks} of the {rank.local_size} local rank(s) on it, so this rank gets one cluster's "
+              f"{' and '.join(parts)}; {' '.join(options)} gives "
+              + ("it the whole socket's" if ranks == 1 else f"the socket's {ranks} ranks all of it, shared"))
+    return ClusterShare(name, socket, tuple(clusters), ranks, cores, socket_cores, memory_kib, socket_kib,
+                        tuple(options), reason)

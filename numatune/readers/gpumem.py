@@ -9,11 +9,16 @@ no GPU memory of its own: the KFD reports `local_mem_size 0`, and the GPU uses i
 
 A GPU whose PCI numa_node is -1 (no _PXM: common on Grace) gets its node inferred here, after the PCI
 reader's own inference: its memory node's nearest node with CPUs (SLIT), else NVML's CPU affinity.
+
+Where no driver names a GPU's memory node but the firmware gives the GPU's PCI function a CPU-less node with
+memory (its _PXM names the node, as NVML and NVIDIA's DRA driver name a Grace GPU's HBM node), and no other GPU
+sits on that node, the node is taken as that GPU's memory, labelled inferred (MEMORY_FROM_PCI): the shape of
+GPU memory without its driver's word, which is how the VM harness's superchip guest shows it to a real kernel.
 """
 
 from __future__ import annotations
 
-from numatune.model.topology import NumaNode, NvmlGpu, PciDevice
+from numatune.model.topology import MEMORY_FROM_PCI, NumaNode, NvmlGpu, PciDevice
 from numatune.numbers import maybe_int
 from numatune.readers import NVIDIA_GPUS
 from numatune.readers.kfd import Kfd
@@ -55,6 +60,35 @@ def _node_of_cpus(nodes: dict[int, NumaNode], cpus: tuple[int, ...]) -> int | No
     return homes.pop() if len(homes) == 1 else None
 
 
+def _driver_memory_node(
+    by_id: dict[int, NumaNode], bdf: str, status: dict[str, int], g: NvmlGpu | None
+) -> tuple[int | None, str]:
+    """The node a driver names for the GPU's memory: numa_status, else NVML's node when it is CPU-less memory."""
+    mem = status.get(bdf)
+    if mem is None and g is not None and g.numa_node is not None:
+        n = by_id.get(g.numa_node)
+        if n is not None and not n.cpus and n.memory_total_kib:
+            return g.numa_node, "nvml"
+    return mem, "numa_status"
+
+
+def _pci_memory_nodes(
+    by_id: dict[int, NumaNode], devices: tuple[PciDevice, ...], claimed: set[int], status: dict[str, int],
+    by_nvml: dict[str, NvmlGpu],
+) -> dict[str, int]:
+    """BDF -> the CPU-less memory node its PCI numa_node names, for GPUs no driver gives a memory node, where that
+    node is the only such GPU's and no driver claims it (see the module's docstring)."""
+    on: dict[int, list[str]] = {}
+    for d in devices:
+        bdf = d.bdf.lower()
+        n = by_id.get(d.numa_node) if d.numa_node is not None else None
+        if d.kind not in ("gpu", "accelerator") or n is None or n.cpus or not n.memory_total_kib:
+            continue
+        if _driver_memory_node(by_id, bdf, status, by_nvml.get(bdf))[0] is None:
+            on.setdefault(n.id, []).append(bdf)
+    return {bdfs[0]: nid for nid, bdfs in on.items() if len(bdfs) == 1 and nid not in claimed}
+
+
 def attach_gpu_memory(
     nodes: tuple[NumaNode, ...],
     devices: tuple[PciDevice, ...],
@@ -68,15 +102,18 @@ def attach_gpu_memory(
     marks: dict[int, tuple[str, str, bool]] = {}  # node -> (bdf, evidence, placeholder)
     out = []
     claimed = set(status.values()) | {g.numa_node for g in nvml if g.numa_node is not None}
+    by_pci = _pci_memory_nodes(by_id, devices, claimed, status, by_nvml)
     for d in devices:
         bdf = d.bdf.lower()
         g = by_nvml.get(bdf)
-        mem, source = status.get(bdf), "numa_status"
-        if mem is None and g is not None and g.numa_node is not None:
-            n = by_id.get(g.numa_node)
-            if n is not None and not n.cpus and n.memory_total_kib:
-                mem, source = g.numa_node, "nvml"
-        if mem is not None and mem in by_id:
+        mem, source = _driver_memory_node(by_id, bdf, status, g)
+        if mem is None and bdf in by_pci:
+            mem, source = by_pci[bdf], MEMORY_FROM_PCI
+        if mem is not None and mem in by_id and source == MEMORY_FROM_PCI:
+            marks[mem] = (bdf, f"GPU {d.bdf} memory, inferred: the GPU's PCI numa_node names this CPU-less node and "
+                               "no driver (numa_status, NVML, KFD) names its owner", False)
+            d = d._replace(memory_node=mem, memory_node_from=source)
+        elif mem is not None and mem in by_id:
             holes = _placeholders(by_id, mem, claimed)
             claimed.update(holes)
             marks[mem] = (bdf, f"NVIDIA GPU {d.bdf} memory ({source})", False)

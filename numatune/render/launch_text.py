@@ -9,6 +9,7 @@ from numatune.render.launch_sh import sh_word
 
 def render_dry_run(plan: LaunchPlan) -> str:
     lines = [f"  {r}" for r in plan.reasons]
+    lines += [f"  note: {n}" for n in plan.notes]
     lines += [f"  warning: {w}" for w in plan.warnings]
     env = " ".join(f"{k}={sh_word(v)}" for k, v in plan.env.items())
     cmd = " ".join(sh_word(a) for a in plan.argv)

@@ -265,3 +265,22 @@ def test_pinned_buffers_on_the_gpu_s_node_are_priced_not_flagged(two_socket):
     assert not any(r.startswith("pinned host buffers") for r in a.locality.reasons)
     no_gpu = judge(cuda_rank(SHARED.format(0, node=1, n=512), 1)._replace(gpu=None), two_socket).locality.pinned
     assert no_gpu.gpu_cpu_node is None and no_gpu.by_node == {1: 2 << 20} and no_gpu.wrong_nodes == ()
+
+
+def test_pages_on_a_gpu_memory_node_are_said_where_they_are_not_called_home():
+    """A GPU-memory node (Grace HBM; the superchip guest's, tests/vm) is neither remote DRAM nor a slow tier, but a
+    process whose pages sit there is not told "all resident memory on home": the reason names the node and the GPU."""
+    from numatune.system.host import Host
+    from tests.conftest import fixture_root
+
+    topo = read_topology(Host.open(fixture_root("handmade-gb200-numa")))
+    hbm = next(n for n in topo.nodes if n.kind == "gpu" and n.memory_total_kib)
+    cpus = list(topo.node(0).cpus[:2])
+    loc = judge(proc(maps(**{f"N{hbm.id}": 1000}), cpus, cpus), topo).locality
+    assert loc.verdict == "ok" and loc.remote_ratio == 0.0 and loc.slow_tier_ratio == 0.0
+    line = next(r for r in loc.reasons if "GPU/HBM memory node" in r)
+    assert f"100.0% of its memory is on GPU/HBM memory node(s) {hbm.id} (GPU memory of {hbm.gpu})" in line
+    assert not any(r.startswith("all resident memory") for r in loc.reasons)
+    text = f"7f0000000000 bind:{hbm.id} anon=1000 dirty=1000 N{hbm.id}=1000 kernelpagesize_kB=4\n"
+    assert "as its memory policy asks" in next(r for r in judge(proc(text, cpus, cpus), topo).locality.reasons
+                                               if "GPU/HBM" in r)

@@ -52,7 +52,8 @@ CASES = [  # (id, root, arguments, exit code, what the one line names)
     ("plan-memory --probe not JSON", NO_GPU,
      ["plan-memory", "--params", "1e6", "--node", "0", "--reserve", "0", "--probe", "{tmp}/a.json"], 3, "a.json"),
     # 7: what this machine cannot do
-    ("launch with no GPU", NO_GPU, ["launch", "--dry-run", "--", "true"], 7, "no GPU"),
+    ("launch gpu-memory with no GPU", NO_GPU, ["launch", "--dry-run", "--mem-policy", "gpu-memory", "--", "true"], 7,
+     "needs a GPU"),
     # 6: audit's and snapshot's process that is not there
     ("audit a gone PID", NO_GPU, ["audit", "999999"], 6, "999999"),
     ("snapshot --pid gone", NO_GPU, ["snapshot", "--pid", "999999", "-o", "{tmp}/s.tar.gz"], 6, "999999"),

@@ -173,6 +173,22 @@ def test_direct_weighted_interleave_when_the_kernel_has_it():
     assert json.loads(res.stdout)["policy"] == "weighted interleave:0"
 
 
+def test_plain_launch_runs_bound_and_says_why():
+    """`numatune launch -- CMD` with no option: bound as the plan for this machine says (on a machine without GPUs
+    the rank's node among the nodes with CPUs, and the reason on stderr before the summary)."""
+    plan = _numatune("launch", "--json", "--", sys.executable, "-c", PROBE)
+    if plan.returncode != 0:
+        pytest.skip(f"no plan on this machine: {plan.stderr.strip()}")
+    doc = json.loads(plan.stdout)
+    res = _numatune("launch", "--", sys.executable, "-c", PROBE)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["cpus"] == doc["cpu_bind"]["cpus"]
+    lines = res.stderr.splitlines()
+    assert lines == [f"numatune: {n}" for n in doc["notes"]] + [lines[-1]] and lines[-1].startswith("numatune: rank 0")
+    if doc["gpu"] is None:  # no GPU here: the reason is said
+        assert doc["spread"]["node"] == doc["node"] and "no GPU on this machine" in res.stderr
+
+
 def test_exit_status_and_signals_pass_through(tmp_path):
     assert _numatune("launch", "-q", "--node", "0", "--", "sh", "-c", "exit 42").returncode == 42
     assert _numatune("launch", "-q", "--node", "0", "--", "sh", "-c", "kill -TERM $$").returncode == -15

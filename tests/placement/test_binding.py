@@ -104,7 +104,7 @@ def test_impossible_keywords_are_usage_errors(kw, message):
 
 
 @pytest.mark.parametrize(("kw", "message"), [
-    ({"node": 1, "mem_policy": "gpu-memory"}, "mem_policy gpu-memory needs a GPU (not node alone)"),
+    ({"node": 1, "mem_policy": "gpu-memory"}, "mem_policy gpu-memory needs a GPU: this rank has none (node without"),
     ({"node": 7}, "node 7: node 7 does not exist"),
     ({"gpu": "0000:99:00.0"}, "gpu 0000:99:00.0: no PCI device"),
     ({"node": 1, "reserve_cores": 99}, "reserve_cores 99 leaves no core on node 1"),

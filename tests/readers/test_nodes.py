@@ -18,8 +18,10 @@ def test_cpu_less_memory_nodes_keep_the_grace_distances():
     assert all(n.memory_total_kib > 400 * 1024 for n in topo.nodes)
     assert topo.node(0).distances == {0: 10, 1: 40, 2: 80, 3: 120}
     assert topo.node(2).distances[3] == 255  # a SLIT byte at its maximum, kept as given
-    # no HMAT figure, no CXL, DAX or GPU link: the GPU-memory stand-ins are memory of unknown kind, never DRAM
-    assert [topo.node(n).kind for n in (2, 3)] == ["unknown", "unknown"]
+    # no HMAT figure, no CXL or DAX link: never DRAM; node 3 is the node of the stand-in GPU (ati-vga), taken as its
+    # memory (inferred), node 2 no device's: memory of unknown kind
+    assert [topo.node(n).kind for n in (2, 3)] == ["unknown", "gpu"]
+    assert topo.node(3).gpu == "0000:61:00.0" and "inferred" in topo.node(3).kind_evidence
 
 
 def test_an_hmat_figure_of_zero_is_unknown():
@@ -33,4 +35,5 @@ def test_an_hmat_figure_of_zero_is_unknown():
 
 def test_a_device_behind_a_cpu_less_node_reads_that_node():
     dev = next(d for d in superchip().devices if d.bdf == "0000:61:00.0")
-    assert (dev.kind, dev.numa_node, dev.local_cpus) == ("display", 3, ())
+    assert (dev.kind, dev.numa_node, dev.local_cpus) == ("gpu", 3, ())  # QEMU's ati-vga: AMD's id, VGA class
+    assert (dev.vendor_id, dev.class_code) == (0x1002, 0x030000) and dev.memory_node == 3
