@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from numatune.model.document import Doc
 from numatune.model.findings import Finding, Severity, register
 from numatune.model.order import pci_sort_key
 from numatune.model.topology import Topology
@@ -58,16 +59,14 @@ def _value(attr: Any) -> Any:
     return None
 
 
-def slice_devices(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The devices of one ResourceSlice (resource.k8s.io/v1 `devices[]`, v1beta1 `devices[].basic`)."""
-    spec = doc.get("spec") if isinstance(doc.get("spec"), Mapping) else {}
+def slice_devices(doc: Doc) -> list[Mapping[str, Any]]:
+    """The devices of one ResourceSlice (resource.k8s.io/v1 `devices[]`, v1beta1 `devices[].basic`): the slice's
+    structure is read through model.document (a list where a mapping goes is exit 3 naming the field); the
+    attributes' values are what the driver published, judged by the checks (a wrong form is a finding)."""
     out = []
-    for d in spec.get("devices") if isinstance(spec.get("devices"), list) else ():
-        if not isinstance(d, Mapping):
-            continue
-        body = d.get("basic") if isinstance(d.get("basic"), Mapping) else d
-        attrs = body.get("attributes") if isinstance(body.get("attributes"), Mapping) else {}
-        out.append({"name": str(d.get("name", "?")), "attributes": attrs})
+    for d in doc.mapping("spec").list("devices"):
+        body = d.mapping("basic") if d.mapping().at("basic").present else d
+        out.append({"name": d.text("name", default="?"), "attributes": body.mapping("attributes").value})
     return out
 
 
@@ -112,7 +111,7 @@ def _node_kind(topo: Topology, node_id: int) -> str:
     return f"node {node_id}"
 
 
-def check_slices(slices: Sequence[tuple[str, str, Mapping[str, Any]]], truth: Sequence[DeviceAttributes],
+def check_slices(slices: Sequence[tuple[str, str, Doc]], truth: Sequence[DeviceAttributes],
                  topo: Topology) -> tuple[list[Finding], int, int]:
     """(findings, devices checked, devices without a PCI address) for (slice name, driver, slice) triples."""
     by_bdf = {a.bdf: a for a in truth}

@@ -167,7 +167,7 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
                                    tuple(found)))
     if files.kubelet_config:
         doc = schedconf.load_kubelet_config(files.kubelet_config)
-        found = list(check_kubelet(doc, topo, files.kubelet_config))
+        found = list(check_kubelet(doc, topo))
         out.append(CheckResult("scheduler.kubelet_config", "scheduler", "kubelet CPU, memory and topology managers",
                                tuple(found)))
     if files.resource_slices:
@@ -190,12 +190,11 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
 
     slices = schedconf.load_resource_slices(path)
     name = name or node_name(host)
-    spec = [s.get("spec") if isinstance(s.get("spec"), dict) else {} for s in slices]
-    meta = [s.get("metadata") if isinstance(s.get("metadata"), dict) else {} for s in slices]
-    mine = [(str(m.get("name", "?")), str(p.get("driver", "?")), s)
-            for s, p, m in zip(slices, spec, meta, strict=True) if p.get("nodeName") == name]
+    spec = [s.mapping("spec") for s in slices]
+    mine = [(s.mapping("metadata").text("name", default="?"), p.text("driver", default="?"), s)
+            for s, p in zip(slices, spec, strict=True) if p.text("nodeName") == name]
     if not mine:
-        nodes = sorted({str(p["nodeName"]) for p in spec if p.get("nodeName")})
+        nodes = sorted({n for p in spec if (n := p.text("nodeName"))})
         shown = ", ".join(nodes[:MAX_NAMED]) + (f" and {len(nodes) - MAX_NAMED} more" if len(nodes) > MAX_NAMED else "")
         raise InputError(f"{path} has no ResourceSlice for node {name!r}"
                          + (f" (its slices are for {shown})" if nodes else
@@ -203,8 +202,7 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
                          hint="give the node's name with --node-name")
     total = 0
     for slice_name, _, s in mine:
-        devices = s["spec"].get("devices")
-        count = len(devices) if isinstance(devices, list) else 0
+        count = s.mapping("spec").length("devices")
         if count > SLICE_MAX_DEVICES:
             raise InputError(f"{path}: ResourceSlice {slice_name} lists {count:,} devices; the API allows at most "
                              f"{SLICE_MAX_DEVICES} in one slice, so no cluster holds it",

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from numatune.errors import InputError
+from numatune.model.document import Doc
 
 
 def _read(path: str | Path) -> str:
@@ -108,31 +109,38 @@ def _load_document(path: str | Path, what: str) -> Any:
     return load_document(text, str(path), "json" if text.lstrip().startswith(("{", "[")) else "yaml")
 
 
-def load_kubelet_config(path: str | Path) -> dict[str, Any]:
-    """A kubelet config file: JSON or YAML."""
+def load_kubelet_config(path: str | Path) -> Doc:
+    """A kubelet config file (JSON or YAML), read through model.document: each field is checked where
+    check_kubelet reads it."""
     doc = _load_document(path, "kubelet config")
     if not isinstance(doc, dict):
         raise InputError(f"{path} is not a KubeletConfiguration (expected a mapping at the top)")
-    kind = doc.get("kind")
-    if kind is not None and kind != "KubeletConfiguration":
-        raise InputError(f"{path} is a {kind}, not a KubeletConfiguration")
-    return doc
+    view = Doc(doc, str(path))
+    kind = view.text("kind", default="KubeletConfiguration")
+    if kind != "KubeletConfiguration":
+        raise InputError(f"{path} is a {kind[:80]}, not a KubeletConfiguration")
+    return view
 
 
-def load_resource_slices(path: str | Path) -> list[dict[str, Any]]:
+def load_resource_slices(path: str | Path) -> list[Doc]:
     """Every ResourceSlice in a file: `kubectl get resourceslices -o yaml|json` (a List), one slice, or a YAML
-    stream of them. Anything else in a List is left out; a file with no ResourceSlice at all is refused."""
+    stream of them. Anything else in a List is left out; a file with no ResourceSlice at all is refused. Each
+    slice is a model.document view: its fields are checked where they are read."""
     doc = _load_document(path, "ResourceSlices")
+    where = str(path)
     slices = []
-    for item in doc if isinstance(doc, list) else [doc]:
-        if not isinstance(item, dict):
+    stream = doc if isinstance(doc, list) else [doc]
+    for i, value in enumerate(stream):
+        item = Doc(value, where, f"[{i}]" if len(stream) > 1 or isinstance(doc, list) else "")
+        if not isinstance(value, dict):
             continue
-        if item.get("kind") == "ResourceSlice":
+        kind = item.text("kind")
+        if kind == "ResourceSlice":
             slices.append(item)
-        elif str(item.get("kind", "")).endswith("List") and isinstance(item.get("items"), list):
+        elif kind.endswith("List") and isinstance(value.get("items"), list):
             # kubectl's List: its items carry their kind; a ResourceSliceList's may not
-            slices += [i for i in item["items"] if isinstance(i, dict) and i.get("kind", "ResourceSlice")
-                       == "ResourceSlice"]
+            slices += [i for i in item.list("items") if isinstance(i.value, dict)
+                       and i.text("kind", default="ResourceSlice") == "ResourceSlice"]
     if not slices:
         raise InputError(f"{path} holds no ResourceSlice",
                          hint="give the output of `kubectl get resourceslices -o yaml`")

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from numatune.analysis.dra import check_slices, published_address
+from numatune.model.document import Doc
 from numatune.plan import dra
 from tests.conftest import PROJECT
 from tests.plan.test_dra import grace_hopper, snc2
@@ -59,7 +60,8 @@ def example_slice(node="node1") -> dict:
 
 def _run(topo, *slices):
     found, checked, unaddressed = check_slices(
-        [(s["metadata"]["name"], s["spec"]["driver"], s) for s in slices], dra.standard_attributes(topo), topo)
+        [(s["metadata"]["name"], s["spec"]["driver"], Doc(s, "slices.yaml")) for s in slices],
+        dra.standard_attributes(topo), topo)
     return [f.code for f in found], found, checked, unaddressed
 
 
