@@ -153,6 +153,38 @@ class Doc:
         file, path = node.file, node.path
         return [Doc(v, file, f"{path}[{i}]") for i, v in enumerate(value)]
 
+    def ints(self, key: Any = None, lo: int = 0, hi: int = MAX_COUNT, *, most: int | None = None) -> list:
+        """A list of integers in [lo, hi] (absent: empty): checked in one pass, a view made only for the item
+        that fails (a report's CPU lists hold thousands)."""
+        value, node = self._get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            node._expected("a list", value)
+        if most is not None and len(value) > most:
+            node.fail(f"holds {len(value):,} items, more than the {most:,} numatune reads")
+        for i, v in enumerate(value):
+            if type(v) is not int or not lo <= v <= hi:  # noqa: E721 - bool is an int subclass, and not one
+                item = Doc(v, node.file, f"{node.path}[{i}]")
+                if v is None:
+                    item._expected("an integer", v)
+                item.int(lo=lo, hi=hi)
+        return value
+
+    def strs(self, key: Any = None, *, most: int | None = None) -> list:
+        """A list of strings (absent: empty), checked in one pass."""
+        value, node = self._get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            node._expected("a list", value)
+        if most is not None and len(value) > most:
+            node.fail(f"holds {len(value):,} items, more than the {most:,} numatune reads")
+        for i, v in enumerate(value):
+            if type(v) is not str:  # noqa: E721
+                Doc(v, node.file, f"{node.path}[{i}]")._expected("a string", v)
+        return value
+
     def length(self, key: Any = None) -> int:
         """How many items a list holds (absent: 0), without a view of each: for a bound checked first."""
         value, node = self._get(key)
