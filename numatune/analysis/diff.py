@@ -72,19 +72,19 @@ def _check_fields(doc: Doc) -> None:
     cpu.int("threads_per_core", 0, MAX_ID)
     cpu.ints("online", 0, MAX_ID)
     cpu.ints("offline", 0, MAX_ID)
-    for kind in doc.mapping("cpu_kinds").list("kinds"):
+    for kind in doc.mapping("cpu_kinds").records("kinds"):
         kind.ints("cpus", 0, MAX_ID)
         for key in ("name", "role", "rank"):
             kind.scalar(key)
-    for node in doc.list("nodes"):
+    for node in doc.records("nodes"):
         node.int("id", 0, MAX_ID, required=True)
         node.ints("cpus", 0, MAX_ID)
         node.scalar("kind")
         node.number("memory_total_kib", 0, MAX_KIB)
         node.int("tier", 0, MAX_COUNT)
         for _, distance in node.items("distances"):
-            distance.int(lo=0, hi=SLIT_MAX)
-    for device in doc.list("devices"):
+            distance.int(lo=0, hi=SLIT_MAX, required=True)
+    for device in doc.records("devices"):
         if device.scalar("kind") in PLACED_KINDS:
             device.str("bdf", required=True)
         device.int("numa_node", -1, MAX_ID)
@@ -101,21 +101,21 @@ def _check_fields(doc: Doc) -> None:
     if len(rows) > len(labels):
         pm.fail(f"{len(rows):,} rows for {len(labels):,} labels", "cells")
     for row in rows:
-        if len(row.strs()) > len(labels):
+        if len(row.strs(required=True)) > len(labels):
             row.fail(f"{len(row.value):,} cells for {len(labels):,} labels")
-    for finding in doc.list("findings"):
+    for finding in doc.records("findings"):
         for key in ("code", "severity", "message"):
-            finding.str(key)
+            finding.str(key, required=True)
     settings = doc.mapping("settings")
     for key in SETTINGS:
         settings.scalar(key)
     cxl = doc.mapping("cxl")
-    for memdev in cxl.list("memdevs"):
+    for memdev in cxl.records("memdevs"):
         memdev.scalar("serial")
         memdev.scalar("name")
         memdev.int("ram_size", 0, MAX_SIZE)
         memdev.int("pmem_size", 0, MAX_SIZE)
-    for region in cxl.list("regions"):
+    for region in cxl.records("regions"):
         region.scalar("name")
         region.scalar("uuid")
         region.strs("memdevs")

@@ -153,11 +153,22 @@ class Doc:
         file, path = node.file, node.path
         return [Doc(v, file, f"{path}[{i}]") for i, v in enumerate(value)]
 
-    def ints(self, key: Any = None, lo: int = 0, hi: int = MAX_COUNT, *, most: int | None = None) -> list:
-        """A list of integers in [lo, hi] (absent: empty): checked in one pass, a view made only for the item
-        that fails (a report's CPU lists hold thousands)."""
+    def records(self, key: Any = None, *, most: int | None = None) -> list[Doc]:
+        """The items of a list of mappings (absent: none): each item a mapping, null refused."""
+        items = self.list(key, most=most)
+        for item in items:
+            if not isinstance(item.value, dict):
+                item._expected("a mapping", item.value)
+        return items
+
+    def ints(self, key: Any = None, lo: int = 0, hi: int = MAX_COUNT, *, most: int | None = None,
+             required: bool = False) -> list:
+        """A list of integers in [lo, hi] (absent: empty, unless `required`): checked in one pass, a view made
+        only for the item that fails (a report's CPU lists hold thousands)."""
         value, node = self._get(key)
         if value is None:
+            if required:
+                node._expected("a list", value)
             return []
         if not isinstance(value, list):
             node._expected("a list", value)
@@ -171,10 +182,12 @@ class Doc:
                 item.int(lo=lo, hi=hi)
         return value
 
-    def strs(self, key: Any = None, *, most: int | None = None) -> list:
-        """A list of strings (absent: empty), checked in one pass."""
+    def strs(self, key: Any = None, *, most: int | None = None, required: bool = False) -> list:
+        """A list of strings (absent: empty, unless `required`), checked in one pass."""
         value, node = self._get(key)
         if value is None:
+            if required:
+                node._expected("a list", value)
             return []
         if not isinstance(value, list):
             node._expected("a list", value)
