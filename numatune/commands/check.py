@@ -247,19 +247,17 @@ def numactl_version(host: Host) -> tuple[str | None, str]:
     """numactl's installed version on the live node (or as a snapshot recorded it), and why not when
     it cannot be known."""
     if not host.is_live:
+        from numatune.model.document import Doc
         from numatune.system.infile import load_document
 
         text = host.read_optional(NUMACTL_SAVED)
         if text is None:
             return None, "numactl's version is only known on the live node, not in a saved root"
-        try:
-            doc = load_document(text, NUMACTL_SAVED)
-            version, note = doc["version"], doc["note"]
-            if not (version is None or isinstance(version, str)) or not isinstance(note, str):
-                raise TypeError
-        except (ValueError, KeyError, TypeError):
-            raise ParseError(NUMACTL_SAVED, "not a numatune record of numactl's version") from None
-        return version, note
+        doc = load_document(text, NUMACTL_SAVED)
+        if not isinstance(doc, dict) or "note" not in doc:
+            raise ParseError(NUMACTL_SAVED, "not a numatune record of numactl's version")
+        record = Doc(doc, NUMACTL_SAVED)
+        return record.str("version", most=200), record.str("note", required=True, most=1000)
     from numatune.live.bind import installed_numactl_version, which
 
     path = which("numactl")
