@@ -81,9 +81,9 @@ def load_probe_h2d(path: str) -> dict[str, dict[int, float]]:
     file, bounded, its nesting and size checked before parsing); InputError, exit 3, when it cannot be read or
     is not one."""
     from numatune.errors import InputError
-    from numatune.system.infile import load_document, read_input
+    from numatune.system.infile import MAX_REPORT_BYTES, load_document, read_input
 
-    raw = read_input(path, "--probe file")
+    raw = read_input(path, "--probe file", MAX_REPORT_BYTES)
     try:
         text = raw.decode("utf-8")
     except ValueError:  # UnicodeDecodeError

@@ -60,10 +60,10 @@ def load_inspect(spec: str) -> tuple[dict[str, Any], str]:
 
     kind = "root" if spec == "/" else sniff(spec)
     if kind == "report":
-        from numatune.system.infile import read_input
+        from numatune.system.infile import MAX_REPORT_BYTES, read_input
 
         try:
-            text = read_input(spec, "report").decode("utf-8")
+            text = read_input(spec, "report", MAX_REPORT_BYTES).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"cannot read {spec}: {exc}") from None
         return check_inspect_document(load_report_text(text, spec), spec), kind

@@ -116,9 +116,9 @@ def _probe_figures(path: str, ctx, gpu):  # noqa: ANN001, ANN202
     from numatune.errors import InputError
     from numatune.model.document import Doc
     from numatune.placement.targets import probe_bandwidths, resolve
-    from numatune.system.infile import load_document, read_input
+    from numatune.system.infile import MAX_REPORT_BYTES, load_document, read_input
 
-    raw = read_input(path, "--probe file")
+    raw = read_input(path, "--probe file", MAX_REPORT_BYTES)
     try:
         text = raw.decode("utf-8")
     except ValueError:  # UnicodeDecodeError

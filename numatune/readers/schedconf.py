@@ -16,10 +16,12 @@ from numatune.model.document import Doc
 
 
 def _read(path: str | Path) -> str:
-    from numatune.system.infile import read_input
+    """The text of a configuration file: a regular file of at most MAX_CONFIG_BYTES (4 MiB; a cluster's
+    slurm.conf is a few hundred KB)."""
+    from numatune.system.infile import MAX_CONFIG_BYTES, read_input
 
     try:
-        return read_input(path, "configuration file").decode("utf-8")
+        return read_input(path, "configuration file", MAX_CONFIG_BYTES).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"cannot read {path}: {exc}") from None
 
@@ -44,10 +46,20 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def parse_pairs(line: str) -> dict[str, str]:
-    """`Key=Value Key2=Value2` -> {"key": "Value"} (keys lower-cased, as Slurm matches them)."""
+#: `Key=Value` pairs one line (and NodeName=DEFAULT's, all together) may set: Slurm has ~40 node keys. Bounded, as
+#: every NodeName line is merged with the defaults (a default of 500,000 keys copied per line was quadratic).
+MAX_PAIRS = 256
+
+
+def parse_pairs(line: str, where: str = "the Slurm configuration") -> dict[str, str]:
+    """`Key=Value Key2=Value2` -> {"key": "Value"} (keys lower-cased, as Slurm matches them); more than MAX_PAIRS
+    is InputError naming WHERE."""
     out = {}
-    for token in line.split():
+    tokens = line.split()
+    if len(tokens) > MAX_PAIRS:
+        raise InputError(f"{where}: a line of {len(tokens):,} words; Slurm's lines set at most a few dozen keys "
+                         f"(numatune reads {MAX_PAIRS})")
+    for token in tokens:
         key, sep, value = token.partition("=")
         if sep:
             out[key.lower()] = value
@@ -59,11 +71,14 @@ def slurm_node_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:
     defaults: dict[str, str] = {}
     out = []
     for number, line in logical_lines(_read(path)):
-        pairs = parse_pairs(line)
+        pairs = parse_pairs(line, f"{path}:{number}")
         if "nodename" not in pairs:
             continue
         if pairs["nodename"].upper() == "DEFAULT":
             defaults.update({k: v for k, v in pairs.items() if k != "nodename"})
+            if len(defaults) > MAX_PAIRS:
+                raise InputError(f"{path}:{number}: NodeName=DEFAULT lines set {len(defaults):,} keys; Slurm has a "
+                                 f"few dozen (numatune reads {MAX_PAIRS})")
             continue
         out.append((number, {**defaults, **pairs}))
     return out
@@ -74,6 +89,7 @@ def slurm_node_tokens(path: str | Path) -> dict[int, list[tuple[str, str]]]:
     NodeName=DEFAULT values): what a suggested fix line keeps."""
     out = {}
     for number, line in logical_lines(_read(path)):
+        parse_pairs(line, f"{path}:{number}")  # the bound
         pairs = [(k, v) for k, sep, v in (t.partition("=") for t in line.split()) if sep]
         if pairs and pairs[0][0].lower() == "nodename" and pairs[0][1].upper() != "DEFAULT":
             out[number] = pairs
@@ -83,8 +99,8 @@ def slurm_node_tokens(path: str | Path) -> dict[int, list[tuple[str, str]]]:
 def slurmd_parameters(path: str | Path) -> set[str]:
     """The SlurmdParameters flags of slurm.conf (numa_node_as_socket, l3cache_as_socket, allow_ecores, ...)."""
     out: set[str] = set()
-    for _, line in logical_lines(_read(path)):
-        value = parse_pairs(line).get("slurmdparameters")
+    for number, line in logical_lines(_read(path)):
+        value = parse_pairs(line, f"{path}:{number}").get("slurmdparameters")
         if value:
             out.update(v.strip().lower() for v in value.split(",") if v.strip())
     return out
@@ -94,7 +110,7 @@ def gres_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:
     """gres.conf lines with a Name= (AutoDetect= lines become {"autodetect": ...})."""
     out = []
     for number, line in logical_lines(_read(path)):
-        pairs = parse_pairs(line)
+        pairs = parse_pairs(line, f"{path}:{number}")
         if "name" in pairs or "autodetect" in pairs:
             out.append((number, pairs))
     return out

@@ -207,5 +207,9 @@ def fleet_html(fleet: Fleet, unreadable: Sequence[tuple[str, str]]) -> str:
                     f"<tr><td colspan=\"3\">{picture}</td></tr>")
     body.append("<table>\n<tr><th>group</th><th>shape</th><th>findings</th></tr>\n" + "\n".join(rows) + "\n</table>")
     if unreadable:
+        from numatune.render.fleet_out import unlisted
+
         body += ["<h2>Unreadable</h2>", _table(["source", "reason"], [[w, r] for w, r in unreadable], mono=(0,))]
+        if unlisted(unreadable):
+            body.append(f'<p class="sub">{unlisted(unreadable):,} more, counted, not listed</p>')
     return _page(title, body)
