@@ -109,6 +109,7 @@ BIG = '{"schema": "numatune.inspect/3", "a": ' + LONG + "}\n"
     (["irq", "apply", "--dry-run", "--plan", "{f}"], "json"), (["check", "--policy", "{f}"], "toml"),
     (["check", "--kubelet-config", "{f}"], "yaml"), (["check", "--resource-slices", "{f}"], "yaml"),
     (["check", "--resource-slices", "{f}"], "json"), (["plan-memory", "--params", "7e9", "--probe", "{f}"], "json"),
+    (["audit", "1", "--probe", "{f}"], "json"),  # issue 41: RecursionError at 100,000 "[" before
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else v)
 def test_1000_nested_brackets_in_every_document_reader(tmp_path, args, kind):
     """RecursionError (exit 70) before; now refused before parsing (fleet: by the C decoder's own guard, which

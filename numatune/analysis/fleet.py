@@ -104,6 +104,11 @@ class Unreadable(list):
         if len(self) < MAX_UNREADABLE_SHOWN:
             super().append(item)
 
+    def keep(self, item: tuple[str, str]) -> None:
+        """Count and list ITEM past the bound too (why the rest of an input was not read)."""
+        self.total += 1
+        super().append(item)
+
     @property
     def unlisted(self) -> int:
         """How many were counted but not kept."""

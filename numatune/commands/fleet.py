@@ -52,7 +52,7 @@ class _Source:
 
     __slots__ = ("tally", "unreadable", "where", "name", "count", "first", "misses", "stopped")
 
-    def __init__(self, tally: FleetTally, unreadable: list[tuple[str, str]], where: str, name: str) -> None:
+    def __init__(self, tally: FleetTally, unreadable: Unreadable, where: str, name: str) -> None:
         self.tally, self.unreadable, self.where, self.name = tally, unreadable, where, name
         self.count = 0
         self.first: int | None = None
@@ -74,8 +74,8 @@ class _Source:
                 self.misses += 1
                 if self.misses >= MAX_MISSES:
                     self.stopped = True
-                    self.unreadable.append((self.where, f"{MAX_MISSES:,} documents in a row were not reports: the "
-                                                        "rest of this input is not read"))
+                    why = f"{MAX_MISSES:,} documents in a row were not reports: the rest of this input is not read"
+                    self.unreadable.keep((self.where, why))
                 continue
             self.misses = 0
             name = d.get("hostname") or (self.name if self.count == 1 else f"{self.name}#{self.count}")
@@ -177,7 +177,7 @@ def _decode_stream(chunks, src: _Source) -> None:  # noqa: ANN001 - iterable of 
         src.bad("not valid JSON: the array is not closed")
 
 
-def _pdsh_lines(lines, where: str, tally: FleetTally, unreadable: list[tuple[str, str]]) -> None:  # noqa: ANN001
+def _pdsh_lines(lines, where: str, tally: FleetTally, unreadable: Unreadable) -> None:  # noqa: ANN001
     """pdsh/clush output: lines regrouped by host; a host's document is decoded as soon as it closes."""
     hosts: dict[str, tuple[_Source, list[str]]] = {}
     held: dict[str, int] = {}  # characters buffered per host
@@ -224,7 +224,7 @@ def _pdsh_lines(lines, where: str, tally: FleetTally, unreadable: list[tuple[str
 
 
 def _read_stream(stream, where: str, name: str, tally: FleetTally,  # noqa: ANN001 - text file
-                 unreadable: list[tuple[str, str]]) -> None:
+                 unreadable: Unreadable) -> None:
     head = stream.read(CHUNK)
     if not head.strip():
         unreadable.append((where, "empty"))
@@ -250,7 +250,7 @@ def _read_stream(stream, where: str, name: str, tally: FleetTally,  # noqa: ANN0
     _pdsh_lines(lines(), where, tally, unreadable)
 
 
-def _read_file(fd: int, where: str, name: str, tally: FleetTally, unreadable: list[tuple[str, str]]) -> None:
+def _read_file(fd: int, where: str, name: str, tally: FleetTally, unreadable: Unreadable) -> None:
     """One report file, already open (a regular file: system.infile / rootdir checked it); closed here."""
     with open(fd, "rb") as f:
         try:
@@ -280,7 +280,7 @@ def _read_file(fd: int, where: str, name: str, tally: FleetTally, unreadable: li
         _pdsh_lines(text.splitlines(), where, tally, unreadable)
 
 
-def _read_dir(spec: str, tally: FleetTally, unreadable: list[tuple[str, str]]) -> None:
+def _read_dir(spec: str, tally: FleetTally, unreadable: Unreadable) -> None:
     """Every *.json in directory SPEC, in name order, opened beneath it as a saved root's files are
     (system.rootdir): a FIFO or device is skipped at once and never opened, a link that leaves SPEC is
     skipped with a note and never opened (so nothing of it is read or echoed)."""
