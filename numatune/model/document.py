@@ -139,17 +139,20 @@ class Doc:
             node.fail(f"holds {len(value):,} entries, more than the {most:,} numatune reads")
         return [(k, Doc(v, node.file, _key_path(node.path, k))) for k, v in value.items()]
 
-    def list(self, key: Any = None, *, most: int | None = None, required: bool = False) -> list[Doc]:
-        """The items of a list (absent: none, unless `required`); at most `most` of them."""
+    def _list(self, key: Any, most: int | None, required: bool) -> tuple[list, Doc]:
+        """(the list at KEY, or an empty one when absent and not `required`; its Doc), at most `most` items."""
         value, node = self._get(key)
-        if value is None:
-            if required:
-                node.fail("is missing")
-            return []
+        if value is None and not required:
+            return [], node
         if not isinstance(value, list):
             node._expected("a list", value)
         if most is not None and len(value) > most:
             node.fail(f"holds {len(value):,} items, more than the {most:,} numatune reads")
+        return value, node
+
+    def list(self, key: Any = None, *, most: int | None = None, required: bool = False) -> list[Doc]:
+        """The items of a list (absent: none, unless `required`); at most `most` of them."""
+        value, node = self._list(key, most, required)
         file, path = node.file, node.path
         return [Doc(v, file, f"{path}[{i}]") for i, v in enumerate(value)]
 
@@ -165,15 +168,7 @@ class Doc:
              required: bool = False) -> list:
         """A list of integers in [lo, hi] (absent: empty, unless `required`): checked in one pass, a view made
         only for the item that fails (a report's CPU lists hold thousands)."""
-        value, node = self._get(key)
-        if value is None:
-            if required:
-                node._expected("a list", value)
-            return []
-        if not isinstance(value, list):
-            node._expected("a list", value)
-        if most is not None and len(value) > most:
-            node.fail(f"holds {len(value):,} items, more than the {most:,} numatune reads")
+        value, node = self._list(key, most, required)
         for i, v in enumerate(value):
             if type(v) is not int or not lo <= v <= hi:  # noqa: E721 - bool is an int subclass, and not one
                 item = Doc(v, node.file, f"{node.path}[{i}]")
@@ -184,15 +179,7 @@ class Doc:
 
     def strs(self, key: Any = None, *, most: int | None = None, required: bool = False) -> list:
         """A list of strings (absent: empty, unless `required`), checked in one pass."""
-        value, node = self._get(key)
-        if value is None:
-            if required:
-                node._expected("a list", value)
-            return []
-        if not isinstance(value, list):
-            node._expected("a list", value)
-        if most is not None and len(value) > most:
-            node.fail(f"holds {len(value):,} items, more than the {most:,} numatune reads")
+        value, node = self._list(key, most, required)
         for i, v in enumerate(value):
             if type(v) is not str:  # noqa: E721
                 Doc(v, node.file, f"{node.path}[{i}]")._expected("a string", v)
@@ -208,16 +195,23 @@ class Doc:
         return len(value)
 
     # -- scalars -----------------------------------------------------------------------------------------------
-    def int(self, key: Any = None, lo: int = 0, hi: int = MAX_COUNT, *, default: Any = None,
-            required: bool = False) -> Any:
-        """An integer in [lo, hi] (never true/false, never 1.0); absent: `default`."""
+    def _typed(self, key: Any, types: tuple[type, ...], what: str, required: bool) -> tuple[Any, Doc]:
+        """(the value at KEY, its Doc): None when absent (InputError when `required`), InputError when it is not
+        one of TYPES (true and false only where bool is one of them: YAML's `yes` is no integer)."""
         value, node = self._get(key)
         if value is None:
             if required:
                 node.fail("is missing")
+        elif not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            node._expected(what, value)
+        return value, node
+
+    def int(self, key: Any = None, lo: int = 0, hi: int = MAX_COUNT, *, default: Any = None,
+            required: bool = False) -> Any:
+        """An integer in [lo, hi] (never true/false, never 1.0); absent: `default`."""
+        value, node = self._typed(key, (int,), "an integer", required)
+        if value is None:
             return default
-        if not isinstance(value, int) or isinstance(value, bool):
-            node._expected("an integer", value)
         if not lo <= value <= hi:
             node.fail(f"{shown(value)} is out of range (expected {lo} to {hi})")
         return value
@@ -225,40 +219,26 @@ class Doc:
     def number(self, key: Any = None, lo: float = 0.0, hi: float = float(MAX_SIZE), *, default: Any = None,
                required: bool = False) -> Any:
         """A finite number in [lo, hi] as a float (an integer taken too, bounded before it is converted)."""
-        value, node = self._get(key)
+        value, node = self._typed(key, (int, float), "a number", required)
         if value is None:
-            if required:
-                node.fail("is missing")
             return default
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            node._expected("a number", value)
         if value != value or not lo <= value <= hi:  # NaN compares with nothing; an int is compared exactly
             node.fail(f"{shown(value)} is out of range (expected {lo:g} to {hi:g})")
         return float(value)
 
     def str(self, key: Any = None, *, default: Any = None, required: bool = False, most: int | None = None) -> Any:
         """A string (absent: `default`), at most `most` characters."""
-        value, node = self._get(key)
+        value, node = self._typed(key, (str,), "a string", required)
         if value is None:
-            if required:
-                node.fail("is missing")
             return default
-        if not isinstance(value, str):
-            node._expected("a string", value)
         if most is not None and len(value) > most:
             node.fail(f"a string of {len(value):,} characters, more than the {most:,} numatune reads")
         return value
 
     def bool(self, key: Any = None, *, default: Any = None, required: bool = False) -> Any:
         """true or false (absent: `default`)."""
-        value, node = self._get(key)
-        if value is None:
-            if required:
-                node.fail("is missing")
-            return default
-        if not isinstance(value, bool):
-            node._expected("true or false", value)
-        return value
+        value, _ = self._typed(key, (bool,), "true or false", required)
+        return default if value is None else value
 
     def scalar(self, key: Any = None, *, default: Any = None) -> Any:
         """A string, number or true/false as it is (for a value compared or shown, never computed with);
