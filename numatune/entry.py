@@ -112,8 +112,9 @@ def run(argv: Sequence[str] | None = None) -> None:
         _run(argv)
     except KeyboardInterrupt as exc:
         from numatune.render.printable import say_failure
+        from numatune.system.outfile import drop_stdout
 
-        sys.exit(say_failure(exc))
+        sys.exit(say_failure(exc, drop_stdout))
 
 
 def _run(argv: Sequence[str] | None) -> None:
@@ -145,7 +146,7 @@ def _run_fast(call: FastCall) -> int:
         sys.stdout.flush()
         return code
     except BrokenPipeError:
-        from numatune.render.printable import drop_stdout
+        from numatune.system.outfile import drop_stdout
 
         drop_stdout()
         sys.stderr.close()
@@ -154,8 +155,9 @@ def _run_fast(call: FastCall) -> int:
         if call.debug and describe_failure(exc)[2] == ExitCode.INTERNAL:
             raise
         from numatune.render.printable import say_failure
+        from numatune.system.outfile import drop_stdout
 
-        return say_failure(exc)
+        return say_failure(exc, drop_stdout)
 
 
 def _report(call: FastCall) -> int:

@@ -109,6 +109,7 @@ BIG = '{"schema": "numatune.inspect/3", "a": ' + LONG + "}\n"
     (["irq", "apply", "--dry-run", "--plan", "{f}"], "json"), (["check", "--policy", "{f}"], "toml"),
     (["check", "--kubelet-config", "{f}"], "yaml"), (["check", "--resource-slices", "{f}"], "yaml"),
     (["check", "--resource-slices", "{f}"], "json"), (["plan-memory", "--params", "7e9", "--probe", "{f}"], "json"),
+    (["audit", "1", "--probe", "{f}"], "json"),  # issue 41: RecursionError at 100,000 "[" before
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else v)
 def test_1000_nested_brackets_in_every_document_reader(tmp_path, args, kind):
     """RecursionError (exit 70) before; now refused before parsing (fleet: by the C decoder's own guard, which
@@ -133,8 +134,10 @@ _LIST = ("kind: List\nitems:\n- &s {kind: ResourceSlice, metadata: {name: s}, sp
 
 
 @pytest.mark.parametrize(("text", "words"), [
-    (_ONE_SLICE + "  - *a\n" * 590_000, "ResourceSlice ? lists 590,001 devices; the API allows at most 128"),
-    (_LIST + "- *s\n" * 800_000, "YAML aliases (*name) expand to more than 16 values a byte of the file"),
+    (_ONE_SLICE + "  - *a\n" * 1_000, "ResourceSlice ? lists 1,001 devices; the API allows at most 128"),
+    (_LIST + "- *s\n" * 80_000, "YAML aliases (*name) expand to more than 16 values a byte of the file"),
+    # 590,000 aliases (4 MiB): refused on its values before parsing (issue 41: what the parse builds is bounded)
+    (_ONE_SLICE + "  - *a\n" * 590_000, "holds about 1,180,0"),
     (_LIST + "- *s\n" * 128, "list 16,512 devices; numatune checks at most 16,384 for one node"),
 ])
 def test_resource_slices_repeated_by_yaml_aliases(tmp_path, text, words):

@@ -85,6 +85,36 @@ class Fleet:
     pools: tuple[Pool, ...] = ()
 
 
+#: Unreadable inputs listed by name and reason; past this many they are counted only.
+MAX_UNREADABLE_SHOWN = 50
+
+
+class Unreadable(list):
+    """The (source, reason) of inputs that were not reports: the first MAX_UNREADABLE_SHOWN kept, every one
+    counted in `total`. One JSON array of 4 million non-reports kept each (8 MB of input, 1 GiB)."""
+
+    __slots__ = ("total",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    def append(self, item: tuple[str, str]) -> None:
+        self.total += 1
+        if len(self) < MAX_UNREADABLE_SHOWN:
+            super().append(item)
+
+    def keep(self, item: tuple[str, str]) -> None:
+        """Count and list ITEM past the bound too (why the rest of an input was not read)."""
+        self.total += 1
+        super().append(item)
+
+    @property
+    def unlisted(self) -> int:
+        """How many were counted but not kept."""
+        return self.total - len(self)
+
+
 def round_gib(kib: int | None) -> str:
     """Memory to two significant digits of GiB (503.7 -> "500 GiB", 15.6 -> "16 GiB", 0.37 -> "0.37 GiB"); memory
     the report does not know (no meminfo in the tree: null) is "memory unknown", never 0 GiB."""

@@ -17,6 +17,7 @@ from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.errors import InputError
 from numatune.model._record import record
 from numatune.model.check import CheckResult, IrqPlacement
+from numatune.model.document import MAX_COUNT, MAX_SIZE
 from numatune.model.findings import Code, Finding, Severity, register
 from numatune.model.order import gpu_names
 from numatune.model.paths import RANK, nearest_nic
@@ -139,15 +140,16 @@ class _Validator:
     def count(self, key: str, value: Any) -> int | None:
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            self.fail(key, "must be a whole number >= 0")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+            self.fail(key, f"must be a whole number >= 0 (at most {MAX_COUNT})")
         return value
 
     def number(self, key: str, value: Any) -> float | None:
+        """A finite number >= 0 (TOML's inf and nan disabled a check or failed every node), bounded."""
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            self.fail(key, "must be a number >= 0")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_SIZE:
+            self.fail(key, f"must be a finite number >= 0 (at most {MAX_SIZE:.3g})")
         return float(value)
 
     def bool_(self, key: str, value: Any) -> bool:
@@ -165,7 +167,8 @@ class _Validator:
         return value.upper()
 
     def tier(self, key: str, value: Any) -> str | int:
-        if not ((isinstance(value, int) and not isinstance(value, bool) and value >= 0) or value in TIER_CHOICES):
+        if not ((isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT)
+                or (isinstance(value, str) and value in TIER_CHOICES)):
             self.fail(key, f"must be a tier number or one of {', '.join(TIER_CHOICES)}")
         return value
 
@@ -184,8 +187,8 @@ class _Validator:
         if value is None:
             return None
         values = value if isinstance(value, list) else [value]
-        if not values or any(isinstance(x, bool) or not isinstance(x, int) for x in values):
-            self.fail(key, "must be a whole number or a list of them")
+        if not values or any(isinstance(x, bool) or not isinstance(x, int) or abs(x) > MAX_COUNT for x in values):
+            self.fail(key, f"must be a whole number or a list of them (each at most {MAX_COUNT})")
         return tuple(values)
 
     def strs(self, key: str, value: Any) -> tuple[str, ...] | None:

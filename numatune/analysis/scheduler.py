@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from numatune.cpulist import format_cpulist, parse_cpulist
+from numatune.model.document import MAX_SIZE, Doc
 from numatune.model.findings import Finding, Severity, register
 from numatune.model.topology import Topology
 from numatune.numbers import maybe_int
@@ -231,16 +232,19 @@ def _for_node(expr: str | None, node_name: str) -> bool:
     return expr is None or node_name in expand_hostlist(expr)
 
 
-def check_kubelet(doc: Mapping[str, Any], topo: Topology, where: str) -> Iterator[Finding]:
+def check_kubelet(doc: Doc, topo: Topology) -> Iterator[Finding]:
+    """NT530-NT536 of a kubelet config, every field read through `doc` (model.document: a list where a mapping
+    goes is exit 3 naming the field, never a Python error)."""
     from numatune.plan.kubelet import EVICTION_MIB
 
+    where = doc.file
     online = {c.id for c in topo.cpus if c.online}
     cpu_nodes = [n for n in topo.nodes if n.cpus]
-    reserved_text = doc.get("reservedSystemCPUs")
+    reserved_text = doc.text("reservedSystemCPUs")
     reserved: frozenset[int] = frozenset()
-    if isinstance(reserved_text, (str, int)) and str(reserved_text).strip():
+    if reserved_text.strip():
         try:
-            reserved = parse_cpulist(str(reserved_text))
+            reserved = parse_cpulist(reserved_text)
         except ValueError:
             yield NT533(f"reservedSystemCPUs={reserved_text!r} is not a CPU list", "write e.g. \"0-1,32-33\"", where)
         missing = sorted(reserved - online)
@@ -254,23 +258,23 @@ def check_kubelet(doc: Mapping[str, Any], topo: Topology, where: str) -> Iterato
                             f"({format_cpulist(sorted(usable))})",
                             "reserve a few cores per node instead (numatune emit kubelet --reserve-cores 1)",
                             f"node {n.id}")
-    if str(doc.get("cpuManagerPolicy") or "").lower() == "static" and not reserved:
-        cpu = [_get(doc, key, "cpu") for key in ("kubeReserved", "systemReserved")]
-        if not any(c not in (None, "", "0", 0) for c in cpu):
+    memory_policy = doc.text("memoryManagerPolicy")
+    if doc.text("cpuManagerPolicy").lower() == "static" and not reserved:
+        cpu = [doc.mapping(key).text("cpu") for key in ("kubeReserved", "systemReserved")]
+        if not any(c not in ("", "0") for c in cpu):
             yield NT534("cpuManagerPolicy: static without reservedSystemCPUs or a kubeReserved/systemReserved cpu",
                         "add reservedSystemCPUs (numatune emit kubelet picks a core per NUMA node)", where)
-    if doc.get("memoryManagerPolicy") == "Static":
-        want = sum(_mib(_get(doc, key, "memory")) for key in ("kubeReserved", "systemReserved"))
-        hard = _get(doc, "evictionHard", "memory.available")
-        want += _mib(hard) if hard is not None else EVICTION_MIB
+    if memory_policy == "Static":
+        want = sum(_quantity(doc.mapping(key).at("memory")) for key in ("kubeReserved", "systemReserved"))
+        hard = doc.mapping("evictionHard").at("memory.available")
+        want += _quantity(hard) if hard.present else EVICTION_MIB
         got = 0.0
         node_ids = {n.id for n in topo.nodes}
-        for entry in doc.get("reservedMemory") or []:
-            if not isinstance(entry, dict):
-                continue
-            got += _mib((entry.get("limits") or {}).get("memory"))
-            if node_ids and entry.get("numaNode") not in node_ids:
-                yield NT533(f"reservedMemory names NUMA node {entry.get('numaNode')}, the machine has nodes "
+        for entry in doc.list("reservedMemory"):
+            got += _quantity(entry.mapping("limits").at("memory"))
+            numa = entry.int("numaNode", -(1 << 31), (1 << 31) - 1)  # kubelet's int32
+            if node_ids and numa not in node_ids:
+                yield NT533(f"reservedMemory names NUMA node {numa}, the machine has nodes "
                             f"{', '.join(map(str, sorted(node_ids)))}", "name existing nodes only", where)
         if abs(got - want) > 0.5:
             yield NT531(f"reservedMemory sums to {got:g}Mi, kubeReserved + systemReserved + evictionHard = {want:g}Mi",
@@ -278,35 +282,27 @@ def check_kubelet(doc: Mapping[str, Any], topo: Topology, where: str) -> Iterato
     from numatune.plan.kubelet import BITMASK_MAX_NODE
 
     too_high = [n.id for n in topo.nodes if n.id > BITMASK_MAX_NODE] if topo.numa_kernel else []
-    topo_policy = str(doc.get("topologyManagerPolicy") or "none").lower()
-    if too_high and (topo_policy != "none" or doc.get("memoryManagerPolicy") == "Static"):
-        mem_policy = doc.get("memoryManagerPolicy") or "None"
-        yield NT535(f"topologyManagerPolicy={topo_policy}, memoryManagerPolicy={mem_policy}"
+    topo_policy = (doc.text("topologyManagerPolicy") or "none").lower()
+    if too_high and (topo_policy != "none" or memory_policy == "Static"):
+        yield NT535(f"topologyManagerPolicy={topo_policy}, memoryManagerPolicy={memory_policy or 'None'}"
                     f" on a machine with NUMA node id(s) {format_cpulist(too_high)} above {BITMASK_MAX_NODE}",
                     "leave topologyManagerPolicy and memoryManagerPolicy unset (numatune emit kubelet)", where)
     from numatune.plan.kubelet import HINT_NODES_LIMIT, RESTRICT_OPTION
 
     all_nodes = len(topo.nodes) if topo.numa_kernel else 0
     too_many = all_nodes > HINT_NODES_LIMIT
-    options = doc.get("topologyManagerPolicyOptions") or {}
-    restricted = isinstance(options, dict) and str(options.get(RESTRICT_OPTION, "")).lower() == "true"
+    restricted = doc.mapping("topologyManagerPolicyOptions").text(RESTRICT_OPTION).lower() == "true"
     if too_many and not too_high and topo_policy != "none" and not restricted:
         yield NT536(f"topologyManagerPolicy={topo_policy} on {all_nodes} NUMA nodes ({len(cpu_nodes)} with CPUs): "
                     f"hint generation enumerates 2^{all_nodes} NUMA masks", "leave topologyManagerPolicy unset and "
                     "align devices with DRA (numatune emit kubelet, numatune emit dra), or set "
                     f"topologyManagerPolicyOptions {RESTRICT_OPTION}: \"true\" on a kubelet that has it", where)
     if len(cpu_nodes) > 1 and not too_high and not too_many:
-        cpu_policy = str(doc.get("cpuManagerPolicy") or "none").lower()
-        topo_policy = str(doc.get("topologyManagerPolicy") or "none").lower()
+        cpu_policy = (doc.text("cpuManagerPolicy") or "none").lower()
         if cpu_policy != "static" or topo_policy == "none":
             yield NT532(f"cpuManagerPolicy={cpu_policy}, topologyManagerPolicy={topo_policy} on {len(cpu_nodes)} NUMA "
                         "nodes with CPUs", "cpuManagerPolicy: static with topologyManagerPolicy: restricted (or "
                         "single-numa-node) and topologyManagerScope: pod", where)
-
-
-def _get(doc: Mapping[str, Any], key: str, sub: str) -> Any:
-    value = doc.get(key)
-    return value.get(sub) if isinstance(value, dict) else None
 
 
 _UNITS = {"": 1 / 2**20, "k": 1e3 / 2**20, "M": 1e6 / 2**20, "G": 1e9 / 2**20, "T": 1e12 / 2**20,
@@ -328,3 +324,12 @@ def _mib(quantity: Any) -> float:
         return float(number) * _UNITS[suffix]
     except ValueError:
         return 0.0
+
+
+def _quantity(field: Doc) -> float:
+    """_mib of a document's field, read as a scalar (a list is exit 3 naming it) and finite: 1e400Gi is exit 3
+    naming it, not a sum of inf."""
+    mib = _mib(field.text() or None)
+    if not -MAX_SIZE / 2**20 <= mib <= MAX_SIZE / 2**20:  # NaN fails both
+        field.fail(f"{field.text()[:40]!r} is not a memory quantity of this world (at most 4 EiB)")
+    return mib

@@ -109,8 +109,9 @@ class NumatuneGroup(click.Group):
             usage_line(exc)
         except KeyboardInterrupt as exc:  # click would say "Aborted!" and exit 1
             from numatune.render.printable import say_failure
+            from numatune.system.outfile import drop_stdout
 
-            raise click.exceptions.Exit(say_failure(exc)) from None
+            raise click.exceptions.Exit(say_failure(exc, drop_stdout)) from None
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201 - click's signature
         """The error boundary: a NumatuneError, an interrupt (130), an output that cannot be written (a full
@@ -129,7 +130,7 @@ class NumatuneGroup(click.Group):
         except (click.exceptions.Exit, click.Abort, click.ClickException):
             raise
         except BrokenPipeError:
-            from numatune.render.printable import drop_stdout
+            from numatune.system.outfile import drop_stdout
 
             drop_stdout()
             sys.stderr.close()
@@ -139,8 +140,9 @@ class NumatuneGroup(click.Group):
             if describe_failure(exc)[2] == ExitCode.INTERNAL and isinstance(app, App) and app.debug:
                 raise
             from numatune.render.printable import say_failure
+            from numatune.system.outfile import drop_stdout
 
-            raise click.exceptions.Exit(say_failure(exc)) from None
+            raise click.exceptions.Exit(say_failure(exc, drop_stdout)) from None
 
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())

@@ -32,6 +32,8 @@ def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: s
     text, fleet, unreadable = fleet_output(reports, fmt)
     for where, why in unreadable:
         app.warn(f"{where}: {why}")
+    if unreadable.unlisted:  # the rest were counted, not kept
+        app.warn(f"{unreadable.unlisted:,} more unreadable inputs, counted, not listed")
     if output is not None:
         write_output(output, text)
     else:

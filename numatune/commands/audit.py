@@ -43,48 +43,53 @@ def prefetch_numa_maps(host: Host, pids: tuple[int, ...]) -> tuple[threading.Thr
     return thread, out
 
 
-def probe_h2d(text: str, where: str) -> dict[str, dict[int, float]]:
+def probe_h2d(doc: Any, where: str) -> dict[str, dict[int, float]]:
     """GPU BDF -> node -> host-to-GPU GB/s (median at the largest copy size) from a saved `probe --gpu --json`
-    document: what a pinned buffer on each node costs that GPU's copies. InputError when it is not one."""
-    import json
-
+    document: what a pinned buffer on each node costs that GPU's copies. Every field is read through
+    model.document (a wrong type, a size that is not a number, a figure that is not a finite number of at most
+    MAX_GBPS: InputError naming WHERE and the field); InputError when it is not one."""
     from numatune.errors import InputError
+    from numatune.model.document import MAX_ID, Doc
+    from numatune.numbers import maybe_int
+    from numatune.placement.targets import MAX_GBPS
 
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise InputError(f"{where}: not JSON ({exc})") from None
-    gpu = doc.get("gpu") if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("numatune.probe/") \
+    view = Doc(doc, where)
+    gpu = view.mapping("gpu") if isinstance(doc, dict) and view.text("schema").startswith("numatune.probe/") \
         else None
-    if not isinstance(gpu, dict) or not gpu.get("measured"):
+    if gpu is None or not gpu.scalar("measured"):
         raise InputError(f"{where}: no measured host-to-GPU figures (write it with `numatune probe --gpu --json`)")
-    try:
-        bdf = {g["index"]: str(g["bdf"]).lower() for g in gpu["gpus"] if g.get("bdf")}
-        out: dict[str, dict[int, float]] = {}
-        for p in gpu["pairs"]:
-            figs = p.get("h2d_gbps") or {}
-            if p.get("status") != "ok" or p.get("gpu") not in bdf or not figs:
-                continue
-            best = figs[max(figs, key=int)]
-            node = p["node"]
-            if not isinstance(node, int) or isinstance(node, bool):
-                raise TypeError(f"node {node!r} is not a node id")
-            out.setdefault(bdf[p["gpu"]], {})[node] = float(best["median"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"{where}: malformed probe document ({exc})") from None
+    bdf = {g.int("index", 0, MAX_ID): g.text("bdf").lower() for g in gpu.list("gpus") if g.text("bdf")}
+    out: dict[str, dict[int, float]] = {}
+    for p in gpu.list("pairs"):
+        figs = p.items("h2d_gbps")
+        if p.text("status") != "ok" or p.int("gpu", 0, MAX_ID) not in bdf or not figs:
+            continue
+        sizes = []
+        for size, fig in figs:
+            number = maybe_int(str(size), fig.where()) if isinstance(size, str) and len(size) <= 40 else None
+            if number is None:
+                fig.fail("expected a copy size in bytes as the key")
+            sizes.append((number, fig))
+        best = max(sizes, key=lambda s: s[0])[1]
+        node = p.int("node", 0, MAX_ID, required=True)
+        out.setdefault(bdf[p.int("gpu", 0, MAX_ID)], {})[node] = best.number("median", 0.0, MAX_GBPS, required=True)
     return out
 
 
 def load_probe_h2d(path: str) -> dict[str, dict[int, float]]:
-    """`audit --probe FILE`: probe_h2d of the file (InputError, exit 3, when it cannot be read or is not one)."""
+    """`audit --probe FILE`: probe_h2d of the file, read as plan-memory's --probe is (system.infile: a regular
+    file, bounded, its nesting and size checked before parsing); InputError, exit 3, when it cannot be read or
+    is not one."""
     from numatune.errors import InputError
+    from numatune.system.infile import MAX_REPORT_BYTES, load_document, read_input
 
+    raw = read_input(path, "--probe file", MAX_REPORT_BYTES)
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise InputError(f"--probe {path}: {exc.strerror or exc}") from None
-    return probe_h2d(text, f"--probe {path}")
+        text = raw.decode("utf-8")
+    except ValueError:  # UnicodeDecodeError
+        raise InputError(f"--probe {path} is not JSON (expected numatune probe --gpu --json output)") from None
+    del raw
+    return probe_h2d(load_document(text, f"--probe {path}"), f"--probe {path}")
 
 
 class AuditRun:

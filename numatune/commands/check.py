@@ -165,7 +165,7 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
                                    tuple(found)))
     if files.kubelet_config:
         doc = schedconf.load_kubelet_config(files.kubelet_config)
-        found = list(check_kubelet(doc, topo, files.kubelet_config))
+        found = list(check_kubelet(doc, topo))
         out.append(CheckResult("scheduler.kubelet_config", "scheduler", "kubelet CPU, memory and topology managers",
                                tuple(found)))
     if files.resource_slices:
@@ -185,7 +185,16 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
     from numatune.plan.dra import NUMA_NODE, dra_plan
     from numatune.readers import schedconf
 
-    slices = schedconf.load_resource_slices(path)
+    typed = schedconf.load_resource_slices(path)
+    for s in typed:  # the structure's types, naming the field (exit 3); attribute values are judged as published
+        s.mapping("metadata").text("name", default="?")
+        spec = s.mapping("spec")
+        spec.text("nodeName", default="")
+        for d in spec.list("devices"):
+            body = d.mapping("basic") if d.mapping().at("basic").present else d
+            body.mapping("attributes")
+            body.text("nodeName", default="")
+    slices = [s.value for s in typed]
     name = name or node_name(host)
     hint = "give the output of `kubectl get resourceslices -o yaml`"
     mine = []
@@ -261,19 +270,17 @@ def numactl_version(host: Host) -> tuple[str | None, str]:
     """numactl's installed version on the live node (or as a snapshot recorded it), and why not when
     it cannot be known."""
     if not host.is_live:
+        from numatune.model.document import Doc
         from numatune.system.infile import load_document
 
         text = host.read_optional(NUMACTL_SAVED)
         if text is None:
             return None, "numactl's version is only known on the live node, not in a saved root"
-        try:
-            doc = load_document(text, NUMACTL_SAVED)
-            version, note = doc["version"], doc["note"]
-            if not (version is None or isinstance(version, str)) or not isinstance(note, str):
-                raise TypeError
-        except (ValueError, KeyError, TypeError):
-            raise ParseError(NUMACTL_SAVED, "not a numatune record of numactl's version") from None
-        return version, note
+        doc = load_document(text, NUMACTL_SAVED)
+        if not isinstance(doc, dict) or "note" not in doc:
+            raise ParseError(NUMACTL_SAVED, "not a numatune record of numactl's version")
+        record = Doc(doc, NUMACTL_SAVED)
+        return record.str("version", most=200), record.str("note", required=True, most=1000)
     from numatune.live.bind import installed_numactl_version, which
 
     path = which("numactl")

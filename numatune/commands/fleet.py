@@ -17,32 +17,52 @@ import re
 import sys
 
 from numatune.analysis.diff import check_inspect_document
-from numatune.analysis.fleet import Fleet, FleetTally
+from numatune.analysis.fleet import Fleet, FleetTally, Unreadable
 from numatune.errors import InputError
-from numatune.system.infile import value_error
+from numatune.system.infile import MAX_PARSED_BYTES, MAX_REPORT_BYTES, rough_json_bytes, value_error
 
 _HOST = re.compile(r"^[A-Za-z0-9_.\-\[\]@]+$")  # pdsh/clush: "node01: text"
 _WS = re.compile(r"\s*")
 CHUNK = 1 << 20  # bytes read from a stream at a time
 WHOLE_FILE = 8 << 20  # files up to this size are read in one go (a report is ~12 KB)
 _decoder = json.JSONDecoder()
-# Python's C decoder stops at its recursion limit: ~1,000 levels before 3.12, several thousand after
-DEEP = "not a report: nests deeper than the JSON decoder goes"
+DEEP = "not a report: nests deeper than the JSON decoder goes (about 1,000 levels)"
+BIG = f"not a report: a document larger than {MAX_REPORT_BYTES >> 20} MiB, which no inspect report is"
+CHECKED_WINDOW = 1 << 16  # text from a document's start past which what it would build is estimated first
+
+
+def _too_costly(text: str, start: int = 0) -> str | None:
+    """Why decoding TEXT[start:] (a document and, maybe, those after it) could build more than numatune parses
+    (system.infile's estimate from counts alone: strings counted as structure), else None."""
+    cost = rough_json_bytes(text, start)
+    if cost <= MAX_PARSED_BYTES:
+        return None
+    return (f"not a report: {(len(text) - start) / 2**20:.1f} MiB of JSON that could take {cost >> 20:,} MiB parsed "
+            f"(more than {MAX_PARSED_BYTES >> 20} MiB): not decoded")
+
+
+#: Documents in a row that are not reports after which the rest of an input is not read: one JSON array of
+#: 4 million numbers was 4 million unreadable entries (1 GiB, then counted: still 30 s).
+MAX_MISSES = 1000
 
 
 class _Source:
     """Names and labels the documents of one input: the first is NAME, later ones NAME#2, NAME#3 (and
     the first is renamed NAME#1 once a second arrives)."""
 
-    __slots__ = ("tally", "unreadable", "where", "name", "count", "first")
+    __slots__ = ("tally", "unreadable", "where", "name", "count", "first", "misses", "stopped")
 
-    def __init__(self, tally: FleetTally, unreadable: list[tuple[str, str]], where: str, name: str) -> None:
+    def __init__(self, tally: FleetTally, unreadable: Unreadable, where: str, name: str) -> None:
         self.tally, self.unreadable, self.where, self.name = tally, unreadable, where, name
         self.count = 0
         self.first: int | None = None
+        self.misses = 0  # documents in a row that were not reports
+        self.stopped = False  # MAX_MISSES of them: the rest of the input is not read
 
     def take(self, doc: object) -> None:
         for d in doc if isinstance(doc, list) else (doc,):
+            if self.stopped:
+                return
             self.count += 1
             label = self.where if self.count == 1 else f"{self.where} #{self.count}"
             if self.count == 2 and self.first is not None:
@@ -51,7 +71,13 @@ class _Source:
                 check_inspect_document(d, label)
             except InputError as exc:
                 self.unreadable.append((label, exc.message.removeprefix(f"{label} ").removeprefix(f"{label}: ")))
+                self.misses += 1
+                if self.misses >= MAX_MISSES:
+                    self.stopped = True
+                    why = f"{MAX_MISSES:,} documents in a row were not reports: the rest of this input is not read"
+                    self.unreadable.keep((self.where, why))
                 continue
+            self.misses = 0
             name = d.get("hostname") or (self.name if self.count == 1 else f"{self.name}#{self.count}")
             index = self.tally.add(name, d)
             if self.count == 1 and not d.get("hostname"):
@@ -83,6 +109,7 @@ def _decode_stream(chunks, src: _Source) -> None:  # noqa: ANN001 - iterable of 
     in_array = False  # inside a top-level "[": elements, then "," or "]"
     need_value = False  # after "[" or ",": an element must come (a "]" right after "[" is fine)
     count = 0  # elements of the current array
+    checked: str | None = None  # the buffer whose text from `pos` on was estimated (and found decodable)
 
     def more() -> bool:
         nonlocal buf, pos
@@ -115,6 +142,15 @@ def _decode_stream(chunks, src: _Source) -> None:  # noqa: ANN001 - iterable of 
             if not in_array and ch == "[":
                 in_array, need_value, count, pos = True, True, 0, pos + 1
                 continue
+            if len(buf) - pos > MAX_REPORT_BYTES:  # one document this long: no report is
+                src.bad(BIG)
+                return
+            if checked is not buf and len(buf) - pos > CHECKED_WINDOW:  # bound what the decoder may build
+                why = _too_costly(buf, pos)
+                if why:
+                    src.bad(why)
+                    return
+                checked = buf
             try:
                 doc, end = _decoder.raw_decode(buf, pos)
             except json.JSONDecodeError as exc:
@@ -126,6 +162,8 @@ def _decode_stream(chunks, src: _Source) -> None:  # noqa: ANN001 - iterable of 
             if end == len(buf) and more():  # a number or literal may go on in the next piece
                 continue
             src.take(doc)
+            if src.stopped:
+                return
             pos = end
             if in_array:
                 need_value, count = False, count + 1
@@ -139,9 +177,10 @@ def _decode_stream(chunks, src: _Source) -> None:  # noqa: ANN001 - iterable of 
         src.bad("not valid JSON: the array is not closed")
 
 
-def _pdsh_lines(lines, where: str, tally: FleetTally, unreadable: list[tuple[str, str]]) -> None:  # noqa: ANN001
+def _pdsh_lines(lines, where: str, tally: FleetTally, unreadable: Unreadable) -> None:  # noqa: ANN001
     """pdsh/clush output: lines regrouped by host; a host's document is decoded as soon as it closes."""
     hosts: dict[str, tuple[_Source, list[str]]] = {}
+    held: dict[str, int] = {}  # characters buffered per host
     for line in lines:
         if not line.strip():
             continue
@@ -154,11 +193,22 @@ def _pdsh_lines(lines, where: str, tally: FleetTally, unreadable: list[tuple[str
         src, buf = hosts[host]
         rest = rest[1:] if rest.startswith(" ") else rest
         buf.append(rest)
+        held[host] = held.get(host, 0) + len(rest) + 1
+        if held[host] > MAX_REPORT_BYTES:  # a host's document never closing: no report is this long
+            src.bad(BIG)
+            buf.clear()
+            held[host] = 0
+            continue
         end = rest.rstrip()
         # A document ends on a "}" or "]" at the start of a line (pretty) or with a one-line document.
         if end and end[-1] in "}]" and (end[0] in "}]" or rest[0] in "{["):
             text = "\n".join(buf)
             buf.clear()
+            held[host] = 0
+            why = _too_costly(text) if len(text) > CHECKED_WINDOW else None
+            if why:
+                src.bad(why)
+                continue
             try:
                 doc = json.loads(text)
             except json.JSONDecodeError as exc:
@@ -174,7 +224,7 @@ def _pdsh_lines(lines, where: str, tally: FleetTally, unreadable: list[tuple[str
 
 
 def _read_stream(stream, where: str, name: str, tally: FleetTally,  # noqa: ANN001 - text file
-                 unreadable: list[tuple[str, str]]) -> None:
+                 unreadable: Unreadable) -> None:
     head = stream.read(CHUNK)
     if not head.strip():
         unreadable.append((where, "empty"))
@@ -200,7 +250,7 @@ def _read_stream(stream, where: str, name: str, tally: FleetTally,  # noqa: ANN0
     _pdsh_lines(lines(), where, tally, unreadable)
 
 
-def _read_file(fd: int, where: str, name: str, tally: FleetTally, unreadable: list[tuple[str, str]]) -> None:
+def _read_file(fd: int, where: str, name: str, tally: FleetTally, unreadable: Unreadable) -> None:
     """One report file, already open (a regular file: system.infile / rootdir checked it); closed here."""
     with open(fd, "rb") as f:
         try:
@@ -230,7 +280,7 @@ def _read_file(fd: int, where: str, name: str, tally: FleetTally, unreadable: li
         _pdsh_lines(text.splitlines(), where, tally, unreadable)
 
 
-def _read_dir(spec: str, tally: FleetTally, unreadable: list[tuple[str, str]]) -> None:
+def _read_dir(spec: str, tally: FleetTally, unreadable: Unreadable) -> None:
     """Every *.json in directory SPEC, in name order, opened beneath it as a saved root's files are
     (system.rootdir): a FIFO or device is skipped at once and never opened, a link that leaves SPEC is
     skipped with a note and never opened (so nothing of it is read or echoed)."""
@@ -263,10 +313,10 @@ def _read_dir(spec: str, tally: FleetTally, unreadable: list[tuple[str, str]]) -
         _read_file(fd, where, name.removesuffix(".json"), tally, unreadable)
 
 
-def run_fleet(specs: tuple[str, ...], stdin=None) -> tuple[Fleet, list[tuple[str, str]]]:  # noqa: ANN001
+def run_fleet(specs: tuple[str, ...], stdin=None) -> tuple[Fleet, Unreadable]:  # noqa: ANN001
     """(grouped fleet, unreadable (source, reason) pairs) for files, directories and `-` (stdin)."""
     tally = FleetTally()
-    unreadable: list[tuple[str, str]] = []
+    unreadable = Unreadable()
     for spec in specs or ("-",):
         if spec == "-":
             _read_stream(stdin if stdin is not None else sys.stdin, "stdin", "stdin", tally, unreadable)
@@ -284,7 +334,7 @@ def run_fleet(specs: tuple[str, ...], stdin=None) -> tuple[Fleet, list[tuple[str
     return tally.result(), unreadable
 
 
-def fleet_output(specs: tuple[str, ...], fmt: str) -> tuple[str, Fleet, list[tuple[str, str]]]:
+def fleet_output(specs: tuple[str, ...], fmt: str) -> tuple[str, Fleet, Unreadable]:
     """`numatune fleet`: (the report in `fmt` — text, json or html —, the fleet, the unreadable sources)."""
     fleet, unreadable = run_fleet(specs)
     if fmt == "json":

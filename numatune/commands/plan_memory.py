@@ -120,14 +120,15 @@ def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
 def _probe_figures(path: str, ctx, gpu):  # noqa: ANN001, ANN202
     """Read bandwidths measured from the local DRAM node (the plan's initiator) in a probe document."""
     from numatune.errors import InputError
+    from numatune.model.document import Doc
     from numatune.placement.targets import probe_bandwidths, resolve
-    from numatune.system.infile import load_document, read_input
+    from numatune.system.infile import MAX_REPORT_BYTES, load_document, read_input
 
-    raw = read_input(path, "--probe file")
+    raw = read_input(path, "--probe file", MAX_REPORT_BYTES)
     try:
         text = raw.decode("utf-8")
     except ValueError:  # UnicodeDecodeError
         raise InputError(f"--probe {path} is not JSON (expected numatune probe --json output)") from None
     doc = load_document(text, f"--probe {path}")
     node = resolve(("local", gpu) if gpu is not None else "local", ctx).nodes[0]
-    return probe_bandwidths(doc, node)
+    return probe_bandwidths(Doc(doc, f"--probe {path}"), node)

@@ -18,6 +18,7 @@ from pathlib import Path
 from numatune.cpulist import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
 from numatune.errors import ApplyError, InputError, PermissionDenied, ReadError
 from numatune.model._record import record
+from numatune.model.document import Doc
 from numatune.numbers import maybe_int
 from numatune.render.envelope import SCHEMAS, dumps, envelope, is_document
 from numatune.system.host import Host
@@ -170,51 +171,57 @@ def read_state(path: str | os.PathLike[str]) -> list[Saved]:
 
 
 def state_of(path: str | os.PathLike[str]) -> tuple[str | None, list[Saved]]:
-    """(the root the state file records, or None for files from before roots were recorded; its IRQs)."""
+    """(the root the state file records, or None for files from before roots were recorded; its IRQs). Every
+    field is read through model.document and each affinity parsed now, not mid-restore: anything wrong is
+    InputError naming the file and the field, before anything is written."""
     doc = _document(path, "irq-state", "irqs", "state file", "a numatune IRQ state file")
-    root = doc.get("root")
-    if root is not None and not (isinstance(root, str) and root.startswith("/")):
-        raise InputError(f"{path}: malformed root {root!r}")
+    root = doc.str("root")
+    if root is not None and not root.startswith("/"):
+        doc.fail(f"{root[:80]!r} is not an absolute path", "root")
     out = []
-    for entry in doc["irqs"]:
-        try:
-            saved = Saved(_irq_number(entry["irq"]), entry.get("smp_affinity_list"), entry.get("smp_affinity"),
-                          str(entry.get("label", "")))
-            # what restore will write: each form a string the parser takes (checked now, not mid-restore)
-            if saved.smp_affinity_list is not None:
-                parse_cpulist(saved.smp_affinity_list)
-            if saved.smp_affinity is not None:
-                parse_cpumask(saved.smp_affinity)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise InputError(f"{path}: malformed IRQ entry {entry!r}"[:300]) from exc
+    for entry in doc.records("irqs"):
+        saved = Saved(_irq_number(entry), entry.str("smp_affinity_list"), entry.str("smp_affinity"),
+                      entry.text("label"))
+        # what restore will write: each form a string the parser takes (checked now, not mid-restore)
+        _cpus(entry, "smp_affinity_list", parse_cpulist)
+        _cpus(entry, "smp_affinity", parse_cpumask)
         out.append(saved)
     return root, out
 
 
-def _irq_number(value: object) -> int:
+def _cpus(entry: Doc, key: str, parse: Callable[[str], frozenset[int]]) -> frozenset[int] | None:
+    """The CPUs of ENTRY's KEY (a CPU list or mask as the kernel writes it), None when absent; InputError naming
+    the field when it is not one (`0-4000000000` is refused by the parser's bounds, not expanded)."""
+    text = entry.str(key)
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except ValueError as exc:
+        entry.fail(f"{text[:40]!r} is not a CPU {'mask' if key == 'smp_affinity' else 'list'} ({exc})", key)
+    raise AssertionError  # unreachable: fail() raises
+
+
+def _irq_number(entry: Doc) -> int:
     """An IRQ number as numatune writes it in a plan or state file: a JSON integer (a digit string taken too),
-    never a bool or a float; ValueError otherwise (the callers' "malformed entry")."""
-    if type(value) is int and 0 <= value < 1 << 32:
-        return value
-    if isinstance(value, str) and (number := maybe_int(value, "IRQ")) is not None and 0 <= number < 1 << 32:
+    never a bool or a float; InputError naming the field otherwise."""
+    value = entry.scalar("irq")
+    if isinstance(value, str) and (number := maybe_int(value, entry.where("irq"))) is not None \
+            and 0 <= number < 1 << 32:
         return number
-    raise ValueError(f"not an IRQ number: {str(value)[:40]!r}")
+    return entry.int("irq", 0, (1 << 32) - 1, required=True)
 
 
-def _rows(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> list:
-    """The list `key` of a numatune JSON document of this kind, read from a file; one clear error otherwise."""
-    return _document(path, kind, key, what, written_by)[key]
-
-
-def _document(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> dict:
-    """A numatune JSON document of this kind with a list `key`, read from a file; one clear error otherwise."""
+def _document(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> Doc:
+    """A numatune JSON document of this kind with a list `key`, read from a file (model.document's view, naming
+    the file); one clear error otherwise."""
     from numatune.system.infile import decode_input, load_document, read_input
 
     text = decode_input(read_input(path, what), what, str(path))
     doc = load_document(text, f"{what} {path}")
     if not is_document(doc, kind) or not isinstance(doc.get(key), list):
         raise InputError(f"{path} is not {written_by} (schema {SCHEMAS[kind]})")
-    return doc
+    return Doc(doc, os.fspath(path))
 
 
 def _cpus_of(text: str, file: str) -> frozenset[int]:
@@ -353,19 +360,14 @@ def _put_back(host: Host, changed: list[Change], by_irq: dict[int, Saved], write
 
 
 def read_plan(path: str | os.PathLike[str]) -> list[Change]:
-    """The writes of a plan file written by `irq plan --json`; one clear error for anything else."""
+    """The writes of a plan file written by `irq plan --json`; one clear error naming the field otherwise."""
     out = []
-    for e in _rows(path, "irq-plan", "entries", "plan file", "a plan written by `numatune irq plan --json`"):
-        try:
-            irq, action = _irq_number(e["irq"]), str(e["action"])
-            if action == "set" and e.get("target"):
-                if not isinstance(e["target"], str):
-                    raise TypeError("target is not a CPU list")
-                target = parse_cpulist(e["target"])
-                out.append(Change(irq, format_cpulist(target) + "\n", target, "smp_affinity_list",
-                                  str(e.get("label", ""))))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise InputError(f"{path}: malformed plan entry {e!r}"[:300]) from exc
+    doc = _document(path, "irq-plan", "entries", "plan file", "a plan written by `numatune irq plan --json`")
+    for e in doc.records("entries"):
+        irq, action = _irq_number(e), e.text("action")
+        if action == "set" and e.scalar("target"):
+            target = _cpus(e, "target", parse_cpulist)
+            out.append(Change(irq, format_cpulist(target) + "\n", target, "smp_affinity_list", e.text("label")))
     return out
 
 

@@ -275,6 +275,8 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
         from numatune.errors import UsageError
 
         raise UsageError(f"numatune.bind: max_move_bytes={max_move_bytes!r}: expected a non-negative integer")
+    if root is not None:
+        root = _root_keyword(root)
     env = os.environ if environ is None else environ
     if env.get(DISABLE, "").strip() == "0":
         return _skipped(f"{DISABLE}=0 in the environment: binding is turned off", started=started)
@@ -364,6 +366,18 @@ def _record(report: BindReport, rec: Any) -> None:
         policy, nodes = rec.mem, tuple(rec.mems)
     if cpus or policy != "none":
         os.environ[VARIABLE] = format_record("bind", report.pid, report.node, cpus, policy, nodes)
+
+
+def _root_keyword(root: object) -> str:
+    """bind()'s `root` as Host.open takes it: a path as text (a str or a pathlib.Path); bytes, a number or a path
+    holding NUL are UsageError naming the keyword, never a TypeError from deep in the root's reader."""
+    from numatune.errors import UsageError
+
+    path = os.fspath(root) if isinstance(root, os.PathLike) else root
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise UsageError(f"numatune.bind: root={repr(root)[:80]}: expected a path as text (a str or a pathlib.Path): a "
+                         "snapshot archive or a saved tree")
+    return path
 
 
 def _in_keyword_words(exc: NumatuneError) -> None:

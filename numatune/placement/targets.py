@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from numatune.cpulist import format_cpulist, parse_cpulist
 from numatune.errors import InputError, Unsupported
+from numatune.model.document import MAX_ID, Doc
 from numatune.model.topology import NumaNode, PciDevice, Topology
 from numatune.numbers import maybe_int, parse_int
 from numatune.plan.cxl import CxlChoice, caller_weights, default_cxl, far_of
@@ -319,30 +320,38 @@ def check_allowed(target: Target, ctx: LiveContext) -> None:
         )
 
 
-def probe_bandwidths(doc: Mapping[str, Any], initiator: int | None = None) -> dict[int, float]:
+#: No memory a CPU reads is faster than this (GB/s; HBM3e is ~5,000 a package): a probe figure above it, or not
+#: a finite number, is no measurement (1e308 GB/s overflowed the shares' arithmetic).
+MAX_GBPS = 1e6
+
+
+def probe_bandwidths(doc: Mapping[str, Any] | Doc, initiator: int | None = None) -> dict[int, float]:
     """{memory node: MB/s} from a `numatune probe --json` document (numatune.probe/1): the median read
-    bandwidth (else copy bandwidth) measured from `initiator` (default: the first one probed)."""
+    bandwidth (else copy bandwidth) measured from `initiator` (default: the first one probed). Every field is
+    read through model.document (DOC may be a Doc naming its file): a wrong type, or a figure that is not a
+    finite number of at most MAX_GBPS, is InputError naming the field."""
     from numatune.render.envelope import SCHEMAS, is_document
 
-    if not isinstance(doc, Mapping) or not is_document(doc, "probe"):
-        raise InputError(f"expected a {SCHEMAS['probe']} document (numatune probe --json)")
-    inits = doc.get("initiators") or []
+    view = doc if isinstance(doc, Doc) else Doc(doc, "the probe document")
+    if not is_document(view.value, "probe"):
+        raise InputError(f"{view.file}: expected a {SCHEMAS['probe']} document (numatune probe --json)")
+    inits = [i.int(lo=0, hi=MAX_ID) for i in view.list("initiators")]
     if initiator is None:
         if not inits:
-            raise InputError("the probe document lists no initiator")
+            raise InputError(f"{view.file}: the probe document lists no initiator")
         initiator = inits[0]
     out: dict[int, float] = {}
-    for cell in doc.get("cells", []):
-        if cell.get("initiator") != initiator or cell.get("status") != "ok":
+    for cell in view.list("cells"):
+        if cell.int("initiator", 0, MAX_ID) != initiator or cell.text("status") != "ok":
             continue
+        target = cell.int("target", 0, MAX_ID)
         for key in ("read_gbps", "copy_gbps"):
-            fig = cell.get(key) or {}
-            target = cell.get("target")
-            if fig.get("median") and type(target) is int:  # a node id, as probe --json writes it
-                out[target] = float(fig["median"]) * 1000.0  # GB/s (1e9) -> MB/s as HMAT counts
+            median = cell.mapping(key).number("median", 0.0, MAX_GBPS)
+            if median and target is not None:  # a node id, as probe --json writes it
+                out[target] = median * 1000.0  # GB/s (1e9) -> MB/s as HMAT counts
                 break
     if not out:
-        raise InputError(f"the probe document has no measured bandwidth from node {initiator}")
+        raise InputError(f"{view.file}: the probe document has no measured bandwidth from node {initiator}")
     return out
 
 

@@ -13,12 +13,14 @@ anywhere. pynvml and json are imported only when a root has NVIDIA GPUs.
 from __future__ import annotations
 
 from numatune.errors import InputError, ParseError
+from numatune.model.document import MAX_ID, Doc
 from numatune.model.topology import FabricLink, GpuFabric, NvmlGpu
 from numatune.numbers import maybe_int
 from numatune.system.host import Host
 
 FORMAT = "numatune.nvml-record/1"
 SAVED = "/numatune/nvml.json"  # in a snapshot's root, beside sys/ and proc/
+MAX_PID = 1 << 22  # the kernel's PID_MAX_LIMIT
 MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS on Hopper/Blackwell (12 on Ampere); absent links answer "Not Supported"
 NVLINK_DEVICE_SWITCH = 2  # nvmlIntNvLinkDeviceType_t: 0 GPU, 1 IBM NPU, 2 NVSwitch, 255 unknown
 FABRIC_STATES = {0: "not-supported", 1: "not-started", 2: "in-progress", 3: "completed"}
@@ -206,63 +208,76 @@ def nvml_bdf(bus_id: object) -> str | None:
     return f"{value:04x}:{bus}:{rest}"
 
 
-def _count(value: object, default: int | None = None) -> int | None:
-    """A record's non-negative integer (an index, a PID): a JSON number, or DEFAULT for anything else."""
-    return value if type(value) is int and 0 <= value < 1 << 64 else default
+def _answer(doc: Doc, key: str) -> Doc | None:
+    """A record's answer to one query, or None when NVML did not give one: absent, or kept as {"error": text}
+    (an unsupported query, never guessed)."""
+    node = doc.at(key)
+    value = node.value
+    if value is None or (isinstance(value, dict) and "error" in value):
+        return None
+    return node
 
 
-def _ok(value: object) -> bool:
-    return value is not None and not isinstance(value, dict)
+def _text(doc: Doc, key: str) -> str | None:
+    """A string answer (a name, a UUID, a version), None when NVML gave none."""
+    node = _answer(doc, key)
+    return node.str() if node is not None else None
 
 
-def fabric_from_record(doc: dict, note: str, source: str) -> GpuFabric:
-    """NVLink pairs (NV#), NVSwitch-connected pairs, UUIDs, fabric state and compute processes."""
+def fabric_from_record(record: dict | Doc, note: str, source: str) -> GpuFabric:
+    """NVLink pairs (NV#), NVSwitch-connected pairs, UUIDs, fabric state and compute processes. The record (live,
+    or a saved root's: a document like any a user gives) is read through model.document: a field of another
+    type than `record` writes is InputError naming it, never a Python error."""
+    doc = record if isinstance(record, Doc) else Doc(record, SAVED)
     gpus: list[NvmlGpu] = []
     direct: dict[tuple[str, str], int] = {}
     to_switch: dict[str, int] = {}
     bdfs = {}
-    for g in doc.get("gpus", ()):
-        if not isinstance(g, dict):
-            continue
-        bdf = nvml_bdf((g.get("pci") or {}).get("bus_id") if isinstance(g.get("pci"), dict) else None)
+    records = doc.records("gpus")
+    for g in records:
+        pci = _answer(g, "pci")
+        bdf = nvml_bdf(pci.mapping().scalar("bus_id")) if pci is not None else None
         if bdf is not None:
-            bdfs[g.get("index")] = bdf
+            bdfs[g.int("index", 0, MAX_ID)] = bdf
     known = set(bdfs.values())
-    for g in doc.get("gpus", ()):
-        bdf = bdfs.get(g.get("index")) if isinstance(g, dict) else None
+    for g in records:
+        bdf = bdfs.get(g.int("index", 0, MAX_ID))
         if bdf is None:
             continue
         active = 0
-        for link in g.get("nvlinks") or ():
-            if not isinstance(link, dict) or link.get("state") != "active":
+        links = _answer(g, "nvlinks")
+        for link in links.records() if links is not None else ():
+            state = _answer(link, "state")
+            if state is None or state.scalar() != "active":
                 continue
             active += 1
-            remote = link.get("remote_pci")
-            peer = nvml_bdf(remote.get("bus_id")) if isinstance(remote, dict) else None
-            rtype = link.get("remote_device_type")
+            remote = _answer(link, "remote_pci")
+            peer = nvml_bdf(remote.mapping().scalar("bus_id")) if remote is not None else None
+            kind = _answer(link, "remote_device_type")
+            rtype = kind.int(lo=0, hi=MAX_ID) if kind is not None else None
             if rtype == NVLINK_DEVICE_SWITCH or (peer is not None and peer not in known and rtype != 0):
                 to_switch[bdf] = to_switch.get(bdf, 0) + 1
             elif peer in known and peer != bdf:
                 key = (min(bdf, peer), max(bdf, peer))
                 direct[key] = direct.get(key, 0) + 1  # counted from both ends: halved below
-        fabric = g.get("fabric") if isinstance(g.get("fabric"), dict) else {}
-        state = fabric.get("state")
-        status = fabric.get("status")
-        procs = g.get("compute_processes")
+        fabric = _answer(g, "fabric")
+        fabric_state = fabric.mapping().int("state", 0, MAX_ID) if fabric is not None else None
+        status = fabric.int("status", -(1 << 31), 1 << 32) if fabric is not None else None
+        procs = _answer(g, "compute_processes")
+        numa = _answer(g, "numa_node")
+        affinity = _answer(g, "cpu_affinity")
         gpus.append(NvmlGpu(
-            index=_count(g.get("index"), len(gpus)),
+            index=g.int("index", 0, MAX_ID, default=len(gpus)),
             bdf=bdf,
-            uuid=g["uuid"] if isinstance(g.get("uuid"), str) else None,
-            name=g["name"] if isinstance(g.get("name"), str) else None,
+            uuid=_text(g, "uuid"),
+            name=_text(g, "name"),
             nvlinks_active=active,
-            fabric_state=FABRIC_STATES.get(state, str(state)) if isinstance(state, int) else None,
-            fabric_status=("success" if status == 0 else f"NVML error {status}") if isinstance(status, int) else None,
-            processes=tuple(sorted(pid for p in procs
-                                   if isinstance(p, dict) and (pid := _count(p.get("pid"))) is not None))
-            if isinstance(procs, list) else (),
-            numa_node=numa if isinstance(numa := g.get("numa_node"), int) and numa >= 0 else None,
-            cpu_affinity=tuple(sorted(c for c in aff if isinstance(c, int)))
-            if isinstance(aff := g.get("cpu_affinity"), list) else (),
+            fabric_state=FABRIC_STATES.get(fabric_state, str(fabric_state)) if fabric_state is not None else None,
+            fabric_status=("success" if status == 0 else f"NVML error {status}") if status is not None else None,
+            processes=tuple(sorted(pid for p in procs.records() if (pid := p.int("pid", 0, MAX_PID)) is not None))
+            if procs is not None else (),
+            numa_node=node if numa is not None and (node := numa.int(lo=-1, hi=MAX_ID)) >= 0 else None,
+            cpu_affinity=tuple(sorted(affinity.ints(lo=0, hi=MAX_ID))) if affinity is not None else (),
         ))
     links = [FabricLink(a, b, "nvlink", (n + 1) // 2, source=source) for (a, b), n in sorted(direct.items())]
     switched = sorted(to_switch)
@@ -270,13 +285,12 @@ def fabric_from_record(doc: dict, note: str, source: str) -> GpuFabric:
         for b in switched[i + 1:]:
             pair = (min(a, b), max(a, b))
             links.append(FabricLink(pair[0], pair[1], "nvswitch", min(to_switch[a], to_switch[b]), source=source))
-    driver = doc.get("driver_version")
     return GpuFabric(
         links=tuple(links),
         nvlink="nvml" if source == "nvml" else "saved",
         nvlink_note=note,
         nvml_gpus=tuple(sorted(gpus, key=lambda x: x.index)),
-        driver_version=driver if isinstance(driver, str) else None,
+        driver_version=_text(doc, "driver_version"),
     )
 
 

@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from numatune.errors import InputError
+from numatune.model.document import Doc
 
 
 def _read(path: str | Path) -> str:
-    from numatune.system.infile import read_input
+    """The text of a configuration file: a regular file of at most MAX_CONFIG_BYTES (4 MiB; a cluster's
+    slurm.conf is a few hundred KB)."""
+    from numatune.system.infile import MAX_CONFIG_BYTES, read_input
 
     try:
-        return read_input(path, "configuration file").decode("utf-8")
+        return read_input(path, "configuration file", MAX_CONFIG_BYTES).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"cannot read {path}: {exc}") from None
 
@@ -43,10 +46,20 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def parse_pairs(line: str) -> dict[str, str]:
-    """`Key=Value Key2=Value2` -> {"key": "Value"} (keys lower-cased, as Slurm matches them)."""
+#: `Key=Value` pairs one line (and NodeName=DEFAULT's, all together) may set: Slurm has ~40 node keys. Bounded, as
+#: every NodeName line is merged with the defaults (a default of 500,000 keys copied per line was quadratic).
+MAX_PAIRS = 256
+
+
+def parse_pairs(line: str, where: str = "the Slurm configuration") -> dict[str, str]:
+    """`Key=Value Key2=Value2` -> {"key": "Value"} (keys lower-cased, as Slurm matches them); more than MAX_PAIRS
+    is InputError naming WHERE."""
     out = {}
-    for token in line.split():
+    tokens = line.split()
+    if len(tokens) > MAX_PAIRS:
+        raise InputError(f"{where}: a line of {len(tokens):,} words; Slurm's lines set at most a few dozen keys "
+                         f"(numatune reads {MAX_PAIRS})")
+    for token in tokens:
         key, sep, value = token.partition("=")
         if sep:
             out[key.lower()] = value
@@ -58,11 +71,14 @@ def slurm_node_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:
     defaults: dict[str, str] = {}
     out = []
     for number, line in logical_lines(_read(path)):
-        pairs = parse_pairs(line)
+        pairs = parse_pairs(line, f"{path}:{number}")
         if "nodename" not in pairs:
             continue
         if pairs["nodename"].upper() == "DEFAULT":
             defaults.update({k: v for k, v in pairs.items() if k != "nodename"})
+            if len(defaults) > MAX_PAIRS:
+                raise InputError(f"{path}:{number}: NodeName=DEFAULT lines set {len(defaults):,} keys; Slurm has a "
+                                 f"few dozen (numatune reads {MAX_PAIRS})")
             continue
         out.append((number, {**defaults, **pairs}))
     return out
@@ -73,6 +89,7 @@ def slurm_node_tokens(path: str | Path) -> dict[int, list[tuple[str, str]]]:
     NodeName=DEFAULT values): what a suggested fix line keeps."""
     out = {}
     for number, line in logical_lines(_read(path)):
+        parse_pairs(line, f"{path}:{number}")  # the bound
         pairs = [(k, v) for k, sep, v in (t.partition("=") for t in line.split()) if sep]
         if pairs and pairs[0][0].lower() == "nodename" and pairs[0][1].upper() != "DEFAULT":
             out[number] = pairs
@@ -82,8 +99,8 @@ def slurm_node_tokens(path: str | Path) -> dict[int, list[tuple[str, str]]]:
 def slurmd_parameters(path: str | Path) -> set[str]:
     """The SlurmdParameters flags of slurm.conf (numa_node_as_socket, l3cache_as_socket, allow_ecores, ...)."""
     out: set[str] = set()
-    for _, line in logical_lines(_read(path)):
-        value = parse_pairs(line).get("slurmdparameters")
+    for number, line in logical_lines(_read(path)):
+        value = parse_pairs(line, f"{path}:{number}").get("slurmdparameters")
         if value:
             out.update(v.strip().lower() for v in value.split(",") if v.strip())
     return out
@@ -93,7 +110,7 @@ def gres_lines(path: str | Path) -> list[tuple[int, dict[str, str]]]:
     """gres.conf lines with a Name= (AutoDetect= lines become {"autodetect": ...})."""
     out = []
     for number, line in logical_lines(_read(path)):
-        pairs = parse_pairs(line)
+        pairs = parse_pairs(line, f"{path}:{number}")
         if "name" in pairs or "autodetect" in pairs:
             out.append((number, pairs))
     return out
@@ -108,31 +125,38 @@ def _load_document(path: str | Path, what: str) -> Any:
     return load_document(text, str(path), "json" if text.lstrip().startswith(("{", "[")) else "yaml")
 
 
-def load_kubelet_config(path: str | Path) -> dict[str, Any]:
-    """A kubelet config file: JSON or YAML."""
+def load_kubelet_config(path: str | Path) -> Doc:
+    """A kubelet config file (JSON or YAML), read through model.document: each field is checked where
+    check_kubelet reads it."""
     doc = _load_document(path, "kubelet config")
     if not isinstance(doc, dict):
         raise InputError(f"{path} is not a KubeletConfiguration (expected a mapping at the top)")
-    kind = doc.get("kind")
-    if kind is not None and kind != "KubeletConfiguration":
-        raise InputError(f"{path} is a {kind}, not a KubeletConfiguration")
-    return doc
+    view = Doc(doc, str(path))
+    kind = view.text("kind", default="KubeletConfiguration")
+    if kind != "KubeletConfiguration":
+        raise InputError(f"{path} is a {kind[:80]}, not a KubeletConfiguration")
+    return view
 
 
-def load_resource_slices(path: str | Path) -> list[dict[str, Any]]:
+def load_resource_slices(path: str | Path) -> list[Doc]:
     """Every ResourceSlice in a file: `kubectl get resourceslices -o yaml|json` (a List), one slice, or a YAML
-    stream of them. Anything else in a List is left out; a file with no ResourceSlice at all is refused."""
+    stream of them. Anything else in a List is left out; a file with no ResourceSlice at all is refused. Each
+    slice is a model.document view: its fields are checked where they are read."""
     doc = _load_document(path, "ResourceSlices")
+    where = str(path)
     slices = []
-    for item in doc if isinstance(doc, list) else [doc]:
-        if not isinstance(item, dict):
+    stream = doc if isinstance(doc, list) else [doc]
+    for i, value in enumerate(stream):
+        item = Doc(value, where, f"[{i}]" if len(stream) > 1 or isinstance(doc, list) else "")
+        if not isinstance(value, dict):
             continue
-        if item.get("kind") == "ResourceSlice":
+        kind = item.text("kind")
+        if kind == "ResourceSlice":
             slices.append(item)
-        elif str(item.get("kind", "")).endswith("List") and isinstance(item.get("items"), list):
+        elif kind.endswith("List") and isinstance(value.get("items"), list):
             # kubectl's List: its items carry their kind; a ResourceSliceList's may not
-            slices += [i for i in item["items"] if isinstance(i, dict) and i.get("kind", "ResourceSlice")
-                       == "ResourceSlice"]
+            slices += [i for i in item.list("items") if isinstance(i.value, dict)
+                       and i.text("kind", default="ResourceSlice") == "ResourceSlice"]
     if not slices:
         raise InputError(f"{path} holds no ResourceSlice",
                          hint="give the output of `kubectl get resourceslices -o yaml`")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from numatune.analysis.fleet import Fleet, Group, Pool
+from numatune.analysis.fleet import Fleet, Group, Pool, Unreadable
 from numatune.render.envelope import envelope
 
 
@@ -50,7 +50,14 @@ def render_fleet_text(fleet: Fleet, unreadable: list[tuple[str, str]]) -> str:
         lines.append(f"note: {note}")
     for where, why in unreadable:
         lines.append(f"unreadable: {where}: {why}")
+    if unlisted(unreadable):
+        lines.append(f"unreadable: {unlisted(unreadable):,} more, counted, not listed")
     return "\n".join(lines) + "\n"
+
+
+def unlisted(unreadable: list[tuple[str, str]]) -> int:
+    """How many unreadable inputs were counted beyond those listed (an analysis.fleet.Unreadable), else 0."""
+    return unreadable.unlisted if isinstance(unreadable, Unreadable) else 0
 
 
 def _gib(n: int | None) -> str:
@@ -109,5 +116,6 @@ def fleet_document(fleet: Fleet, unreadable: list[tuple[str, str]]) -> dict[str,
             for p in fleet.pools
         ],
         unreadable=[{"source": w, "reason": r} for w, r in unreadable],
+        unreadable_count=len(unreadable) + unlisted(unreadable),
         notes=list(fleet.notes),
     )

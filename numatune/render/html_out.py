@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
-    from numatune.analysis.fleet import Fleet
+    from numatune.analysis.fleet import Fleet, Group
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;color:#222;margin:24px;max-width:1500px}
@@ -163,6 +163,22 @@ def _inline(svg: str) -> str:
     return svg.rstrip("\n")
 
 
+def _example_picture(g: Group) -> str:
+    """The picture of a group's first report, or why it is not drawn: a stranger's report whose fields the
+    picture reads have other types than inspect --json writes (render.picture.check_picture)."""
+    if not g.example:
+        return ""
+    from numatune.errors import InputError
+    from numatune.model.document import Doc
+    from numatune.render.picture import check_picture
+
+    try:
+        check_picture(Doc(g.example, f"the report of {g.nodes[0]}"))
+    except InputError as exc:
+        return f'<p class="sub">picture not drawn: {esc(exc.message)}</p>'
+    return f'<div class="picture">{_inline(render_svg(g.example, title=f"group {g.id}: {g.nodes[0]}"))}</div>'
+
+
 def fleet_html(fleet: Fleet, unreadable: Sequence[tuple[str, str]]) -> str:
     """One row per topology group: who is in it, how it differs from the reference, its findings, its picture
     (drawn from the group's first node's report)."""
@@ -186,12 +202,14 @@ def fleet_html(fleet: Fleet, unreadable: Sequence[tuple[str, str]]) -> str:
         shape += "<br>kernels: " + esc(", ".join(f"{k} x{v}" for k, v in g.kernels.items()))
         found = findings_table([{"code": f.code, "severity": f.severity, "message": f.message,
                                  "count": f"{len(f.nodes)}/{len(g.nodes)}"} for f in g.findings], with_count=True)
-        doc = g.example
-        picture = (f'<div class="picture">{_inline(render_svg(doc, title=f"group {g.id}: {g.nodes[0]}"))}</div>'
-                   if doc else "")
+        picture = _example_picture(g)
         rows.append(f"<tr><td>{who}</td><td>{shape}</td><td>{found}</td></tr>"
                     f"<tr><td colspan=\"3\">{picture}</td></tr>")
     body.append("<table>\n<tr><th>group</th><th>shape</th><th>findings</th></tr>\n" + "\n".join(rows) + "\n</table>")
     if unreadable:
+        from numatune.render.fleet_out import unlisted
+
         body += ["<h2>Unreadable</h2>", _table(["source", "reason"], [[w, r] for w, r in unreadable], mono=(0,))]
+        if unlisted(unreadable):
+            body.append(f'<p class="sub">{unlisted(unreadable):,} more, counted, not listed</p>')
     return _page(title, body)

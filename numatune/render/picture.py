@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from numatune.cpulist import format_cpulist
+from numatune.model.document import MAX_ID, MAX_SIZE, Doc
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ FABRIC_FILL = "#d9ccef"  # NVLink/XGMI: any cell the matrix names that is not a 
 PATH_TEXT = {"PIX": "#1b5e20", "PXB": "#33691e", "PHB": "#6d5d00", "NODE": "#8a4b00", "SYS": "#a11d15"}
 INK = "#222222"
 MUTED = "#666666"
+MAX_MBPS = 1e12  # a bandwidth (MB/s) or latency (ns) in a report beyond any machine's: its bound
 
 
 def esc(text: object) -> str:
@@ -356,6 +358,60 @@ def _column_height(col: _Column, dev_lines: dict[str, list[tuple[str, str]]]) ->
         for d in devs:
             h += len(dev_lines[d["bdf"]]) * LINE + 8 + 9
     return h + PAD - 6 + 6
+
+
+def check_picture(doc: Doc) -> None:
+    """Every field of an inspect report render_svg reads beyond those analysis.diff.check_inspect_document
+    proves (it is drawn from a stranger's report in `fleet --format html`), by type and range
+    (model.document): InputError naming the field, never a Python error mid-drawing."""
+    doc.scalar("source")
+    cpu = doc.mapping("cpu")
+    cpu.str("model")
+    cpu.scalar("cores")
+    for kind in doc.mapping("cpu_kinds").records("kinds"):
+        kind.int("rank", -MAX_ID, MAX_ID)
+        kind.scalar("part")
+    for finding in doc.records("findings"):
+        finding.scalar("subject")
+    pm = doc.mapping("path_matrix")
+    for link in pm.records("links"):
+        link.scalar("a")
+        link.scalar("b")
+        link.number("max_bandwidth_mbps", 0, MAX_MBPS)
+    pm.strs("names")
+    pm.scalar("order_note")
+    for node in doc.records("nodes"):
+        node.str("kind_evidence")
+        for entry in node.records("hmat"):
+            entry.scalar("access_class")
+            entry.ints("initiators", 0, MAX_ID)
+            entry.number("read_latency_ns", 0, MAX_MBPS)
+            entry.number("read_bandwidth_mbps", 0, MAX_MBPS)
+            entry.scalar("unknown_reason")
+    for device in doc.records("devices"):
+        device.str("kind", required=True)
+        device.str("bdf", required=True)
+        device.mapping("nvidia").str("model")
+        for key in ("device_name", "vendor_name", "vendor_id", "device_id"):
+            device.str(key)
+        link = device.mapping("link")
+        link.str("current_speed")
+        link.scalar("current_width")
+        device.str("host_bridge")
+        device.scalar("kfd_cpu_agent")
+    cxl = doc.mapping("cxl")
+    for memdev in cxl.records("memdevs"):
+        memdev.str("pci_bdf")
+        memdev.mapping("link").number("gbps", 0, MAX_MBPS)
+    for region in cxl.records("regions"):
+        for member in region.records("members"):
+            member.str("switch")
+    for dax in cxl.records("dax"):
+        dax.int("target_node", -1, MAX_ID)
+        for key in ("name", "backing", "mode"):
+            dax.str(key)
+        dax.scalar("region")
+        dax.int("size", 0, MAX_SIZE)
 
 
 def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None = None,

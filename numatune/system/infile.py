@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_INPUT_BYTES = 64 << 20  # a state file of 100,000 IRQs is ~20 MB; a policy or config a few KB
+#: A report or probe document numatune wrote (`inspect --json` for diff, `probe --json` for --probe): an inspect
+#: report of a 1,152-CPU node is ~100 KB, a probe of 34 nodes ~1 MB.
+MAX_REPORT_BYTES = 16 << 20
 
 
 _MAGIC = ((b"\x1f\x8b", "a gzip file"), (b"BZh", "a bzip2 file"), (b"\xfd7zXZ\x00", "an xz file"),
@@ -40,21 +43,31 @@ def decode_input(raw: bytes, what: str, name: str) -> str:
 
 
 def read_input(path: str | os.PathLike[str], what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of the file `what` (e.g. "state file") at `path`; InputError for anything else."""
+    """The bytes of the file `what` (e.g. "state file") at `path`; InputError for anything else. A file past
+    `limit` is refused on its size, before a byte is read, and the bytes are read into one buffer (a list of
+    pieces joined held the file twice)."""
     name = os.fspath(path)
     fd = open_input(name, what)
     try:
-        chunks, size = [], 0
-        while chunk := os.read(fd, 1 << 20):
-            size += len(chunk)
-            if size > limit:
-                raise InputError(f"{what} {name} is larger than {limit >> 20} MiB, which no {what} is")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise InputError(f"{what} {name} is larger than {_mib(limit)}, which no {what} is")
+        pieces = [os.read(fd, size + 1)]
+        total = len(pieces[0])
+        while total > size and (chunk := os.read(fd, 1 << 20)):  # it grew since: read on, still bounded
+            total += len(chunk)
+            if total > limit:
+                raise InputError(f"{what} {name} is larger than {_mib(limit)}, which no {what} is")
+            pieces.append(chunk)
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
     except OSError as exc:
         raise InputError(f"cannot read {what} {name}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
+
+
+def _mib(limit: int) -> str:
+    return f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
 
 
 def open_input(path: str | os.PathLike[str], what: str) -> int:
@@ -82,37 +95,76 @@ def open_input(path: str | os.PathLike[str], what: str) -> int:
 #: No document numatune reads nests deeper (an inspect report ~8 levels, a kubelet config ~5); the
 #: parsers recurse once per level, so 1,000 nested "[" would end in RecursionError (exit 70).
 MAX_DEPTH = 64
-#: TOML and YAML are parsed in pure Python (~1-3 MB/s): a configuration is a few KB, and a bigger one
-#: would take minutes. JSON (C speed) keeps read_input's bound.
+#: TOML and YAML are parsed in pure Python, about 4-8 us of CPU a value (PyYAML's libyaml loader still resolves
+#: and constructs each node in Python): a configuration is a few KB; 4 MiB of long strings is cheap, and the
+#: values are bounded apart (MAX_CONFIG_VALUES). JSON (C speed) keeps read_input's bound.
 MAX_CONFIG_BYTES = 4 << 20
-_BRACKETS = bytes.maketrans(b"[{]}", b"(())")
-_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+#: Values (and keys) a TOML or YAML document may hold: ~1-2 s of CPU. A kubelet config or policy holds ~100;
+#: `kubectl get resourceslices -o yaml` of ~500 eight-GPU nodes ~200,000 (a cluster's file: give it as JSON,
+#: or only this node's slices). 4 MiB of `- 1` lines held a million: 75 s.
+MAX_CONFIG_VALUES = 200_000
+#: What a JSON document may build when parsed, estimated before parsing from its text and the containers and
+#: values the scan counts (an empty object is 64 bytes parsed, a value ~48 with its slot): an honest state
+#: file of 32,768 IRQs is ~40 MB; 63 MB of `{}` would have built 1.6 GB.
+MAX_PARSED_BYTES = 96 << 20
+CONTAINER_BYTES, VALUE_BYTES = 64, 48
 _NOT_STRUCTURE = {  # strings and comments: their brackets are text. Each pattern is linear: every character
     # belongs to exactly one part ("unrolled" strings), and an unclosed string ends the text instead of failing.
     "json": r'"[^"\\]*(?:\\[\s\S][^"\\]*)*"?',
     "toml": r'"[^"\\\n]*(?:\\[\s\S][^"\\\n]*)*"?|\'[^\'\n]*\'?|#[^\n]*',
     "yaml": r'"[^"\\]*(?:\\[\s\S][^"\\]*)*"?|\'[^\']*\'?|(?:^|(?<=\s))#[^\n]*',
 }
+#: What marks one more value (or key) outside strings: separators, and for TOML and YAML each line.
+_VALUE_MARKS = {"json": (",", ":"), "toml": ("\n", "=", ","), "yaml": ("\n", ":", ",", "- ")}
 _NAMES = {"json": "JSON", "toml": "TOML", "yaml": "YAML"}
 
 
-def nesting(text: str, fmt: str) -> int:
-    """How deep TEXT's brackets (and, for YAML, its indented blocks) nest, at most MAX_DEPTH + 1: a linear
-    scan, made before a recursive parser sees the text. Counts the brackets of a document cut short too
-    (a stream's piece), and errs towards deeper, never shallower, where a string's end is unclear."""
+_BRACKETS = bytes.maketrans(b"[{]}", b"(())")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+#: JSON is scanned a piece at a time, cut after a newline (never inside a valid JSON string): the strings' removal
+#: makes one object a string, so a whole 64 MiB of `"",` at once would have held gigabytes.
+_PIECE = 1 << 20
+_LONG_LINE = 4 << 20  # a JSON line longer than this is counted with its strings' characters (more, never fewer)
+
+
+def structure(text: str, fmt: str) -> tuple[int, int, int]:
+    """(nesting depth, at most MAX_DEPTH + 1; containers; values and keys): a linear scan at C speed, made before
+    a recursive parser sees the text. Counts the brackets of a document cut short too (a stream's piece), and
+    errs towards more, never fewer, where a string's end is unclear. JSON is scanned in pieces of ~1 MiB (cut
+    after a newline, which no valid JSON string holds); TOML and YAML, at most MAX_CONFIG_BYTES, whole (YAML's
+    indentation is not measured past MAX_CONFIG_VALUES values: such a document is refused on them)."""
     import re
 
-    skeleton = re.sub(_NOT_STRUCTURE[fmt], "", text)
-    # UTF-8 never holds an ASCII byte inside another character: the brackets are the bytes 5b 5d 7b 7d
-    brackets = skeleton.encode("utf-8", "surrogatepass").translate(_BRACKETS, _NOT_BRACKETS).decode("ascii")
+    pattern = re.compile(_NOT_STRUCTURE[fmt])
+    marks = _VALUE_MARKS[fmt]
+    values, block, brackets = 0, 0, []
+    pos, size = 0, len(text)
+    while pos < size:
+        end = size if fmt != "json" else text.find("\n", pos + _PIECE) + 1 or size
+        piece = text[pos:end]
+        pos = end
+        skeleton = piece if len(piece) > _LONG_LINE and fmt == "json" else pattern.sub("", piece)
+        del piece
+        values += sum(skeleton.count(mark) for mark in marks)
+        if fmt == "yaml" and values <= MAX_CONFIG_VALUES:  # past it the document is refused on its values
+            block = _block_depth(skeleton)
+        # UTF-8 never holds an ASCII byte inside another character: the brackets are the bytes 5b 5d 7b 7d
+        brackets.append(skeleton.encode("utf-8", "surrogatepass").translate(_BRACKETS, _NOT_BRACKETS))
+        del skeleton
+    pairs = b"".join(brackets).decode("ascii")
+    del brackets
+    containers = pairs.count("(")
     depth = 0
-    while "()" in brackets and depth <= MAX_DEPTH:  # each pass removes the innermost pairs: one level
-        brackets = brackets.replace("()", "")
+    while "()" in pairs and depth <= MAX_DEPTH:  # each pass removes the innermost pairs: one level
+        pairs = pairs.replace("()", "")
         depth += 1
-    depth += brackets.count("(")  # opened and not closed (yet)
-    if fmt == "yaml":
-        depth += _block_depth(skeleton)
-    return min(depth, MAX_DEPTH + 1)
+    depth += pairs.count("(")  # opened and not closed (yet)
+    return min(depth + block, MAX_DEPTH + 1), containers, values + containers
+
+
+def nesting(text: str, fmt: str) -> int:
+    """How deep TEXT's brackets (and, for YAML, its indented blocks) nest, at most MAX_DEPTH + 1 (structure's)."""
+    return structure(text, fmt)[0]
 
 
 def _block_depth(text: str) -> int:
@@ -137,11 +189,32 @@ def _block_depth(text: str) -> int:
     return deepest
 
 
+def rough_json_bytes(text: str, start: int = 0) -> int:
+    """An upper estimate of what TEXT[start:] builds parsed as JSON, from counts alone (a string's brackets and
+    commas counted as structure: more, never less): four passes at C speed, nothing copied. For a stream's
+    window, where structure()'s exact scan would cost more than the decoding."""
+    containers = text.count("{", start) + text.count("[", start)
+    values = text.count(",", start) + text.count(":", start) + containers
+    return len(text) - start + CONTAINER_BYTES * containers + VALUE_BYTES * values
+
+
 def check_nesting(text: str, where: str, fmt: str = "json") -> None:
-    """InputError (exit 3) naming WHERE when TEXT nests deeper than MAX_DEPTH."""
-    if nesting(text, fmt) > MAX_DEPTH:
+    """InputError (exit 3) naming WHERE when TEXT nests deeper than MAX_DEPTH, or would build more than numatune
+    parses (JSON: MAX_PARSED_BYTES estimated; TOML, YAML: MAX_CONFIG_VALUES values)."""
+    depth, containers, values = structure(text, fmt)
+    if depth > MAX_DEPTH:
         raise InputError(f"{where} nests deeper than {MAX_DEPTH} levels, which no {_NAMES[fmt]} document "
                          "numatune reads does: refused before parsing")
+    if fmt == "json":
+        parsed = len(text) + CONTAINER_BYTES * containers + VALUE_BYTES * values
+        if parsed > MAX_PARSED_BYTES:
+            raise InputError(f"{where} would take about {parsed >> 20:,} MiB parsed ({containers:,} arrays and "
+                             f"objects, {values:,} values), more than the {MAX_PARSED_BYTES >> 20} MiB any JSON "
+                             "document numatune reads takes: refused before parsing")
+    elif values > MAX_CONFIG_VALUES:
+        raise InputError(f"{where} holds about {values:,} values, more than the {MAX_CONFIG_VALUES:,} numatune parses "
+                         f"in {_NAMES[fmt]} (a configuration holds hundreds): refused before parsing",
+                         hint="give a large listing as JSON (kubectl ... -o json), or only this node's part of it")
 
 
 def load_document(text: str, where: str, fmt: str = "json") -> Any:
@@ -153,6 +226,10 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
         raise InputError(f"{where} is larger than {MAX_CONFIG_BYTES >> 20} MiB, which no {_NAMES[fmt]} "
                          "configuration is")
     check_nesting(text, where, fmt)
+    import gc
+
+    collecting = gc.isenabled()
+    gc.disable()  # a parse builds only acyclic containers: the collector's passes made it superlinear (YAML: 2x)
     try:
         if fmt == "json":
             import json
@@ -191,6 +268,9 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
         raise InputError(f"{where} nests too deeply to be read") from None
     except ValueError as exc:  # a number of more than 4,300 digits (json, tomllib, yaml's int)
         raise InputError(f"{where} is not a document numatune reads: {value_error(exc)}") from None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 # A YAML alias (*name) is one more reference to a node, not a copy: 671 bytes of nested aliases made a list of

@@ -20,7 +20,7 @@ DOC = {
         {"bdf": "0000:19:00.0", "kind": "nic", "numa_node": 0},
         {"bdf": "0000:98:00.0", "kind": "gpu", "numa_node": 1},
     ],
-    "path_matrix": {"labels": ["GPU0", "GPU1", "NIC0"],
+    "path_matrix": {"labels": ["GPU0", "GPU1", "NIC0"], "devices": ["0000:18:00.0", "0000:98:00.0", "0000:19:00.0"],
                     "cells": [["X", "SYS", "PIX"], ["SYS", "X", "SYS"], ["PIX", "SYS", "X"]]},
     "settings": {"release": "6.8.0"},
     "findings": [],

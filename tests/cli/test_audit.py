@@ -449,7 +449,7 @@ def test_audit_probe_states_what_misplaced_pinned_buffers_cost(cli, tmp_path):
     assert p["pinned_host"]["cost"] is None and p["pinned_host"]["h2d_gbps_by_node"] == {}
     probe.write_text("{not json")
     bad = cli("--root", str(root), "audit", "4300", "--probe", str(probe))
-    assert bad.exit_code == 3 and "not JSON" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.exit_code == 3 and "is not valid JSON" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_pinned_pages_of_a_real_cuda_process_moved_to_the_other_grace(cli, tmp_path):

@@ -155,15 +155,29 @@ def test_a_version_2_report_diffs_clean_against_version_3(cli, tmp_path):
 
 
 MISTYPED = [
-    (lambda d: d.update(nodes="x"), "'nodes' field is not list of dict"),
-    (lambda d: d.update(devices=[1, None]), "'devices' field is not list of dict"),
-    (lambda d: d["nodes"][0].update(id="0"), "'nodes[0].id' field is not int"),
-    (lambda d: d["nodes"][0].update(cpus=["a"]), "'nodes[0].cpus' field is not list of int"),
-    (lambda d: d["nodes"][0].update(memory_total_kib="1"), "'nodes[0].memory_total_kib' field is not int or float"),
-    (lambda d: d.update(settings=[]), "'settings' field is not dict"),
-    (lambda d: d.update(path_matrix={"labels": ["GPU0", "NIC0"], "cells": [[["PIX"], "X"]]}),
-     "'path_matrix.cells[0]' field is not list of str"),
-    (lambda d: d.update(findings=[{"code": ["NT001"]}]), "'findings[0].code' field is not str"),
+    (lambda d: d.update(nodes="x"), "nodes: expected a list, got a string"),
+    (lambda d: d.update(devices=[1, None]), "devices[0]: expected a mapping, got an integer"),
+    (lambda d: d["nodes"][0].update(id="0"), "nodes[0].id: expected an integer, got a string"),
+    (lambda d: d["nodes"][0].update(cpus=["a"]), "nodes[0].cpus[0]: expected an integer, got a string"),
+    (lambda d: d["nodes"][0].update(memory_total_kib="1"),
+     "nodes[0].memory_total_kib: expected a number, got a string"),
+    (lambda d: d.update(settings=[]), "settings: expected a mapping, got a list"),
+    (lambda d: d.update(path_matrix={"labels": ["GPU0", "NIC0"], "devices": ["a", "b"], "cells": [[["PIX"], "X"]]}),
+     "path_matrix.cells[0][0]: expected a string, got a list"),
+    (lambda d: d.update(findings=[{"code": ["NT001"]}]), "findings[0].code: expected a string, got a list"),
+    # issue 41: an OverflowError and an IndexError (exit 70) before
+    (lambda d: d["nodes"][0].update(memory_total_kib=int("9" * 400)),
+     "nodes[0].memory_total_kib: an integer of 400 digits is out of range"),
+    (lambda d: d.update(path_matrix={"labels": ["GPU0", "NIC0"], "devices": ["a"], "cells": [["X", "PIX"]]}),
+     "path_matrix.devices: 1 devices for 2 labels"),
+    (lambda d: d["nodes"][0].update(distances={"0": [10]}), "nodes[0].distances.0: expected an integer, got a list"),
+    (lambda d: d.update(findings=[{"code": "NT001", "severity": ["error"]}]),
+     "findings[0].severity: expected a string, got a list"),
+    (lambda d: d.update(hostname=["n1"]), "hostname: expected a string, got a list"),
+    (lambda d: d["settings"].update(release={"a": 1}),
+     "settings.release: expected a string or a number, got a mapping"),
+    (lambda d: d.update(cxl={"regions": [{"interleave_ways": "2"}]}),
+     "cxl.regions[0].interleave_ways: expected an integer, got a string"),
 ]
 
 

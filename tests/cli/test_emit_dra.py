@@ -94,23 +94,22 @@ def test_check_with_no_slice_for_the_node_names_the_nodes_it_has(cli, tmp_path):
     assert result.exit_code == 3 and "no ResourceSlice for node 'dgx01' (its slices are for dgx02)" in result.stderr
 
 
-@pytest.mark.parametrize("edit", [
-    lambda s: s["spec"].update(devices=5),
-    lambda s: s["spec"].update(devices="gpu-0"),
-    lambda s: s.update(metadata=["slice"]),
-    lambda s: s.update(metadata="slice"),
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda s: s["spec"].update(devices=5), "spec.devices: expected a list, got an integer"),
+    (lambda s: s["spec"].update(devices="gpu-0"), "spec.devices: expected a list, got a string"),
+    (lambda s: s.update(metadata=["slice"]), "metadata: expected a mapping, got a list"),
+    (lambda s: s.update(metadata="slice"), "metadata: expected a mapping, got a string"),
+    (lambda s: s["spec"]["devices"][0].update(attributes=[1]), "spec.devices[0].attributes: expected a mapping"),
+    (lambda s: s["spec"].update(nodeName=["dgx01"]), "spec.nodeName: expected a string or a number, got a list"),
 ])
-def test_check_takes_a_slice_with_mistyped_fields_as_publishing_nothing(cli, tmp_path, edit):
-    """devices as a number or text, metadata as a list or text: the slice publishes no checkable device (it was
-    a Python error, exit 70)."""
+def test_check_refuses_a_slice_with_mistyped_fields_naming_the_field(cli, tmp_path, edit, words):
+    """devices as a number or text, metadata as a list or text (a Python error, exit 70, then a slice taken as
+    publishing nothing): exit 3 naming the file and the field (issue 41)."""
     s = nvidia_slice(_topo(DGX), node="dgx01")
     edit(s)
     result = _check(cli, tmp_path, json.dumps(s), "--node-name", "dgx01")
-    assert result.exit_code == 0, result.stderr
-    (res,) = [r for r in json.loads(result.stdout)["checks"] if r["name"] == "scheduler.resource_slices"]
-    assert res["status"] == "passed" if isinstance(s["spec"]["devices"], list) else res["status"] == "skipped"
-    if res["status"] == "skipped":
-        assert res["skipped_reason"] == "the ResourceSlices of dgx01 publish no device"
+    assert result.exit_code == 3, result.stderr
+    assert f"slices.yaml: {words}" in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def test_check_names_a_few_of_the_nodes_of_a_cluster_file(cli, tmp_path):

@@ -19,6 +19,12 @@ INPUTS = {  # the arguments after --root ROOT, with {f} the input file
     "check --policy": ["check", "--policy", "{f}"],
     "check --slurm-conf": ["check", "--slurm-conf", "{f}"],
     "plan-memory --probe": ["plan-memory", "--params", "1e6", "--node", "0", "--reserve", "0", "--probe", "{f}"],
+    # issue 41: audit --probe read the file itself (a FIFO waited for ever, /dev/zero ended in MemoryError)
+    "audit --probe": ["audit", "1", "--probe", "{f}"],
+    "check --gres-conf": ["check", "--gres-conf", "{f}"],
+    "check --kubelet-config": ["check", "--kubelet-config", "{f}"],
+    "check --resource-slices": ["check", "--resource-slices", "{f}"],
+    "diff": ["diff", "{f}", "{f}"],
 }
 
 

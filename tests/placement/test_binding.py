@@ -97,6 +97,10 @@ def test_a_node_this_machine_lacks_is_an_error_unless_best_effort():
     ({"node": 0, "allow_isolated": "yes"}, "allow_isolated='yes': expected True or False"),
     ({"node": 0, "best_effort": 1}, "best_effort=1: expected True or False"),
     ({"node": 0, "inherit": "yes"}, "inherit='yes': expected True, False or None"),
+    # issue 41: a TypeError from the root's reader before
+    ({"dry_run": True, "root": b"/"}, "root=b'/': expected a path as text"),
+    ({"dry_run": True, "root": 123}, "root=123: expected a path as text"),
+    ({"dry_run": True, "root": "a\0b"}, "root='a\\x00b': expected a path as text"),
 ])
 def test_impossible_keywords_are_usage_errors(kw, message):
     with pytest.raises(UsageError, match=re.escape(message)):
