@@ -168,10 +168,11 @@ def view(doc: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
         out[f"device {d['bdf']}"] = ("devices", f"{d['kind']} on {where}" + (f" ({names})" if names else ""))
     pm = doc.get("path_matrix") or {}
     labels, devs, cells = pm.get("labels") or [], pm.get("devices") or [], pm.get("cells") or []
+    nics = [j for j, lab in enumerate(labels) if lab.startswith("NIC")]  # found once, not once a GPU
     for i, label in enumerate(labels):
         if not label.startswith("GPU"):
             continue
-        best = _best_nic_path(labels, cells[i] if i < len(cells) else [])
+        best = _best_nic_path(nics, cells[i] if i < len(cells) else [])
         if best is not None:
             out[f"device {devs[i]} nearest NIC path"] = ("devices", best)
     settings = doc.get("settings") or {}
@@ -202,8 +203,11 @@ def cpu_kinds_summary(doc: dict[str, Any]) -> str | None:
 _PATH_RANK = {"X": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 
 
-def _best_nic_path(labels: list[str], row: list[str]) -> str | None:
-    paths = [row[j] for j, lab in enumerate(labels) if lab.startswith("NIC") and j < len(row)]
+def _best_nic_path(nics: list[int], row: list[str]) -> str | None:
+    """The shortest path kind in `row` to a NIC (`nics`: the NIC columns, ascending): work bounded by the row."""
+    from bisect import bisect_left
+
+    paths = [row[j] for j in nics[:bisect_left(nics, len(row))]]
     return min(paths, key=lambda p: _PATH_RANK.get(p, 9)) if paths else None
 
 

@@ -192,11 +192,10 @@ def _nearest_nics(doc: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
         if not label.startswith("GPU") or i >= len(cells):
             continue
         best = None
-        for j, other in enumerate(labels):
-            cell = cells[i][j] if j < len(cells[i]) else None
-            if other.startswith("NIC") and cell in rank and (best is None or rank[cell] < rank[best[1]]):
-                best = (other, cell)
-        if best:
+        for j, cell in enumerate(cells[i][:len(labels)]):  # the row, not every label: work bounded by the cells
+            if labels[j].startswith("NIC") and cell in rank and (best is None or rank[cell] < rank[best[1]]):
+                best = (labels[j], cell)
+        if best and i < len(devices):
             out[devices[i]] = best
     return out
 
