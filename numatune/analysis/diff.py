@@ -1,6 +1,6 @@
 """Compare two nodes' topologies: what a BIOS update, a new kernel or a swapped card changed.
 
-Both sides are `numatune.inspect/3` (or /2, /1) documents (a root or snapshot is turned into one first), so a
+Both sides are `numatune.inspect/4` (or /3, /2, /1) documents (a root or snapshot is turned into one first), so a
 live node, a saved tree and a report gathered last month compare the same way. A document is
 flattened into a *view*: ordered keys ("node 1 cpus", "device 0000:18:00.0") with short string
 values; the difference of two views is the list of keys whose values differ. Fields that change
@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 INSPECT_SCHEMA = SCHEMAS["inspect"]
-READABLE_SCHEMAS = ("numatune.inspect/1", "numatune.inspect/2", INSPECT_SCHEMA)  # /2 added fabric links and
-# cpu_kinds (absent from /1); /3 renumbered GPUi (numatune.model.order): devices are compared by BDF, never by label
+READABLE_SCHEMAS = ("numatune.inspect/1", "numatune.inspect/2", "numatune.inspect/3", INSPECT_SCHEMA)  # /2 added
+# fabric links and cpu_kinds (absent from /1); /3 renumbered GPUi (numatune.model.order): devices are compared by BDF,
+# never by label; /4 keeps NVSwitch GPUs as one group (path_matrix.nvswitch), not pairs in path_matrix.links
 PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")
 MEMORY_TOLERANCE = 0.02  # node memory within 2% is "the same" (firmware and kernels reserve a little)
 

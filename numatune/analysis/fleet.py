@@ -29,7 +29,7 @@ from numatune.numbers import maybe_int
 @dataclass(frozen=True)
 class NodeReport:
     name: str  # hostname, file name or pdsh/clush prefix
-    doc: dict[str, Any]  # numatune.inspect/3 (or /2, /1)
+    doc: dict[str, Any]  # numatune.inspect/4 (or /3, /2, /1)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from numatune.cpulist import format_cpulist
 from numatune.model._record import record
 from numatune.model.topology import PciDevice, Topology
-from numatune.numbers import maybe_int
+from numatune.numbers import MAX_DIGITS, maybe_int
 
 
 @record
@@ -330,11 +330,8 @@ def fabric_link_counts(topo: Topology) -> tuple[dict[tuple[str, str], int], str]
     system therefore gets 0 everywhere, and so do its lines here, to agree with AutoDetect."""
     fabric = getattr(topo, "fabric", None)
     out: dict[tuple[str, str], int] = {}
-    switched = False
+    switched = bool(getattr(fabric, "nvswitch", ()))  # one group of GPUs (topology.NvSwitchMember), never pairs
     for link in getattr(fabric, "links", ()) or ():
-        if link.kind == "nvswitch":
-            switched = True
-            continue
         n = link.count or 1
         out[(link.a, link.b)] = out[(link.b, link.a)] = n
     note = ("GPUs share an NVSwitch fabric: every pair is equally connected and Slurm's Links= counts only direct "
@@ -500,12 +497,12 @@ def in_hostlist(name: str, expr: str) -> bool:
 def _numbers_at(name: str, i: int, ranges: tuple[_Range, ...]) -> list[int]:
     """The ends of the numbers of `ranges` (as Slurm writes them: zero-padded to the width) that start at i."""
     run = i
-    while run < len(name) and run - i <= 40 and "0" <= name[run] <= "9":
+    while run < len(name) and run - i < MAX_DIGITS and "0" <= name[run] <= "9":
         run += 1
     out = []
     for j in range(i + 1, run + 1):
         digits = name[i:j]
-        value = int(digits)
+        value = maybe_int(digits, "hostlist") or 0
         if any(first <= value <= last and len(digits) == max(w, len(str(value))) for first, last, w in ranges):
             out.append(j)
     return out

@@ -13,7 +13,7 @@ anywhere. pynvml and json are imported only when a root has NVIDIA GPUs.
 from __future__ import annotations
 
 from numatune.errors import InputError, ParseError
-from numatune.model.topology import FabricLink, GpuFabric, NvmlGpu
+from numatune.model.topology import FabricLink, GpuFabric, NvmlGpu, NvSwitchMember
 from numatune.numbers import maybe_int
 from numatune.system.host import Host
 
@@ -216,7 +216,7 @@ def _ok(value: object) -> bool:
 
 
 def fabric_from_record(doc: dict, note: str, source: str) -> GpuFabric:
-    """NVLink pairs (NV#), NVSwitch-connected pairs, UUIDs, fabric state and compute processes."""
+    """NVLink pairs (NV#), the GPUs on an NVSwitch fabric (one group), UUIDs, fabric state and compute processes."""
     gpus: list[NvmlGpu] = []
     direct: dict[tuple[str, str], int] = {}
     to_switch: dict[str, int] = {}
@@ -265,14 +265,10 @@ def fabric_from_record(doc: dict, note: str, source: str) -> GpuFabric:
             if isinstance(aff := g.get("cpu_affinity"), list) else (),
         ))
     links = [FabricLink(a, b, "nvlink", (n + 1) // 2, source=source) for (a, b), n in sorted(direct.items())]
-    switched = sorted(to_switch)
-    for i, a in enumerate(switched):
-        for b in switched[i + 1:]:
-            pair = (min(a, b), max(a, b))
-            links.append(FabricLink(pair[0], pair[1], "nvswitch", min(to_switch[a], to_switch[b]), source=source))
     driver = doc.get("driver_version")
     return GpuFabric(
         links=tuple(links),
+        nvswitch=tuple(NvSwitchMember(bdf, n, source) for bdf, n in sorted(to_switch.items())),
         nvlink="nvml" if source == "nvml" else "saved",
         nvlink_note=note,
         nvml_gpus=tuple(sorted(gpus, key=lambda x: x.index)),

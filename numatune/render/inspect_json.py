@@ -1,4 +1,4 @@
-"""The `numatune.inspect/3` JSON document (documented in docs/json-schemas.md)."""
+"""The `numatune.inspect/4` JSON document (documented in docs/json-schemas.md)."""
 
 from __future__ import annotations
 
@@ -74,6 +74,7 @@ def _with_dra(topo: Topology) -> list[dict[str, Any]]:
 
 
 def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> dict[str, Any]:
+    label_of = {bdf.lower(): label for bdf, label in zip(matrix.devices, matrix.labels, strict=True)}
     return envelope(
         "inspect",
         source=topo.source,
@@ -113,6 +114,8 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
             "cells": [list(row) for row in matrix.cells],
             "numa_nodes": list(matrix.nodes),
             "links": [dict(to_jsonable(x), label=fabric_label(x)) for x in matrix.links],
+            "nvswitch": [dict(to_jsonable(m), label=label_of[m.bdf.lower()]) for m in matrix.nvswitch],
+            "cells_note": matrix.cells_note,
             "nvlink": {"state": matrix.nvlink, "note": matrix.nvlink_note},
         },
         gpu_fabric={
