@@ -75,6 +75,7 @@ def _with_dra(topo: Topology) -> list[dict[str, Any]]:
 
 def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> dict[str, Any]:
     label_of = {bdf.lower(): label for bdf, label in zip(matrix.devices, matrix.labels, strict=True)}
+    names = {n.id: str(n.id) for n in topo.nodes}  # one key string a node for N^2 distances, not one a distance
     return envelope(
         "inspect",
         source=topo.source,
@@ -90,7 +91,7 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
                 "memory_free_kib": n.memory_free_kib,
                 "kind": n.kind,
                 "kind_evidence": n.kind_evidence,
-                "distances": {str(k): v for k, v in n.distances.items()},
+                "distances": {names.get(k) or str(k): v for k, v in n.distances.items()},
                 "tier": n.tier,
                 "hmat": to_jsonable(n.hmat),
                 "memory_side_caches": to_jsonable(n.memory_side_caches),
