@@ -405,3 +405,129 @@ def test_the_picture_grows_with_what_it_draws_not_the_document():
 
     assert growth(doc, render_svg, 400) < 8
     assert len(render_svg(doc(4000))) < 2 << 20
+
+
+# -- many GPUs and NICs (found by trying: each GPU compared with every NIC) -------------------------------
+def _pci_tree(path, gpus: int, nics: int) -> str:
+    """`gpus` NVIDIA GPUs and `nics` NICs as PCI functions under one root port of one host bridge."""
+    files, links = {"sys/devices/system/node/node0/cpulist": b"0-3\n"}, []
+    for i in range(gpus + nics):
+        bdf = f"0000:{1 + (i >> 8):02x}:{(i >> 3) & 31:02x}.{i & 7}"
+        d = f"sys/devices/pci0000:00/0000:00:01.0/{bdf}"
+        files[f"{d}/class"] = b"0x030200\n" if i < gpus else b"0x020000\n"
+        files[f"{d}/vendor"] = b"0x10de\n" if i < gpus else b"0x15b3\n"
+        files[f"{d}/numa_node"] = b"0\n"
+        links.append((f"sys/bus/pci/devices/{bdf}", f"../../../devices/pci0000:00/0000:00:01.0/{bdf}"))
+    _archive(path, files)
+    with tarfile.open(path, "r:gz") as tar:
+        members = [(m, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()]
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+        for m, data in members:
+            tar.addfile(m, io.BytesIO(data) if data is not None else None)
+        for name, target in links:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def many_devices(tmp_path_factory):
+    return _pci_tree(tmp_path_factory.mktemp("pci") / "pci.tar.gz", 2000, 2000)
+
+
+@pytest.mark.parametrize("args", [["inspect", "--json"], ["check", "--json"], ["emit", "slurm"], ["emit", "dra"],
+                                  ["irq", "--json"], ["inspect", "--format", "prometheus"]],
+                         ids=lambda a: " ".join(a))
+def test_2000_gpus_and_2000_nics_are_read_in_linear_time(many_devices, args):
+    """A 280 KB archive: each GPU's nearest NIC was a scan of every NIC (inspect, check, prometheus, nfd), emit
+    slurm compared every GPU pair (and searched a list for each), emit dra scanned the NICs per GPU twice, and
+    irq looked each device up by a scan of all of them (8,000 NICs: 6.6 s)."""
+    r = answered("--root", many_devices, *args, codes=(0, 1))
+    if args == ["emit", "slurm"]:
+        assert "GPUs under one PCIe switch: 0-1 PIX, 0-2 PIX" in r.stdout and "1,999,000 pairs in all" in r.stdout
+
+
+def _scan_nearest(gpu, nics):
+    """The scan NicIndex replaces: the first NIC of the nearest path kind."""
+    from numatune.model.paths import RANK, connection
+
+    best = None
+    for nic in nics:
+        kind = connection(gpu, nic)
+        if best is None or RANK[kind] < RANK[best[1]]:
+            best = (nic, kind)
+    return best
+
+
+def test_the_nic_index_finds_what_the_scan_found():
+    """Random devices over every fact `connection` reads (function, bridges, host bridge, node, KFD agent)."""
+    import random
+
+    from numatune.model.paths import NicIndex
+    from numatune.model.topology import PciDevice
+
+    rng = random.Random(41)
+
+    def dev(kind: str, i: int) -> PciDevice:
+        chain = tuple(rng.choice(["0000:00:01.0", "0000:00:02.0", "0000:01:00.0"]) for _ in range(rng.randint(0, 2)))
+        return PciDevice(bdf=rng.choice([f"0000:{i:02x}:00.0", "0000:99:00.0"]), path=rng.choice(["", "/sys/x"]),
+                         class_code=0, vendor_id=0, device_id=0, kind=kind, numa_node=rng.choice([None, 0, 1]),
+                         inferred_node=rng.choice([None, None, 0, 1]), ancestors=chain,
+                         host_bridge=rng.choice([None, "pci0000:00", "pci0000:40"]),
+                         kfd_cpu_agent=rng.choice([None, 0, 1]))
+
+    for _ in range(3000):
+        nics = [dev("nic", i) for i in range(rng.randint(0, 6))]
+        gpu = dev("gpu", 50)
+        assert NicIndex(nics).nearest(gpu) == _scan_nearest(gpu, nics), (gpu, nics)
+
+
+def test_dra_pairings_find_what_the_scan_found():
+    import random
+
+    from numatune.plan.dra import DeviceAttributes, pairings
+
+    rng = random.Random(41)
+
+    def attrs(kind: str, i: int) -> DeviceAttributes:
+        node = rng.choice([None, 0, 1, 2])
+        return DeviceAttributes(f"0000:{i:02x}:00.0", kind, f"{kind.upper()}{i}", "",
+                                rng.choice([None, "pci0", "pci1"]), node,
+                                None if node is None else tuple(rng.sample([0, 1, 2], rng.randint(1, 3))))
+
+    def scan(g, nics, form):
+        def share(a, b) -> bool:
+            if a.numa_node is None or b.numa_node is None:
+                return False
+            if form == "list":
+                return bool(set(a.numa_nodes or ()) & set(b.numa_nodes or ()))
+            return a.numa_node == b.numa_node
+        root = [n for n in nics if g.pcie_root is not None and n.pcie_root == g.pcie_root]
+        return root[0] if root else next((n for n in nics if share(g, n)), None)
+
+    for _ in range(2000):
+        devices = [attrs("gpu", i) for i in range(rng.randint(1, 4))]
+        devices += [attrs("nic", i) for i in range(rng.randint(0, 5))]
+        nics = sorted((a for a in devices if a.kind == "nic"), key=lambda a: a.bdf)
+        for form in ("scalar", "list"):
+            assert [p.nic for p in pairings(devices, form)] == [scan(g, nics, form) for g in devices if g.kind == "gpu"]
+
+
+def test_nearest_nics_and_pairings_grow_linearly():
+    from numatune.model.paths import NicIndex
+    from numatune.model.topology import PciDevice
+
+    def devices(n: int) -> tuple[list, list]:
+        def one(kind: str, i: int) -> PciDevice:
+            return PciDevice(bdf=f"0000:{i >> 8:02x}:{i & 255:02x}.0", path="/sys/x", class_code=0, vendor_id=0,
+                             device_id=0, kind=kind, numa_node=0, ancestors=("0000:00:01.0",), host_bridge="pci0000:00")
+        return [one("gpu", i) for i in range(n)], [one("nic", n + i) for i in range(n)]
+
+    def nearest(pair: tuple[list, list]) -> None:
+        index = NicIndex(pair[1])
+        for g in pair[0]:
+            index.nearest(g)
+
+    assert growth(devices, nearest, 2000) < 8
+
