@@ -145,12 +145,13 @@ def test_toml_keys_dotted_thousands_deep_are_refused_before_parsing(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "deepest"), [
-    ("a.b.c = 1\n", 3), ("[t.u]\nv.w = 1.5\n", 4 + 1), ('x = {p.q.r = 1, "s.t" = 2}\n', 1 + 3),
-    ("a = 1.5\nb = [1.5, 2.5]\n", 1 + 1), ('"a.b.c" = 1\n', 1), ("t = 1979-05-27T07:32:00\n", 1),
+    ("a.b.c = 1\n", 2), ("[t.u]\nv.w = 1.5\n", 1 + 1 + 1), ('x = {p.q.r = 1, "s.t" = 2}\n', 1 + 2),
+    ("a = 1.5\nb = [1.5, 2.5]\n", 1), ('"a.b.c" = 1\n', 0), ("t = 1979-05-27T07:32:00\n", 0),
+    ('a = "[[[" # [[[[\nb = [[1]]\n[t]\n', 2),
 ])
 def test_toml_depth_counts_dotted_keys_not_values(text, deepest):
-    """Keys only, from each `=` back to the line's start or an inline table's `{` or `,`; a string's dots are
-    not a key's (headers and keys add up: never less than the true depth)."""
+    """Brackets, and the dots of keys only, from each `=` back to the line's start or an inline table's `{` or
+    `,` (a value's or a string's dots are not a key's); the most dotted header and key add up."""
     from numatune.system.infile import load_document, nesting
 
     assert nesting(text, "toml") == deepest
@@ -329,7 +330,7 @@ def test_host_lists_are_parsed_and_matched_in_linear_time():
 
     assert growth(lambda n: "a[" * n, unclosed, 20_000) < 8
     assert growth(lambda n: "a" * n + "[", unclosed, 100_000) < 8
-    assert growth(lambda n: "a[1]" * n, lambda t: in_hostlist("a1" * 10, t), 20_000) < 8
+    assert growth(lambda n: "a[1]" * n, lambda t: in_hostlist("a1" * 10, t), 50_000) < 8
     assert growth(lambda n: ",".join(f"n{i}[1-9]" for i in range(n)), lambda t: in_hostlist("n9999[9]", t),
                   5_000) < 8
 

@@ -10,6 +10,7 @@ kind is looked at first). A leaf module: stdlib only.
 
 from __future__ import annotations
 
+import gc
 import os
 import stat
 
@@ -104,17 +105,17 @@ _KEY_ENDS = str.maketrans("{},[]", "\n\n\n\n\n")
 
 
 def _dotted_depth(skeleton: str) -> int:
-    """TOML's nesting by dotted keys (`a.b.c = 1` is three tables deep, `[a.b]` two), which no bracket shows:
-    the most parts of a table header plus the most parts of a key, each key read back from its `=` to the
-    line's start or an inline table's `{` or `,` (strings and comments are already gone: a quoted key's
-    parts still count by their dots). A linear scan; tomllib built 20,000 levels in 1.9 GB."""
+    """TOML's nesting by dotted keys, which no bracket shows (`a.b.c = 1` is two tables below `a = 1`, `[a.b]`
+    one below `[a]`): the most dots of a table header plus the most dots of a key, each key read back from its
+    `=` to the line's start or an inline table's `{` or `,` (strings and comments are already gone: a quoted
+    key's parts still count by their dots). A linear scan; tomllib built 20,000 levels in 1.9 GB."""
     headers = keys = 0
     for line in skeleton.split("\n"):
         if line.lstrip().startswith("["):
-            headers = max(headers, line.count(".") + 1)
+            headers = max(headers, line.count("."))
         for piece in line.translate(_KEY_ENDS).split("\n"):
             for key in piece.split("=")[:-1]:
-                keys = max(keys, key.count(".") + 1)
+                keys = max(keys, key.count("."))
     return headers + keys
 
 
@@ -183,10 +184,14 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
             # `kubectl get -o yaml` (the Python one took 13 s on 600,000 aliases)
             loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
             docs = []
+            merges = "<<" in text or "merge" in text  # `<<` or its tag `!!merge`: else nothing to count
+            collecting = gc.isenabled()
+            gc.disable()  # the node graph and the values hold no cycle the collector could free: its passes over
+            # them grew with the document (a 4x larger one took 6-7x as long)
             try:
                 while loader.check_node():  # yaml.load_all, with the merge keys counted between compose and build
                     node = loader.get_node()
-                    if _merged_size(node, yaml.MappingNode, len(text) * ALIAS_GROWTH + 10_000) is None:
+                    if merges and _merged_size(node, yaml.MappingNode, len(text) * ALIAS_GROWTH + 10_000) is None:
                         raise InputError(f"{where}: its YAML merge keys (<<: *name) copy more than {ALIAS_GROWTH} "
                                          "entries a byte of the file (or merge a map into itself), which no "
                                          "configuration needs: refused")
@@ -195,6 +200,8 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
                         docs.append(doc)
             finally:
                 loader.dispose()
+                if collecting:
+                    gc.enable()
         except yaml.YAMLError as exc:
             raise InputError(f"{where} is not valid YAML: {' '.join(str(exc).split())}") from None
         expanded = _expanded_size(docs, len(text) * ALIAS_GROWTH + 10_000)
