@@ -36,9 +36,10 @@ def parse_cpulist(text: str, limit: int = MAX_ID) -> frozenset[int]:
             used, _, group = stride_spec.partition("/")
             lo, hi = _span(span, limit)
             used_n, group_n = int(used), int(group)
-            if used_n <= 0 or group_n <= 0:
-                raise ValueError(f"bad stride in {part!r}")
-            produced = _produced(produced, min(used_n, group_n) * ((hi - lo) // group_n + 1), limit)
+            if used_n <= 0 or group_n <= 0 or used_n > group_n:  # the kernel's bitmap_parselist refuses
+                # used > group too: its groups overlap ("0-65535:65536/1" would insert 2^31 ids one by one)
+                raise ValueError(f"bad stride in {part[:40]!r}: each group of {group_n} uses {used_n}")
+            produced = _produced(produced, used_n * ((hi - lo) // group_n + 1), limit)
             for start in range(lo, hi + 1, group_n):
                 out.update(range(start, min(start + used_n, hi + 1)))
         else:

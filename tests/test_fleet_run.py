@@ -42,7 +42,7 @@ def test_other_schema_and_broken_json_are_lines_not_stops(monkeypatch):
     text = "\n".join([json.dumps(DOC), json.dumps({"schema": "numatune.check/1"}), json.dumps(DOC)])
     fleet, bad = fleet_run.run_fleet(("-",), stdin=Trickle(text + "\n{ not json\n"))
     assert fleet.total == 2 and fleet.groups[0].nodes == ("stdin#1", "stdin#3")
-    assert bad[0] == ("stdin #2", "is a numatune.check/1 report; expected numatune.inspect/3 "
+    assert bad[0] == ("stdin #2", "is a numatune.check/1 report; expected numatune.inspect/4 "
                                    "(made by `numatune inspect --json`)")
     assert bad[1][0] == "stdin #4" and bad[1][1].startswith("not valid JSON")
 

@@ -1,6 +1,6 @@
 """Compare two nodes' topologies: what a BIOS update, a new kernel or a swapped card changed.
 
-Both sides are `numatune.inspect/3` (or /2, /1) documents (a root or snapshot is turned into one first), so a
+Both sides are `numatune.inspect/4` (or /3, /2, /1) documents (a root or snapshot is turned into one first), so a
 live node, a saved tree and a report gathered last month compare the same way. A document is
 flattened into a *view*: ordered keys ("node 1 cpus", "device 0000:18:00.0") with short string
 values; the difference of two views is the list of keys whose values differ. Fields that change
@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 INSPECT_SCHEMA = SCHEMAS["inspect"]
-READABLE_SCHEMAS = ("numatune.inspect/1", "numatune.inspect/2", INSPECT_SCHEMA)  # /2 added fabric links and
-# cpu_kinds (absent from /1); /3 renumbered GPUi (numatune.model.order): devices are compared by BDF, never by label
+READABLE_SCHEMAS = ("numatune.inspect/1", "numatune.inspect/2", "numatune.inspect/3", INSPECT_SCHEMA)  # /2 added
+# fabric links and cpu_kinds (absent from /1); /3 renumbered GPUi (numatune.model.order): devices are compared by BDF,
+# never by label; /4 keeps NVSwitch GPUs as one group (path_matrix.nvswitch), not pairs in path_matrix.links
 PLACED_KINDS = ("gpu", "nic", "nvme", "accelerator", "cxl")
 MEMORY_TOLERANCE = 0.02  # node memory within 2% is "the same" (firmware and kernels reserve a little)
 
@@ -176,10 +177,11 @@ def view(doc: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
         out[f"device {d['bdf']}"] = ("devices", f"{d['kind']} on {where}" + (f" ({names})" if names else ""))
     pm = doc.get("path_matrix") or {}
     labels, devs, cells = pm.get("labels") or [], pm.get("devices") or [], pm.get("cells") or []
+    nics = [j for j, lab in enumerate(labels) if lab.startswith("NIC")]  # found once, not once a GPU
     for i, label in enumerate(labels):
         if not label.startswith("GPU"):
             continue
-        best = _best_nic_path(labels, cells[i] if i < len(cells) else [])
+        best = _best_nic_path(nics, cells[i] if i < len(cells) else [])
         if best is not None:
             out[f"device {devs[i]} nearest NIC path"] = ("devices", best)
     settings = doc.get("settings") or {}
@@ -210,8 +212,11 @@ def cpu_kinds_summary(doc: dict[str, Any]) -> str | None:
 _PATH_RANK = {"X": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 
 
-def _best_nic_path(labels: list[str], row: list[str]) -> str | None:
-    paths = [row[j] for j, lab in enumerate(labels) if lab.startswith("NIC") and j < len(row)]
+def _best_nic_path(nics: list[int], row: list[str]) -> str | None:
+    """The shortest path kind in `row` to a NIC (`nics`: the NIC columns, ascending): work bounded by the row."""
+    from bisect import bisect_left
+
+    paths = [row[j] for j in nics[:bisect_left(nics, len(row))]]
     return min(paths, key=lambda p: _PATH_RANK.get(p, 9)) if paths else None
 
 

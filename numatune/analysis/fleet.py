@@ -29,7 +29,7 @@ from numatune.numbers import maybe_int
 @dataclass(frozen=True)
 class NodeReport:
     name: str  # hostname, file name or pdsh/clush prefix
-    doc: dict[str, Any]  # numatune.inspect/3 (or /2, /1)
+    doc: dict[str, Any]  # numatune.inspect/4 (or /3, /2, /1)
 
 
 @dataclass(frozen=True)
@@ -166,19 +166,24 @@ def shape(doc: dict[str, Any]) -> dict[str, str]:
     rows = []
     for n in nodes:
         dist = n.get("distances") or {}
-        rows.append(" ".join(str(dist.get(j, "-")) for j in ids))
+        if len(dist) >= len(ids) and all(j in dist for j in ids):  # a whole row, as the kernel writes it
+            rows.append(" ".join(str(dist[j]) for j in ids))
+        else:  # what the row holds, not a dash for each node it lacks: 40,000 nodes without distances were N^2
+            rows.append(" ".join(f"{j}:{v}" for j, v in dist.items()) or "-")
     out["distances"] = " / ".join(rows) if any(r.strip("- ") for r in rows) else "none"
     out["gpus"], out["nics"] = _placement(doc.get("devices") or [])
     pm = doc.get("path_matrix") or {}
     labels, cells = pm.get("labels") or [], pm.get("cells") or []
     nic_columns = [j for j, lab in enumerate(labels) if lab.startswith("NIC")]
     if nic_columns:
+        from bisect import bisect_left
+
         paths: dict[str, int] = {}
         for i, lab in enumerate(labels):
             if not lab.startswith("GPU"):
                 continue
             row = cells[i] if i < len(cells) else []
-            found = [row[j] for j in nic_columns if j < len(row)]
+            found = [row[j] for j in nic_columns[:bisect_left(nic_columns, len(row))]]  # bounded by the row
             if found:
                 best = min(found, key=lambda p: _PATH_RANK.get(p, 9))
                 paths[best] = paths.get(best, 0) + 1

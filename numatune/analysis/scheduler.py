@@ -187,15 +187,21 @@ def check_gres(lines: Sequence[tuple[int, Mapping[str, str]]], expected: Sequenc
     by_file = {g.file: g for g in expected if g.file}
     mine = [(n, p) for n, p in lines if p.get("name") == "gpu" and _for_node(p.get("nodename"), node_name)]
     autodetect = any(p.get("autodetect", "off").lower() not in ("off", "") for _, p in lines if "name" not in p)
-    files = [f for _, p in mine for f in _files(p.get("file", ""))]
+    per_line = [_files(p.get("file", "")) for _, p in mine]
+    files = [f for line in per_line for f in line]
+    if len(files) > MAX_GRES_FILES:
+        from numatune.errors import InputError
+
+        raise InputError(f"{where} names more than {MAX_GRES_FILES} GPU device files for {node_name}, which no node "
+                         "has")
     if (mine or not autodetect) and expected and len(files) != len(expected) and files:
         yield NT524(f"gres.conf names {len(files)} GPU file(s) for {node_name}, the node has {len(expected)} GPU(s)",
                     "one line per GPU: " + "; ".join(g.text(node_name) for g in expected), where)
     socket_cores = [set(layout.socket_cores(s)) for s in range(len(layout.sockets))]
     all_cores = {c.index for c in layout.cores}
-    for number, p in mine:
+    for (number, p), line_files in zip(mine, per_line, strict=True):
         subject = f"{where}:{number}"
-        for file in _files(p.get("file", "")):
+        for file in line_files:
             gpu = by_file.get(file)
             if gpu is None:
                 if by_file:
@@ -220,16 +226,19 @@ def check_gres(lines: Sequence[tuple[int, Mapping[str, str]]], expected: Sequenc
                             subject)
 
 
+MAX_GRES_FILES = 1024  # GPU device files of one node in gres.conf (a node has at most a few dozen GPUs)
+
+
 def _files(spec: str) -> list[str]:
     from numatune.plan.slurm import expand_hostlist
 
-    return expand_hostlist(spec) if spec else []
+    return expand_hostlist(spec, MAX_GRES_FILES) if spec else []
 
 
 def _for_node(expr: str | None, node_name: str) -> bool:
-    from numatune.plan.slurm import expand_hostlist
+    from numatune.plan.slurm import in_hostlist
 
-    return expr is None or node_name in expand_hostlist(expr)
+    return expr is None or in_hostlist(node_name, expr)
 
 
 def check_kubelet(doc: Doc, topo: Topology) -> Iterator[Finding]:

@@ -132,7 +132,7 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
     """NT520-NT534: each file against what `numatune emit` derives from this node (one result per file)."""
     from numatune.analysis.scheduler import check_gres, check_kubelet, check_slurm_node
     from numatune.errors import InputError
-    from numatune.plan.slurm import expand_hostlist
+    from numatune.plan.slurm import first_host, in_hostlist
     from numatune.readers import schedconf
 
     out: list[CheckResult] = []
@@ -145,15 +145,15 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
         name = files.node_name or node_name(host)
         if files.slurm_conf:
             lines = schedconf.slurm_node_lines(files.slurm_conf)
-            mine = [(n, p) for n, p in lines if name in expand_hostlist(p["nodename"])]
+            mine = [(n, p) for n, p in lines if in_hostlist(name, p["nodename"])]
             if not mine and len(lines) == 1:
                 mine = lines  # one node line: it is this node's, whatever the hostname in the root says
             if not mine:
                 raise InputError(f"{files.slurm_conf} has no NodeName line for {name!r}",
                                  hint="give the node's name with --node-name")
             number, node = mine[-1]
-            name = files.node_name or (name if name in expand_hostlist(node["nodename"])
-                                       else expand_hostlist(node["nodename"])[0])
+            name = files.node_name or (name if in_hostlist(name, node["nodename"])
+                                       else first_host(node["nodename"]) or name)
             e = slurm_emit(host, topo, name=name, **layout_opts)
             own = schedconf.slurm_node_tokens(files.slurm_conf).get(number, [])
             found = list(check_slurm_node(number, node, e.node, e.layout, e.memory_mib, files.slurm_conf, own))

@@ -55,7 +55,7 @@ def load_report_text(text: str, where: str) -> Any:
 
 
 def load_inspect(spec: str) -> tuple[dict[str, Any], str]:
-    """(numatune.inspect/3 document, kind) for any input diff accepts."""
+    """(numatune.inspect/4 document, kind) for any input diff accepts."""
     from numatune.analysis.diff import check_inspect_document
 
     kind = "root" if spec == "/" else sniff(spec)

@@ -39,6 +39,38 @@ def _as(fmt: str, doc: dict, text: str) -> str:
     return text
 
 
+MAX_CLOSE_PAIRS = 64  # named in the note; a real node has at most a few dozen GPU pairs under one switch
+
+
+def _close_pairs(gpus: list, index: list[int]) -> list[str]:
+    """"0-1 PIX" for each GPU pair under one PCIe switch (PIX or PXB: the same host bridge and root port), in
+    the order pair by pair gives, at most MAX_CLOSE_PAIRS and then how many in all: only the GPUs of one root
+    port are compared (2,000 GPUs were 2 million `connection`s and a list search each)."""
+    from bisect import bisect_right
+
+    from numatune.model.paths import connection
+
+    def port(g) -> tuple[str, str] | None:  # noqa: ANN001 - a PciDevice
+        return (g.host_bridge, g.ancestors[0]) if g.host_bridge and g.path and g.ancestors else None
+
+    ports: dict[tuple[str, str], list[int]] = {}
+    for i, g in enumerate(gpus):
+        if port(g) is not None:
+            ports.setdefault(port(g), []).append(i)
+    out: list[str] = []
+    for i, a in enumerate(gpus):
+        mates = ports.get(port(a), [])
+        for k in range(bisect_right(mates, i), len(mates)):  # the later GPUs of its port, until the note is full
+            if len(out) == MAX_CLOSE_PAIRS:
+                break
+            j = mates[k]
+            kind = connection(a, gpus[j])
+            if kind in ("PIX", "PXB"):
+                out.append(f"{index[i]}-{index[j]} {kind}")
+    total = sum(len(p) * (len(p) - 1) // 2 for p in ports.values())  # every pair of one port is PIX or PXB
+    return out + ([f"... {total:,} pairs in all"] if total > len(out) else [])
+
+
 def slurm_output(host: Host, fmt: str, **options) -> str:  # noqa: ANN003 - slurm_emit's keywords
     """`emit slurm`: the slurm.conf node line and gres.conf lines, or their JSON."""
     from numatune.render.emit_out import slurm_document, slurm_text
@@ -113,7 +145,6 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
                reserve_memory_mib: int | None = None, numa_as_socket: bool = False,
                nic_gres: bool = False, allow_ecores: bool = False,
                stand_ins: tuple[tuple[str, str], ...] = ()) -> SlurmEmit:
-    from numatune.model.paths import connection
     from numatune.plan.cores import cluster_summary
     from numatune.plan.slurm import (
         autodetect_note,
@@ -201,9 +232,7 @@ def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_c
             ": a task bound to one NUMA node (srun --cpu-bind=ldoms, or numatune launch's default --cpu-bind node) "
             "gets one cluster's cores and memory; with fewer tasks per socket than clusters bind them to sockets "
             "(srun --cpu-bind=sockets; numatune launch --cpu-bind socket --mem-policy socket)"))
-    pairs = [(a, b, connection(a, b)) for i, a in enumerate(gpus) for b in gpus[i + 1:]]
-    close = [f"{lines[gpus.index(a)].index}-{lines[gpus.index(b)].index} {kind}" for a, b, kind in pairs
-             if kind in ("PIX", "PXB")]
+    close = _close_pairs(gpus, [line.index for line in lines])
     if links_note:
         notes.append(links_note)
     elif len(gpus) > 1 and not any(g.links for g in lines):

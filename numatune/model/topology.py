@@ -380,6 +380,17 @@ class FabricLink:
 
 
 @record
+class NvSwitchMember:
+    """A GPU on the NVSwitch fabric. Membership is kept once a GPU, not once a pair: every two members are
+    joined through the switches (the pair's NV# is the fewer of their counts), and N GPUs would be N^2/2 links
+    (an NVML record of 1 MB: MemoryError)."""
+
+    bdf: str
+    count: int  # its active NVLinks to NVSwitch ports
+    source: str = ""  # "nvml" | "nvml record <path>"
+
+
+@record
 class NvmlGpu:
     """What NVML says about one NVIDIA GPU (not in sysfs)."""
 
@@ -399,16 +410,28 @@ class NvmlGpu:
 class GpuFabric:
     """GPU interconnect beside PCIe, and whether NVLink could be seen at all."""
 
-    links: tuple[FabricLink, ...] = ()
+    links: tuple[FabricLink, ...] = ()  # direct links: XGMI (KFD), NVLink GPU to GPU (NVML)
     nvlink: str = "n/a"  # "nvml" (live) | "saved" (NVML record in the root) | "not visible" | "n/a" (no NVIDIA GPU)
     nvlink_note: str = ""  # why not visible, or where the record came from
     nvml_gpus: tuple[NvmlGpu, ...] = ()
     driver_version: str | None = None
     peer_memory: str | None = None  # GPUDirect module: nvidia_peermem | nv_peer_mem | "" none | None unknown
     acs: Mapping[str, str] = EMPTY_MAP  # bridge BDF -> "redirect" | "no redirect" (ACS P2P), where readable
+    nvswitch: tuple[NvSwitchMember, ...] = ()  # GPUs on one NVSwitch fabric, in BDF order
 
     def link(self, a: str, b: str) -> FabricLink | None:
-        return next((x for x in self.links if {x.a, x.b} == {a, b}), None)
+        """The link between two GPUs (one lookup: a scan; `paths.FabricIndex` answers many)."""
+        direct = next((x for x in self.links if {x.a, x.b} == {a, b}), None)
+        if direct is not None or a == b:
+            return direct
+        ends = {m.bdf: m for m in self.nvswitch if m.bdf in (a, b)}
+        return switched_link(ends[a], ends[b]) if len(ends) == 2 else None
+
+
+def switched_link(x: NvSwitchMember, y: NvSwitchMember) -> FabricLink:
+    """Two NVSwitch members as the link the matrix shows between them (BDF order, the fewer links)."""
+    a, b = (x, y) if x.bdf <= y.bdf else (y, x)
+    return FabricLink(a.bdf, b.bdf, "nvswitch", min(a.count, b.count), source=a.source)
 
 
 @record

@@ -207,30 +207,33 @@ class Pairing:
     reason: str
 
 
-def _share_node(a: DeviceAttributes, b: DeviceAttributes, form: str) -> bool:
-    if a.numa_node is None or b.numa_node is None:
-        return False
-    if form == "list":
-        return bool(set(a.numa_nodes or ()) & set(b.numa_nodes or ()))
-    return a.numa_node == b.numa_node
-
-
 def pairings(attrs: Sequence[DeviceAttributes], form: str = "scalar") -> tuple[Pairing, ...]:
     """Per GPU (numatune's order): the NIC under the same pcieRoot, else one on the same numaNode (in the
     form the cluster publishes), else none, with the reason."""
     gpus = sorted((a for a in attrs if a.kind == "gpu" and a.label), key=lambda a: int(a.label[3:]))
     nics = sorted((a for a in attrs if a.kind == "nic"), key=lambda a: order.pci_sort_key(a.bdf))
+    # The first NIC (PCI order) under each root complex, and on each node (a scalar numaNode, or any node of the
+    # list form; neither when the NIC publishes no numaNode): one lookup a GPU, not a scan of every NIC (2,000
+    # GPUs and 2,000 NICs: 8.8 s)
+    by_root: dict[str, DeviceAttributes] = {}
+    by_node: dict[int, int] = {}
+    for i, n in enumerate(nics):
+        if n.pcie_root is not None:
+            by_root.setdefault(n.pcie_root, n)
+        if n.numa_node is not None:
+            for node in (n.numa_nodes or ()) if form == "list" else (n.numa_node,):
+                by_node.setdefault(node, i)
     out = []
     for g in gpus:
-        same_root = [n for n in nics if g.pcie_root is not None and n.pcie_root == g.pcie_root]
-        if same_root:
-            n = same_root[0]
+        n = by_root.get(g.pcie_root) if g.pcie_root is not None else None
+        if n is not None:
             out.append(Pairing(g, n, PCIE_ROOT, f"{n.label or n.bdf} ({n.bdf}) is under the same root complex "
                                                  f"{g.pcie_root}"))
             continue
-        same_node = [n for n in nics if _share_node(g, n, form)]
-        if same_node:
-            n = same_node[0]
+        near = [by_node[x] for x in ((g.numa_nodes or ()) if form == "list" else (g.numa_node,)) if x in by_node] \
+            if g.numa_node is not None else []
+        if near:
+            n = nics[min(near)]
             where = (f"numaNode {g.numa_node}" if form == "scalar" else
                      f"numaNode lists {list(g.numa_nodes or ())} and {list(n.numa_nodes or ())} intersect")
             root = (f"no NIC under its root complex {g.pcie_root}" if g.pcie_root else "it has no pcieRoot")

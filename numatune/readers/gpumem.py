@@ -21,7 +21,7 @@ from __future__ import annotations
 from numatune.model.topology import MEMORY_FROM_PCI, NumaNode, NvmlGpu, PciDevice
 from numatune.numbers import maybe_int
 from numatune.readers import NVIDIA_GPUS
-from numatune.readers.kfd import Kfd
+from numatune.readers.kfd import Kfd, agents_by_id
 from numatune.system.host import Host
 
 MIG_PLACEHOLDERS = 7  # the driver keeps one node per possible MIG instance after the GPU's own node
@@ -99,6 +99,7 @@ def attach_gpu_memory(
     """Nodes marked with the GPU they belong to; GPUs with their memory node, placeholders and CPU node."""
     by_id = {n.id: n for n in nodes}
     by_nvml = {g.bdf: g for g in nvml}
+    agents = agents_by_id(kfd) if kfd is not None else {}  # one lookup a GPU, not a scan of every agent
     marks: dict[int, tuple[str, str, bool]] = {}  # node -> (bdf, evidence, placeholder)
     out = []
     claimed = set(status.values()) | {g.numa_node for g in nvml if g.numa_node is not None}
@@ -131,7 +132,7 @@ def attach_gpu_memory(
             if home is not None:
                 d = d._replace(inferred_node=home, inferred_from="NVML CPU affinity")
         if kfd is not None and d.amd_kfd_node is not None and d.memory_node is None:
-            agent = kfd.agent(d.amd_kfd_node)
+            agent = agents.get(d.amd_kfd_node)
             here = d.node
             if agent is not None and agent.props.get("local_mem_size", -1) == 0 and here is not None \
                     and by_id.get(here) is not None and by_id[here].cpus:

@@ -8,6 +8,7 @@ link between CPU agents), nodes/N/p2p_links/M the indirect GPU-to-GPU paths the 
 
 from __future__ import annotations
 
+from numatune.errors import ParseError
 from numatune.model._record import record
 from numatune.numbers import maybe_int
 from numatune.system.host import Host, numbered
@@ -38,28 +39,45 @@ class KfdAgent:
     props: dict
 
 
+#: Every GPU partition is an agent (an MI300X in CPX mode is 8): 8 to 16 GPUs of 8 partitions and the CPU
+#: sockets are far below this. Each agent is read, indexed and, as a GPU, placed in the report: 4,000 agents
+#: in a 260 KB archive cost 1.9-3.5 GB; a topology listing more is refused, naming it.
+MAX_AGENTS = 1024
+
+
 @record
 class Kfd:
     agents: tuple[KfdAgent, ...] = ()
     links: tuple[KfdLink, ...] = ()
 
     def agent(self, node: int) -> KfdAgent | None:
+        """One lookup (a scan); `agents_by_id` for many."""
         return next((a for a in self.agents if a.id == node), None)
 
     def cpu_agent_of(self, node: int) -> int | None:
-        """The CPU agent a GPU agent hangs off: its lowest-weight direct link to a CPU (as rocm-smi picks it)."""
-        cpus = {a.id for a in self.agents if a.cpu}
-        best = None
-        for link in self.links:
-            if link.direct and link.node_from == node and link.node_to in cpus and (
-                best is None or (link.weight or 0) < (best.weight or 0)
-            ):
-                best = link
-        return best.node_to if best else None
+        """The CPU agent a GPU agent hangs off (one lookup; `cpu_agents` answers for every agent at once)."""
+        return cpu_agents(self).get(node)
 
     def link(self, a: int, b: int, *, direct: bool | None = None) -> KfdLink | None:
         return next((x for x in self.links if x.node_from == a and x.node_to == b
                      and (direct is None or x.direct == direct)), None)
+
+
+def agents_by_id(kfd: Kfd) -> dict[int, KfdAgent]:
+    return {a.id: a for a in reversed(kfd.agents)}  # the first of a repeated id, as Kfd.agent finds it
+
+
+def cpu_agents(kfd: Kfd) -> dict[int, int]:
+    """Agent -> the CPU agent it hangs off: its lowest-weight direct link to a CPU (as rocm-smi picks it, the
+    first of equal weights); one pass over the links, not one a GPU."""
+    cpus = {a.id for a in kfd.agents if a.cpu}
+    best: dict[int, KfdLink] = {}
+    for link in kfd.links:
+        if link.direct and link.node_to in cpus:
+            held = best.get(link.node_from)
+            if held is None or (link.weight or 0) < (held.weight or 0):
+                best[link.node_from] = link
+    return {node: link.node_to for node, link in best.items()}
 
 
 def parse_kfd_properties(text: str, where: str = "properties") -> dict[str, int]:
@@ -83,6 +101,8 @@ def read_kfd(host: Host) -> Kfd:
     ids = [i for i in host.listdir(KFD_NODES) if numbered(i, "") is not None]
     if not ids:
         return Kfd()
+    if len(ids) > MAX_AGENTS:
+        raise ParseError(KFD_NODES, f"{len(ids):,} agents, more than the {MAX_AGENTS} any machine's KFD lists")
     agents, links = [], []
     for i in ids:
         node = numbered(i, "")
@@ -143,25 +163,29 @@ def rocm_smi_topology(kfd: Kfd) -> dict[tuple[str, str], tuple[str, int, int]]:
     their CPU agents + the CPU-to-CPU link's (10 when there is none). Used to check the matrix.
     """
     gpus = [a for a in kfd.agents if a.bdf]
+    links: dict[tuple[int, int], KfdLink] = {}
+    for x in kfd.links:
+        if x.direct:
+            links.setdefault((x.node_from, x.node_to), x)
+    home = cpu_agents(kfd)
     out = {}
     for src in gpus:
         for dst in gpus:
             if src.id == dst.id:
                 continue
-            direct = kfd.link(src.id, dst.id, direct=True)
+            direct = links.get((src.id, dst.id))
             if direct is not None and direct.type == XGMI:
                 out[(src.bdf, dst.bdf)] = ("XGMI", 1, direct.weight or 0)
                 continue
-            cs, cd = kfd.cpu_agent_of(src.id), kfd.cpu_agent_of(dst.id)
+            cs, cd = home.get(src.id), home.get(dst.id)
             if cs is None or cd is None:
                 continue
-            up = kfd.link(src.id, cs, direct=True)
-            down = kfd.link(dst.id, cd, direct=True)
+            up, down = links[(src.id, cs)], links[(dst.id, cd)]
             weight = (up.weight or 0) + (down.weight or 0)
             if cs == cd:
                 hops = 2
             else:
-                between = kfd.link(cs, cd, direct=True)
+                between = links.get((cs, cd))
                 hops = 3 if between is not None else 4
                 weight += (between.weight or 0) if between is not None else 10
             kind = {2: "PCIE", 11: "XGMI"}.get(up.type, "UNKNOWN")

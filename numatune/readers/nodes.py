@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from numatune.model.findings import Skipped
 from numatune.model.topology import WEIGHT_DIR, HmatEntry, HugePages, MemorySideCache, NumaNode
-from numatune.numbers import maybe_int
+from numatune.numbers import maybe_int, maybe_ints
 from numatune.system.host import Host, natural_key, numbered
 
 NODE_DIR = "/sys/devices/system/node"
@@ -111,7 +111,7 @@ def _read_distances(host: Host, base: str, order: list[int]) -> tuple[dict[int, 
     text = host.read_optional(f"{base}/distance")
     if text is None:
         return {}, "no distance file"
-    values = [maybe_int(v, f"{base}/distance") for v in text.split()]
+    values = maybe_ints(text, f"{base}/distance")
     if None in values:
         return {}, f"malformed distance row {text[:40]!r}"
     if len(values) != len(order):

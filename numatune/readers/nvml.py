@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from numatune.errors import InputError, ParseError
 from numatune.model.document import MAX_ID, Doc
-from numatune.model.topology import FabricLink, GpuFabric, NvmlGpu
+from numatune.model.topology import FabricLink, GpuFabric, NvmlGpu, NvSwitchMember
 from numatune.numbers import maybe_int
 from numatune.system.host import Host
 
@@ -225,9 +225,9 @@ def _text(doc: Doc, key: str) -> str | None:
 
 
 def fabric_from_record(record: dict | Doc, note: str, source: str) -> GpuFabric:
-    """NVLink pairs (NV#), NVSwitch-connected pairs, UUIDs, fabric state and compute processes. The record (live,
-    or a saved root's: a document like any a user gives) is read through model.document: a field of another
-    type than `record` writes is InputError naming it, never a Python error."""
+    """NVLink pairs (NV#), the GPUs on an NVSwitch fabric (one group, never its pairs), UUIDs, fabric state and
+    compute processes. The record (live, or a saved root's: a document like any a user gives) is read through
+    model.document: a field of another type than `record` writes is InputError naming it, never a Python error."""
     doc = record if isinstance(record, Doc) else Doc(record, SAVED)
     gpus: list[NvmlGpu] = []
     direct: dict[tuple[str, str], int] = {}
@@ -280,13 +280,9 @@ def fabric_from_record(record: dict | Doc, note: str, source: str) -> GpuFabric:
             cpu_affinity=tuple(sorted(affinity.ints(lo=0, hi=MAX_ID))) if affinity is not None else (),
         ))
     links = [FabricLink(a, b, "nvlink", (n + 1) // 2, source=source) for (a, b), n in sorted(direct.items())]
-    switched = sorted(to_switch)
-    for i, a in enumerate(switched):
-        for b in switched[i + 1:]:
-            pair = (min(a, b), max(a, b))
-            links.append(FabricLink(pair[0], pair[1], "nvswitch", min(to_switch[a], to_switch[b]), source=source))
     return GpuFabric(
         links=tuple(links),
+        nvswitch=tuple(NvSwitchMember(bdf, n, source) for bdf, n in sorted(to_switch.items())),
         nvlink="nvml" if source == "nvml" else "saved",
         nvlink_note=note,
         nvml_gpus=tuple(sorted(gpus, key=lambda x: x.index)),

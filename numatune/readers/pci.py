@@ -15,7 +15,7 @@ from numatune.model.order import pci_sort_key
 from numatune.model.topology import NumaNode, NvidiaGpuInfo, PciDevice, PciLink
 from numatune.numbers import maybe_int
 from numatune.readers import NVIDIA_GPUS
-from numatune.readers.kfd import Kfd, read_kfd
+from numatune.readers.kfd import Kfd, cpu_agents, read_kfd
 from numatune.system.host import Host
 
 TYPE_CHECKING = False  # annotations only: collections.abc imports collections (~5% of a start-up)
@@ -226,13 +226,14 @@ def _merge_kfd(host: Host, devices: list[PciDevice], nodes: tuple[NumaNode, ...]
     if len(cpu_numa) != len(cpu_kfd):
         kfd_to_numa = {}  # the agents cannot be matched to this tree's nodes one to one
     by_bdf = {d.bdf.lower(): i for i, d in enumerate(devices)}
+    home_agent = cpu_agents(kfd)  # every agent's CPU agent in one pass over the links
     seen: set[str] = set()
     for agent in sorted(kfd.agents, key=lambda a: a.id):
         bdf = agent.bdf
         if bdf is None or bdf in seen:  # partitions (CPX) of one GPU share its PCI function
             continue
         seen.add(bdf)
-        cpu_agent = kfd.cpu_agent_of(agent.id)
+        cpu_agent = home_agent.get(agent.id)
         home = kfd_to_numa.get(cpu_agent) if cpu_agent is not None else None
         if bdf in by_bdf:
             dev = devices[by_bdf[bdf]]

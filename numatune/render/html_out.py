@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from numatune.cpulist import format_cpulist
 from numatune.model.topology import HMAT_UNKNOWN
-from numatune.render.picture import KIND_LABEL, PATH_FILL, SEVERITY, device_name, esc, gib, render_svg
+from numatune.render.picture import (
+    KIND_LABEL,
+    MAX_MATRIX_DRAWN,
+    MAX_NODES_DRAWN,
+    PATH_FILL,
+    SEVERITY,
+    device_name,
+    esc,
+    gib,
+    render_svg,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,6 +48,7 @@ def _page(title: str, body: list[str]) -> str:
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = (),
            mono: Sequence[int] = ()) -> str:
     """Cells are escaped here; a cell given as ("raw", html) is inserted as is."""
+    numeric, mono = frozenset(numeric), frozenset(mono)  # looked up once a cell: a tuple of N columns was N^3
     out = ["<table>", "<tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>"]
     for row in rows:
         cells = []
@@ -81,12 +92,16 @@ def inspect_sections(doc: Mapping[str, Any]) -> list[str]:
         [[str(n["id"]), KIND_LABEL.get(n.get("kind"), n.get("kind")), format_cpulist(n.get("cpus") or []) or "-",
           gib(n.get("memory_total_kib")), gib(n.get("memory_free_kib")), _v(n.get("tier")),
           _v(n.get("interleave_weight"))] for n in nodes], numeric=(0, 3, 4, 5, 6), mono=(2,))]
-    ids = [n["id"] for n in nodes]
-    if len(nodes) > 1 and any(n.get("distances") for n in nodes):
+    shown = nodes[:MAX_NODES_DRAWN]  # as the picture: N^2 cells, the first nodes only (--json has every one)
+    ids = [n["id"] for n in shown]
+    if len(nodes) > 1 and any(n.get("distances") for n in shown):
         out += ["<h2>Distances (SLIT; 10 = local)</h2>", _table(
             ["node"] + [str(i) for i in ids],
-            [[str(n["id"])] + [_v((n.get("distances") or {}).get(str(i))) for i in ids] for n in nodes],
+            [[str(n["id"])] + [_v((n.get("distances") or {}).get(str(i))) for i in ids] for n in shown],
             numeric=tuple(range(1, len(ids) + 1)))]
+        if len(nodes) > len(shown):
+            out.append(f'<p class="sub">Distances between the first {len(shown)} of {len(nodes):,} nodes; '
+                       "inspect's text and --json have them all</p>")
     hmat = [(n["id"], e) for n in nodes for e in n.get("hmat") or []]
     if hmat:
         out += ["<h2>HMAT (best figures from the initiators)</h2>", _table(
@@ -114,18 +129,23 @@ def inspect_sections(doc: Mapping[str, Any]) -> list[str]:
             ["BDF", "kind", "node", "name", "interfaces", "link", "local CPUs", "host bridge"], rows,
             mono=(0, 6, 7))]
     pm = doc.get("path_matrix") or {}
-    labels = pm.get("labels") or []
-    if len(labels) > 1:
+    labels, matrix = pm.get("labels") or [], pm.get("cells") or []
+    if len(labels) > MAX_MATRIX_DRAWN and matrix:
+        out += ["<h2>GPU/NIC paths</h2>", f'<p class="sub">{len(labels):,} GPUs and NICs: the matrix is shown up to '
+                f"{MAX_MATRIX_DRAWN}; inspect's text and --json have it</p>"]
+    elif len(labels) > 1 and matrix:
         rows = []
         for i, lab in enumerate(labels):
             cells = []
-            for cell in (pm.get("cells") or [])[i]:
+            for cell in matrix[i] if i < len(matrix) else []:
                 fill = PATH_FILL.get(cell, "#d9ccef")
                 cells.append(("raw", f'<span style="background:{fill};padding:1px 4px">{esc(cell)}</span>'))
             rows.append([lab, *cells, _v((pm.get("numa_nodes") or [None] * len(labels))[i])])
         legend = "; ".join(f"{k}: {v}" for k, v in (pm.get("legend") or {}).items() if k != "X")
         out += ["<h2>GPU/NIC paths</h2>", _table(["", *labels, "NUMA node"], rows),
                 f'<p class="sub">{esc(legend)}</p>']
+    if pm.get("cells_note"):
+        out += [f'<p class="sub">{esc(pm["cells_note"])}</p>']
     if pm.get("names"):  # the numbering every command uses: GPUi = BDF and model, NICi = BDF, RDMA, netdev
         out += ['<p class="sub">' + "<br>".join(esc(x) for x in pm["names"]) + "</p>"]
     if pm.get("order_note"):

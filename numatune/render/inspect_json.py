@@ -1,4 +1,4 @@
-"""The `numatune.inspect/3` JSON document (documented in docs/json-schemas.md)."""
+"""The `numatune.inspect/4` JSON document (documented in docs/json-schemas.md)."""
 
 from __future__ import annotations
 
@@ -75,6 +75,8 @@ def _with_dra(topo: Topology) -> list[dict[str, Any]]:
 
 
 def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]) -> dict[str, Any]:
+    label_of = {bdf.lower(): label for bdf, label in zip(matrix.devices, matrix.labels, strict=True)}
+    names = {n.id: str(n.id) for n in topo.nodes}  # one key string a node for N^2 distances, not one a distance
     return envelope(
         "inspect",
         source=topo.source,
@@ -90,7 +92,7 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
                 "memory_free_kib": n.memory_free_kib,
                 "kind": n.kind,
                 "kind_evidence": n.kind_evidence,
-                "distances": {str(k): v for k, v in n.distances.items()},
+                "distances": {names.get(k) or str(k): v for k, v in n.distances.items()},
                 "tier": n.tier,
                 "hmat": to_jsonable(n.hmat),
                 "memory_side_caches": to_jsonable(n.memory_side_caches),
@@ -115,6 +117,8 @@ def inspect_document(topo: Topology, matrix: PathMatrix, findings: list[Finding]
             "numa_nodes": list(matrix.nodes),
             "cpu_affinity": [list(c) for c in matrix.local_cpus],
             "links": [dict(to_jsonable(x), label=fabric_label(x)) for x in matrix.links],
+            "nvswitch": [dict(to_jsonable(m), label=label_of[m.bdf.lower()]) for m in matrix.nvswitch],
+            "cells_note": matrix.cells_note,
             "nvlink": {"state": matrix.nvlink, "note": matrix.nvlink_note},
         },
         gpu_fabric={

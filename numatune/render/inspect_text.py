@@ -87,14 +87,19 @@ def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding], blocks: 
     layout = gpu_memory_layout(topo)
     if layout.mode in ("numa", "cdmm", "apu") or (layout.clustering and layout.gpus):
         parts.append([(gpu_memory_text(layout), "")])
-    if len(matrix.devices) > 1:
+    if len(matrix.devices) > 1 and matrix.cells:
         parts.append(_matrix_table(matrix))
+    if matrix.cells_note:
+        parts.append([(f"{matrix.cells_note}; the legend below numbers them all", "yellow")])
     if matrix.legend:
         parts.append([("\n".join(("Legend:", *(f"  {x}" for x in matrix.legend))), "")])
     if matrix.order_note:
         parts.append([(f"GPU order: {matrix.order_note}", "yellow")])
-    if matrix.links:
+    if matrix.links or (matrix.nvswitch and matrix.cells):
         parts.append(_links_table(matrix))
+    if matrix.nvswitch and not matrix.cells:  # no pairs beyond the matrix's bound: the group, once
+        parts.append([(f"NVSwitch: {len(matrix.nvswitch)} GPUs on one NVSwitch fabric, every pair NV# of the fewer "
+                       "NVLinks (--json: path_matrix.nvswitch)", "")])
     if matrix.nvlink == "not visible":
         parts.append([(f"NVLink: not visible ({matrix.nvlink_note}); NVIDIA GPU pairs show their PCIe path only",
                        "yellow")])
@@ -466,7 +471,7 @@ def _links_table(m: PathMatrix) -> _Table:
     """GPU-to-GPU fabric links with what the matrix cell cannot hold: link count, KFD weight, bandwidth."""
     label = {bdf.lower(): name for bdf, name in zip(m.devices, m.labels, strict=True)}
     t = _Table("GPU fabric links", _cols("pair", "link", "links", "weight", "bandwidth MB/s (one / all)", "source"))
-    for x in m.links:
+    for x in m.pairs():
         bw = "-"
         if x.min_bandwidth_mbps or x.max_bandwidth_mbps:
             bw = f"{x.min_bandwidth_mbps or '?'} / {x.max_bandwidth_mbps or '?'}"

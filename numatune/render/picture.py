@@ -58,6 +58,14 @@ PATH_TEXT = {"PIX": "#1b5e20", "PXB": "#33691e", "PHB": "#6d5d00", "NODE": "#8a4
 INK = "#222222"
 MUTED = "#666666"
 MAX_MBPS = 1e12  # a bandwidth (MB/s) or latency (ns) in a report beyond any machine's: its bound
+#: What one picture draws at most (a real node has up to a few dozen NUMA nodes, GPUs and NICs): past these it
+#: draws the first ones and says what it left out; inspect's text and --json list everything. A 1,000-node tree
+#: drew a 188 MB SVG in 25 s (a million distance cells); 1,000 GPUs a box each.
+MAX_NODES_DRAWN = 64
+MAX_DEVICES_DRAWN = 128
+MAX_MATRIX_DRAWN = 64  # GPUs and NICs in the path matrix's grid
+MAX_FINDINGS_DRAWN = 200
+MAX_WIRES = 32  # lines from CPU-less memory to its initiators (their labels are placed in lanes: cubic)
 
 
 def esc(text: object) -> str:
@@ -194,11 +202,10 @@ def _nearest_nics(doc: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
         if not label.startswith("GPU") or i >= len(cells):
             continue
         best = None
-        for j, other in enumerate(labels):
-            cell = cells[i][j] if j < len(cells[i]) else None
-            if other.startswith("NIC") and cell in rank and (best is None or rank[cell] < rank[best[1]]):
-                best = (other, cell)
-        if best:
+        for j, cell in enumerate(cells[i][:len(labels)]):  # the row, not every label: work bounded by the cells
+            if labels[j].startswith("NIC") and cell in rank and (best is None or rank[cell] < rank[best[1]]):
+                best = (labels[j], cell)
+        if best and i < len(devices):
             out[devices[i]] = best
     return out
 
@@ -427,6 +434,9 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
     nearest = _nearest_nics(doc)
     fabric = _fabric(doc)
     nodes = list(doc.get("nodes") or [])
+    all_ids = {n["id"] for n in nodes}
+    left_out = [f"{len(nodes) - MAX_NODES_DRAWN:,} of {len(nodes):,} NUMA nodes"] * (len(nodes) > MAX_NODES_DRAWN)
+    nodes = nodes[:MAX_NODES_DRAWN]
     cpu = doc.get("cpu") or {}
     if not (cpu.get("online") or cpu.get("offline")):  # a tree without /sys/devices/system/cpu
         nodes = [{**n, "cpus_unknown": True} for n in nodes]
@@ -434,7 +444,10 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
     if len(kinds) > 1:  # heterogeneous CPUs (cpu_kinds, when the document has them)
         nodes = [{**n, "cpu_kinds_here": _kinds_of(kinds, n.get("cpus") or [])} for n in nodes]
     node_ids = {n["id"] for n in nodes}
-    devices = list(doc.get("devices") or [])
+    every = list(doc.get("devices") or [])
+    devices = [d for d in every if _home(d) in node_ids or _home(d) not in all_ids][:MAX_DEVICES_DRAWN]
+    if len(devices) < len(every):
+        left_out.append(f"{len(every) - len(devices):,} of {len(every):,} devices")
     cxl_memory = _cxl_memory_of(doc)
     dev_lines = {d["bdf"]: _device_lines(d, labels.get(d["bdf"], ""), nearest.get(d["bdf"]), fabric.get(d["bdf"], []),
                                          cxl_memory.get(d["bdf"], []))
@@ -443,7 +456,7 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
     # Which node each device hangs off: the kernel's, else the inferred one (drawn with "?").
     placed: dict[str, list[Mapping[str, Any]]] = {}
     for d in devices:
-        node = d.get("numa_node") if d.get("numa_node") is not None else d.get("inferred_node")
+        node = _home(d)
         placed.setdefault("node ?" if node is None else f"node {node}", []).append(d)
 
     cpu_nodes = [n for n in nodes if n.get("cpus") or placed.get(f"node {n['id']}") or len(nodes) == 1]
@@ -478,6 +491,10 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
         frames.append(("devices on unknown nodes", cols))
 
     y = _title(svg, doc, title)
+    if left_out:
+        svg.text(0, y + 10, f"Not drawn: {' and '.join(left_out)} (the picture draws at most {MAX_NODES_DRAWN} nodes "
+                 f"and {MAX_DEVICES_DRAWN} devices; inspect's text and --json list them all)", fill=SEVERITY["warning"])
+        y += LINE + 4
     y += 8
     column_of: dict[int, _Column] = {}
     rows: list[list[tuple[str, list[_Column]]]] = [[]]
@@ -521,8 +538,8 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
         y = row_bottom + GAP
 
     y = _memory_band(svg, doc, memory_nodes, column_of, row_layouts, y, by_subject)
-    y = _unplaced_dax(svg, doc, node_ids, y)
-    y = _panels(svg, doc, y + 6)
+    y = _unplaced_dax(svg, doc, all_ids, y)
+    y = _panels(svg, doc, nodes, y + 6)
     y = _findings(svg, doc, y + 6)
     width = max(svg.w, 400) + 12
     height = svg.h + 12
@@ -530,6 +547,11 @@ def render_svg(doc: Mapping[str, Any], sockets: Mapping[int, int | None] | None 
             f'viewBox="-6 -6 {width:g} {height:g}" font-family="{FONT}" font-size="12" fill="{INK}">\n'
             f'<rect x="-6" y="-6" width="{width:g}" height="{height:g}" fill="#ffffff"/>\n')
     return head + "\n".join(svg.parts) + "\n</svg>\n"
+
+
+def _home(d: Mapping[str, Any]) -> Any:
+    """The node a device hangs off: the kernel's, else the inferred one (drawn with "?"); None when neither."""
+    return d.get("numa_node") if d.get("numa_node") is not None else d.get("inferred_node")
 
 
 def _title(svg: Svg, doc: Mapping[str, Any], title: str | None) -> float:
@@ -674,6 +696,10 @@ def _memory_band(svg: Svg, doc: Mapping[str, Any], memory_nodes: list[Mapping[st
         for n in memory_nodes:
             if not n.get("hmat") and len(wired[n["id"]]) > 1:
                 wired[n["id"]] = set()
+    budget = MAX_WIRES  # still a thicket (HMAT naming many initiators): the first ones drawn, the rest in words
+    for n in memory_nodes:
+        keep = sorted(wired[n["id"]])[:max(budget, 0)]
+        wired[n["id"]], budget = set(keep), budget - len(keep)
     box_lines = {n["id"]: _memory_lines(doc, n, links[n["id"]], wired[n["id"]]) for n in memory_nodes}
     band_h = max(PAD + LINE * (len(lines) + 1) + PAD - 4 for lines in box_lines.values())
     # The links: (x at the box, x at the node, node bottom, label); labels go in lanes that do not overlap.
@@ -811,9 +837,8 @@ def _distance_fill(far: int) -> Any:
     return fill
 
 
-def _panels(svg: Svg, doc: Mapping[str, Any], y: float) -> float:
-    """The SLIT distances and the GPU/NIC path matrix, side by side."""
-    nodes = doc.get("nodes") or []
+def _panels(svg: Svg, doc: Mapping[str, Any], nodes: list[Mapping[str, Any]], y: float) -> float:
+    """The SLIT distances (between the nodes drawn) and the GPU/NIC path matrix, side by side."""
     x = 0.0
     bottom = y
     if len(nodes) > 1 and any(n.get("distances") for n in nodes):
@@ -828,7 +853,12 @@ def _panels(svg: Svg, doc: Mapping[str, Any], y: float) -> float:
         x = max(right, len("NUMA distances (SLIT, 10 = local)") * CH) + 48
     pm = doc.get("path_matrix") or {}
     labels, cells = list(pm.get("labels") or []), [list(r) for r in pm.get("cells") or []]
-    if len(labels) > 1:
+    if len(labels) > MAX_MATRIX_DRAWN or (len(labels) > 1 and not cells):
+        svg.text(x, y + 12, "GPU/NIC paths", weight="bold", fill=MUTED)
+        svg.text(x, y + 12 + LINE, f"{len(labels):,} GPUs and NICs: the matrix is drawn up to {MAX_MATRIX_DRAWN}; "
+                 "inspect's text and --json have it", size=11, fill=SEVERITY["warning"])
+        bottom = max(bottom, _device_legend(svg, pm, x, y + 12 + LINE) + 4)
+    elif len(labels) > 1:
         fabric = any(c not in PCIE_KINDS for row in cells for c in row)
         title = "GPU/NIC paths" + (" (fabric links in violet)" if fabric else "")
         gb, _right = _grid(svg, x, y, title, labels, cells, lambda c: PATH_FILL.get(c, FABRIC_FILL),
@@ -859,9 +889,12 @@ def _device_legend(svg: Svg, pm: Mapping[str, Any], x: float, y: float) -> float
     y += 20
     svg.text(x, y, "Devices (the same GPUi/NICi in inspect, launch, audit and emit)", size=11, weight="bold",
              fill=MUTED)
-    for name in names:
+    for name in names[:MAX_MATRIX_DRAWN]:
         y += 14
         svg.text(x, y, name, size=11, fill=MUTED)
+    if len(names) > MAX_MATRIX_DRAWN:
+        y += 14
+        svg.text(x, y, f"... and {len(names) - MAX_MATRIX_DRAWN:,} more (inspect lists them)", size=11, fill=MUTED)
     for line in wrap(f"GPU order: {pm['order_note']}", 100) if pm.get("order_note") else []:
         y += 14
         svg.text(x, y, line, size=11, fill=MUTED)
@@ -876,7 +909,7 @@ def _findings(svg: Svg, doc: Mapping[str, Any], y: float) -> float:
         return y + 20
     svg.text(0, y + 12, "Findings (outlined above where they name a node or device)", weight="bold", fill=MUTED)
     y += 20
-    for f in findings:
+    for f in findings[:MAX_FINDINGS_DRAWN]:
         color = SEVERITY.get(f.get("severity"), SEVERITY["info"])
         head = f"{f.get('code')} {f.get('severity')}"
         svg.rect(0, y + 1, 4, 14, color, color, rx=1)
@@ -886,6 +919,10 @@ def _findings(svg: Svg, doc: Mapping[str, Any], y: float) -> float:
             svg.text(10 + 16 * CH, y + 12, line)
             y += LINE
         y += 3
+    if len(findings) > MAX_FINDINGS_DRAWN:
+        svg.text(10, y + 12, f"... and {len(findings) - MAX_FINDINGS_DRAWN:,} more findings (inspect lists them all)",
+                 fill=MUTED)
+        y += LINE + 3
     return y
 
 

@@ -10,6 +10,7 @@ pid and rank where they apply. audit and irq are rendered from their versioned J
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from numatune import __version__
@@ -19,6 +20,7 @@ from numatune.model.topology import Topology
 from numatune.render.printable import printable
 
 
+@lru_cache(maxsize=4096, typed=True)  # label values repeat (node ids: a million distances of a 1,000-node tree)
 def _escape(value: object) -> str:
     """A label value: control characters made printable first (render.printable: ESC becomes the four
     characters `\\x1b`), then the exposition format's three escapes, its backslash included."""

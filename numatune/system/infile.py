@@ -10,6 +10,7 @@ kind is looked at first). A leaf module: stdlib only.
 
 from __future__ import annotations
 
+import gc
 import os
 import stat
 
@@ -137,7 +138,7 @@ def structure(text: str, fmt: str) -> tuple[int, int, int]:
 
     pattern = re.compile(_NOT_STRUCTURE[fmt])
     marks = _VALUE_MARKS[fmt]
-    values, block, brackets = 0, 0, []
+    values, block, dotted, brackets = 0, 0, 0, []
     pos, size = 0, len(text)
     while pos < size:
         end = size if fmt != "json" else text.find("\n", pos + _PIECE) + 1 or size
@@ -148,6 +149,8 @@ def structure(text: str, fmt: str) -> tuple[int, int, int]:
         values += sum(skeleton.count(mark) for mark in marks)
         if fmt == "yaml" and values <= MAX_CONFIG_VALUES:  # past it the document is refused on its values
             block = _block_depth(skeleton)
+        if fmt == "toml":  # dotted keys nest without a bracket (`a.b.c = 1`)
+            dotted = max(dotted, _dotted_depth(skeleton))
         # UTF-8 never holds an ASCII byte inside another character: the brackets are the bytes 5b 5d 7b 7d
         brackets.append(skeleton.encode("utf-8", "surrogatepass").translate(_BRACKETS, _NOT_BRACKETS))
         del skeleton
@@ -159,12 +162,30 @@ def structure(text: str, fmt: str) -> tuple[int, int, int]:
         pairs = pairs.replace("()", "")
         depth += 1
     depth += pairs.count("(")  # opened and not closed (yet)
-    return min(depth + block, MAX_DEPTH + 1), containers, values + containers
+    return min(depth + block + dotted, MAX_DEPTH + 1), containers, values + containers
 
 
 def nesting(text: str, fmt: str) -> int:
     """How deep TEXT's brackets (and, for YAML, its indented blocks) nest, at most MAX_DEPTH + 1 (structure's)."""
     return structure(text, fmt)[0]
+
+
+_KEY_ENDS = str.maketrans("{},[]", "\n\n\n\n\n")
+
+
+def _dotted_depth(skeleton: str) -> int:
+    """TOML's nesting by dotted keys, which no bracket shows (`a.b.c = 1` is two tables below `a = 1`, `[a.b]`
+    one below `[a]`): the most dots of a table header plus the most dots of a key, each key read back from its
+    `=` to the line's start or an inline table's `{` or `,` (strings and comments are already gone: a quoted
+    key's parts still count by their dots). A linear scan; tomllib built 20,000 levels in 1.9 GB."""
+    headers = keys = 0
+    for line in skeleton.split("\n"):
+        if line.lstrip().startswith("["):
+            headers = max(headers, line.count("."))
+        for piece in line.translate(_KEY_ENDS).split("\n"):
+            for key in piece.split("=")[:-1]:
+                keys = max(keys, key.count("."))
+    return headers + keys
 
 
 def _block_depth(text: str) -> int:
@@ -226,7 +247,6 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
         raise InputError(f"{where} is larger than {MAX_CONFIG_BYTES >> 20} MiB, which no {_NAMES[fmt]} "
                          "configuration is")
     check_nesting(text, where, fmt)
-    import gc
 
     collecting = gc.isenabled()
     gc.disable()  # a parse builds only acyclic containers: the collector's passes made it superlinear (YAML: 2x)
@@ -255,8 +275,26 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
         try:
             # libyaml's loader where PyYAML has it: the same safe constructors, ~50x faster on a 4 MiB
             # `kubectl get -o yaml` (the Python one took 13 s on 600,000 aliases)
-            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-            docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+            docs = []
+            merges = "<<" in text or "merge" in text  # `<<` or its tag `!!merge`: else nothing to count
+            collecting = gc.isenabled()
+            gc.disable()  # the node graph and the values hold no cycle the collector could free: its passes over
+            # them grew with the document (a 4x larger one took 6-7x as long)
+            try:
+                while loader.check_node():  # yaml.load_all, with the merge keys counted between compose and build
+                    node = loader.get_node()
+                    if merges and _merged_size(node, yaml.MappingNode, len(text) * ALIAS_GROWTH + 10_000) is None:
+                        raise InputError(f"{where}: its YAML merge keys (<<: *name) copy more than {ALIAS_GROWTH} "
+                                         "entries a byte of the file (or merge a map into itself), which no "
+                                         "configuration needs: refused")
+                    doc = loader.construct_document(node)
+                    if doc is not None:
+                        docs.append(doc)
+            finally:
+                loader.dispose()
+                if collecting:
+                    gc.enable()
         except yaml.YAMLError as exc:
             raise InputError(f"{where} is not valid YAML: {' '.join(str(exc).split())}") from None
         expanded = _expanded_size(docs, len(text) * ALIAS_GROWTH + 10_000)
@@ -277,6 +315,58 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
 # 10^12 values, which every reader that walks or prints the document expands (60 s and 3.5 GB, then killed).
 # Without aliases a document holds fewer values than bytes; 16 values a byte leaves room for honest anchors.
 ALIAS_GROWTH = 16
+
+
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _merged_size(root: Any, mapping: type, limit: int) -> int | None:
+    """How many key/value pairs PyYAML's constructor will copy building every map of the composed document
+    `root` (a yaml node), with each merge key (`<<: *a`, `<<: [*a, *b]`) counted as the pairs of the maps it
+    merges, themselves merged first; None once that passes `limit`, or for a map that merges itself. Linear
+    in the distinct nodes: a chain `x{i}: &a{i} {<<: *a{i-1}, k{i}: 0}` builds maps of 1, 2, ... n pairs
+    (n^2 in all: 440 KB of it ended in MemoryError), and `<<: [*a, *a]` doubles a map at each level."""
+    maps: list[Any] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack:  # every map node, once however many aliases reach it
+        node = stack.pop()
+        if id(node) in seen or not isinstance(node.value, list):
+            continue
+        seen.add(id(node))
+        if isinstance(node, mapping):
+            maps.append(node)
+            stack.extend(n for pair in node.value for n in pair)
+        else:
+            stack.extend(node.value)
+    pairs: dict[int, int] = {}  # a map's pairs once its merges are copied in
+    total = 0
+    for top in maps:
+        todo = [(top, False)]
+        open_maps: set[int] = set()
+        while todo:
+            node, sources_done = todo.pop()
+            if id(node) in pairs and not sources_done:
+                continue
+            sources = [s for key, value in node.value if key.tag == MERGE_TAG
+                       for s in (value.value if isinstance(value.value, list) and not isinstance(value, mapping)
+                                 else [value]) if isinstance(s, mapping)]
+            if not sources_done:
+                if id(node) in open_maps:
+                    return None
+                open_maps.add(id(node))
+                todo.append((node, True))
+                todo.extend((s, False) for s in sources if id(s) not in pairs)
+                continue
+            size = sum(key.tag != MERGE_TAG for key, _ in node.value) + sum(pairs[id(s)] for s in sources)
+            if size > limit:
+                return None
+            pairs[id(node)] = size
+            open_maps.discard(id(node))
+            total += size
+            if total > limit:
+                return None
+    return total
 
 
 def _expanded_size(doc: Any, limit: int) -> int | None:

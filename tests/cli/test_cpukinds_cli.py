@@ -21,7 +21,7 @@ def test_inspect_names_both_gb10_kinds(cli):
 
 def test_inspect_json_and_prometheus_carry_the_kinds(cli):
     doc = json.loads(cli("--root", GB10, "inspect", "--json").stdout)
-    assert doc["schema"] == "numatune.inspect/3"
+    assert doc["schema"] == "numatune.inspect/4"
     assert [(k["name"], k["role"], len(k["cpus"])) for k in doc["cpu_kinds"]["kinds"]] == [
         ("Cortex-X925", "performance", 10), ("Cortex-A725", "efficiency", 10)]
     assert doc["cpu_kinds"]["grouped_by"] == ["MIDR"] and doc["cpu_kinds"]["ranked_by"] == ["cpu_capacity"]

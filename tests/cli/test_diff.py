@@ -114,7 +114,7 @@ def test_edited_tree(cli, tmp_path):
     [
         ("not json at all", "neither a sysfs tree, a snapshot archive nor a numatune JSON report"),
         ("{ broken", "is not valid JSON"),
-        ('{"schema": "numatune.audit/1"}', "is a numatune.audit/1 report; expected numatune.inspect/3"),
+        ('{"schema": "numatune.audit/1"}', "is a numatune.audit/1 report; expected numatune.inspect/4"),
         ('{"schema": "numatune.inspect/9", "cpu": {}}', "has schema numatune.inspect/9"),
         ('{"schema": "numatune.inspect/1"}', "the report has no 'cpu' field"),
         ("[1, 2]", "neither a sysfs tree"),

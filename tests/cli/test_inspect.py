@@ -39,7 +39,7 @@ def test_every_fixture_every_format(cli, name, fmt):
     assert "Traceback" not in result.stderr
     if fmt == "json":
         doc = json.loads(result.stdout)
-        assert doc["schema"] == "numatune.inspect/3"
+        assert doc["schema"] == "numatune.inspect/4"
         for node in doc["nodes"]:
             assert isinstance(node["id"], int) and all(isinstance(c, int) for c in node["cpus"])
             assert all(isinstance(k, str) for k in node["distances"])

@@ -180,14 +180,14 @@ def test_links_from_the_gpu_fabric_as_slurm_counts_them():
     topo, layout, host = _layout("handmade-launch-2s4gpu-cxl")
     a, b, c, d = (g.bdf for g in gpus_in_bus_order(topo))
     link = SimpleNamespace
-    fabric = SimpleNamespace(links=(link(a=a, b=b, kind="nvlink", count=4), link(a=c, b=d, kind="xgmi", count=None),
-                                    link(a=a, b=c, kind="nvswitch", count=None)))
+    fabric = SimpleNamespace(links=(link(a=a, b=b, kind="nvlink", count=4), link(a=c, b=d, kind="xgmi", count=None)),
+                             nvswitch=(link(bdf=a, count=18), link(bdf=c, count=18)))
     counts, note = fabric_link_counts(SimpleNamespace(fabric=fabric))
     assert counts == {(a, b): 4, (b, a): 4, (c, d): 1, (d, c): 1} and note == ""
     lines = gres_lines(topo, layout, {}, counts)
     assert [g.links for g in lines] == [(-1, 4, 0, 0), (4, -1, 0, 0), (0, 0, -1, 1), (0, 0, 1, -1)]
     assert lines[0].text("n").endswith("Links=-1,4,0,0")
-    only_switch = SimpleNamespace(links=(link(a=a, b=b, kind="nvswitch", count=None),))
+    only_switch = SimpleNamespace(links=(), nvswitch=(link(bdf=a, count=18), link(bdf=b, count=18)))
     counts, note = fabric_link_counts(SimpleNamespace(fabric=only_switch))
     assert counts == {} and "NVSwitch" in note
     assert fabric_link_counts(topo) == ({}, "")  # no fabric on this topology

@@ -69,7 +69,7 @@ def test_matrix_matches_rocm_smi(host_of):
 def test_inspect_json_carries_links_and_bandwidth(cli):
     doc = json.loads(cli("--root", str(fixture_root(MI210)), "inspect", "--json").stdout)
     pm = doc["path_matrix"]
-    assert doc["schema"] == "numatune.inspect/3"
+    assert doc["schema"] == "numatune.inspect/4"
     assert "XGMI#" in pm["legend"] and "NV#" in pm["legend"]
     assert len(pm["links"]) == 12
     link = pm["links"][0]

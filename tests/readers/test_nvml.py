@@ -126,12 +126,15 @@ def test_nvswitch_gpus_show_nv18_like_a_dgx_h100():
     doc = {"format": FORMAT, "gpus": [_gpu(i, bus, [_link(n, switch, 2) for n in range(18)])
                                       for i, bus in enumerate(buses)]}
     fabric = fabric_from_record(doc, "test", "nvml")
-    assert len(fabric.links) == 28 and {x.kind for x in fabric.links} == {"nvswitch"}
+    assert fabric.links == () and [(m.bdf[5:7], m.count) for m in fabric.nvswitch] == [(b.lower(), 18) for b in (
+        "18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")]  # one group of 8, not 28 pairs
     vendor = parse_nvidia_smi_topo(vendor_output("dgx-h100-nvswitch-gpu-block"))
     from numatune.model.paths import fabric_label
 
     cells = {vendor.cell(f"GPU{i}", f"GPU{j}") for i in range(8) for j in range(8) if i != j}
-    assert cells == {fabric_label(fabric.links[0])} == {"NV18"}
+    pair = fabric.link(fabric.nvswitch[3].bdf, fabric.nvswitch[0].bdf)
+    assert (pair.a, pair.b, pair.kind) == (fabric.nvswitch[0].bdf, fabric.nvswitch[3].bdf, "nvswitch")
+    assert cells == {fabric_label(pair)} == {"NV18"}
 
 
 def test_fabric_not_ready_is_nt019(tmp_path):
