@@ -90,3 +90,45 @@ def interrupts_root(base: Path, n: int) -> Path:
     root = fixture_copy(IRQ_TREE, base / "root")
     (root / "proc/interrupts").write_text(interrupts_text(n))
     return root
+
+
+def topology_root(base: Path, cpus: int, nodes: int, distances: bool = True) -> Path:
+    """A machine of CPUS CPUs (two threads a core, one package per node that has CPUs) over NODES nodes: the
+    CPUs spread evenly over the first min(NODES, CPUS // 2) nodes, the rest memory-only (as CXL expanders
+    are); each node's distance row (10 to itself, 20 + the hop count to the others) when DISTANCES."""
+    from numatune.cpulist import format_cpulist
+
+    root = base / "root"
+    cpu_dir = root / "sys/devices/system/cpu"
+    node_dir = root / "sys/devices/system/node"
+    with_cpus = max(1, min(nodes, cpus // 2))
+    per = cpus // with_cpus
+    node_cpus: dict[int, list[int]] = {n: [] for n in range(nodes)}
+    for c in range(cpus):
+        node_cpus[min(c // per, with_cpus - 1)].append(c)
+    cpu_dir.mkdir(parents=True)
+    for name in ("online", "possible", "present"):
+        (cpu_dir / name).write_text(f"0-{cpus - 1}\n")
+    for n, members in node_cpus.items():
+        for c in members:
+            topo = cpu_dir / f"cpu{c}" / "topology"
+            topo.mkdir(parents=True)
+            first = c - c % 2
+            (topo / "thread_siblings_list").write_text(f"{first}-{first + 1}\n")
+            (topo / "core_id").write_text(f"{first // 2}\n")
+            (topo / "physical_package_id").write_text(f"{n}\n")
+            (topo / "package_cpus_list").write_text(format_cpulist(members) + "\n")
+    node_dir.mkdir(parents=True)
+    for name in ("online", "possible"):
+        (node_dir / name).write_text(f"0-{nodes - 1}\n")
+    for n in range(nodes):
+        d = node_dir / f"node{n}"
+        d.mkdir()
+        (d / "cpulist").write_text(format_cpulist(node_cpus[n]) + "\n")
+        (d / "meminfo").write_text(f"Node {n} MemTotal:       16384000 kB\nNode {n} MemFree:        8000000 kB\n")
+        if distances:
+            (d / "distance").write_text(" ".join("10" if m == n else str(20 + abs(m - n) % 10)
+                                                 for m in range(nodes)) + "\n")
+    (root / "proc").mkdir()
+    (root / "proc/meminfo").write_text(f"MemTotal: {16384000 * nodes} kB\n")
+    return root

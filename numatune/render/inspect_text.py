@@ -274,9 +274,10 @@ def _rich(part):  # noqa: ANN001, ANN202 - a section -> a rich renderable
     return _rich_table(part)
 
 
-def _rich_table(spec: _Table):  # noqa: ANN202 - rich Table
-    from rich.table import Table
+def _rich_table(spec: _Table):  # noqa: ANN202 - render.table.Table, rich's look in linear time
     from rich.text import Text
+
+    from numatune.render.table import Table
 
     t = Table(title=spec.title, title_justify="left", caption=spec.caption,
               caption_justify="left" if spec.caption is not None else "center")

@@ -214,28 +214,30 @@ class Table:
         yield Segment.line()
         mid = sides(box.mid_left, box.mid_vertical, box.mid_right)
         foot = sides(box.foot_left, box.foot_vertical, box.foot_right)
-        # without colour, when every cell fits its column, a row of one-line cells is one string
-        fast = plain and lines.roomy and all(r >= c.maximum for r, c in zip(lines.room, self.columns, strict=True))
-        styles: dict[object, list[Style]] = {}
+        # every cell fits its column: a row of one-line cells is drawn in one pass (one string without colour)
+        fast = lines.roomy and all(r >= c.maximum for r, c in zip(lines.room, self.columns, strict=True))
+        styles: dict[object, Style] = {}
         last = len(self.rows) - 1
         for index, (cells, row_style, simple) in enumerate(self.rows):
             left, divider, right = foot if index == last else mid
-            if fast and simple:
+            if fast and simple and (plain or row_style is None and all(own is None for _v, own, _w in cells)):
                 yield Segment(lines.line(cells, left, divider, right))
                 yield Segment.line()
                 continue
-            cell_styles = styles.get(row_style)
-            if cell_styles is None:  # rich: the column's style (none) + the row's
-                style = Style.null() + get_style(row_style) if row_style else Style.null()
-                cell_styles = styles[row_style] = [style] * n
-            yield from lines.row(cells, cell_styles, "top", left, divider, right)
+            style = styles.get(row_style)
+            if style is None:  # rich: the column's style (none) + the row's
+                style = styles[row_style] = Style.null() + get_style(row_style) if row_style else Style.null()
+            if fast and simple:
+                yield from lines.styled(cells, style, left, divider, right)
+            else:
+                yield from lines.row(cells, [style] * n, "top", left, divider, right)
         if edge:
             yield Segment(box.get_bottom(widths))
             yield Segment.line()
 
 
 class _Rows:
-    """Draws rows of a table whose column widths are known."""
+    """Draws the rows of a table whose column widths are known."""
 
     def __init__(self, console, options, columns: list[_Column], widths: list[int],  # noqa: ANN001
                  pads: list[tuple[int, int]], plain: bool) -> None:
@@ -247,23 +249,6 @@ class _Rows:
         self.justify = [c.justify for c in columns]
         self.added: dict[tuple[Style, object], Style] = {}
 
-    def row(self, cells, styles: list[Style], vertical: str, left: str, divider: str, right: str):  # noqa: ANN001, ANN201
-        drawn = [self._cell(i, cell, styles[i]) for i, cell in enumerate(cells)]
-        tallest = max(len(lines) for lines in drawn)
-        height = max(1, tallest)  # a row is one line at least, unstyled where no cell had room for any
-        if any(len(lines) != height for lines in drawn):
-            drawn = [self._shaped(i, lines, styles[i], vertical, tallest, height) for i, lines in enumerate(drawn)]
-        for line_no in range(height):
-            pieces: list[Segment] = [Segment(left)] if left else []
-            for i, lines in enumerate(drawn):
-                if i:
-                    pieces.append(Segment(divider))
-                pieces += lines[line_no]
-            if right:
-                pieces.append(Segment(right))
-            yield from _joined(pieces, self.plain)
-            yield Segment.line()
-
     def line(self, cells, left: str, divider: str, right: str) -> str:  # noqa: ANN001
         """A row of one-line cells that fit their columns, without colour: one string."""
         out = []
@@ -272,61 +257,106 @@ class _Rows:
             if justify == "left":
                 out.append(f"{lpad}{value}{' ' * (room - width)}{rpad}")
             else:
-                out.append(f"{lpad}{self._justified(room, justify, value, width)}{rpad}")
+                out.append(f"{lpad}{_justified(room, justify, value, width)}{rpad}")
         return left + divider.join(out) + right
 
-    def _shaped(self, i: int, lines: list[list[Segment]], style: Style, vertical: str, tallest: int,
-                height: int) -> list[list[Segment]]:
-        """A cell's lines in a row of HEIGHT lines, as rich.table aligns them: every line of a cell is its
-        column's width already, so blank lines of the cell's style go below (above, in the header); a row
-        where no cell had room for a line gets one unstyled blank line."""
-        width = self.widths[i]
-        if not tallest:
-            return [[Segment(" " * width)]] * height
-        blank = [[Segment(" " * width, style)]] * (tallest - len(lines))
-        return blank + lines if vertical == "bottom" else lines + blank
+    def styled(self, cells, style: Style, left: str, divider: str, right: str):  # noqa: ANN001, ANN201
+        """A row of one-line cells that fit their columns, in colour."""
+        pieces: list[tuple[str, Style | None]] = [(left, None)]
+        for i, ((value, own, width), (lpad, rpad), room, justify) in enumerate(
+                zip(cells, self.blanks, self.room, self.justify, strict=True)):
+            if i:
+                pieces.append((divider, None))
+            pieces += ((lpad, style), (_justified(room, justify, value, width), self._content(style, own)),
+                       (rpad, style))
+        pieces.append((right, None))
+        yield from _merged(pieces, False)
+        yield Segment.line()
 
-    @staticmethod
-    def _justified(room: int, justify: str, value: str, width: int) -> str:
-        """VALUE, one line of WIDTH cells that fits ROOM, filled to it as rich justifies it."""
-        if justify == "left":
-            return value + " " * (room - width)
-        if value.endswith(" "):  # rich strips the blanks at the end before it aligns right or centres
-            value = value.rstrip(" ")
-            width = cell_len(value)
-        fill = room - width
-        if justify == "right":
-            return " " * fill + value
-        return " " * (fill // 2) + value + " " * (fill - fill // 2)
+    def row(self, cells, styles: list[Style], vertical: str, left: str, divider: str, right: str):  # noqa: ANN001, ANN201
+        """Any row, as rich.table draws it: each cell's lines (drawn here, or by rich for a cell only rich can
+        lay out), blank lines of the cell's style below the shorter ones (above, in the header)."""
+        drawn = [self._cell(i, cell, styles[i]) for i, cell in enumerate(cells)]
+        tallest = max(len(lines) for lines in drawn)
+        height = max(1, tallest)  # a row is one line at least, unstyled where no cell had room for any
+        for line_no in range(height):
+            pieces: list[tuple[str, Style | None]] = [(left, None)]
+            for i, lines in enumerate(drawn):
+                if i:
+                    pieces.append((divider, None))
+                short = height - len(lines)
+                at = line_no - short if vertical == "bottom" else line_no
+                if 0 <= at < len(lines):
+                    pieces += lines[at]
+                else:  # rich's blank: the cell's style, none in a row where no cell had a line
+                    pieces.append((" " * self.widths[i], styles[i] if tallest else None))
+            pieces.append((right, None))
+            yield from _merged(pieces, self.plain)
+            yield Segment.line()
 
-    def _cell(self, i: int, cell, style: Style) -> list[list[Segment]]:  # noqa: ANN001
-        """The lines of one cell, each its column's width: padded in place, wrapped here (one line of ASCII),
-        or drawn by rich."""
+    def _cell(self, i: int, cell, style: Style) -> list[list[tuple[str, Style | None]]]:  # noqa: ANN001
+        """The lines of one cell, each its column's width, as (text, style) pieces: padded in place, wrapped
+        here (a line of ASCII), or drawn by rich."""
         value, own, width = cell
         room = self.room[i]
-        if width >= 0 and room > 0 and (width <= room or value.isascii()):
+        if room < 1:  # rich renders nothing in no room
+            return []
+        if width >= 0 and (width <= room or value.isascii()):
             column = self.columns[i]
-            texts = ([self._justified(room, column.justify, value, width)] if width <= room else
+            texts = ([_justified(room, column.justify, value, width)] if width <= room else
                      _wrapped(value, room, column.justify, column.overflow, column.no_wrap))
             lpad, rpad = self.blanks[i]
-            if self.plain:
-                return [[Segment(lpad + text + rpad)] for text in texts]
-            content = style
-            if own:
-                key = (style, own)
-                content = self.added.get(key)
-                if content is None:
-                    content = self.added[key] = style + self.console.get_style(own)
-            head = [Segment(lpad, style)] if lpad else []
-            tail = [Segment(rpad, style)] if rpad else []
-            return [[*head, Segment(text, content), *tail] for text in texts]
+            content = self._content(style, own)
+            return [[(lpad, style), (text, content), (rpad, style)] for text in texts]
         column = self.columns[i]
         if width != _COMPLEX:
             value = Text(value, style=own or "")
         left, right = self.pads[i]
         options = self.options.update(width=self.widths[i], justify=column.justify, no_wrap=column.no_wrap,
                                       overflow=column.overflow, height=None, highlight=False)
-        return self.console.render_lines(Padding(value, (0, right, 0, left)), options, style=style)
+        return [[(seg.text, seg.style) for seg in line]
+                for line in self.console.render_lines(Padding(value, (0, right, 0, left)), options, style=style)]
+
+    def _content(self, style: Style, own: object) -> Style:
+        """The style of a cell's text: the row's, plus the cell's own."""
+        if not own:
+            return style
+        key = (style, own)
+        content = self.added.get(key)
+        if content is None:
+            content = self.added[key] = style + self.console.get_style(own)
+        return content
+
+
+def _justified(room: int, justify: str, value: str, width: int) -> str:
+    """VALUE, one line of WIDTH cells that fits ROOM, filled to it as rich justifies it."""
+    if justify == "left":
+        return value + " " * (room - width)
+    if value.endswith(" "):  # rich strips the blanks at the end before it aligns right or centres
+        value = value.rstrip(" ")
+        width = cell_len(value)
+    fill = room - width
+    if justify == "right":
+        return " " * fill + value
+    return " " * (fill // 2) + value + " " * (fill - fill // 2)
+
+
+def _merged(pieces: list[tuple[str, Style | None]], plain: bool):  # noqa: ANN202
+    """Segments of a line's (text, style) pieces: empty ones dropped, neighbours that carry no style (all of
+    them, without colour) joined into one; a styled piece stays one segment, as rich writes it."""
+    run: list[str] = []
+    for text, style in pieces:
+        if not text:
+            continue
+        if plain or not style:
+            run.append(text)
+            continue
+        if run:
+            yield Segment("".join(run))
+            run = []
+        yield Segment(text, style)
+    if run:
+        yield Segment("".join(run))
 
 
 def _wrapped(text: str, width: int, justify: str, overflow: str, no_wrap: bool) -> list[str]:
@@ -360,21 +390,6 @@ def _cut(text: str, width: int, overflow: str) -> str:
     if len(text) <= width:
         return text
     return text[:max(0, width - 1)] + "…" if overflow == "ellipsis" else text[:width]
-
-
-def _joined(pieces: list[Segment], plain: bool):  # noqa: ANN202
-    """The segments with neighbours that carry no style (all of them, without colour) merged."""
-    run: list[str] = []
-    for seg in pieces:
-        if plain or not seg.style:
-            run.append(seg.text)
-            continue
-        if run:
-            yield Segment("".join(run))
-            run = []
-        yield seg
-    if run:
-        yield Segment("".join(run))
 
 
 def _annotation(console, options, text, style: str, justify: str):  # noqa: ANN001, ANN202
