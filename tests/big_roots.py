@@ -25,15 +25,16 @@ PID = 4242
 PAGE = 4096
 
 
-def numa_maps(n: int) -> str:
+def numa_maps(n: int, remote: bool = True) -> str:
     """N numa_maps lines: one in eight 1-16 MiB (over `--min-size`'s default 1M), the rest smaller; pages
-    on both nodes; one in sixteen `bind:1`; file names long, as a Python rank's libraries are."""
+    on both nodes (on node 0 only without REMOTE); one in sixteen `bind:1`; file names long, as a Python
+    rank's libraries are."""
     lines = []
     for i in range(n):
         start = 0x7F0000000000 + i * 0x10000
         pages = (256 + (i % 16) * 256) if i % 8 == 0 else 1 + i % 200
-        n1 = pages // 3 if i % 5 == 0 else 0
-        policy = "bind:1" if i % 16 == 0 else "default"
+        n1 = pages // 3 if remote and i % 5 == 0 else 0
+        policy = "bind:1" if remote and i % 16 == 0 else "default"
         if i % 4 == 0:
             what = f"file=/usr/lib/python3/dist-packages/torch/lib/libtorch_part_{i}.so mapped={pages}"
         else:
@@ -70,9 +71,10 @@ def threads_root(base: Path, n: int) -> Path:
 
 
 def ranks_root(base: Path, n: int) -> Path:
-    """The tree with N processes (PIDs 10000...), each with LOCAL_RANK=i and a few mappings."""
+    """The tree with N processes (PIDs 10000...), each with LOCAL_RANK=i and a few mappings, all on node 0
+    where its thread runs (placed well: the job table is the whole report)."""
     root = _process_root(base)
-    maps = numa_maps(8)
+    maps = numa_maps(8, remote=False)
     for i in range(n):
         write_process(root, 10000 + i, f"LOCAL_RANK={i}\x00", maps)
     return root

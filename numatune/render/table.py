@@ -10,7 +10,7 @@ would have to wrap or split (a narrow terminal, a newline, a tab, a text of seve
 renderer. Without colour a row is one string. Cell text is made printable (render.printable) before it is
 measured, so a control sequence shown as `\\x1b` keeps its column aligned.
 
-Cells are plain text (a str or a rich Text), never markup.
+Cells are plain text (a str or a rich Text), never markup; any other renderable is measured and drawn by rich.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from rich._wrap import divide_line
 from rich.cells import cell_len
 from rich.measure import Measurement
 from rich.padding import Padding
+from rich.protocol import is_renderable
 from rich.segment import Segment
 from rich.style import Style
 from rich.table import Table as _RichTable
@@ -27,7 +28,8 @@ from rich.text import Text
 
 from numatune.render.printable import printable
 
-_COMPLEX = -1  # a cell's width when rich must draw it
+_COMPLEX = -1  # a cell's width when rich must draw it (a Text)
+_RENDERABLE = -2  # ... and measure it (any other renderable)
 
 
 class _Column:
@@ -53,9 +55,9 @@ class _Measured:
         return iter(())
 
 
-def _cell(value) -> tuple[object, object, int]:  # noqa: ANN001 - str, Text or None
+def _cell(value) -> tuple[object, object, int]:  # noqa: ANN001 - str, Text, None or a renderable
     """(text or Text, style, width): width is the text's cells when it can be padded in place, else _COMPLEX
-    (the value is then a Text for rich to draw)."""
+    (the value is then a Text for rich to draw) or _RENDERABLE (another renderable, for rich to measure too)."""
     if value is None:
         return "", None, 0
     if isinstance(value, str):
@@ -68,8 +70,10 @@ def _cell(value) -> tuple[object, object, int]:  # noqa: ANN001 - str, Text or N
             text = value.plain
         if value.spans or value.justify or value.overflow or value.no_wrap is not None:
             return value, None, _COMPLEX
+    elif is_renderable(value):
+        return value, None, _RENDERABLE
     else:
-        raise TypeError(f"a table cell is text, not {type(value).__name__}")
+        raise TypeError(f"a table cell is text or a renderable, not {type(value).__name__}")
     if text.isprintable():  # no newline, no tab, no control: one line, padded in place
         return text, style, len(text) if text.isascii() else cell_len(text)
     text = printable(text)
@@ -99,7 +103,8 @@ class Table:
         self.caption, self.caption_justify = caption, caption_justify
         self.show_edge, self.pad_edge, self.box = show_edge, pad_edge, box
         self.columns: list[_Column] = []
-        self.rows: list[tuple[list[tuple[object, object, int]], object]] = []
+        self.rows: list[tuple[list[tuple[object, object, int]], object, bool]] = []
+        self.renderables: list[tuple[int, object]] = []  # (column, cell) of cells that are neither str nor Text
 
     def add_column(self, header: str = "", *, justify: str = "left", overflow: str = "ellipsis",
                    no_wrap: bool = False) -> None:
@@ -109,22 +114,25 @@ class Table:
             raise ValueError(f"justify {justify!r}: left, right or center")
         self.columns.append(_Column(header, justify, overflow, no_wrap))
 
-    def add_row(self, *values, style: str | Style | None = None) -> None:  # noqa: ANN002 - str, Text or None
+    def add_row(self, *values, style: str | Style | None = None) -> None:  # noqa: ANN002 - str, Text, renderables
         columns = self.columns
         if len(values) > len(columns):
             raise ValueError(f"{len(values)} cells for {len(columns)} columns")
         cells = []
         simple = True  # every cell one line of text, padded in place when it fits
-        for column, value in zip(columns, values):  # noqa: B905 - fewer values than columns: blank cells
+        for i, (column, value) in enumerate(zip(columns, values)):  # noqa: B905 - fewer values: blank cells
             if value.__class__ is str and value.isprintable():  # the common cell, at C speed
                 cell = value, None, len(value) if value.isascii() else cell_len(value)
                 width = cell[2]
             else:
                 cell = _cell(value)
                 width = cell[2]
-                if width == _COMPLEX:
+                if width < 0:
                     simple = False
+                if width == _COMPLEX:
                     width = _measure(cell[0].plain)[1]
+                elif width == _RENDERABLE:
+                    self.renderables.append((i, value))
             if width > column.maximum:
                 column.maximum = width
             cells.append(cell)
@@ -139,6 +147,8 @@ class Table:
             low = 0
             for cells, _style, _simple in self.rows:
                 value, _own, width = cells[i]
+                if width == _RENDERABLE:  # measured by rich in the stand-in
+                    continue
                 if width == _COMPLEX:
                     value = value.plain
                 elif width == len(value) and " " not in value:  # ASCII, one word
@@ -155,14 +165,17 @@ class Table:
 
     # -- layout: rich's rules on a one-row stand-in --------------------------------------------------
     def _stand_in(self, minimums: list[int] | None = None) -> _RichTable:
-        """A rich table of the same columns whose one row measures what each column's cells measure (the
-        minimums left at the maximums when the table fits: rich then takes each column's maximum)."""
+        """A rich table of the same columns whose one row measures what each column's text cells measure (the
+        minimums left at the maximums when the table fits: rich then takes each column's maximum), then one
+        row for each cell that is another renderable, for rich to measure."""
         t = _RichTable(box=self.box, show_edge=self.show_edge, pad_edge=self.pad_edge)
         for c in self.columns:
             t.add_column(printable(c.header), justify=c.justify, overflow=c.overflow, no_wrap=c.no_wrap)
         if self.rows:
             lows = minimums or [c.maximum for c in self.columns]
             t.add_row(*(_Measured(low, c.maximum) for low, c in zip(lows, self.columns, strict=True)))
+        for i, value in self.renderables:
+            t.add_row(*([""] * i), value)
         return t
 
     def __rich_measure__(self, console, options) -> Measurement:  # noqa: ANN001 - rich's protocol
@@ -309,7 +322,7 @@ class _Rows:
             content = self._content(style, own)
             return [[(lpad, style), (text, content), (rpad, style)] for text in texts]
         column = self.columns[i]
-        if width != _COMPLEX:
+        if width >= 0:
             value = Text(value, style=own or "")
         left, right = self.pads[i]
         options = self.options.update(width=self.widths[i], justify=column.justify, no_wrap=column.no_wrap,

@@ -130,6 +130,24 @@ def test_control_characters_are_shown_and_keep_the_columns_aligned():
     assert len({len(line) for line in lines}) == 1  # every line as wide as the table
 
 
+@pytest.mark.parametrize("colour", [None, "256"])
+def test_other_renderables_are_measured_and_drawn_by_rich(colour):
+    from rich.padding import Padding
+    from rich.panel import Panel
+
+    outs = []
+    for make in (RichTable, Table):
+        t = make(title="mixed")
+        t.add_column("a")
+        t.add_column("b", justify="right")
+        t.add_row("plain", Panel("in a panel"))
+        t.add_row(Padding("padded", (1, 2)), "x", style="bold")
+        console, buf = _console(60, colour)
+        console.print(t)
+        outs.append(buf.getvalue())
+    assert outs[1] == outs[0]
+
+
 def test_cells_are_text_and_rows_fit_their_columns():
     t = Table()
     t.add_column("a")
@@ -163,3 +181,38 @@ def test_drawing_grows_linearly(width, colour):
         _draw_seconds(10_000, width, colour) for _ in range(2))
     assert large / small < 8, (small, large)
     assert large < 10, large
+
+
+# -- the reports themselves: the same bytes as with rich.table, on real fixtures ---------------------------
+REPORTS = [
+    ("h100-vm-1gpu", ("audit", "1248")),  # a real CUDA process: memory table with a two-line header, threads
+    ("h100-vm-1gpu", ("audit", "1248", "--mappings", "--min-size", "0")),
+    ("vm-two-socket", ("irq",)),  # no edge, folded columns
+    ("vm-two-socket", ("irq", "plan", "--ranks-per-node", "1")),
+    ("handmade-launch-2s4gpu-cxl", ("inspect",)),  # GPUs, a path matrix, CXL
+    ("256ppc-8n8s4t", ("inspect",)),
+    ("topo-mi210-xgmi-pcie", ("inspect",)),
+]
+SCREENS = [  # a pipe; a plain 80-column terminal; a 132-column colour terminal
+    {},
+    {"TTY_COMPATIBLE": "1", "COLUMNS": "80"},
+    {"FORCE_COLOR": "1", "NO_COLOR": None, "COLUMNS": "132"},
+]
+
+
+@pytest.mark.parametrize("tree, args", REPORTS)
+def test_reports_print_what_rich_table_printed(cli, monkeypatch, tree, args):
+    import numatune.render.audit_text as audit_text
+    import numatune.render.irq_text as irq_text
+    import numatune.render.table as table
+    from tests.conftest import fixture_root
+
+    for env in SCREENS:
+        ours = cli("--root", str(fixture_root(tree)), *args, env=env)
+        with monkeypatch.context() as m:
+            for module in (audit_text, irq_text, table):
+                m.setattr(module, "Table", RichTable)
+            theirs = cli("--root", str(fixture_root(tree)), *args, env=env)
+        assert ours.exit_code == theirs.exit_code and ours.exit_code in (0, 1), ours.stderr
+        assert ours.stdout == theirs.stdout, env
+        assert ("\x1b[" in ours.stdout) == ("FORCE_COLOR" in env)
