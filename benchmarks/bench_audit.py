@@ -7,7 +7,7 @@ rank can come near it): small anonymous regions with alternating protections so 
 them, each touched once (one resident page per line). `--saved N` times the same commands on a generated
 saved root instead (tests/big_roots.py: one process of N mappings, long file names, pages on two nodes),
 where numastat, which reads only live processes, is left out and the ratios are to `audit PID --mappings
---json`. The awk line sums the pages per node of every line, the core of what numastat -p does. Commands
+--min-size 0 --json`. The awk line sums the pages per node of every line, the core of what numastat -p does. Commands
 run interleaved, N rounds each (benchmarks/_timing.py): median and minimum wall time, median CPU time (user
 + system of the child, which a busy machine disturbs less), each as a ratio to the reference, and peak
 resident memory.
@@ -64,6 +64,7 @@ def commands(pid: int, numa_maps: str, root: list[str], numastat: bool) -> dict[
         f"audit {pid} (text)": audit,
         f"audit {pid} --mappings --json": [*audit, "--mappings", "--json"],
         f"audit {pid} --mappings (text, default --min-size 1M)": [*audit, "--mappings"],
+        f"audit {pid} --mappings --min-size 0 --json": [*audit, "--mappings", "--min-size", "0", "--json"],
         f"audit {pid} --mappings --min-size 0 (text)": [*audit, "--mappings", "--min-size", "0"],
         "python -c 'import click'": [sys.executable, "-c", "import click"],
     })
@@ -88,7 +89,8 @@ def main() -> None:
             print(f"saved root: PID {PID}, {count_lines(numa_maps)} numa_maps lines (tests/big_roots.py), "
                   f"{args.rounds} rounds")
             cmds = commands(PID, numa_maps, ["--root", str(root)], numastat=False)
-            report(measure(cmds, args.rounds, env), f"audit {PID} --mappings --json", args.rounds, peak=True)
+            report(measure(cmds, args.rounds, env), f"audit {PID} --mappings --min-size 0 --json", args.rounds,
+                   peak=True)
         return
     if shutil.which("numastat") is None:
         sys.exit("numastat not found: apt-get install -y numactl")

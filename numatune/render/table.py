@@ -231,16 +231,19 @@ class Table:
         fast = lines.roomy and all(r >= c.maximum for r, c in zip(lines.room, self.columns, strict=True))
         styles: dict[object, Style] = {}
         last = len(self.rows) - 1
+        room = lines.room
         for index, (cells, row_style, simple) in enumerate(self.rows):
             left, divider, right = foot if index == last else mid
-            if fast and simple and (plain or row_style is None and all(own is None for _v, own, _w in cells)):
+            # narrowed columns (a terminal narrower than the table): this row's cells may fit all the same
+            fits = simple and (fast or lines.roomy and all(w <= r for (_v, _o, w), r in zip(cells, room, strict=True)))
+            if fits and (plain or row_style is None and all(own is None for _v, own, _w in cells)):
                 yield Segment(lines.line(cells, left, divider, right))
                 yield Segment.line()
                 continue
             style = styles.get(row_style)
             if style is None:  # rich: the column's style (none) + the row's
                 style = styles[row_style] = Style.null() + get_style(row_style) if row_style else Style.null()
-            if fast and simple:
+            if fits:
                 yield from lines.styled(cells, style, left, divider, right)
             else:
                 yield from lines.row(cells, [style] * n, "top", left, divider, right)
