@@ -2,9 +2,9 @@
 
 `run_limited` starts `python -m numatune ARGS` with RLIMIT_AS (address space) and RLIMIT_CPU set in the
 child before exec and a wall-clock timeout, through a small watcher process whose only child it is, so
-that the watcher's RUSAGE_CHILDREN is that command's own peak resident memory. A command that needs more
-memory than the limit fails (MemoryError: exit 70, or killed) instead of passing, so an assertion on
-exit 3 proves the bound held.
+that the watcher's RUSAGE_CHILDREN is that command's own peak resident memory and CPU time. A command that
+needs more memory than the limit fails (MemoryError: exit 70, or killed) instead of passing, so an
+assertion on exit 3 proves the bound held.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ try:
 except subprocess.TimeoutExpired as exc:
     rc, out, err = "timeout", exc.stdout or b"", exc.stderr or b""
 wall = time.monotonic() - start
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 json.dump({"rc": rc, "out": out.decode(errors="replace"), "err": err.decode(errors="replace"),
-           "wall": wall, "peak_mib": peak}, sys.stdout)
+           "wall": wall, "peak_mib": usage.ru_maxrss / 1024, "cpu": usage.ru_utime + usage.ru_stime}, sys.stdout)
 """
 
 
@@ -43,6 +43,7 @@ class Limited:
     stderr: str
     wall: float
     peak_mib: float
+    cpu: float  # user + system seconds: what a loaded machine disturbs less than wall time
 
     def within(self, seconds: float, mib: float) -> bool:
         return self.returncode != "timeout" and self.wall < seconds and self.peak_mib < mib
@@ -50,7 +51,7 @@ class Limited:
 
 def run_limited(*args: str, seconds: float = 10, mib: int = 256, env: dict[str, str] | None = None,
                 cwd: str | None = None) -> Limited:
-    """`numatune ARGS` under the limits; its exit status, output, wall seconds and peak RSS in MiB."""
+    """`numatune ARGS` under the limits; its exit status, output, wall and CPU seconds and peak RSS in MiB."""
     full_env = dict(os.environ if env is None else env)
     full_env.setdefault("NUMATUNE_PCI_IDS", "")
     full_env.pop("NUMATUNE_ROOT", None)
@@ -58,7 +59,7 @@ def run_limited(*args: str, seconds: float = 10, mib: int = 256, env: dict[str, 
                            *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=seconds + 30,
                           check=True)
     doc = json.loads(done.stdout)
-    return Limited(doc["rc"], doc["out"], doc["err"], doc["wall"], doc["peak_mib"])
+    return Limited(doc["rc"], doc["out"], doc["err"], doc["wall"], doc["peak_mib"], doc["cpu"])
 
 
 def best_seconds(run, repeats: int = 3) -> float:  # noqa: ANN001 - a callable of no arguments

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from numatune.cpulist import format_cpulist
@@ -11,6 +10,7 @@ from numatune.model.order import labels as device_labels
 from numatune.model.process import MAPPING_KINDS, ProcessAudit, fold_mappings
 from numatune.model.topology import Topology
 from numatune.render.inspect_text import human_bytes
+from numatune.render.table import Table
 
 VERDICT_STYLE = {"ok": "green", "warning": "yellow", "misplaced": "bold red", "n/a": "dim"}
 MAX_THREAD_ROWS = 24

@@ -1,10 +1,10 @@
 """`inspect` for people: a summary, tables per subject, then findings.
 
-The tables are built once as plain specs (`_Table`) and drawn by rich, or, when the output is not a
-terminal and every part fits the width unwrapped, by `plain_inspect`, which draws rich's heavy-head
-box itself and prints the same bytes (tests compare the two on every fixture). Importing and
-laying out rich costs more than reading a 256-CPU tree; it is paid only where it buys something:
-colour on a terminal, wrapped cells, the CXL tree.
+The tables are built once as plain specs (`_Table`) and drawn through rich (render.table: rich's look in
+time linear in the cells), or, when the output is not a terminal and every part fits the width unwrapped,
+by `plain_inspect`, which draws rich's heavy-head box itself and prints the same bytes (tests compare the
+two on every fixture). Importing rich costs more than reading a 256-CPU tree; it is paid only where it
+buys something: colour on a terminal, wrapped cells, the CXL tree.
 """
 
 from __future__ import annotations
@@ -280,9 +280,10 @@ def _rich(part):  # noqa: ANN001, ANN202 - a section -> a rich renderable
     return _rich_table(part)
 
 
-def _rich_table(spec: _Table):  # noqa: ANN202 - rich Table
-    from rich.table import Table
+def _rich_table(spec: _Table):  # noqa: ANN202 - render.table.Table, rich's look in linear time
     from rich.text import Text
+
+    from numatune.render.table import Table
 
     t = Table(title=spec.title, title_justify="left", caption=spec.caption,
               caption_justify="left" if spec.caption is not None else "center")

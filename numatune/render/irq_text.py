@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from numatune.analysis.irq import locality, node_map
@@ -12,6 +11,7 @@ from numatune.model.findings import Finding
 from numatune.model.irq import Irq, IrqReport
 from numatune.model.topology import Topology
 from numatune.render.inspect_text import findings_table
+from numatune.render.table import Table
 
 
 def _n(value: int | None) -> str:
