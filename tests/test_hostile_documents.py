@@ -362,7 +362,7 @@ def test_a_report_is_checked_in_time_linear_in_its_size(report):
         doc["nodes"] = [dict(doc["nodes"][0], id=i, cpus=list(range(64))) for i in range(n)]
         return doc
 
-    assert growth(bigger, lambda d: check_inspect_document(d, "r.json"), 200) < 8
+    assert growth(bigger, lambda d: check_inspect_document(d, "r.json"), 2500) < 8
 
 
 def test_yaml_is_parsed_in_time_linear_in_its_size():
@@ -375,5 +375,5 @@ def test_yaml_is_parsed_in_time_linear_in_its_size():
         return yaml.safe_dump({"kind": "List", "items": [{"kind": "ResourceSlice", "spec": {
             "nodeName": f"n{k}", "devices": [device] * 8}} for k in range(n)]})
 
-    assert growth(slices, lambda t: load_document(t, "s", "yaml"), 50) < 8
+    assert growth(slices, lambda t: load_document(t, "s", "yaml"), 100) < 8
     assert best_seconds(lambda: load_document(slices(400), "s", "yaml"), 1) < 5
