@@ -377,3 +377,16 @@ def test_yaml_is_parsed_in_time_linear_in_its_size():
 
     assert growth(slices, lambda t: load_document(t, "s", "yaml"), 100) < 8
     assert best_seconds(lambda: load_document(slices(400), "s", "yaml"), 1) < 5
+
+
+def test_a_slurm_conf_line_of_thousands_of_keys_is_refused(tmp_path):
+    """Every NodeName line was merged with the NodeName=DEFAULT keys: defaults of 200,000 keys copied into each
+    of thousands of lines grew as their product. A line (or the defaults) holds at most 256 keys."""
+    f = tmp_path / "slurm.conf"
+    f.write_text("NodeName=DEFAULT " + " ".join(f"K{i}=1" for i in range(200_000)) + "\n"
+                 + "".join(f"NodeName=n{i} CPUs=1\n" for i in range(20_000)))
+    r = answered("check", "--slurm-conf", str(f))
+    assert f"{f}:1: a line of 200,001 words" in r.stderr
+    f.write_text("".join("NodeName=DEFAULT " + " ".join(f"K{j}{i}=1" for i in range(200)) + "\n" for j in range(3)))
+    r = answered("check", "--slurm-conf", str(f))
+    assert f"{f}:2: NodeName=DEFAULT lines set 400 keys" in r.stderr
