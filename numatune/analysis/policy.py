@@ -149,7 +149,7 @@ class _Validator:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_SIZE:
-            self.fail(key, f"must be a finite number >= 0 (at most {MAX_SIZE:.3g})")
+            self.fail(key, f"must be a number >= 0 (finite, at most {MAX_SIZE:.3g})")
         return float(value)
 
     def bool_(self, key: str, value: Any) -> bool:

@@ -78,12 +78,19 @@ def _key_path(path: str, key: Any) -> str:
 
 class Doc:
     """One value of a document (`value`), the file it came from (`file`, as the user named it) and its place
-    in it (`path`: "" for the whole document, else "reservedMemory[0].numaNode")."""
+    in it (`path`: "" for the whole document, else "reservedMemory[0].numaNode"). A field's path is written
+    only when an error names it: a report's thousands of fields are checked at a few dict lookups each."""
 
-    __slots__ = ("value", "file", "path")
+    __slots__ = ("value", "file", "_path", "_up", "_key")
 
-    def __init__(self, value: Any, file: str, path: str = "") -> None:
-        self.value, self.file, self.path = value, file, path
+    def __init__(self, value: Any, file: str, path: str | None = "", up: Doc | None = None, key: Any = None) -> None:
+        self.value, self.file, self._path, self._up, self._key = value, file, path, up, key
+
+    @property
+    def path(self) -> str:
+        if self._path is None:  # a child's: its parent's path and its key
+            self._path = _key_path(self._up.path, self._key)  # type: ignore[union-attr]
+        return self._path
 
     def __repr__(self) -> str:
         return f"Doc({self.file}: {self.path or '<top>'} = {describe(self.value)})"
@@ -106,30 +113,34 @@ class Doc:
         self.fail(f"expected {what}, got {describe(value)}")
 
     # -- navigation --------------------------------------------------------------------------------------------
+    def _value(self, key: Any) -> Any:
+        """This value (KEY None) or the value at KEY of this mapping (absent: None); no Doc is made."""
+        value = self.value
+        if key is None or value is None:
+            return value
+        if type(value) is not dict and not isinstance(value, dict):  # noqa: E721 - the plain dict first: fast
+            self._expected("a mapping", value)
+        return value.get(key)
+
+    def _node(self, key: Any, value: Any) -> Doc:
+        """The Doc of the value just read: this one, or its KEY's."""
+        return self if key is None else Doc(value, self.file, None, self, key)
+
     def at(self, key: Any) -> Doc:
         """The value at KEY of this mapping (absent: a Doc of None); this value must be a mapping (or absent)."""
-        value = self.value
-        if value is None:
-            return Doc(None, self.file, _key_path(self.path, key))
-        if not isinstance(value, dict):
-            self._expected("a mapping", value)
-        return Doc(value.get(key), self.file, _key_path(self.path, key))
-
-    def _get(self, key: Any) -> tuple[Any, Doc]:
-        """(the value, the Doc it is read from): this one, or its KEY."""
-        node = self if key is None else self.at(key)
-        return node.value, node
+        return Doc(self._value(key), self.file, None, self, key)
 
     def mapping(self, key: Any = None, *, required: bool = False) -> Doc:
         """A mapping (absent: an empty one, unless `required`)."""
-        value, node = self._get(key)
+        value = self._value(key)
         if value is None:
             if required:
-                node.fail("is missing")
-            return Doc({}, node.file, node.path)
+                self._node(key, value).fail("is missing")
+            return Doc({}, self.file, None, self, key) if key is not None else Doc({}, self.file, self._path,
+                                                                                   self._up, self._key)
         if not isinstance(value, dict):
-            node._expected("a mapping", value)
-        return node
+            self._node(key, value)._expected("a mapping", value)
+        return self._node(key, value)
 
     def items(self, key: Any = None, *, most: int | None = None) -> list[tuple[Any, Doc]]:
         """(key, value) of a mapping, in its order; at most `most` of them."""
@@ -137,24 +148,24 @@ class Doc:
         value = node.value
         if most is not None and len(value) > most:
             node.fail(f"holds {len(value):,} entries, more than the {most:,} numatune reads")
-        return [(k, Doc(v, node.file, _key_path(node.path, k))) for k, v in value.items()]
+        return [(k, Doc(v, node.file, None, node, k)) for k, v in value.items()]
 
-    def _list(self, key: Any, most: int | None, required: bool) -> tuple[list, Doc]:
-        """(the list at KEY, or an empty one when absent and not `required`; its Doc), at most `most` items."""
-        value, node = self._get(key)
+    def _list(self, key: Any, most: int | None, required: bool) -> list:
+        """The list at KEY (absent and not `required`: an empty one), at most `most` items."""
+        value = self._value(key)
         if value is None and not required:
-            return [], node
+            return []
         if not isinstance(value, list):
-            node._expected("a list", value)
+            self._node(key, value)._expected("a list", value)
         if most is not None and len(value) > most:
-            node.fail(f"holds {len(value):,} items, more than the {most:,} numatune reads")
-        return value, node
+            self._node(key, value).fail(f"holds {len(value):,} items, more than the {most:,} numatune reads")
+        return value
 
     def list(self, key: Any = None, *, most: int | None = None, required: bool = False) -> list[Doc]:
         """The items of a list (absent: none, unless `required`); at most `most` of them."""
-        value, node = self._list(key, most, required)
-        file, path = node.file, node.path
-        return [Doc(v, file, f"{path}[{i}]") for i, v in enumerate(value)]
+        value = self._list(key, most, required)
+        node, file = self._node(key, value), self.file
+        return [Doc(v, file, None, node, i) for i, v in enumerate(value)]
 
     def records(self, key: Any = None, *, most: int | None = None) -> list[Doc]:
         """The items of a list of mappings (absent: none): each item a mapping, null refused."""
@@ -168,10 +179,10 @@ class Doc:
              required: bool = False) -> list:
         """A list of integers in [lo, hi] (absent: empty, unless `required`): checked in one pass, a view made
         only for the item that fails (a report's CPU lists hold thousands)."""
-        value, node = self._list(key, most, required)
+        value = self._list(key, most, required)
         for i, v in enumerate(value):
             if type(v) is not int or not lo <= v <= hi:  # noqa: E721 - bool is an int subclass, and not one
-                item = Doc(v, node.file, f"{node.path}[{i}]")
+                item = Doc(v, self.file, None, self._node(key, value), i)
                 if v is None:
                     item._expected("an integer", v)
                 item.int(lo=lo, hi=hi)
@@ -179,85 +190,76 @@ class Doc:
 
     def strs(self, key: Any = None, *, most: int | None = None, required: bool = False) -> list:
         """A list of strings (absent: empty, unless `required`), checked in one pass."""
-        value, node = self._list(key, most, required)
+        value = self._list(key, most, required)
         for i, v in enumerate(value):
             if type(v) is not str:  # noqa: E721
-                Doc(v, node.file, f"{node.path}[{i}]")._expected("a string", v)
+                Doc(v, self.file, None, self._node(key, value), i)._expected("a string", v)
         return value
 
     def length(self, key: Any = None) -> int:
         """How many items a list holds (absent: 0), without a view of each: for a bound checked first."""
-        value, node = self._get(key)
-        if value is None:
-            return 0
-        if not isinstance(value, list):
-            node._expected("a list", value)
-        return len(value)
+        return len(self._list(key, None, False))
 
     # -- scalars -----------------------------------------------------------------------------------------------
-    def _typed(self, key: Any, types: tuple[type, ...], what: str, required: bool) -> tuple[Any, Doc]:
-        """(the value at KEY, its Doc): None when absent (InputError when `required`), InputError when it is not
-        one of TYPES (true and false only where bool is one of them: YAML's `yes` is no integer)."""
-        value, node = self._get(key)
+    def _typed(self, key: Any, types: tuple[type, ...], what: str, required: bool) -> Any:
+        """The value at KEY: None when absent (InputError when `required`), InputError when it is not one of
+        TYPES (true and false only where bool is one of them: YAML's `yes` is no integer)."""
+        value = self._value(key)
         if value is None:
             if required:
-                node.fail("is missing")
+                self._node(key, value).fail("is missing")
         elif not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            node._expected(what, value)
-        return value, node
+            self._node(key, value)._expected(what, value)
+        return value
 
     def int(self, key: Any = None, lo: int = 0, hi: int = MAX_COUNT, *, default: Any = None,
             required: bool = False) -> Any:
         """An integer in [lo, hi] (never true/false, never 1.0); absent: `default`."""
-        value, node = self._typed(key, (int,), "an integer", required)
+        value = self._typed(key, (int,), "an integer", required)
         if value is None:
             return default
         if not lo <= value <= hi:
-            node.fail(f"{shown(value)} is out of range (expected {lo} to {hi})")
+            self._node(key, value).fail(f"{shown(value)} is out of range (expected {lo} to {hi})")
         return value
 
     def number(self, key: Any = None, lo: float = 0.0, hi: float = float(MAX_SIZE), *, default: Any = None,
                required: bool = False) -> Any:
         """A finite number in [lo, hi] as a float (an integer taken too, bounded before it is converted)."""
-        value, node = self._typed(key, (int, float), "a number", required)
+        value = self._typed(key, (int, float), "a number", required)
         if value is None:
             return default
         if value != value or not lo <= value <= hi:  # NaN compares with nothing; an int is compared exactly
-            node.fail(f"{shown(value)} is out of range (expected {lo:g} to {hi:g})")
+            self._node(key, value).fail(f"{shown(value)} is out of range (expected {lo:g} to {hi:g})")
         return float(value)
 
     def str(self, key: Any = None, *, default: Any = None, required: bool = False, most: int | None = None) -> Any:
         """A string (absent: `default`), at most `most` characters."""
-        value, node = self._typed(key, (str,), "a string", required)
+        value = self._typed(key, (str,), "a string", required)
         if value is None:
             return default
         if most is not None and len(value) > most:
-            node.fail(f"a string of {len(value):,} characters, more than the {most:,} numatune reads")
+            self._node(key, value).fail(f"a string of {len(value):,} characters, more than the {most:,} numatune "
+                                        "reads")
         return value
 
     def bool(self, key: Any = None, *, default: Any = None, required: bool = False) -> Any:
         """true or false (absent: `default`)."""
-        value, _ = self._typed(key, (bool,), "true or false", required)
+        value = self._typed(key, (bool,), "true or false", required)
         return default if value is None else value
 
     def scalar(self, key: Any = None, *, default: Any = None) -> Any:
         """A string, number or true/false as it is (for a value compared or shown, never computed with);
         a list or mapping is refused. Absent: `default`."""
-        value, node = self._get(key)
-        if value is None:
-            return default
-        if not isinstance(value, (str, int, float, bool)):
-            node._expected("a string or a number", value)
-        return value
+        value = self._typed(key, (str, int, float, bool), "a string or a number", False)
+        return default if value is None else value
 
     def text(self, key: Any = None, *, default: str = "") -> str:
         """A scalar shown as text ("static", 4 -> "4"); a list or mapping is refused. Absent: `default`."""
-        value, node = self._get(key)
-        value = node.scalar()
+        value = self.scalar(key)
         if value is None:
             return default
         if isinstance(value, bool):
             return "true" if value else "false"
         if isinstance(value, int) and not -(10**40) < value < 10**40:
-            node.fail(f"{shown(value)}, more than any value numatune reads")
+            self._node(key, value).fail(f"{shown(value)}, more than any value numatune reads")
         return str(value)

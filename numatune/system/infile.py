@@ -1,9 +1,12 @@
 """The one reader of the files a user names as input: a policy, an `irq` plan or state file, the
-scheduler configurations `check` reads, `plan-memory --probe` results, the reports `fleet` and `diff`
-read; and the one parser of the documents among them (JSON, TOML, YAML: `load_document`), bounded in
-size and nesting before a recursive parser sees them.
+scheduler configurations `check` reads, `plan-memory --probe` and `audit --probe` results, the reports
+`fleet` and `diff` read; and the one parser of the documents among them (JSON, TOML, YAML:
+`load_document`), bounded in size, nesting and what the parse would build (containers and values counted
+by a linear scan) before a parser sees them. What comes out is read through numatune.model.document,
+which checks each field's type and range where it is read.
 
-A regular file only, read whole up to a bound: a FIFO, a device such as /dev/zero or a directory is
+A regular file only, read whole up to a bound (a bound per kind: 4 MiB for a configuration, 16 MiB for a
+report or probe result), refused on its size before a byte is read: a FIFO, a device such as /dev/zero or a directory is
 one line and exit 3 (InputError), never a hang or gigabytes of memory, and it is never opened (the
 kind is looked at first). A leaf module: stdlib only.
 """
