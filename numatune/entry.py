@@ -144,17 +144,19 @@ def _run_fast(call: FastCall) -> int:
         code = _report(call)
         sys.stdout.flush()
         return code
-    except BrokenPipeError:
-        from numatune.render.printable import drop_stdout
+    except BrokenPipeError as exc:
+        from numatune.system.outfile import drop_stdout
 
-        drop_stdout()
+        drop_stdout(exc)
         sys.stderr.close()
         return 0
     except (Exception, KeyboardInterrupt) as exc:
         if call.debug and describe_failure(exc)[2] == ExitCode.INTERNAL:
             raise
         from numatune.render.printable import say_failure
+        from numatune.system.outfile import drop_stdout
 
+        drop_stdout(exc)
         return say_failure(exc)
 
 

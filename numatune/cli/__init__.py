@@ -128,10 +128,10 @@ class NumatuneGroup(click.Group):
             usage_line(exc)
         except (click.exceptions.Exit, click.Abort, click.ClickException):
             raise
-        except BrokenPipeError:
-            from numatune.render.printable import drop_stdout
+        except BrokenPipeError as exc:
+            from numatune.system.outfile import drop_stdout
 
-            drop_stdout()
+            drop_stdout(exc)
             sys.stderr.close()
             raise click.exceptions.Exit(0) from None
         except (Exception, KeyboardInterrupt) as exc:
@@ -139,7 +139,9 @@ class NumatuneGroup(click.Group):
             if describe_failure(exc)[2] == ExitCode.INTERNAL and isinstance(app, App) and app.debug:
                 raise
             from numatune.render.printable import say_failure
+            from numatune.system.outfile import drop_stdout
 
+            drop_stdout(exc)
             raise click.exceptions.Exit(say_failure(exc)) from None
 
 

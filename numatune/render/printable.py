@@ -67,34 +67,13 @@ def never_fail_to_encode() -> None:
                 pass
 
 
-def drop_stdout() -> None:
-    """Standard output is gone (a closed pipe, a full disk): its descriptor is pointed at /dev/null, so that what
-    is still buffered for it goes nowhere and the interpreter's last flush cannot fail again (which prints an
-    "Exception ignored" line and exits 120). A stand-in stream without a descriptor is left as it is."""
-    import os
-    import sys
-
-    try:
-        fd = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.dup2(fd, sys.stdout.fileno())
-    except (OSError, AttributeError, ValueError):  # io.UnsupportedOperation is both; sys.stdout may be None
-        pass
-    finally:
-        os.close(fd)
-
-
 def say_failure(exc: BaseException) -> int:
     """Say on standard error what ended the command (errors.describe_failure: one line, maybe a hint) and return
-    its exit code; the one failure report of both entry points. Standard output that failed is dropped first;
-    a standard error that fails too leaves the exit code to say it."""
-    from numatune.errors import describe_failure, is_stream_failure
+    its exit code; the one failure report of both entry points (which drop a failed standard output first:
+    system.outfile.drop_stdout). A standard error that fails too leaves the exit code to say it."""
+    from numatune.errors import describe_failure
 
     message, hint, code = describe_failure(exc)
-    if is_stream_failure(exc) or isinstance(exc, BrokenPipeError):
-        drop_stdout()
     try:  # noqa: SIM105 - this module imports nothing at its top
         echo(f"numatune: error: {message}\n" + (f"hint: {hint}\n" if hint else ""), err=True)
     except (OSError, ValueError, AttributeError):
