@@ -145,10 +145,10 @@ def _run_fast(call: FastCall) -> int:
         code = _report(call)
         sys.stdout.flush()
         return code
-    except BrokenPipeError:
+    except BrokenPipeError as exc:
         from numatune.system.outfile import drop_stdout
 
-        drop_stdout()
+        drop_stdout(exc)
         sys.stderr.close()
         return 0
     except (Exception, KeyboardInterrupt) as exc:
@@ -157,7 +157,8 @@ def _run_fast(call: FastCall) -> int:
         from numatune.render.printable import say_failure
         from numatune.system.outfile import drop_stdout
 
-        return say_failure(exc, drop_stdout)
+        drop_stdout(exc)
+        return say_failure(exc)
 
 
 def _report(call: FastCall) -> int:

@@ -12,7 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
 ROOT=${NUMATUNE_CHROOT:-/var/cache/numatune/trixie-py313}
-PACKAGES="python3,python3-venv,numactl,hwloc,pciutils,man-db,librsvg2-bin,jq,procps,util-linux"
+# what the suite drives: the tools scripts/test.sh installs, a C compiler (probe's helper), kernel headers, git
+PACKAGES="python3,python3-venv,numactl,hwloc,pciutils,man-db,librsvg2-bin,jq,procps,util-linux,gcc,libc6-dev"
+PACKAGES="$PACKAGES,linux-libc-dev,git"
 # the Debian mirror apt uses here (deb822 URIs: or a one-line sources.list), else Debian's CDN
 MIRROR=$(grep -hsE '^(URIs:|deb) ' /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list 2>/dev/null |
   grep -oE 'https?://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ' || true)

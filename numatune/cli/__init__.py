@@ -129,10 +129,10 @@ class NumatuneGroup(click.Group):
             usage_line(exc)
         except (click.exceptions.Exit, click.Abort, click.ClickException):
             raise
-        except BrokenPipeError:
+        except BrokenPipeError as exc:
             from numatune.system.outfile import drop_stdout
 
-            drop_stdout()
+            drop_stdout(exc)
             sys.stderr.close()
             raise click.exceptions.Exit(0) from None
         except (Exception, KeyboardInterrupt) as exc:
@@ -142,7 +142,8 @@ class NumatuneGroup(click.Group):
             from numatune.render.printable import say_failure
             from numatune.system.outfile import drop_stdout
 
-            raise click.exceptions.Exit(say_failure(exc, drop_stdout)) from None
+            drop_stdout(exc)
+            raise click.exceptions.Exit(say_failure(exc)) from None
 
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())

@@ -67,16 +67,13 @@ def never_fail_to_encode() -> None:
                 pass
 
 
-def say_failure(exc: BaseException, drop_stdout=None) -> int:  # noqa: ANN001 - system.outfile.drop_stdout
+def say_failure(exc: BaseException) -> int:
     """Say on standard error what ended the command (errors.describe_failure: one line, maybe a hint) and return
-    its exit code; the one failure report of both entry points. Standard output that failed is dropped first
-    (the caller's `drop_stdout`, system.outfile's: a pure layer opens no file); a standard error that fails
-    too leaves the exit code to say it."""
-    from numatune.errors import describe_failure, is_stream_failure
+    its exit code; the one failure report of both entry points (which drop a failed standard output first:
+    system.outfile.drop_stdout). A standard error that fails too leaves the exit code to say it."""
+    from numatune.errors import describe_failure
 
     message, hint, code = describe_failure(exc)
-    if (is_stream_failure(exc) or isinstance(exc, BrokenPipeError)) and drop_stdout is not None:
-        drop_stdout()
     try:  # noqa: SIM105 - this module imports nothing at its top
         echo(f"numatune: error: {message}\n" + (f"hint: {hint}\n" if hint else ""), err=True)
     except (OSError, ValueError, AttributeError):

@@ -90,6 +90,28 @@ def cannot_write(name: str, exc: OSError) -> NumatuneError:
     return InputError(message)
 
 
+def drop_stdout(exc: BaseException) -> None:
+    """After a failed write to standard output (a closed pipe, a full disk: `exc`; anything else is left alone):
+    its descriptor is pointed at /dev/null, so that what is still buffered for it goes nowhere and the
+    interpreter's last flush cannot fail again (which prints an "Exception ignored" line and exits 120)."""
+    import sys
+
+    from numatune.errors import is_stream_failure
+
+    if not (isinstance(exc, BrokenPipeError) or is_stream_failure(exc)):
+        return
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.dup2(fd, sys.stdout.fileno())
+    except (OSError, AttributeError, ValueError):  # a stand-in stream without a descriptor, or None: left as is
+        pass
+    finally:
+        os.close(fd)
+
+
 def _write_stream(name: str, data: bytes | str | None, fill: Callable[[BinaryIO], None] | None) -> str:
     """Standard output or error (through sys.stdout/stderr's byte buffer, after what was printed there),
     or /dev/null. A closed pipe (BrokenPipeError) is left to the command line, which ends quietly."""

@@ -64,6 +64,7 @@ def test_no_compiler_means_no_helper(fresh_cache, monkeypatch):
     assert helper.load()[0] is None
 
 
+@needs_cc  # latency needs the C helper (without it: test_probe_without_compiler_still_measures_copy)
 def test_probe_one_node_live(cli, fresh_cache):
     res = cli("probe", "--size", "16M", "--time-budget", "1", "--json")
     assert res.exit_code == 0, res.stderr
