@@ -112,9 +112,8 @@ def run(argv: Sequence[str] | None = None) -> None:
         _run(argv)
     except KeyboardInterrupt as exc:
         from numatune.render.printable import say_failure
-        from numatune.system.outfile import drop_stdout
 
-        sys.exit(say_failure(exc, drop_stdout))
+        sys.exit(say_failure(exc))
 
 
 def _run(argv: Sequence[str] | None) -> None:

@@ -109,9 +109,8 @@ class NumatuneGroup(click.Group):
             usage_line(exc)
         except KeyboardInterrupt as exc:  # click would say "Aborted!" and exit 1
             from numatune.render.printable import say_failure
-            from numatune.system.outfile import drop_stdout
 
-            raise click.exceptions.Exit(say_failure(exc, drop_stdout)) from None
+            raise click.exceptions.Exit(say_failure(exc)) from None
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201 - click's signature
         """The error boundary: a NumatuneError, an interrupt (130), an output that cannot be written (a full

@@ -157,22 +157,3 @@ def _fill(fh: BinaryIO, data: bytes | str | None, fill: Callable[[BinaryIO], Non
         fill(fh)
     else:
         fh.write(data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data or b"")
-
-
-def drop_stdout() -> None:
-    """Standard output is gone (a closed pipe, a full disk): its descriptor is pointed at /dev/null, so that what
-    is still buffered for it goes nowhere and the interpreter's last flush cannot fail again (which prints an
-    "Exception ignored" line and exits 120). A stand-in stream without a descriptor is left as it is."""
-    import os
-    import sys
-
-    try:
-        fd = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.dup2(fd, sys.stdout.fileno())
-    except (OSError, AttributeError, ValueError):  # io.UnsupportedOperation is both; sys.stdout may be None
-        pass
-    finally:
-        os.close(fd)
