@@ -281,9 +281,8 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
             loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
             docs = []
             merges = "<<" in text or "merge" in text  # `<<` or its tag `!!merge`: else nothing to count
-            collecting = gc.isenabled()
-            gc.disable()  # the node graph and the values hold no cycle the collector could free: its passes over
-            # them grew with the document (a 4x larger one took 6-7x as long)
+            # the collector stays off (above): the node graph and the values hold no cycle it could free, and its
+            # passes over them grew with the document (a 4x larger one took 6-7x as long)
             try:
                 while loader.check_node():  # yaml.load_all, with the merge keys counted between compose and build
                     node = loader.get_node()
@@ -296,8 +295,6 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
                         docs.append(doc)
             finally:
                 loader.dispose()
-                if collecting:
-                    gc.enable()
         except yaml.YAMLError as exc:
             raise InputError(f"{where} is not valid YAML: {' '.join(str(exc).split())}") from None
         expanded = _expanded_size(docs, len(text) * ALIAS_GROWTH + 10_000)
