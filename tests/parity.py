@@ -13,7 +13,7 @@ from typing import Any
 # Where the report came from: differs by design. Live, inspect asks NVML; a snapshot replays the NVML record it
 # saved, and says so: the note ("NVML (live)" / "NVML record saved in this root ...") and each NVLink's source
 # ("nvml" / "nvml record /numatune/nvml.json") name the origin of the same answers.
-ORIGIN = ("source", "live", "path_matrix.nvlink.note", "path_matrix.links.*.source")
+ORIGIN = ("source", "live", "path_matrix.nvlink.note", "path_matrix.links.*.source", "path_matrix.nvswitch.*.source")
 # Values that give the same answer from the other origin, compared as one: NVLink seen through NVML asked live
 # ("nvml") or through its saved record ("saved"). A replay that lost the record ("not visible") still differs.
 SAME_ANSWER = {"path_matrix.nvlink.state": {"saved": "nvml"}}

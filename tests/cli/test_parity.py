@@ -176,8 +176,10 @@ def test_replay_equals_live_on_an_nvidia_node_through_an_nvml_stand_in(tree, tmp
     saved = json.loads(inspect_json(Host.open(root), None))
     assert (live["path_matrix"]["nvlink"]["state"], saved["path_matrix"]["nvlink"]["state"]) == ("nvml", "saved")
     if tree == "handmade-dgx-h100-ids":
-        assert len(live["path_matrix"]["links"]) == 28 and {x["source"] for x in live["path_matrix"]["links"]} == {
-            "nvml"} and {x["source"] for x in saved["path_matrix"]["links"]} == {"nvml record /numatune/nvml.json"}
+        # 8 GPUs on the NVSwitch fabric: one group (inspect/4), not 28 pairs
+        live_sw, saved_sw = live["path_matrix"]["nvswitch"], saved["path_matrix"]["nvswitch"]
+        assert len(live_sw) == 8 and {x["source"] for x in live_sw} == {"nvml"}
+        assert {x["source"] for x in saved_sw} == {"nvml record /numatune/nvml.json"}
     if tree == "handmade-dgx-h100-ids":  # a hand-made tree, not a snapshot: read "live", py-cpuinfo and
         # irqbalance answer for this machine; the GPU fabric is what is compared
         live, saved = ({k: d[k] for k in ("path_matrix", "gpu_fabric")} for d in (live, saved))
