@@ -90,4 +90,4 @@ def test_a_job_of_1000_ranks_within_3x_its_json(tmp_path):
     text = _run(*args)
     _within_3x(text, _run(*args, "--json"))
     assert len([line for line in _rows(text, "│") if "python train.py" in line]) == RANKS
-    assert f"{RANKS} process(es)" in text.stdout
+    assert f"{RANKS} rank(s), 0 worker(s)" in text.stdout  # the job view counts ranks (issue 40)
