@@ -185,16 +185,7 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
     from numatune.plan.dra import NUMA_NODE, dra_plan
     from numatune.readers import schedconf
 
-    typed = schedconf.load_resource_slices(path)
-    for s in typed:  # the structure's types, naming the field (exit 3); attribute values are judged as published
-        s.mapping("metadata").text("name", default="?")
-        spec = s.mapping("spec")
-        spec.text("nodeName", default="")
-        for d in spec.list("devices"):
-            body = d.mapping("basic") if d.mapping().at("basic").present else d
-            body.mapping("attributes")
-            body.text("nodeName", default="")
-    slices = [s.value for s in typed]
+    slices = schedconf.load_resource_slices(path)  # its structure typed on reading
     name = name or node_name(host)
     hint = "give the output of `kubectl get resourceslices -o yaml`"
     mine = []

@@ -141,10 +141,12 @@ def load_kubelet_config(path: str | Path) -> Doc:
     return view
 
 
-def load_resource_slices(path: str | Path) -> list[Doc]:
+def load_resource_slices(path: str | Path) -> list[dict]:
     """Every ResourceSlice in a file: `kubectl get resourceslices -o yaml|json` (a List), one slice, or a YAML
-    stream of them. Anything else in a List is left out; a file with no ResourceSlice at all is refused. Each
-    slice is a model.document view: its fields are checked where they are read."""
+    stream of them. Anything else in a List is left out; a file with no ResourceSlice at all is refused. The
+    structure that check reads (metadata, spec, devices, a device's body, attributes, node names) is typed
+    here through model.document, naming the field (exit 3); attribute values stay as published, for the
+    checks to judge."""
     doc = _load_document(path, "ResourceSlices")
     where = str(path)
     slices = []
@@ -163,4 +165,12 @@ def load_resource_slices(path: str | Path) -> list[Doc]:
     if not slices:
         raise InputError(f"{path} holds no ResourceSlice",
                          hint="give the output of `kubectl get resourceslices -o yaml`")
-    return slices
+    for s in slices:
+        s.mapping("metadata").text("name", default="?")
+        spec = s.mapping("spec")
+        spec.text("nodeName", default="")
+        for d in spec.list("devices"):
+            body = d.mapping("basic") if d.mapping().at("basic").present else d
+            body.mapping("attributes")
+            body.text("nodeName", default="")
+    return [s.value for s in slices]
