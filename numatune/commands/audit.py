@@ -80,15 +80,9 @@ def load_probe_h2d(path: str) -> dict[str, dict[int, float]]:
     """`audit --probe FILE`: probe_h2d of the file, read as plan-memory's --probe is (system.infile: a regular
     file, bounded, its nesting and size checked before parsing); InputError, exit 3, when it cannot be read or
     is not one."""
-    from numatune.errors import InputError
-    from numatune.system.infile import MAX_REPORT_BYTES, load_document, read_input
+    from numatune.system.infile import MAX_REPORT_BYTES, load_document, read_text
 
-    raw = read_input(path, "--probe file", MAX_REPORT_BYTES)
-    try:
-        text = raw.decode("utf-8")
-    except ValueError:  # UnicodeDecodeError
-        raise InputError(f"--probe {path} is not JSON (expected numatune probe --gpu --json output)") from None
-    del raw
+    text = read_text(path, "--probe file", MAX_REPORT_BYTES)
     return probe_h2d(load_document(text, f"--probe {path}"), f"--probe {path}")
 
 

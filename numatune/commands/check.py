@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 def load_policy(path: str | Path) -> Policy:
     """Read a policy file (a missing or unreadable one is one line, exit 3) and validate it."""
     from numatune.analysis.policy import parse_policy
-    from numatune.system.infile import decode_input, load_document, read_input
+    from numatune.system.infile import load_document, read_text
 
-    text = decode_input(read_input(path, "policy"), "policy", str(path))
+    text = read_text(path, "policy")
     return parse_policy(load_document(text, f"policy {path}", "toml"), str(path))
 
 

@@ -60,9 +60,9 @@ def load_inspect(spec: str) -> tuple[dict[str, Any], str]:
 
     kind = "root" if spec == "/" else sniff(spec)
     if kind == "report":
-        from numatune.system.infile import MAX_REPORT_BYTES, decode_input, read_input
+        from numatune.system.infile import MAX_REPORT_BYTES, read_text
 
-        text = decode_input(read_input(spec, "report", MAX_REPORT_BYTES), "report", str(spec))
+        text = read_text(spec, "report", MAX_REPORT_BYTES)
         return check_inspect_document(load_report_text(text, spec), spec), kind
     return inspect_doc_of_root(spec), kind
 

@@ -119,16 +119,11 @@ def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
 
 def _probe_figures(path: str, ctx, gpu):  # noqa: ANN001, ANN202
     """Read bandwidths measured from the local DRAM node (the plan's initiator) in a probe document."""
-    from numatune.errors import InputError
     from numatune.model.document import Doc
     from numatune.placement.targets import probe_bandwidths, resolve
-    from numatune.system.infile import MAX_REPORT_BYTES, load_document, read_input
+    from numatune.system.infile import MAX_REPORT_BYTES, load_document, read_text
 
-    raw = read_input(path, "--probe file", MAX_REPORT_BYTES)
-    try:
-        text = raw.decode("utf-8")
-    except ValueError:  # UnicodeDecodeError
-        raise InputError(f"--probe {path} is not JSON (expected numatune probe --json output)") from None
+    text = read_text(path, "--probe file", MAX_REPORT_BYTES)
     doc = load_document(text, f"--probe {path}")
     node = resolve(("local", gpu) if gpu is not None else "local", ctx).nodes[0]
     return probe_bandwidths(Doc(doc, f"--probe {path}"), node)

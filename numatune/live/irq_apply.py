@@ -215,9 +215,9 @@ def _irq_number(entry: Doc) -> int:
 def _document(path: str | os.PathLike[str], kind: str, key: str, what: str, written_by: str) -> Doc:
     """A numatune JSON document of this kind with a list `key`, read from a file (model.document's view, naming
     the file); one clear error otherwise."""
-    from numatune.system.infile import decode_input, load_document, read_input
+    from numatune.system.infile import load_document, read_text
 
-    text = decode_input(read_input(path, what), what, str(path))
+    text = read_text(path, what)
     doc = load_document(text, f"{what} {path}")
     if not is_document(doc, kind) or not isinstance(doc.get(key), list):
         raise InputError(f"{path} is not {written_by} (schema {SCHEMAS[kind]})")

@@ -18,12 +18,9 @@ from numatune.model.document import Doc
 def _read(path: str | Path) -> str:
     """The text of a configuration file: a regular file of at most MAX_CONFIG_BYTES (4 MiB; a cluster's
     slurm.conf is a few hundred KB)."""
-    from numatune.system.infile import MAX_CONFIG_BYTES, read_input
+    from numatune.system.infile import MAX_CONFIG_BYTES, read_text
 
-    try:
-        return read_input(path, "configuration file", MAX_CONFIG_BYTES).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
+    return read_text(path, "configuration file", MAX_CONFIG_BYTES)
 
 
 def logical_lines(text: str) -> list[tuple[int, str]]:

@@ -46,6 +46,12 @@ def decode_input(raw: bytes, what: str, name: str) -> str:
         raise InputError(f"{what} {name} {shown}, not a {what}") from None
 
 
+def read_text(path: str | os.PathLike[str], what: str, limit: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of the file `what` at `path`: read_input's bounds, then decode_input's one message for a
+    file that is not text (every document numatune takes is read so)."""
+    return decode_input(read_input(path, what, limit), what, os.fspath(path))
+
+
 def read_input(path: str | os.PathLike[str], what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of the file `what` (e.g. "state file") at `path`; InputError for anything else. A file past
     `limit` is refused on its size, before a byte is read, and the bytes are read into one buffer (a list of
