@@ -472,19 +472,12 @@ def bind_threads(host: Any, cpus: Sequence[int]) -> tuple[ThreadBinding, ...]:
 
 def _own_mappings(host: Any) -> tuple[list[Any], list[tuple[int, int, str]]]:
     """(numa_maps placements, sorted (start, end, path) ranges of /proc/self/maps) of this process."""
-    from numatune.readers.procs import parse_numa_maps
+    from numatune.readers.procs import parse_maps, parse_numa_maps
 
     text = host.read_optional("/proc/self/numa_maps") or ""
     placements = list(parse_numa_maps(text, per_mapping=True).by_mapping or ())
-    ranges = []
-    for line in (host.read_optional("/proc/self/maps") or "").splitlines():
-        fields = line.split(maxsplit=5)
-        lo, _, hi = fields[0].partition("-")
-        try:
-            ranges.append((int(lo, 16), int(hi, 16), fields[5].strip() if len(fields) > 5 else ""))
-        except ValueError:
-            continue
-    return placements, sorted(ranges)
+    ranges = [(lo, hi, path) for lo, hi, _, path in parse_maps(host.read_optional("/proc/self/maps") or "")]
+    return placements, ranges
 
 
 def _range_at(ranges: list[tuple[int, int, str]], addr: int) -> tuple[int, str] | None:

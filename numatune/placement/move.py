@@ -60,13 +60,9 @@ class PlaceReport(NamedTuple):
 def own_mapping(start: int, end: int, maps_text: str) -> bool:
     """True when [start, end) is exactly one mapping of its own (glibc serves large allocations from
     their own mmap: the edge pages then hold only the allocator's header, no other object)."""
-    for line in maps_text.splitlines():
-        rng = line.split(" ", 1)[0]
-        lo_s, _, hi_s = rng.partition("-")
-        try:
-            lo, hi = int(lo_s, 16), int(hi_s, 16)
-        except ValueError:
-            continue
+    from numatune.readers.procs import parse_maps
+
+    for lo, hi, _, _ in parse_maps(maps_text):
         if lo <= start < hi:
             return lo == start and hi == end
     return False
