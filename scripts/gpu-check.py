@@ -174,10 +174,11 @@ def nvml_problems(gpus: list[dict], doc: dict) -> list[str]:
     return out
 
 
-def nvml_bdf(bus_id: str) -> str:
-    """NVML's and nvidia-smi's "00000000:00:06.0" as sysfs writes it ("0000:00:06.0")."""
-    domain, rest = bus_id.strip().lower().split(":", 1)
-    return f"{int(domain, 16):04x}:{rest}"
+def nvml_bdf(bus_id: str) -> str | None:
+    """NVML's and nvidia-smi's "00000000:00:06.0" as sysfs writes it ("0000:00:06.0"): numatune's own reading."""
+    from numatune.readers.nvml import nvml_bdf as as_sysfs
+
+    return as_sysfs(bus_id)
 
 
 def gpus_from_smi_xml(text: str) -> list[dict]:
