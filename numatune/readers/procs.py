@@ -699,12 +699,15 @@ def rank_ancestors(host: Host, procs: list[ProcessInfo], topo: Topology | None =
     alone: its rank), read without their threads: what tells a rank from its workers and judges a worker."""
     by_pid = {p.pid: p for p in procs}
     known: dict[int, ProcessInfo] = {}
+    environs: dict[int, dict[str, str] | None] = {}  # the launcher above every rank is read once, not per worker
     for p in procs:
         if p.rank is None:
             continue
         ident, cur = rank_identity(p.environ), p
         while cur.ppid and cur.ppid not in by_pid and cur.ppid not in known:
-            env = rank_environ(host, cur.ppid)
+            if cur.ppid not in environs:
+                environs[cur.ppid] = rank_environ(host, cur.ppid)
+            env = environs[cur.ppid]
             if env is None or rank_identity(env) != ident:
                 break
             try:
