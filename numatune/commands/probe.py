@@ -107,6 +107,7 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
     cells = []
     traffic, traffic_note = _open_cxl_traffic(host, topo)
     step = 0
+    rates: dict[int, float] = {}  # first-touch bytes/s of each target, from one small trial
     for i in initiators:
         cores = one_per_core(topo, i, allowed)
         if opts.threads:
@@ -139,10 +140,12 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
             cell_end = time.perf_counter() + per_cell
             short: list[tuple[str, bench.OutOfTime]] = []  # what the budget left no time to set up
             try:
+                if t not in rates:
+                    rates[t] = bench.first_touch_rate(t)
                 if lib is not None and cpu is not None:
                     try:
                         r = bench.measure_latency(lib, cpu, t, size, per_cell * 0.5, opts.samples, smaps,
-                                                  deadline=time.perf_counter() + per_cell * 0.5)
+                                                  deadline=time.perf_counter() + per_cell * 0.5, rate=rates[t])
                     except bench.OutOfTime as exc:
                         short.append(("latency", exc))
                     else:
@@ -159,7 +162,7 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
                     seconds = max(cell_end - time.perf_counter(), 0.0) / (len(modes) - k)
                     try:
                         r = bench.measure_bandwidth(mode, lib, cores, t, size, seconds, 3, smaps,
-                                                    deadline=time.perf_counter() + seconds)
+                                                    deadline=time.perf_counter() + seconds, rate=rates[t])
                     except bench.OutOfTime as exc:
                         short.append((f"{mode} bandwidth", exc))
                         continue
@@ -228,8 +231,9 @@ def _out_of_time(short: list, budget: float) -> str | None:  # noqa: ANN001 - (w
         return None
     names = [what for what, _ in short]
     rate = min(exc.rate_mbps for _, exc in short)
+    shown = f"{rate:.0f}" if rate >= 10 else f"{rate:.2g}"  # emulated CXL writes at 0.6 MB/s, not "1"
     return (f"{', '.join(names)} not measured: the time budget ({budget:g} s) left too little time to set up "
-            f"the buffers (first touch at {rate:.0f} MB/s); raise --time-budget or lower --size")
+            f"the buffers (first touch at {shown} MB/s); raise --time-budget or lower --size")
 
 
 def _median(xs: Sequence[float]) -> float:

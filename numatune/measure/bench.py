@@ -46,6 +46,13 @@ class OutOfTime(Exception):
         super().__init__(f"{done >> 20} of {total >> 20} MiB set up in {seconds:.1f} s")
         self.done, self.total, self.seconds = done, total, seconds
 
+    @classmethod
+    def foreseen(cls, total: int, rate: float) -> OutOfTime:
+        """Not started: the node's trial write (first_touch_rate, bytes/s) says the set-up cannot fit."""
+        exc = cls(TRIAL_BYTES, total, TRIAL_BYTES / max(rate, 1e-9))
+        exc.args = (f"{total >> 20} MiB not set up: first touch at {rate / 1e6:.3g} MB/s would not fit",)
+        return exc
+
     @property
     def rate_mbps(self) -> float:
         """First-touch write rate seen (MB/s, 1 MB = 1e6 bytes)."""
@@ -53,6 +60,12 @@ class OutOfTime(Exception):
 
 
 TOUCH_CHUNK = 16 << 20  # the deadline is checked between chunks: 16 MiB takes milliseconds even on slow memory
+# The first chunk is one transparent huge page (its fault zeroes 2 MiB: a smaller chunk would overstate the
+# time per byte) and they double from there: memory served as MMIO (QEMU's CXL under TCG) writes at a few MB/s,
+# and one 4 MiB memset there ran past a pair's whole share of the budget.
+FIRST_TOUCH_CHUNK = 2 << 20
+TRIAL_BYTES = 128 << 10  # first_touch_rate's trial: microseconds on DRAM, a fifth of a second on emulated CXL
+MIN_CHASE_STEPS = 1024  # the shortest latency sample: 1024 dependent loads, far above the timer's resolution
 
 
 class Buffer:
@@ -82,10 +95,12 @@ class Buffer:
         start = time.perf_counter()
         limit = start + max(deadline - start, 0.0) * share
         done = 0
+        chunk = FIRST_TOUCH_CHUNK
         while done < self.size:
-            n = min(TOUCH_CHUNK, self.size - done)
+            n = min(chunk, self.size - done)
             ctypes.memset(self.addr + done, 1, n)
             done += n
+            chunk = min(chunk * 2, TOUCH_CHUNK)
             now = time.perf_counter()
             if done < self.size and start + (now - start) * self.size / done > limit:
                 raise OutOfTime(done, self.size, now - start)
@@ -99,6 +114,37 @@ class Buffer:
     def close(self) -> None:
         del self._view
         self.map.close()
+
+
+def first_touch_rate(node: int) -> float:
+    """Bytes per second the first touch of `node`'s memory writes, from a 128 KiB trial in small pages.
+
+    Known before a measurement's buffers exist, so a set-up that cannot fit its share of the budget is not
+    started: on memory served as MMIO (QEMU's emulated CXL under TCG, about 0.6 MB/s) one huge page's fault
+    alone ran for 3 s, past the deadline checks between chunks. Small pages understate DRAM's rate (a fault
+    per 4 KiB) by a few times, which matters only for budgets far below any buffer's set-up."""
+    m = mmap.mmap(-1, TRIAL_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        if hasattr(m, "madvise") and hasattr(mmap, "MADV_NOHUGEPAGE"):
+            with contextlib.suppress(OSError):
+                m.madvise(mmap.MADV_NOHUGEPAGE)
+        view = ctypes.c_char.from_buffer(m)
+        try:
+            addr = ctypes.addressof(view)
+            memsys.mbind(addr, TRIAL_BYTES, memsys.MPOL_BIND, [node], memsys.MPOL_MF_STRICT)
+            start = time.perf_counter()
+            ctypes.memset(addr, 1, TRIAL_BYTES)
+            return TRIAL_BYTES / max(time.perf_counter() - start, 1e-9)
+        finally:
+            del view
+    finally:
+        m.close()
+
+
+def _must_fit(nbytes: int, rate: float | None, deadline: float | None, share: float) -> None:
+    """Raise OutOfTime.foreseen when writing `nbytes` at `rate` would pass `share` of the time to `deadline`."""
+    if rate is not None and deadline is not None and nbytes / rate > (deadline - time.perf_counter()) * share:
+        raise OutOfTime.foreseen(nbytes, rate)
 
 
 def thp_of(smaps: str | None, addr: int) -> float | None:
@@ -158,14 +204,16 @@ class LatencyResult(NamedTuple):
 
 def measure_latency(lib, cpu: int, node: int, size: int, seconds: float, samples: int = 5,
                     smaps: Callable[[], str | None] = lambda: None,
-                    deadline: float | None = None) -> LatencyResult | Placement:
+                    deadline: float | None = None, rate: float | None = None) -> LatencyResult | Placement:
     """Per-load latency of a chase over `size` bytes on `node` from `cpu`; the Placement when it failed.
 
     The samples take about `seconds`. With a `deadline` (time.perf_counter()), everything, set-up included,
     ends by it: the first touch may take 60% of the time left (OutOfTime when the memory is too slow for
-    that), and the samples share what is left of it, at most `seconds`."""
+    that), and the samples share what is left of it, at most `seconds`. With the node's first-touch `rate`
+    (bytes/s), a set-up foreseen not to fit (the touch, then the chase's own write of every line) is not begun."""
 
     def work() -> LatencyResult | Placement:
+        _must_fit(2 * size, rate, deadline, 0.6)
         buf = Buffer(size, node)
         try:
             if deadline is not None:
@@ -180,13 +228,15 @@ def measure_latency(lib, cpu: int, node: int, size: int, seconds: float, samples
             # the whole cycle, so a sample never re-reads lines an earlier one left in the caches (restarting
             # at the buffer's start made a short sample measure the last-level cache, not memory).
             end = ctypes.c_void_p(buf.addr)
-            probe_steps = min(lines, 200_000)
-            ns = lib.nt_chase(end, probe_steps, ctypes.byref(end))
-            per = max(ns / probe_steps, 0.1)
+            per = _load_time_ns(lib, end, lines)
             left = seconds if deadline is None else min(seconds, max(deadline - time.perf_counter(), 0.0))
-            steps = max(int(left / (samples + 1) * 1e9 / per), 16 * 1024)
+            # One warm-up sample, then `samples`; on memory too slow for that many in the time left, fewer
+            # (never under one) of at least MIN_CHASE_STEPS loads, so the deadline holds within one short sample.
+            fit = int(left * 1e9 / per / MIN_CHASE_STEPS) - 1
+            taken = max(1, min(samples, fit))
+            steps = max(int(left / (taken + 1) * 1e9 / per), MIN_CHASE_STEPS)
             out = []
-            for _ in range(samples + 1):
+            for _ in range(taken + 1):
                 ns = lib.nt_chase(end, steps, ctypes.byref(end))
                 out.append(ns / (((steps + 15) // 16) * 16))
             return LatencyResult(tuple(out[1:]), steps, placed, lines)
@@ -194,6 +244,17 @@ def measure_latency(lib, cpu: int, node: int, size: int, seconds: float, samples
             buf.close()
 
     return _pinned(cpu, work)  # type: ignore[return-value]
+
+
+def _load_time_ns(lib, end: ctypes.c_void_p, lines: int) -> float:  # noqa: ANN001 - the helper's CDLL
+    """ns per dependent load, from chase runs that double from MIN_CHASE_STEPS until one lasts 10 ms (or walks
+    the cycle, at most 200,000 loads): fast memory gets a long, stable run, slow memory a short one."""
+    steps = min(MIN_CHASE_STEPS, lines)
+    while True:
+        ns = lib.nt_chase(end, steps, ctypes.byref(end))
+        if ns >= 10_000_000 or steps >= min(lines, 200_000):
+            return max(ns / steps, 0.1)
+        steps = min(steps * 2, lines, 200_000)
 
 
 class BandwidthResult(NamedTuple):
@@ -205,12 +266,14 @@ class BandwidthResult(NamedTuple):
 
 def measure_bandwidth(kind: str, lib, cpus: Sequence[int], node: int, size: int, seconds: float,
                       samples: int = 3, smaps: Callable[[], str | None] = lambda: None,
-                      deadline: float | None = None) -> BandwidthResult | Placement:
+                      deadline: float | None = None, rate: float | None = None) -> BandwidthResult | Placement:
     """`copy` (memmove src→dst) or `read` (helper) bandwidth of len(cpus) pinned threads, each with its own
     buffers of `size // len(cpus)` bytes on `node`, sampled for about `seconds`. With a `deadline`, all of it
-    ends by then, the buffers' first touch included (OutOfTime when that alone would take half of it)."""
+    ends by then, the buffers' first touch included (OutOfTime when that alone would take half of it; with the
+    node's first-touch `rate`, before any buffer exists when a thread's touch and one pass would not fit)."""
     n = len(cpus)
     per = max((size // n) // mmap.PAGESIZE * mmap.PAGESIZE, mmap.PAGESIZE * 16)
+    _must_fit(2 * per * (2 if kind == "copy" else 1), rate, deadline, 1.0)
     bufs: list[list[Buffer]] = [[] for _ in cpus]
     errors: list[BaseException] = []
     ready = threading.Barrier(n + 1)
@@ -287,10 +350,16 @@ def measure_bandwidth(kind: str, lib, cpus: Sequence[int], node: int, size: int,
         reps[0] = 1
         elapsed = one()  # warm-up and calibration
         left = seconds if deadline is None else min(seconds, max(deadline - time.perf_counter(), 0.0))
-        reps[0] = max(1, int(left / samples / max(elapsed, 1e-6)))
+        # As many samples as fit in the time left, at most `samples`; where not one more pass fits (memory
+        # served as MMIO, a loaded host), the calibration pass is the one sample: the deadline holds.
+        fit = min(samples, int(left / max(elapsed, 1e-6)))
+        if fit < 1:
+            counted = per * factor * n
+            return BandwidthResult((counted / max(elapsed, 1e-9) / 1e9,), counted, n, worst)
+        reps[0] = max(1, int(left / fit / max(elapsed, 1e-6)))
         out = []
         counted = per * factor * reps[0] * n
-        for _ in range(samples):
+        for _ in range(fit):
             out.append(counted / one() / 1e9)
         return BandwidthResult(tuple(out), counted, n, worst)
     finally:
