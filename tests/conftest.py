@@ -63,6 +63,26 @@ def tool_path() -> str:
     return f"{where}{os.pathsep}{beside}"
 
 
+def unprivileged() -> list[str]:
+    """The prefix that runs a command without the power to read or write where its user may not: nothing for a
+    user; for root (CI runs as root, and root passes any mode bits), setpriv dropping every capability, so the
+    kernel checks the mode bits for uid 0 as for anyone. (Not another uid: that user may not read a checkout
+    in a 0700 directory, as a clone in a mktemp directory is, and then cannot import numatune at all.)"""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv (util-linux): no unprivileged run is possible here")
+    drop = [setpriv, "--inh-caps=-all", "--bounding-set=-all"]
+    probe = subprocess.run([*drop, "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"running as root and setpriv cannot drop capabilities here: {probe.stderr.strip()}")
+    return drop
+
+
 def imports_of(code: str, names: tuple[str, ...], *, to: str = "stdout") -> str:
     """Python source that runs `code`, then writes (to stdout or stderr) the sorted list of the modules of
     `names` (a name, or a package and its submodules) that `code` imported: those the interpreter had

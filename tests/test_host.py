@@ -5,6 +5,7 @@ import pytest
 
 from numatune.errors import InputError, NotASysfsTree, ParseError, describe_failure
 from numatune.system.host import Host, natural_key
+from tests.conftest import unprivileged
 
 
 def make_tree(tmp_path):
@@ -69,16 +70,6 @@ def test_live_host():
     assert host.is_live and host.path("/proc/cpuinfo") == "/proc/cpuinfo"
 
 
-def _as_nobody() -> list[str] | None:
-    """A prefix that runs a command as an unprivileged user (root reads a mode-000 directory)."""
-    import shutil
-
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"] if setpriv else None
-
-
 def test_a_root_this_user_cannot_read_is_exit_4_not_missing():
     """A root under a directory the user may not search exists as far as anyone can tell: permission denied
     (exit 4), never "does not exist"."""
@@ -88,9 +79,7 @@ def test_a_root_this_user_cannot_read_is_exit_4_not_missing():
     import tempfile
     from pathlib import Path
 
-    prefix = _as_nobody()
-    if prefix is None:
-        pytest.skip("running as root without setpriv: no unprivileged user to try as")
+    prefix = unprivileged()
     base = Path(tempfile.mkdtemp(prefix="numatune-perm-"))  # pytest's tmp_path sits under a 0700 directory
     base.chmod(0o755)
     locked = base / "locked"

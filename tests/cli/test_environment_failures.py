@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -15,7 +14,7 @@ import time
 import pytest
 
 from numatune.errors import describe_failure
-from tests.conftest import PROJECT, fixture_copy, fixture_root
+from tests.conftest import PROJECT, fixture_copy, fixture_root, unprivileged
 
 ROOT = "vm-two-socket"
 ENV = {**os.environ, "PYTHONPATH": str(PROJECT), "NUMATUNE_PCI_IDS": "", "NO_COLOR": "1"}
@@ -82,21 +81,6 @@ def _fill(args: list[str], values: dict[str, str]) -> list[str]:
     return [a.format(**values) for a in args]
 
 
-def _unprivileged() -> list[str]:
-    """The prefix that runs a command without the power to write where its user may not: nothing for a user;
-    for root (CI runs as root, and root writes through any mode bits), setpriv dropping every capability, so
-    the kernel checks the mode bits for uid 0 as for anyone."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv (util-linux): no unprivileged run is possible here")
-    probe = subprocess.run([setpriv, "--inh-caps=-all", "--bounding-set=-all", "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"running as root and setpriv cannot drop capabilities here: {probe.stderr.strip()}")
-    return [setpriv, "--inh-caps=-all", "--bounding-set=-all"]
-
-
 def _one_line(stderr: str, *words: str) -> None:
     """One error line holding `words` (notes before it, such as compare's, are a command's own), no traceback."""
     errors = [x for x in stderr.splitlines() if x.startswith("numatune: error: ")]
@@ -115,7 +99,7 @@ def test_an_output_this_user_may_not_write_is_exit_4(where, tmp_path, writer, mo
     root = fixture_copy(ROOT, tmp_path / "root") if writer == "irq apply --save" else where["root"]
     locked.chmod(mode)
     try:
-        done = subprocess.run([*_unprivileged(), sys.executable, "-m", "numatune", "--root", str(root),
+        done = subprocess.run([*unprivileged(), sys.executable, "-m", "numatune", "--root", str(root),
                                *_fill(WRITERS[writer], {**where, "out": str(out)})],
                               capture_output=True, text=True, env=ENV, timeout=120, cwd=tmp_path)
     finally:
