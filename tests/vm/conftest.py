@@ -7,9 +7,10 @@ Outcomes, by design:
   finds the engine's package missing (tests/conftest.py engine_missing).
 - The guest never reaches the batch script (QEMU or boot failure outside the project) ->
   retried once, then skipped loudly with the console tail.
-- The batch ran but the guest kernel reported that it stalled (vm_runner.KERNEL_STALLS), QEMU that a
-  device model gave up (vm_runner.QEMU_FAULTS), or the guest froze (silent console, a shared root that
-  stopped answering: vm_runner.SILENT_TIMEOUT, ROOT_TIMEOUT), and a check did not pass -> that boot
+- The batch ran but the guest kernel reported that it stalled or crashed (vm_runner.KERNEL_STALLS,
+  KERNEL_CRASHES), QEMU that a device model gave up (vm_runner.QEMU_FAULTS), or the guest froze (silent
+  console, a shared root that stopped answering: vm_runner.SILENT_TIMEOUT, ROOT_TIMEOUT), and a check
+  did not pass -> that boot
   says nothing about numatune: retried once; if the retry stalls too, its passed checks stand and every
   other check is skipped loudly, with why.
 - The batch ran: each check passes or FAILS on its own result; a check missing from the
@@ -87,7 +88,7 @@ class VmSession:
                 if not (stall and _not_passed(results)):
                     run.results = results
                     break
-                reasons.append(f"boot {attempt}: the guest stalled ({stall!r}) and checks"
+                reasons.append(f"boot {attempt}: the guest stalled or crashed ({stall!r}) and checks"
                                f" {_not_passed(results)} did not pass")
                 continue
             why = "timed out" if boot.timed_out else f"vng exited {boot.returncode}"
@@ -160,7 +161,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             share = 100 * b.seconds / vm_runner.BOOT_TIMEOUT
             stopped = f" STOPPED: {b.why_stopped}" if b.why_stopped else ""
             if b.guest_fault:
-                tr.write_line(f"!!! {name}: the guest stalled: {b.guest_fault}", red=True, bold=True)
+                tr.write_line(f"!!! {name}: the guest stalled or crashed: {b.guest_fault}", red=True, bold=True)
             tr.write_line(f"{name}: boot+batch {b.seconds:.0f}s ({share:.0f}% of the limit; waited {b.lock_wait:.0f}s"
                           f" for the boot lock) rc={b.returncode}{stopped} log={b.console_log}",
                           red=bool(stopped or share > 50))

@@ -34,6 +34,11 @@ FAKE_VNG = textwrap.dedent('''\
     print("[vm-batch] first: passed", flush=True)
     if os.environ.get("FAKE_GUEST_STALL"):
         print("[   23.864071] rcu: rcu_preempt kthread timer wakeup didn't happen for 5251 jiffies!", flush=True)
+    if os.environ.get("FAKE_GUEST_PANIC"):  # as a fresh-clone CI's two-socket guest printed it
+        print("[  463.676497] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI", flush=True)
+        print("[  463.677930] RIP: 0010:free_unref_folios+0xed/0x7e0", flush=True)
+        print("[  463.678204] Kernel panic - not syncing: Fatal exception in interrupt", flush=True)
+        sys.exit(0)
     if os.environ.get("FAKE_ROOT_DEAD"):  # the batch's heartbeat: alive, but the shared root stopped answering
         print("[  301.000001] numatune-vm-heartbeat check=third root_silent=30s", flush=True)
         print("[  331.000001] numatune-vm-heartbeat check=third root_silent=60s", flush=True)
@@ -134,6 +139,17 @@ def test_a_failure_in_a_boot_whose_guest_faulted_is_retried_then_skipped(fake_en
     why = _skipped_why(run)
     assert "outside the project" in why and "timer wakeup didn't happen" in why
     assert "['second', 'third']" in why  # the failed check and the one left running
+
+
+def test_a_guest_kernel_crash_is_retried_then_skipped(fake_env, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_GUEST_SLEEP", "0")
+    monkeypatch.setenv("FAKE_GUEST_PANIC", "1")
+    monkeypatch.delenv("FAKE_GUEST_STALL", raising=False)
+    monkeypatch.delenv("NUMATUNE_VM", raising=False)
+    run = _session(fake_env).get("two-socket")
+    assert len(run.boots) == 2 and run.skip_reason is None
+    why = _skipped_why(run)
+    assert "outside the project" in why and "Oops: int3" in why
 
 
 def test_a_dead_qemu_device_stops_the_boot_at_once_then_it_is_retried_and_skipped(fake_env, monkeypatch) -> None:

@@ -201,7 +201,7 @@ class BootResult:
     @property
     def guest_fault(self) -> str | None:
         """Why this boot says nothing about numatune, if it does not: the guest froze (SILENT_TIMEOUT,
-        ROOT_TIMEOUT), or its kernel or QEMU said it stalled (KERNEL_STALLS, QEMU_FAULTS)."""
+        ROOT_TIMEOUT), or its kernel or QEMU said it stalled or crashed (KERNEL_STALLS, KERNEL_CRASHES, QEMU_FAULTS)."""
         return self.why_stopped if self.froze else guest_fault(self.console_log)
 
 
@@ -211,6 +211,13 @@ class BootResult:
 #: module load waited on RCU). A failure in such a boot says nothing about numatune: the boot is retried.
 KERNEL_STALLS = ("rcu_preempt detected stall", "rcu_sched detected stall", "timer wakeup didn't happen",
                  "kthread starved for", "blocked for more than", "soft lockup", "hard LOCKUP")
+
+
+#: What the guest kernel prints when it crashed by itself: seen in fresh-clone CI, an "Oops: int3" in
+#: free_unref_folios during an unrelated daemon's (munged) execve, then "Kernel panic - not syncing": a
+#: breakpoint the kernel's live code patching leaves for an instant, which TCG's translated code ran
+#: into. Nothing numatune does reaches kernel text; the boot is retried, as for a stall.
+KERNEL_CRASHES = ("Kernel panic - not syncing", "] Oops: ")
 
 
 #: What QEMU itself prints (on the console stream) when a device model gives up: the guest's virtio
@@ -230,10 +237,10 @@ def _first_line(lines: Iterable[str], patterns: tuple[str, ...]) -> str | None:
 
 def guest_fault(console: Path) -> str | None:
     """The first console line in which the guest kernel (or QEMU under it) reports that the guest
-    stopped making progress."""
+    stopped making progress or crashed."""
     try:
         with console.open(errors="replace") as f:
-            return _first_line(f, KERNEL_STALLS + QEMU_FAULTS)
+            return _first_line(f, KERNEL_STALLS + KERNEL_CRASHES + QEMU_FAULTS)
     except OSError:
         return None
 
