@@ -64,7 +64,7 @@ TOUCH_CHUNK = 16 << 20  # the deadline is checked between chunks: 16 MiB takes m
 # time per byte) and they double from there: memory served as MMIO (QEMU's CXL under TCG) writes at a few MB/s,
 # and one 4 MiB memset there ran past a pair's whole share of the budget.
 FIRST_TOUCH_CHUNK = 2 << 20
-TRIAL_BYTES = 128 << 10  # first_touch_rate's trial: microseconds on DRAM, a fifth of a second on emulated CXL
+TRIAL_BYTES = 64 << 10  # first_touch_rate's trial: microseconds on DRAM, about a fifth of a second on emulated CXL
 MIN_CHASE_STEPS = 1024  # the shortest latency sample: 1024 dependent loads, far above the timer's resolution
 
 
@@ -117,12 +117,14 @@ class Buffer:
 
 
 def first_touch_rate(node: int) -> float:
-    """Bytes per second the first touch of `node`'s memory writes, from a 128 KiB trial in small pages.
+    """Bytes per second `node`'s memory takes writes at, from a 64 KiB trial: an upper bound on its first touch.
 
     Known before a measurement's buffers exist, so a set-up that cannot fit its share of the budget is not
     started: on memory served as MMIO (QEMU's emulated CXL under TCG, about 0.6 MB/s) one huge page's fault
-    alone ran for 3 s, past the deadline checks between chunks. Small pages understate DRAM's rate (a fault
-    per 4 KiB) by a few times, which matters only for budgets far below any buffer's set-up."""
+    alone ran for 3 s, past the deadline checks between chunks. The trial's pages are faulted in first and
+    the second pass is timed: page faults cost milliseconds each under TCG (a timed first pass in small
+    pages read 1.9 MB/s on the emulated DRAM that huge pages touch far faster), and on DRAM the second pass
+    runs at cache speed, so only memory slow to every write (MMIO) is ever foreseen not to fit."""
     m = mmap.mmap(-1, TRIAL_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     try:
         if hasattr(m, "madvise") and hasattr(mmap, "MADV_NOHUGEPAGE"):
@@ -132,8 +134,9 @@ def first_touch_rate(node: int) -> float:
         try:
             addr = ctypes.addressof(view)
             memsys.mbind(addr, TRIAL_BYTES, memsys.MPOL_BIND, [node], memsys.MPOL_MF_STRICT)
+            ctypes.memset(addr, 1, TRIAL_BYTES)  # the faults
             start = time.perf_counter()
-            ctypes.memset(addr, 1, TRIAL_BYTES)
+            ctypes.memset(addr, 2, TRIAL_BYTES)  # the writes
             return TRIAL_BYTES / max(time.perf_counter() - start, 1e-9)
         finally:
             del view
