@@ -107,7 +107,7 @@ def run_probe(host: Host, topo: Topology, opts: ProbeOptions,
     cells = []
     traffic, traffic_note = _open_cxl_traffic(host, topo)
     step = 0
-    rates: dict[int, float] = {}  # first-touch bytes/s of each target, from one small trial
+    rates: dict[int, float] = {}  # each target's write rate (bytes/s), from one small trial
     for i in initiators:
         cores = one_per_core(topo, i, allowed)
         if opts.threads:

@@ -71,13 +71,14 @@ MIN_CHASE_STEPS = 1024  # the shortest latency sample: 1024 dependent loads, far
 class Buffer:
     """An anonymous, page-aligned mapping bound to one node (bind happens before any page exists)."""
 
-    def __init__(self, size: int, node: int) -> None:
+    def __init__(self, size: int, node: int, huge: bool = True) -> None:
         self.size = size
         self.node = node
         self.map = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        if hasattr(self.map, "madvise") and hasattr(mmap, "MADV_HUGEPAGE"):
+        advice = "MADV_HUGEPAGE" if huge else "MADV_NOHUGEPAGE"
+        if hasattr(self.map, "madvise") and hasattr(mmap, advice):
             with contextlib.suppress(OSError):  # THP "never": 4 KiB pages, reported as such
-                self.map.madvise(mmap.MADV_HUGEPAGE)
+                self.map.madvise(getattr(mmap, advice))
         self._view = ctypes.c_char.from_buffer(self.map)
         self.addr = ctypes.addressof(self._view)
         memsys.mbind(self.addr, size, memsys.MPOL_BIND, [node], memsys.MPOL_MF_STRICT)
@@ -125,23 +126,14 @@ def first_touch_rate(node: int) -> float:
     the second pass is timed: page faults cost milliseconds each under TCG (a timed first pass in small
     pages read 1.9 MB/s on the emulated DRAM that huge pages touch far faster), and on DRAM the second pass
     runs at cache speed, so only memory slow to every write (MMIO) is ever foreseen not to fit."""
-    m = mmap.mmap(-1, TRIAL_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    trial = Buffer(TRIAL_BYTES, node, huge=False)
     try:
-        if hasattr(m, "madvise") and hasattr(mmap, "MADV_NOHUGEPAGE"):
-            with contextlib.suppress(OSError):
-                m.madvise(mmap.MADV_NOHUGEPAGE)
-        view = ctypes.c_char.from_buffer(m)
-        try:
-            addr = ctypes.addressof(view)
-            memsys.mbind(addr, TRIAL_BYTES, memsys.MPOL_BIND, [node], memsys.MPOL_MF_STRICT)
-            ctypes.memset(addr, 1, TRIAL_BYTES)  # the faults
-            start = time.perf_counter()
-            ctypes.memset(addr, 2, TRIAL_BYTES)  # the writes
-            return TRIAL_BYTES / max(time.perf_counter() - start, 1e-9)
-        finally:
-            del view
+        ctypes.memset(trial.addr, 1, TRIAL_BYTES)  # the faults
+        start = time.perf_counter()
+        ctypes.memset(trial.addr, 2, TRIAL_BYTES)  # the writes
+        return TRIAL_BYTES / max(time.perf_counter() - start, 1e-9)
     finally:
-        m.close()
+        trial.close()
 
 
 def _must_fit(nbytes: int, rate: float | None, deadline: float | None, share: float) -> None:
