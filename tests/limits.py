@@ -77,6 +77,13 @@ def best_seconds(run, repeats: int = 3) -> float:  # noqa: ANN001 - a callable o
 def growth(make, run, n: int, factor: int = 4) -> float:  # noqa: ANN001 - callables
     """How much longer `run(make(factor * n))` takes than `run(make(n))` (best of 3 each, inputs made
     beforehand): about `factor` for a linear parser, `factor`² for a quadratic one. With factor 4 a test
-    that asserts under 8 passes a linear parser on a loaded 2-core machine and fails a quadratic one."""
+    that asserts under 8 passes a linear parser on a loaded 2-core machine and fails a quadratic one.
+    A ratio over 1.5 x `factor` is measured again, twice at most, and the lowest kept: a run of a few
+    milliseconds read 8.4 for a linear view once in CI, while a quadratic one reads `factor`² every time."""
     small, large = make(n), make(factor * n)
-    return best_seconds(lambda: run(large)) / best_seconds(lambda: run(small))
+    ratio = float("inf")
+    for _ in range(3):
+        ratio = min(ratio, best_seconds(lambda: run(large)) / best_seconds(lambda: run(small)))
+        if ratio <= 1.5 * factor:
+            break
+    return ratio

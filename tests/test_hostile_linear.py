@@ -34,6 +34,15 @@ def answered(*args: str, codes: tuple[int, ...] = (0, 3), env: dict[str, str] | 
     return r
 
 
+def test_growth_tells_a_quadratic_parser_from_a_linear_one():
+    """The yardstick itself: the retry of a high ratio must not let a quadratic run pass under 8."""
+    def pairs(items):
+        return sum(1 for a in items for b in items if a is b)
+
+    assert growth(lambda n: list(range(n)), pairs, 300) > 8
+    assert growth(lambda n: list(range(n)), lambda items: sorted(items, reverse=True), 20_000) < 8
+
+
 def _archive(path, files: dict[str, bytes]) -> str:
     """A gzip tar root: sys/, proc/ and `files` (name -> content), directories implied."""
     with tarfile.open(path, "w:gz", compresslevel=1) as tar:
