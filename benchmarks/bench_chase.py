@@ -33,12 +33,14 @@ def c_walk(exe: Path, mib: int, window: int, laps: int = 3) -> float:
     return statistics.median(float(x) for x in done.stdout.split())
 
 
-def probe(*extra: str) -> tuple[float, int]:
-    """(local latency median in ns, bytes of the chase buffer) from `numatune probe --json`."""
+def probe(*extra: str) -> tuple[float | None, int, str | None]:
+    """(local latency median in ns, bytes of the chase buffer, why there is no latency) from `numatune probe
+    --json`. The budget counts the buffers' set-up, so a short one may leave the latency out, with a reason."""
     done = subprocess.run([*NUMATUNE, "probe", "--json", *extra], capture_output=True, text=True, check=True)
     doc = json.loads(done.stdout)
-    cell = next(c for c in doc["cells"] if c["initiator"] == c["target"] and c["latency_ns"])
-    return cell["latency_ns"]["median"], doc["buffer_bytes"]
+    cell = next(c for c in doc["cells"] if c["initiator"] == c["target"])
+    median = cell["latency_ns"]["median"] if cell["latency_ns"] else None
+    return median, doc["buffer_bytes"], None if median is not None else cell["reason"]
 
 
 def main() -> None:
@@ -53,21 +55,23 @@ def main() -> None:
     thp = (Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text().strip()
            if Path("/sys/kernel/mm/transparent_hugepage/enabled").exists() else "unknown")
     budgets = [b.strip() for b in args.budgets.split(",") if b.strip()]
-    rows: dict[str, list[float]] = {"probe (default budget)": [], **{f"probe --time-budget {b}": [] for b in budgets},
-                                    "C walk": []}
+    runs = {"probe (default budget)": (), **{f"probe --time-budget {b}": ("--time-budget", b) for b in budgets}}
+    rows: dict[str, list[float]] = {name: [] for name in [*runs, "C walk"]}
+    missing: dict[str, list[str]] = {name: [] for name in runs}
     size = 0
     for _ in range(args.rounds):
-        lat, size = probe()
-        rows["probe (default budget)"].append(lat)
-        for b in budgets:
-            rows[f"probe --time-budget {b}"].append(probe("--time-budget", b)[0])
+        for name, extra in runs.items():
+            lat, size, why = probe(*extra)
+            (rows[name].append(lat) if lat is not None else missing[name].append(why or "no reason given"))
         rows["C walk"].append(c_walk(exe, args.mib, args.window))
     print(f"THP {thp}; probe's buffer {size >> 20} MiB, C walk {args.mib} MiB (window {args.window} KiB), "
           f"{args.rounds} interleaved rounds; medians (min … max), ns per load")
     for name, vals in rows.items():
-        print(f"  {name:<26} {statistics.median(vals):7.1f}   ({min(vals):.1f} … {max(vals):.1f})")
+        left_out = f"; no latency in {len(missing[name])} round(s): {missing[name][0]}" if missing.get(name) else ""
+        shown = f"{statistics.median(vals):7.1f}   ({min(vals):.1f} … {max(vals):.1f})" if vals else "    -"
+        print(f"  {name:<26} {shown}{left_out}")
     ref = statistics.median(rows["C walk"])
-    for name in [n for n in rows if n != "C walk"]:
+    for name in [n for n in runs if rows[n]]:
         print(f"{name} / C walk: {statistics.median(rows[name]) / ref:.3f} (goal 0.90-1.10)")
 
 

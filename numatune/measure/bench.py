@@ -40,18 +40,18 @@ class Placement(NamedTuple):
 
 
 class OutOfTime(Exception):
-    """A buffer's set-up would run past the time budget: what it did before stopping, so the caller can say why."""
+    """A buffer's set-up would run past the time budget: `done` bytes written in `seconds` (by the set-up before
+    it stopped, or by the node's trial write when it was never begun), so the caller can say why and how fast."""
 
-    def __init__(self, done: int, total: int, seconds: float) -> None:
-        super().__init__(f"{done >> 20} of {total >> 20} MiB set up in {seconds:.1f} s")
+    def __init__(self, done: int, total: int, seconds: float, why: str | None = None) -> None:
+        super().__init__(why or f"{done >> 20} of {total >> 20} MiB set up in {seconds:.1f} s")
         self.done, self.total, self.seconds = done, total, seconds
 
     @classmethod
     def foreseen(cls, total: int, rate: float) -> OutOfTime:
         """Not started: the node's trial write (first_touch_rate, bytes/s) says the set-up cannot fit."""
-        exc = cls(TRIAL_BYTES, total, TRIAL_BYTES / max(rate, 1e-9))
-        exc.args = (f"{total >> 20} MiB not set up: first touch at {rate / 1e6:.3g} MB/s would not fit",)
-        return exc
+        return cls(TRIAL_BYTES, total, TRIAL_BYTES / max(rate, 1e-9),
+                   f"{total >> 20} MiB not set up: first touch at {rate / 1e6:.3g} MB/s would not fit")
 
     @property
     def rate_mbps(self) -> float:
@@ -244,12 +244,13 @@ def measure_latency(lib, cpu: int, node: int, size: int, seconds: float, samples
 def _load_time_ns(lib, end: ctypes.c_void_p, lines: int) -> float:  # noqa: ANN001 - the helper's CDLL
     """ns per dependent load, from chase runs that double from MIN_CHASE_STEPS until one lasts 10 ms (or walks
     the cycle, at most 200,000 loads): fast memory gets a long, stable run, slow memory a short one."""
-    steps = min(MIN_CHASE_STEPS, lines)
+    longest = min(lines, 200_000)
+    steps = min(MIN_CHASE_STEPS, longest)
     while True:
         ns = lib.nt_chase(end, steps, ctypes.byref(end))
-        if ns >= 10_000_000 or steps >= min(lines, 200_000):
+        if ns >= 10_000_000 or steps >= longest:
             return max(ns / steps, 0.1)
-        steps = min(steps * 2, lines, 200_000)
+        steps = min(steps * 2, longest)
 
 
 class BandwidthResult(NamedTuple):
