@@ -1,12 +1,13 @@
 """A real slurmctld (Debian trixie's Slurm 24.11, topology/block) reading a topology.conf: what it loaded, or why not.
 
 Slurm 24.11 reads topology.conf only (topology.yaml came with 25.05). The daemon runs in the chroot that
-scripts/slurm-chroot.sh builds (the host's Debian 12 Slurm 22.05 has no topology/block): `load_topology(text, nodes)`
-writes a minimal slurm.conf beside the topology (TopologyPlugin=topology/block, one NodeName line per node in
-State=FUTURE so that no slurmd is needed, the controller on 127.0.0.1 at a free port, auth/slurm with a fresh
-key so no munged is needed, state and logs in a directory of its own), starts `slurmctld -D -i` in a process group
-of its own, waits until `scontrol ping` answers, reads `scontrol show topology` and stops the daemon. The blocks'
-node lists are expanded by Slurm itself (`scontrol show hostnames`), never by numatune's hostlist reader.
+scripts/slurm-chroot.sh builds (the host's Debian 12 Slurm 22.05 has no topology/block). `load_topology(text,
+nodes, jobs)` writes a minimal slurm.conf beside the topology: TopologyPlugin=topology/block; one NodeName line per
+node in State=CLOUD, powered down, so that no slurmd is needed and the scheduler still allocates them; the
+controller on 127.0.0.1 at a free port; auth/slurm with a fresh key (no munged); state and logs in a directory of
+its own. It starts `slurmctld -D -i` in a process group of its own, waits until `scontrol ping` answers, reads
+`scontrol show topology`, places the jobs asked (`sbatch`, then `squeue`'s node list) and stops the daemon. Node
+lists are expanded by Slurm itself (`scontrol show hostnames`), never by numatune's hostlist reader.
 
 A configuration slurmctld refuses raises `SlurmRefused` carrying slurmctld's own error lines (its log and stderr),
 so a test fails with Slurm's words. Every wait has a hard limit; the daemon's process group is killed on the way
@@ -62,7 +63,8 @@ class Topology:
     BlockSizes=16,32). aggregated: the blocks Slurm
     builds from the higher BlockSizes levels (AggregatedBlock=), each with its nodes. declared: the file's own blocks,
     expanded by Slurm. unblocked: the declared nodes in no block. errors: slurmctld's error lines beyond the
-    start-up notes of an empty state directory."""
+    start-up notes of an empty state directory. placed: for each job asked (its sbatch options, joined by spaces),
+    the nodes slurmctld allocated it."""
 
     blocks: dict[str, list[str]] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
@@ -70,6 +72,7 @@ class Topology:
     declared: dict[str, list[str]] = field(default_factory=dict)
     unblocked: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    placed: dict[str, list[str]] = field(default_factory=dict)  # each job's sbatch options -> its nodes
     raw: str = ""
     version: str = ""
 
@@ -149,8 +152,14 @@ class _Controller:
             "AccountingStorageType=accounting_storage/none",
             "MpiDefault=none",
             "ReturnToService=2",
-            *(f"NodeName={n} CPUs=1 State=FUTURE" for n in nodes),
-            "PartitionName=all Nodes=ALL Default=YES State=UP",
+            # CLOUD nodes, powered down: no slurmd needed, yet the scheduler allocates them (a job then waits in
+            # CONFIGURING for a resume that /bin/true never completes), so where Slurm places a job can be read
+            "SuspendProgram=/bin/true",
+            "ResumeProgram=/bin/true",
+            "SuspendTime=600",
+            "ResumeTimeout=600",
+            *(f"NodeName={n} CPUs=1 State=CLOUD" for n in nodes),
+            "PartitionName=all Nodes=ALL Default=YES State=UP MaxTime=INFINITE",
             "",
         ]
         (self.host_dir / "slurm.conf").write_text("\n".join(lines))
@@ -305,10 +314,35 @@ def declared_nodes(topology: str) -> list[str]:
     return list(dict.fromkeys(n for expr in blocks.values() if expr for n in expand_hostlist(expr)))
 
 
-def load_topology(topology: str, nodes: Iterable[str] | None = None) -> Topology:
+def place(ctl: _Controller, jobs: list[list[str]], timeout: float = START_TIMEOUT) -> dict[str, list[str]]:
+    """Submit each job (`sbatch OPTIONS --wrap true`, in order) and return the nodes slurmctld allocates it,
+    expanded by Slurm. A job still pending when the time is up has no nodes: its reason is in the message."""
+    ids: dict[str, str] = {}
+    for options in jobs:
+        out = ctl.run("sbatch", "--parsable", *options, "--wrap", "true")
+        if out.returncode != 0:
+            raise HarnessError(f"sbatch {' '.join(options)}: {out.stderr.strip()}")
+        ids[out.stdout.strip().split(";")[0]] = " ".join(options)
+    deadline = time.monotonic() + timeout
+    while True:
+        queue = ctl.run("squeue", "-h", "-o", "%i|%T|%N|%r").stdout
+        rows = {i: (state, nodes, reason) for i, state, nodes, reason in
+                (line.split("|", 3) for line in queue.splitlines() if line.count("|") == 3)}
+        if all(rows.get(i, ("", "", ""))[1] for i in ids) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    waiting = [f"{ids[i]}: {rows.get(i, ('gone', '', ''))}" for i in ids if not rows.get(i, ("", "", ""))[1]]
+    if waiting:
+        raise HarnessError(f"jobs not placed in {timeout:.0f} s: {'; '.join(waiting)}\n{ctl.errors()}")
+    lists = hostnames(ctl, [rows[i][1] for i in ids])
+    return {ids[i]: lists[rows[i][1]] for i in ids}
+
+
+def load_topology(topology: str, nodes: Iterable[str] | None = None, jobs: list[list[str]] | None = None) -> Topology:
     """Start slurmctld on this topology.conf (text) and return what it holds. `nodes`: the node names slurm.conf
-    declares (hostlist expressions allowed), by default every node the file's blocks name. Raises SlurmRefused
-    with slurmctld's own message when it will not run the configuration."""
+    declares (hostlist expressions allowed), by default every node the file's blocks name; `jobs`: sbatch options
+    of jobs to place once it runs (Topology.placed). Raises SlurmRefused with slurmctld's own message when it
+    will not run the configuration."""
     blocks, _ = parse_topology_conf(topology)
     names = list(nodes) if nodes is not None else declared_nodes(topology)
     with controller(topology, names) as ctl:
@@ -341,5 +375,6 @@ def load_topology(topology: str, nodes: Iterable[str] | None = None) -> Topology
             if said != ([placed[node]] if node in placed else []):
                 mismatch.append(f"harness: `scontrol show topology {node}` names blocks {said}, the block list "
                                 f"{[placed[node]] if node in placed else []}")
+        result.placed = place(ctl, jobs or [])
         result.errors = ctl.error_lines() + mismatch
     return result

@@ -41,17 +41,30 @@ def refusal(topology: str, nodes: list[str]) -> str:
     return str(refused.value)
 
 
+# four full racks, a partial rack of 16 trays (the base block size) and one tray left out of every block
+MULTI_RACK = "\n".join([
+    "# hand-written: four NVL72 racks and a partial one",
+    *(f"BlockName=nvl{r} Nodes={rack(r)}" for r in range(1, 5)),
+    f"BlockName=nvl5 Nodes={rack(5, 16)}  # two trays out for repair",
+    "BlockSizes=16,32,64",
+    "",
+])
+SPARE = "gb-r5-t17"
+MULTI_RACK_NODES = [*(rack(r) for r in range(1, 5)), rack(5, 16), SPARE]
+
+
+def per_block(nodes: list[str], blocks: dict[str, list[str]]) -> dict[str, int]:
+    """How many of `nodes` each block holds (a node in no block counts under "")."""
+    where = {n: name for name, members in blocks.items() for n in members}
+    counts: dict[str, int] = {}
+    for n in nodes:
+        counts[where.get(n, "")] = counts.get(where.get(n, ""), 0) + 1
+    return counts
+
+
 def test_multi_rack_topology_loads_with_exactly_its_blocks(slurm):
-    # four full racks, a partial rack of 16 trays (the base block size) and one tray left out of every block
-    topology = "\n".join([
-        "# hand-written: four NVL72 racks and a partial one",
-        *(f"BlockName=nvl{r} Nodes={rack(r)}" for r in range(1, 5)),
-        f"BlockName=nvl5 Nodes={rack(5, 16)}  # two trays out for repair",
-        "BlockSizes=16,32,64",
-        "",
-    ])
-    spare = "gb-r5-t17"
-    got = slurm_harness.load_topology(topology, [*(rack(r) for r in range(1, 5)), rack(5, 16), spare])
+    spare = SPARE
+    got = slurm_harness.load_topology(MULTI_RACK, MULTI_RACK_NODES)
     assert re.match(r"slurm(-wlm)? 24\.11\.", got.version), got.version
     assert got.errors == []
     assert sorted(got.blocks) == [f"nvl{r}" for r in range(1, 6)]
@@ -63,6 +76,21 @@ def test_multi_rack_topology_loads_with_exactly_its_blocks(slurm):
     assert got.sizes == {f"nvl{r}": 16 for r in range(1, 6)}
     assert {name: len(nodes) for name, nodes in got.aggregated.items()} == {
         "nvl[1-2]": 2 * RACK, "nvl[3-4]": 2 * RACK, "nvl[1-4]": 4 * RACK}
+
+
+def test_segmented_jobs_land_inside_blocks(slurm):
+    # slurmctld's own placement (the nodes are CLOUD nodes: allocated, never started): each --segment of a job
+    # lies inside one block, so every block holds a multiple of the segment size of the job's nodes
+    jobs = [["-N", "16", "--segment=16"], ["-N", "32", "--segment=16"], ["-N", "8", "--segment=4"]]
+    got = slurm_harness.load_topology(MULTI_RACK, MULTI_RACK_NODES, jobs)
+    assert got.errors == []
+    for options in jobs:
+        nodes = got.placed[" ".join(options)]
+        segment = int(options[2].split("=")[1])
+        assert len(nodes) == int(options[1]) and len(set(nodes)) == len(nodes), (options, nodes)
+        counts = per_block(nodes, got.blocks)
+        assert "" not in counts and all(c % segment == 0 for c in counts.values()), (options, counts)
+    assert len(per_block(got.placed["-N 16 --segment=16"], got.blocks)) == 1
 
 
 def test_a_block_smaller_than_the_base_block_is_refused(slurm):
@@ -108,7 +136,9 @@ def test_numatune_topology_loads_in_slurmctld(slurm, tmp_path, cli):
     topology = out.read_text()
     blocks, sizes = slurm_harness.parse_topology_conf(topology)
     assert len(blocks) >= 2 and sizes, topology
-    got = slurm_harness.load_topology(topology, nodes)
+    base = min(int(x) for x in sizes)
+    job = ["-N", str(base), f"--segment={base}"]
+    got = slurm_harness.load_topology(topology, nodes, [job])
     assert got.errors == [], topology
     # Slurm holds exactly numatune's blocks, node by node, and every node numatune left out is in none
     assert sorted(got.blocks) == sorted(blocks)
@@ -116,3 +146,5 @@ def test_numatune_topology_loads_in_slurmctld(slurm, tmp_path, cli):
     in_blocks = {n for members in got.declared.values() for n in members}
     assert in_blocks <= set(nodes)
     assert sorted(got.unblocked) == sorted(set(nodes) - in_blocks)
+    # a job of one base block lands inside one of numatune's blocks
+    assert len(per_block(got.placed[" ".join(job)], got.blocks)) == 1
