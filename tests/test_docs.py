@@ -79,9 +79,15 @@ def test_readme_names_the_whole_suite_and_the_quick_loop():
     """The README's test command runs everything (VM stage too); `pytest -m "not vm"` is the quick loop."""
     assert "bash scripts/test.sh" in README and 'pytest -m "not vm"' in README
     script = (PROJECT / "scripts" / "test.sh").read_text()
-    assert '.venv/bin/python -m pytest "$@" || status=$?' in script  # no marker filter: the VM stage runs
-    # and in CI the quick loop again under a second CPython (Python 3.13), whose failure fails the run
-    assert 'bash scripts/py313.sh -m "not vm"' in script and '"${NUMATUNE_PY313:-$ci}" = 1' in script
+    # with no arguments the two halves side by side (the VM stage and the quick loop), each failing the run;
+    # with arguments pytest ARGS alone, no marker filter
+    assert '-m pytest -p no:cacheprovider -m vm tests/vm' in script and '[ "$vm_status" = 0 ] || fail VM' in script
+    assert '.venv/bin/python -m pytest -m "not vm" || fail' in script
+    assert '.venv/bin/python -m pytest "$@" || fail pytest $?' in script
+    # and in CI the quick loop again under a second CPython (Python 3.13), and the Slurm 24.11 chroot that
+    # tests/cluster drives, whose failures fail the run
+    assert 'bash scripts/py313.sh -m "not vm"' in script and "py313=${NUMATUNE_PY313:-$ci}" in script
+    assert "bash scripts/slurm-chroot.sh" in script and "slurm=${NUMATUNE_SLURM:-$ci}" in script
     assert 'exit "$status"' in script
     assert "bash scripts/test.sh" in (PROJECT / ".ci" / "run").read_text()
     # every VM test module that boots (through the vm_session fixture) is marked, so the quick loop
@@ -89,6 +95,10 @@ def test_readme_names_the_whole_suite_and_the_quick_loop():
     for path in (PROJECT / "tests" / "vm").glob("test_*.py"):
         text = path.read_text()
         assert ("vm_session" not in text) or "pytestmark = pytest.mark.vm" in text, path
+    # and nothing outside tests/vm is marked vm, so `-m vm tests/vm` and `-m "not vm"` together are the suite
+    for path in (PROJECT / "tests").rglob("test_*.py"):
+        if "vm" not in path.relative_to(PROJECT / "tests").parts[:1] and path.name != "test_docs.py":
+            assert "mark.vm" not in path.read_text(), path
 
 
 def test_the_readme_reads_in_one_screen():
