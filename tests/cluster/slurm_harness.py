@@ -175,11 +175,15 @@ class _Controller:
     def run(self, *argv: str, timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess[str]:
         """A client command in the chroot, against this controller's slurm.conf."""
         cmd = self.chrooted("env", f"SLURM_CONF={self.conf}", *argv)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
         try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                                  start_new_session=True)
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired as e:
+            _signal_group(proc.pid, signal.SIGKILL)  # the wrapper and the client it runs, not only the wrapper
+            proc.communicate()
             raise HarnessError(f"`{' '.join(argv)}` did not answer in {timeout:.0f} s") from e
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
     def start(self) -> None:
         with open(self.stderr, "wb") as err:
@@ -267,7 +271,8 @@ def _batch(ctl: _Controller, script: str, args: list[str], chunk: int = 400) -> 
     """A shell loop over ARGS in one chroot start per CHUNK arguments (each start is an unshare and a chroot)."""
     out = []
     for i in range(0, len(args), chunk):
-        res = ctl.run("sh", "-c", script, "sh", *args[i:i + chunk], timeout=COMMAND_TIMEOUT + len(args[i:i + chunk]))
+        part = args[i:i + chunk]
+        res = ctl.run("sh", "-c", script, "sh", *part, timeout=COMMAND_TIMEOUT + 0.5 * len(part))
         if res.returncode != 0:
             raise HarnessError(f"scontrol in the chroot exited {res.returncode}: {res.stderr.strip()[-500:]}")
         out.append(res.stdout)
