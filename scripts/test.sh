@@ -67,28 +67,49 @@ if [ "$py313" = 1 ]; then
 fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q -e '.[test]'
-# PyTorch (CPU) and numpy for the tensor-placement tests: torch 2.13.0 installs from the machine's local
-# wheel in about 25 s, numpy in about 4 s. Where they cannot be installed those tests skip, saying why.
-# torchrun runs the README's launcher recipes (tests/cli/test_recipes.py): under CI=true it must install.
-.venv/bin/pip install -q torch==2.13.0 numpy ||
-  optional_failed "torch/numpy could not be installed; the tensor placement and torchrun recipe tests will skip"
-# Ray for numatune.bind_actor's test with real actors (tests/placement/test_binding.py): an 80 MB wheel that
-# adds only msgpack and protobuf to this venv; the test takes 20-30 s (a local Ray instance). Else it skips.
-.venv/bin/pip install -q ray==2.60.0 ||
-  echo "numatune: ray could not be installed; the Ray actor test will skip (a stand-in test still runs)" >&2
-if [ -f tests/vm/setup.sh ]; then
-  bash tests/vm/setup.sh || optional_failed "VM set-up failed; the VM tests will skip with the reason"
-fi
-.venv/bin/ruff check numatune tests benchmarks
-# Bytecode for the checkout before any guest starts: the guests share it read-write, and a module compiled under
-# TCG costs seconds where the host takes milliseconds.
-.venv/bin/python -m compileall -q numatune tests >/dev/null || true
-took setup
 status=0
 fail() {  # fail NAME CODE: a failed stage fails the run (the first failure's status is the run's)
   echo "numatune: the $1 stage failed (exit $2)" >&2
   [ "$status" != 0 ] || status=$2
 }
+# With no arguments the VM stage runs beside everything after its own set-up (docs/development.md, "CI time").
+split=0
+if [ $# -eq 0 ] && [ "${NUMATUNE_VM:-}" != 0 ]; then split=1; fi
+# numpy for the tensor-placement tests and the VM's placement checks (the guests run this venv's python), so it
+# is installed before any guest starts; about 4 s.
+.venv/bin/pip install -q numpy ||
+  optional_failed "numpy could not be installed; the tensor placement tests will skip"
+if [ -f tests/vm/setup.sh ]; then
+  bash tests/vm/setup.sh || optional_failed "VM set-up failed; the VM tests will skip with the reason"
+fi
+# Bytecode for the checkout before any guest starts: the guests share it read-write, and a module compiled under
+# TCG costs seconds where the host takes milliseconds.
+.venv/bin/python -m compileall -q numatune tests >/dev/null || true
+took setup
+if [ "$split" = 1 ]; then
+  # The VM stage (one guest at a time under the boot lock; a guest's checks keep about one host core busy)
+  # beside the rest of the set-up, the quick loop and then the Python 3.13 run; its output is shown whole at
+  # its end.
+  stage vm
+  .venv/bin/python -m pytest -p no:cacheprovider -m vm tests/vm >"$logs/vm.log" 2>&1 &
+  vm_pid=$!
+  # a run that ends early (a fatal set-up step under CI=true, a TERM) stops its VM stage's pytest too; a
+  # Ctrl-C reaches both anyway (one process group)
+  trap 'kill -INT "$vm_pid" 2>/dev/null || true' EXIT TERM
+fi
+stage tools
+# PyTorch (CPU) for the tensor-placement tests: torch 2.13.0 installs from the machine's local wheel in about
+# 25 s. Where it cannot be installed those tests skip, saying why. torchrun runs the README's launcher recipes
+# (tests/cli/test_recipes.py): under CI=true it must install. No guest imports it unless NUMATUNE_VM_TORCH=1,
+# which is then set for a VM run of its own (docs/vm-tests.md).
+.venv/bin/pip install -q torch==2.13.0 ||
+  optional_failed "torch could not be installed; the tensor placement and torchrun recipe tests will skip"
+# Ray for numatune.bind_actor's test with real actors (tests/placement/test_binding.py): an 80 MB wheel that
+# adds only msgpack and protobuf to this venv; the test takes 20-30 s (a local Ray instance). Else it skips.
+.venv/bin/pip install -q ray==2.60.0 ||
+  echo "numatune: ray could not be installed; the Ray actor test will skip (a stand-in test still runs)" >&2
+.venv/bin/ruff check numatune tests benchmarks || fail ruff $?
+took tools "torch, ray, ruff$([ "$split" = 0 ] || echo ', beside the VM stage')"
 for entry in "${pids_chroot[@]}"; do
   pid=${entry%%:*} name=${entry#*:}
   if ! wait "$pid"; then
@@ -106,14 +127,7 @@ py313_stage() {
   $SUDO bash scripts/py313.sh -m "not vm" -q || fail "Python 3.13" $?
   took py313 "beside the VM stage"
 }
-if [ $# -eq 0 ] && [ "${NUMATUNE_VM:-}" != 0 ]; then
-  # The VM stage (one guest at a time under the boot lock; the guests are CPU-bound only in bursts) beside the
-  # quick loop and then the Python 3.13 run; its output is shown whole once it ends.
-  stage vm
-  .venv/bin/python -m pytest -p no:cacheprovider -m vm tests/vm >"$logs/vm.log" 2>&1 &
-  vm_pid=$!
-  # a run stopped from outside stops its VM stage's pytest too (a Ctrl-C reaches both: one process group)
-  trap 'kill -INT "$vm_pid" 2>/dev/null || true' TERM
+if [ "$split" = 1 ]; then
   stage quick
   .venv/bin/python -m pytest -m "not vm" || fail "quick loop" $?
   took quick "beside the VM stage"
