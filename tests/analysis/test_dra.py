@@ -80,8 +80,35 @@ def test_the_hbm_node_published_as_numa_node_is_found():
     assert api_errors(s) == []
     codes, found, _, _ = _run(topo, s)
     assert codes == ["NT541"]
-    assert "node 1 (CPU-less, gpu memory)" in found[0].message and "numa_node is 0" in found[0].message
-    assert "no NIC or CPU shares" in found[0].message and "publish resource.kubernetes.io/numaNode: 0" in found[0].fix
+    msg, fix = found[0].message, found[0].fix
+    assert "node 1 (CPU-less, gpu memory)" in msg and "numa_node is 0" in msg
+    # whether a NIC still matches, from this node's NICs (no NIC slice given: the standard's values, NIC0 on 0)
+    assert "1 is a CPU-less memory node; its CPUs are on node 0; no NIC's numaNode holds 1: a claim matching this GPU and a NIC on numaNode can " \
+           "never be satisfied" in msg
+    assert "publish resource.kubernetes.io/numaNode: 0" in fix
+    # no NIC shares the GPU's root complex on this machine: the fix does not send the user to pcieRoot
+    assert "no NIC shares its root complex pci0009:00, so resource.kubernetes.io/pcieRoot cannot pair it either" in fix
+    assert "its NIC by numaNode == the GPU's CPU node (GPU0: node 0)" in fix
+
+
+def test_the_hbm_node_in_list_form_still_matches_dranets_list():
+    """GH200 in list form: the GPU published as [1] (NVML's node) and dranet's NIC list [0..8] share node 1, so a
+    numaNode match is satisfied: it was "can never be satisfied"."""
+    topo = grace_hopper()
+    s = nvidia_slice(topo, form="list")
+    s["spec"]["devices"][0]["attributes"][dra.NUMA_NODE] = {"ints": [1]}
+    net = dranet_slice(topo, form="list")
+    assert api_errors(s) == [] and api_errors(net) == []
+    assert net["spec"]["devices"][0]["attributes"][dra.NUMA_NODE] == {"ints": list(range(9))}
+    codes, found, _, _ = _run(topo, s, net)
+    assert codes == ["NT541"]
+    msg = found[0].message
+    assert "NIC0's numaNode list [0, 1, 2, 3, 4, 5, 6, 7, 8] holds 1, so a numaNode match with NIC0 is satisfied" in msg
+    assert "never be satisfied" not in msg
+    # the same GPU against a NIC slice that publishes node 0 alone: never
+    net["spec"]["devices"][0]["attributes"][dra.NUMA_NODE] = {"ints": [0]}
+    codes, found, _, _ = _run(topo, s, net)
+    assert codes == ["NT541", "NT545"] and "no NIC's numaNode holds 1: a claim matching" in found[0].message
 
 
 def test_another_root_complex_and_a_wrong_list_are_found():
@@ -266,10 +293,23 @@ def test_a_gb200_gpu_published_on_its_hbm_node_says_why_no_nic_matches():
         dev["attributes"][dra.NUMA_NODE] = {"int": hbm}  # NVML's node: the builds that read nvmlDeviceGetNumaNodeId
     codes, found, _, _ = _run(topo, s)
     assert codes == ["NT542", "NT542"]
-    msg = found[0].message
+    msg, fix = found[0].message, found[0].fix
     assert "numa_node is -1 (no NUMA affinity); 2 is the GPU's own memory node (CPU-less HBM)" in msg
-    assert "its CPUs are on node 0" in msg and "can never be satisfied" in msg
-    assert "resource.kubernetes.io/pcieRoot is the attribute to match" in msg
+    assert "its CPUs are on node 0" in msg and "no NIC's numaNode holds 2" in msg and "can never be satisfied" in msg
+    # what NVIDIA's driver really does (go-nvlib's sysfs numa_node, omitted at -1), not "builds that publish NVML's"
+    assert "NVIDIA's DRA driver publishes the PCI function's numa_node from sysfs (none where it is -1)" in msg
+    # no NIC shares a GPU's root complex here (what emit dra says too): not "match on pcieRoot"
+    assert "pcieRoot is the attribute to match" not in msg + fix
+    assert fix.startswith("do not publish resource.kubernetes.io/numaNode for it; no NIC shares its root complex "
+                          "pci0008:00, so resource.kubernetes.io/pcieRoot cannot pair it either: pair them by CEL")
+    assert "(GPU0: node 0)" in fix
+    assert not any("own CPU-less memory node" in n and "pcieRoot is the attribute to match" in n
+                   for n in dra.dra_plan(topo).notes)
+    # where a NIC does share the GPU's root complex, the fix says to match on it, naming the NIC
+    t = topo._replace(devices=topo.devices + (_dev("0008:02:00.0", "nic", 0, "pci0008:00", 0x15B3),))
+    codes, found, _, _ = _run(t, s)
+    assert "resource.kubernetes.io/pcieRoot is the attribute to match: NIC1 shares its root complex pci0008:00" \
+        in found[0].fix
 
 
 def test_the_api_types_reject_a_misspelt_field():

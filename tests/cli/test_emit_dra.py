@@ -30,11 +30,18 @@ def test_every_claim_passes_the_api_types_and_the_text_is_that_yaml(cli, name):
     if not doc["claims"]:
         assert docs == [] and doc["count"] == 0 and doc["claim"] is None
         return
-    assert docs == doc["claims"] and all(api_errors(c) == [] for c in docs)
-    assert doc["claim"] == (docs[0] if len(docs) == 1 else None)
+    assert docs == doc["device_classes"] + doc["claims"] and all(api_errors(c) == [] for c in docs)
+    assert doc["claim"] == (doc["claims"][0] if len(doc["claims"]) == 1 else None)
     gpus = [d for d in doc["devices"] if d["kind"] == "gpu"]
-    requests = [r for c in docs for r in c["spec"]["spec"]["devices"]["requests"]]
-    assert len(requests) == 2 * len(gpus) == 2 * doc["count"]
+    nics = [d for d in doc["devices"] if d["kind"] == "nic"]
+    requests = [r for c in doc["claims"] for r in c["spec"]["spec"]["devices"]["requests"]]
+    # a template requests only what the node has: a GPU each, and a NIC each while the node's NICs last
+    assert doc["count"] == len(gpus) and doc["nic_count"] == min(len(gpus), len(nics))
+    assert len(requests) == doc["count"] + doc["nic_count"]
+    named = {r["exactly"]["deviceClassName"] for r in requests if r["name"].startswith("nic-")}
+    # the NIC class a template names exists: dranet installs none, so it is written with the templates
+    assert named == ({"dranet"} if nics else set())
+    assert [c["metadata"]["name"] for c in doc["device_classes"]] == (["dranet"] if nics else [])
     assert all(d["numa_node_state"] in ("node", "none", "unknown") for d in doc["devices"])
 
 
@@ -224,7 +231,9 @@ def test_gb200_emit_and_check_say_why_numa_node_never_pairs_gpu_and_nic(cli, tmp
     (note,) = [n for n in doc["notes"] if "own CPU-less memory node" in n]
     assert "GPU0, GPU1, GPU2, GPU3: each has its own CPU-less memory node (2, 10, 18, 26" in note
     assert "a claim that matches GPU and NIC on numaNode can never be satisfied" in note
-    assert "pcieRoot is the attribute to match" in note
+    # no NIC of this tree shares a GPU's root complex: neither emit nor check says to match on pcieRoot
+    assert "pcieRoot is the attribute to match" not in note
+    assert "no NIC here shares the root complex of GPU0, GPU1, GPU2, GPU3" in note
     assert "(GPU0: node 0, GPU1: node 0, GPU2: node 1, GPU3: node 1)" in note
     assert "# note: " + note in doc["text"]
     # NVIDIA's driver builds that read NVML publish the HBM node for each GPU
@@ -233,9 +242,11 @@ def test_gb200_emit_and_check_say_why_numa_node_never_pairs_gpu_and_nic(cli, tmp
         dev["attributes"][dra.NUMA_NODE] = {"int": hbm}
     result, res = _resource_slices(cli, tmp_path, root, json.dumps(s), "--node-name", "gb01")
     assert result.exit_code == 1 and [f["code"] for f in res["findings"]] == ["NT542"] * 4
-    msg = res["findings"][2]["message"]
+    msg, fix = res["findings"][2]["message"], res["findings"][2]["fix"]
     assert "numaNode 18, but its numa_node is -1 (no NUMA affinity); 18 is the GPU's own memory node" in msg
-    assert "its CPUs are on node 1" in msg and "resource.kubernetes.io/pcieRoot is the attribute to match" in msg
+    assert "its CPUs are on node 1" in msg and "no NIC's numaNode holds 18" in msg
+    assert "pcieRoot is the attribute to match" not in msg + fix
+    assert "no NIC shares its root complex pci0018:00" in fix and "(GPU2: node 1)" in fix
 
 
 def test_mi210_capture_keeps_unknown_apart_from_no_affinity(cli, tmp_path):
@@ -297,8 +308,8 @@ def test_twenty_gpus_get_templates_within_the_apis_limits(cli, tmp_path):
     for c in doc["claims"]:
         devices = c["spec"]["spec"]["devices"]
         assert api_errors(c) == [] and len(devices["requests"]) == 20 and len(devices["constraints"]) == 10
-    assert [d for d in yaml.safe_load_all(result.stdout and doc["text"]) if d] == doc["claims"]
+    assert [d for d in yaml.safe_load_all(result.stdout and doc["text"]) if d] == doc["device_classes"] + doc["claims"]
     assert "# 2 ResourceClaimTemplates: 20 GPU(s)" in doc["text"]
-    assert any("40 devices, more than one claim can be given" in n for n in doc["notes"])
+    assert any("20 GPUs and 20 NICs are 40 devices, more than one claim can be given" in n for n in doc["notes"])
     small = json.loads(cli("--root", str(root), "emit", "dra", "--gpus", "16", "--json").stdout)
     assert len(small["claims"]) == 1 and small["claim"] == small["claims"][0]

@@ -185,15 +185,20 @@ def grace_blackwell() -> Topology:
 
 
 def test_grace_blackwell_emit_says_why_numa_node_cannot_pair_gpu_and_nic():
-    """On GB200 NVIDIA's driver builds that read NVML publish the HBM node, and those that read sysfs publish
-    nothing (-1): a numaNode constraint can never be satisfied; the note says so and what to match on."""
+    """On GB200 NVML reports the HBM node, but NVIDIA's driver reads the PCI function's numa_node from sysfs and
+    publishes nothing where it is -1: a numaNode constraint can never be satisfied; the note says so, what a slice
+    with NVML's node would match (derived from the NICs), and what to match on instead."""
     e = dra.dra_plan(grace_blackwell())
     assert e.match is None  # no NIC shares a GPU's root complex, and the GPUs have no numaNode
     (note,) = [n for n in e.notes if "own CPU-less memory node" in n]
     assert "GPU0, GPU1: each has its own CPU-less memory node (2, 10" in note
-    assert "nvmlDeviceGetNumaNodeId" in note and "can never be satisfied" in note
-    assert "publish no numaNode for GPU0, GPU1 (-1 here)" in note
-    assert "pcieRoot is the attribute to match, but no NIC here shares the root complex of GPU0, GPU1" in note
+    assert "NVML reports as the GPU's node (nvmlDeviceGetNumaNodeId); NVIDIA's DRA driver publishes the PCI " \
+           "function's numa_node from sysfs, and no numaNode where that is -1" in note
+    assert "GPU0, GPU1 publish no numaNode (-1 here), so a claim that matches GPU and NIC on numaNode can never be " \
+           "satisfied with them" in note
+    assert "GPU0 on 2: no NIC's numaNode holds 2; GPU1 on 10: no NIC's numaNode holds 10" in note
+    assert "no NIC here shares the root complex of GPU0, GPU1 (pcieRoot cannot pair them either)" in note
+    assert "pcieRoot is the attribute to match" not in note
     assert "its NIC by numaNode == the GPU's CPU node (GPU0: node 0, GPU1: node 0)" in note
     # a machine whose GPUs share their root complex with a NIC: the template already matches on pcieRoot
     t = grace_blackwell()
