@@ -83,8 +83,8 @@ def test_the_hbm_node_published_as_numa_node_is_found():
     msg, fix = found[0].message, found[0].fix
     assert "node 1 (CPU-less, gpu memory)" in msg and "numa_node is 0" in msg
     # whether a NIC still matches, from this node's NICs (no NIC slice given: the standard's values, NIC0 on 0)
-    assert "1 is a CPU-less memory node; its CPUs are on node 0; no NIC's numaNode holds 1: a claim matching this GPU and a NIC on numaNode can " \
-           "never be satisfied" in msg
+    assert "1 is a CPU-less memory node; its CPUs are on node 0; no NIC's numaNode holds 1: a claim matching this " \
+           "GPU and a NIC on numaNode can never be satisfied" in msg
     assert "publish resource.kubernetes.io/numaNode: 0" in fix
     # no NIC shares the GPU's root complex on this machine: the fix does not send the user to pcieRoot
     assert "no NIC shares its root complex pci0009:00, so resource.kubernetes.io/pcieRoot cannot pair it either" in fix
