@@ -89,8 +89,10 @@ NT547 = register(
     online node ids.""")
 
 #: Driver-local attribute names (the part after any domain) that hold the device's PCI address, checked after
-#: the standard one: NVIDIA's older pcieBusID, dranet's pciAddress, AMD's pciAddr, and other spellings.
-LOCAL_ADDRESS_KEYS = ("pciBusID", "pcieBusID", "pciAddress", "pciAddr", "pci_bus_id", "busID")
+#: the standard one: NVIDIA's older pcieBusID, dranet's pciAddress, AMD's pciAddr (and its partitions'
+#: parentPciAddr: a partition is checked against its GPU's function, as NVIDIA's MIG devices are by the parent's
+#: pciBusID they publish), and other spellings.
+LOCAL_ADDRESS_KEYS = ("pciBusID", "pcieBusID", "pciAddress", "pciAddr", "parentPciAddr", "pci_bus_id", "busID")
 #: dranet's older form: the address in four attributes (dra.net/pciAddressDomain, ...Bus, ...Device, ...Function).
 SPLIT_ADDRESS = ("pciAddressDomain", "pciAddressBus", "pciAddressDevice", "pciAddressFunction")
 LIST_KEYS = ("ints", "strings", "bools", "versions")

@@ -26,16 +26,19 @@ def api_errors(doc: dict) -> list[str]:
 
 
 def nvidia_slice(topo, node="node1", form="scalar", numa=True) -> dict:
-    """A ResourceSlice as NVIDIA's DRA driver publishes one (devices gpu-N with its own attributes and the
-    standard ones), for the GPUs of `topo`, with the standard attributes numatune derives."""
+    """A ResourceSlice as NVIDIA's DRA driver publishes one (kubernetes-sigs/dra-driver-nvidia-gpu
+    cmd/gpu-kubelet-plugin/deviceinfo.go GpuInfo.Attributes: devices gpu-<minor> with its own attributes and the
+    standard pciBusID, pcieRoot and numaNode from the helper library, numaNode read from sysfs and left out at
+    -1, a one-element list with DRAListTypeAttributes), for the GPUs of `topo`, with the standard attributes
+    numatune derives (the list form's full list; see test_nvidias_one_element_list_...)."""
     devices = []
     for a in dra.standard_attributes(topo):
         if a.kind != "gpu":
             continue
-        attrs = {"architecture": {"string": "Hopper"}, "brand": {"string": "Nvidia"},
-                 "cudaComputeCapability": {"version": "9.0.0"}, "driverVersion": {"version": "570.124.6"},
-                 "index": {"int": int(a.label[3:])}, "productName": {"string": "NVIDIA H100 80GB HBM3"},
-                 "type": {"string": "gpu"}, "uuid": {"string": f"GPU-{a.label}"}}
+        attrs = {"type": {"string": "gpu"}, "uuid": {"string": f"GPU-{a.label}"},
+                 "productName": {"string": "NVIDIA H100 80GB HBM3"}, "brand": {"string": "Nvidia"},
+                 "architecture": {"string": "Hopper"}, "cudaComputeCapability": {"version": "9.0.0"},
+                 "driverVersion": {"version": "580.95.5"}, "cudaDriverVersion": {"version": "13.0.0"}}
         std = a.attributes(form)
         if not numa:
             std.pop(dra.NUMA_NODE, None)
@@ -158,6 +161,61 @@ def test_an_upper_case_pci_bus_id_is_found():
         in found[0].message and "lower-case hex" in found[0].message
 
 
+@pytest.mark.parametrize("spelling", ["00000000:1b:00.0", "00000000:1B:00.0"])
+def test_nvmls_spelling_of_a_bus_id_is_a_spelling_finding_not_a_stranger(spelling):
+    """NVML writes busId with an 8-digit domain (00000000:1B:00.0): the same function, so NT546 (how it is
+    spelt), never NT544 ("not a device of this node: restart the plugin")."""
+    topo = snc2()
+    topo = topo._replace(devices=(_dev("0000:1b:00.0", "gpu", 0, "pci0000:16"),) + topo.devices[1:])
+    s = nvidia_slice(topo)
+    s["spec"]["devices"][0]["attributes"][dra.PCI_BUS_ID] = {"string": spelling}
+    codes, found, checked, _ = _run(topo, s)
+    assert codes == ["NT546"] and checked == 2
+    assert f"publishes resource.kubernetes.io/pciBusID '{spelling}', NVML's spelling" in found[0].message
+    assert "the standard's spelling is '0000:1b:00.0'" in found[0].message
+    assert "publish resource.kubernetes.io/pciBusID: '0000:1b:00.0'" in found[0].fix
+    # NVIDIA's older driver-local attribute in NVML's spelling identifies the device too (no finding: not standard)
+    del s["spec"]["devices"][0]["attributes"][dra.PCI_BUS_ID]
+    s["spec"]["devices"][0]["attributes"]["pcieBusID"] = {"string": spelling}
+    assert published_address(s["spec"]["devices"][0]["attributes"]) == ("0000:1b:00.0", "pcieBusID")
+
+
+def amd_slice(topo, node="node1") -> dict:
+    """A ResourceSlice as AMD's GPU DRA driver publishes one (ROCm/k8s-gpu-dra-driver cmd/gpu-kubeletplugin/
+    deviceinfo.go, resource.k8s.io/v1): devices gpu-<card>-<render> with the driver's own pciAddr and the standard
+    pcieRoot from the helper library, no standard pciBusID or numaNode; a partition names its GPU by
+    parentPciAddr."""
+    devices = []
+    for i, a in enumerate(x for x in dra.standard_attributes(topo) if x.kind == "gpu"):
+        attrs = {"type": {"string": "amdgpu"}, "pciAddr": {"string": a.bdf}, "cardIndex": {"int": i + 1},
+                 "renderIndex": {"int": 128 + i}, "deviceID": {"string": "0x74a1"}, "family": {"string": "AI"},
+                 "productName": {"string": "AMD Instinct MI300X"}, "driverVersion": {"version": "6.12.12"},
+                 "driverSrcVersion": {"string": "7B29C9A3B0B1D5A0A4A1E4E"}, "partitionProfile": {"string": "spx_nps1"}}
+        if a.pcie_root is not None:
+            attrs[dra.PCIE_ROOT] = {"string": a.pcie_root}
+        devices.append({"name": f"gpu-{i + 1}-{128 + i}", "attributes": attrs,
+                        "capacity": {"memory": {"value": "192Gi"}}})
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-gpu.amd.com-4n2x"},
+            "spec": {"driver": "gpu.amd.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
+
+
+def test_an_amd_slice_as_amd_writes_it_is_matched_by_pci_addr_and_its_partitions_by_the_parents():
+    topo = snc2()
+    s = amd_slice(topo)
+    assert api_errors(s) == []
+    codes, _, checked, unaddressed = _run(topo, s, needs=(dra.PCIE_ROOT,))
+    assert codes == [] and checked == 2 and unaddressed == 0
+    # a CPX partition of GPU0, published with its parent's address and (wrongly) another root complex
+    part = copy.deepcopy(s["spec"]["devices"][0])
+    part["name"] = "gpu-9-136"
+    part["attributes"]["parentPciAddr"] = part["attributes"].pop("pciAddr")
+    part["attributes"][dra.PCIE_ROOT] = {"string": "pci0000:97"}
+    s["spec"]["devices"].append(part)
+    codes, found, checked, _ = _run(topo, s, needs=(dra.PCIE_ROOT,))
+    assert codes == ["NT540"] and checked == 3 and "device gpu-9-136" in found[0].message
+
+
 def test_missing_attributes_a_numa_node_without_affinity_and_a_stranger():
     topo = snc2()
     topo = topo._replace(devices=(topo.devices[0]._replace(numa_node=None),) + topo.devices[1:])
@@ -238,6 +296,56 @@ def test_per_device_node_selection_reads_the_devices_of_this_node():
     s["spec"]["devices"][1]["basic"] = {"nodeName": "node1"}  # v1beta1 shape: nodeName inside basic
     assert [d.node_name for d in slice_devices({"spec": {"devices": [{"name": "x", "basic": {"nodeName": "n"}}]}})] \
         == ["n"]
+
+
+def _selected(s, how):
+    del s["spec"]["nodeName"]
+    s["spec"]["perDeviceNodeSelection"] = True
+    for dev, sel in zip(s["spec"]["devices"], how, strict=True):
+        dev.update(sel)
+    return s
+
+
+def test_devices_offered_by_all_nodes_or_a_node_selector_are_read_and_judged():
+    """perDeviceNodeSelection devices with allNodes or a nodeSelector were dropped without a word (a wrong
+    pcieRoot among them unseen): now a selector on the node's name is evaluated, one on labels may select it,
+    and each is judged where its PCI address is one of this node's functions."""
+    from numatune.analysis.dra import node_devices, selects
+
+    topo = snc2()
+    by_name = {"nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["node1", "node7"]}]}]}}
+    by_label = {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "nvidia.com/gpu.clique", "operator": "In", "values": ["a1"]}]}]}}
+    s = _selected(nvidia_slice(topo), [{"allNodes": True}, by_name])
+    s["spec"]["devices"][0]["attributes"][dra.PCIE_ROOT] = {"string": "pci0000:97"}  # wrong
+    assert api_errors(s) == []
+    assert [(d.name, d.selection) for d in node_devices(s, "node1")] == [("gpu-0", "all"), ("gpu-1", "selector")]
+    assert [d.name for d in node_devices(s, "node2")] == ["gpu-0"]  # the selector names node1 and node7 only
+    r = check_slices([("s", "gpu.nvidia.com", node_devices(s, "node1"))], dra.standard_attributes(topo), topo,
+                     (dra.PCIE_ROOT,))
+    assert [f.code for f in r.findings] == ["NT540"] and r.checked == 2 and r.offered == 2
+    # a selector on labels a saved tree does not hold may select the node: judged where the address is its own;
+    # a device offered to every node whose address is no function here is counted, not NT544
+    s = _selected(nvidia_slice(topo), [by_label, {"allNodes": True}])
+    s["spec"]["devices"][1]["attributes"][dra.PCI_BUS_ID] = {"string": "0000:ee:00.0"}
+    r = check_slices([("s", "gpu.nvidia.com", node_devices(s, "node1"))], dra.standard_attributes(topo), topo,
+                     (dra.PCIE_ROOT,))
+    assert [f.code for f in r.findings] == [] and r.checked == 1 and r.elsewhere == 1 and r.by_labels == 1
+    # the selector's rules: terms ORed, requirements ANDed, an empty term selects nothing
+    term = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node1"]}]}
+    assert selects({"nodeSelectorTerms": [term]}, "node1") is False
+    assert selects({"nodeSelectorTerms": [term, by_name["nodeSelector"]["nodeSelectorTerms"][0]]}, "node1") is True
+    assert selects({"nodeSelectorTerms": [{}]}, "node1") is False
+    host = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node1"]},
+                                 {"key": "zone", "operator": "Exists"}]}
+    assert selects({"nodeSelectorTerms": [host]}, "node1") is None and selects({"nodeSelectorTerms": [host]}, "x") \
+        is False
+    # a whole slice offered to every node (spec.allNodes)
+    s = nvidia_slice(topo)
+    del s["spec"]["nodeName"]
+    s["spec"]["allNodes"] = True
+    assert api_errors(s) == [] and {d.selection for d in node_devices(s, "anything")} == {"all"}
 
 
 def test_an_unknown_numa_node_is_not_judged_and_no_affinity_is():
