@@ -195,7 +195,8 @@ def amd_slice(topo, node="node1") -> dict:
             attrs[dra.PCIE_ROOT] = {"string": a.pcie_root}
         devices.append({"name": f"gpu-{i + 1}-{128 + i}", "attributes": attrs,
                         "capacity": {"memory": {"value": "192Gi"}}})
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-gpu.amd.com-4n2x"},
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-gpu.amd.com-4n2x"},
             "spec": {"driver": "gpu.amd.com", "nodeName": node,
                      "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
 
