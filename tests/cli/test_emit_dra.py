@@ -313,3 +313,80 @@ def test_twenty_gpus_get_templates_within_the_apis_limits(cli, tmp_path):
     assert any("20 GPUs and 20 NICs are 40 devices, more than one claim can be given" in n for n in doc["notes"])
     small = json.loads(cli("--root", str(root), "emit", "dra", "--gpus", "16", "--json").stdout)
     assert len(small["claims"]) == 1 and small["claim"] == small["claims"][0]
+
+
+def test_nvmls_spelling_of_gpu0_is_a_spelling_finding_on_the_dgx(cli, tmp_path):
+    """GPU0 published as NVML spells it (00000000:1B:00.0) was NT544 "not a device of this node: restart the
+    plugin"; it is the same function spelt otherwise: NT546, a warning, and the device is still checked."""
+    topo = _topo(DGX)
+    s = nvidia_slice(topo, node="dgx01")
+    gpu0 = s["spec"]["devices"][0]["attributes"]
+    bdf = gpu0[dra.PCI_BUS_ID]["string"]
+    nvml = "0000" + bdf.upper()
+    gpu0[dra.PCI_BUS_ID] = {"string": nvml}
+    gpu0[dra.PCIE_ROOT] = {"string": "pci0000:00"}  # and a wrong root complex, still found
+    result, res = _resource_slices(cli, tmp_path, fixture_root(DGX), json.dumps(s), "--node-name", "dgx01")
+    assert sorted(f["code"] for f in res["findings"]) == ["NT540", "NT546"], res["findings"]
+    spelling = next(f for f in res["findings"] if f["code"] == "NT546")
+    assert f"'{nvml}', NVML's spelling" in spelling["message"] and f"'{bdf}'" in spelling["fix"]
+    assert "8 device(s) with a PCI address" in res["description"]
+
+
+def test_a_node_selector_slice_is_read_and_a_wrong_root_among_it_is_found(cli, tmp_path):
+    """perDeviceNodeSelection devices selected by name (matchFields metadata.name), by allNodes and by labels were
+    dropped without a word: the wrong pcieRoot of one of them went unseen."""
+    s = nvidia_slice(_topo(DGX), node="dgx01")
+    del s["spec"]["nodeName"]
+    s["spec"]["perDeviceNodeSelection"] = True
+    for i, dev in enumerate(s["spec"]["devices"]):
+        dev.update({"nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["dgx01"]}]}]}} if i < 4 else
+            {"allNodes": True} if i < 6 else {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "rack", "operator": "In", "values": ["r7"]}]}]}})
+    s["spec"]["devices"][5]["attributes"][dra.PCIE_ROOT] = {"string": "pci0000:00"}
+    assert api_errors(s) == []
+    result, res = _resource_slices(cli, tmp_path, fixture_root(DGX), json.dumps(s), "--node-name", "dgx01")
+    assert result.exit_code == 1 and [f["code"] for f in res["findings"]] == ["NT540"]
+    assert "gpu-5" in res["findings"][0]["message"]
+    assert "8 device(s) with a PCI address against the node's standard attributes (8 of them offered to several " \
+           "nodes by allNodes or a nodeSelector)" in res["description"]
+    assert "2 selected by node labels numatune cannot read" in res["description"]
+    # a selector of another type than core/v1's is exit 3 naming the field
+    s["spec"]["devices"][0]["nodeSelector"] = {"nodeSelectorTerms": "dgx01"}
+    result, _ = _resource_slices(cli, tmp_path, fixture_root(DGX), json.dumps(s), "--node-name", "dgx01")
+    assert result.exit_code == 3
+    assert "slices.yaml: spec.devices[0].nodeSelector.nodeSelectorTerms: expected a list, got a string" in result.stderr
+
+
+def test_the_superchip_vms_cel_hint_names_a_node_with_cpus(cli):
+    """fixtures/vm-superchip: the GPU's function is on node 3, its own CPU-less memory node; the hint named node 3
+    as "the GPU's CPU node"."""
+    doc = json.loads(cli("--root", str(fixture_root("vm-superchip")), "emit", "dra", "--json").stdout)
+    (note,) = [n for n in doc["notes"] if "own CPU-less memory node" in n]
+    assert "(GPU0: node 3)" not in note and "GPU0's is node 1" in note
+
+
+def test_a_name_that_is_too_long_once_split_is_a_usage_error(cli, tmp_path):
+    """--name of 253 characters was accepted, and the two templates of 20 GPUs were named NAME-1 and NAME-2: 255
+    characters, which the API refuses."""
+    root = _twenty_gpu_tree(tmp_path / "root")
+    result = cli("--root", str(root), "emit", "dra", "--name", "a" * 253)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "2 templates are written (20 GPUs), named NAME-1 to NAME-2: 255 characters" in result.stderr
+    assert "give a name of at most 251 characters" in result.stderr
+    result = cli("--root", str(root), "emit", "dra", "--name", "a" * 251, "--json")
+    assert result.exit_code == 0
+    claims = json.loads(result.stdout)["claims"]
+    assert [len(c["metadata"]["name"]) for c in claims] == [253, 253] and all(api_errors(c) == [] for c in claims)
+    result = cli("--root", str(fixture_root(DGX)), "emit", "dra", "--name", "a" * 253)  # one template: as given
+    assert result.exit_code == 0
+
+
+def test_check_help_names_the_codes_the_rules_register(cli):
+    from numatune.analysis import dra as rules
+    from numatune.analysis.codes import code_range, module_codes
+
+    codes = module_codes(rules)
+    assert code_range(rules) == f"{codes[0].code}-{codes[-1].code}" == "NT540-" + codes[-1].code
+    out = cli("check", "--help").stdout
+    assert f"({code_range(rules)})" in " ".join(out.split())
