@@ -46,7 +46,7 @@ def _resource_slices_help() -> str:
 @click.option("--gres-conf", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Check this gres.conf's GPU lines: files, Cores= sockets (NT522-NT524).")
 @click.option("--kubelet-config", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Check a KubeletConfiguration (YAML or JSON): reservations per NUMA node (NT530-NT535).")
+              help="Check a KubeletConfiguration (YAML or JSON): reservations per NUMA node (NT530-NT536).")
 @click.option("--resource-slices", type=click.Path(dir_okay=False), default=None, metavar="FILE", cls=_DerivedHelp,
               help_from=_resource_slices_help)
 @click.option("--node-name", default=None, metavar="NAME",
