@@ -475,6 +475,8 @@ def _hbm_note(true: DeviceAttributes, nodes: tuple[int, ...] | None, topo: Topol
     note = f"; {what}{home}; {why}" + ("" if ok else ": a claim matching this GPU and a NIC on numaNode can never be "
                                                       "satisfied")
     mates = [n for n in truth if n.kind == "nic" and true.pcie_root is not None and n.pcie_root == true.pcie_root]
+    if ok:  # the match holds as published: correcting the value is the whole fix
+        return note, ""
     if mates:
         fix = (f"; {PCIE_ROOT} is the attribute to match: {mates[0].label or mates[0].bdf} shares its root complex "
                f"{true.pcie_root}")

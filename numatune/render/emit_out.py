@@ -136,6 +136,7 @@ def dra_document(e: DraEmit) -> dict[str, Any]:
                   "numa_node_state": d.numa_state,
                   "omitted": {n: why for n, why in d.omitted}} for d in e.devices],
         pairs=[{"gpu": p.gpu.label, "gpu_bdf": p.gpu.bdf, "nic": p.nic.label if p.nic else None,
-                "nic_bdf": p.nic.bdf if p.nic else None, "match": p.match, "reason": p.reason} for p in e.pairs],
+                "nic_bdf": p.nic.bdf if p.nic else None, "match": p.match, "shared": p.shared, "reason": p.reason}
+               for p in e.pairs],
         count=e.count, nic_count=e.nic_count, claim=e.claim, claims=list(e.claims),
         device_classes=list(e.device_classes), match=e.match, match_reason=e.match_reason, notes=list(e.notes))

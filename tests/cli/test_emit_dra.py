@@ -390,3 +390,31 @@ def test_check_help_names_the_codes_the_rules_register(cli):
     assert code_range(rules) == f"{codes[0].code}-{codes[-1].code}" == "NT540-" + codes[-1].code
     out = cli("check", "--help").stdout
     assert f"({code_range(rules)})" in " ".join(out.split())
+
+
+def test_gh200_in_list_form_says_the_hbm_node_still_matches_dranets_list(cli, tmp_path):
+    """On the GH200 tree in list form a GPU published as [1] (NVML's node) and dranet's NIC list [0..8] share node
+    1: NT541 said "can never be satisfied"; the message is derived from the NIC slice as published."""
+    from tests.analysis.test_dra import dranet_slice
+
+    topo = _topo("handmade-gh200-numa")
+    gpu = nvidia_slice(topo, node="gh01", form="list")
+    gpu["spec"]["devices"][0]["attributes"][dra.NUMA_NODE] = {"ints": [1]}
+    net = dranet_slice(topo, node="gh01", form="list")
+    root = fixture_root("handmade-gh200-numa")
+    result, res = _resource_slices(cli, tmp_path, root, _kubectl_list(gpu, net), "--node-name", "gh01")
+    (f,) = res["findings"]
+    assert f["code"] == "NT541" and "never be satisfied" not in f["message"]
+    assert "NIC0's numaNode list [0, 1, 2, 3, 4, 5, 6, 7, 8] holds 1, so a numaNode match with NIC0 is satisfied" \
+        in f["message"]
+    assert f["fix"].endswith("(the helper library's GetNUMANodeAttributeByPCIBusID reads the PCI function's "
+                             "numa_node)")
+    # in scalar form the same GPU on node 1 matches no NIC (NIC0 is on node 0), and no NIC shares its root
+    gpu = nvidia_slice(topo, node="gh01")
+    gpu["spec"]["devices"][0]["attributes"][dra.NUMA_NODE] = {"int": 1}
+    result, res = _resource_slices(cli, tmp_path, root, _kubectl_list(gpu, dranet_slice(topo, node="gh01")),
+                                   "--node-name", "gh01")
+    (f,) = res["findings"]
+    assert "no NIC's numaNode holds 1: a claim matching this GPU and a NIC on numaNode can never be satisfied" \
+        in f["message"]
+    assert "no NIC shares its root complex pci0009:00" in f["fix"] and "(GPU0: node 0)" in f["fix"]
