@@ -364,14 +364,14 @@ def claim_match(pairs: Sequence[Pairing], count: int, root_pairs: int | None = N
             return PCIE_ROOT, "every GPU of this node has a NIC under its own root complex"
         left = ", ".join(p.gpu.label or p.gpu.bdf for p in pairs if p.match != PCIE_ROOT or p.shared)
         return PCIE_ROOT, (f"only {root_pairs} of {len(pairs)} GPUs can be paired on pcieRoot, each with a NIC of its "
-                           f"own ({left} cannot): the scheduler will only pick those")
+                           f"own ({left} cannot): the scheduler gives the requests with a NIC only those")
     if numa_pairs >= count:
         if numa_pairs == len(pairs):
             far = ", ".join(p.gpu.label or p.gpu.bdf for p in pairs if p.match != PCIE_ROOT or p.shared)
             return NUMA_NODE, (f"{far} share no root complex with a NIC of their own, but every GPU has a NIC on its "
                                "NUMA node")
         return NUMA_NODE, (f"only {numa_pairs} of {len(pairs)} GPUs can be paired on numaNode, each with a NIC of its "
-                           "own: the scheduler will only pick those")
+                           "own: the scheduler gives the requests with a NIC only those")
     return None, (f"only {max(root_pairs, numa_pairs)} GPU(s) of this node can be paired with a NIC, fewer than "
                   f"{count}: the template requests the devices without a constraint")
 
@@ -492,7 +492,7 @@ def dra_plan(topo: Topology, *, form: str = "scalar", count: int | None = None, 
                      "be satisfied on this node)")
     elif nic_count < want:
         notes.append(f"the node has {len(nics)} NIC(s) for {want} GPU(s): the template requests {nic_count} NIC(s), "
-                     f"one for each of {nic_count} of the GPUs (a NIC request each would never be satisfied here)")
+                     f"each with one of the GPUs (a NIC for every GPU could never be satisfied here)")
     classes: tuple[dict, ...] = ()
     if nic_count and nic_device_class == DEFAULT_NIC_CLASS:
         classes = (dranet_device_class(),)

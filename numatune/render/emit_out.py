@@ -118,8 +118,8 @@ def dra_text(e: DraEmit) -> str:
     if e.nic_count == e.count:
         out.append(f"# {what}: {e.count} GPU(s), each with a NIC by {how}: {e.match_reason}")
     elif e.nic_count:
-        out.append(f"# {what}: {e.count} GPU(s) and {e.nic_count} NIC(s), the node's all, each NIC with a GPU by "
-                   f"{how}: {e.match_reason}")
+        out.append(f"# {what}: {e.count} GPU(s) and {e.nic_count} NIC(s) (all the node has), each NIC with a GPU "
+                   f"by {how}: {e.match_reason}")
     else:
         out.append(f"# {what}: {e.count} GPU(s) and no NIC: {e.match_reason}")
     for c in e.device_classes:
