@@ -182,8 +182,8 @@ def selects(selector: Any, name: str | None) -> bool | None:
     for term in terms if isinstance(terms, list) else ():
         if not isinstance(term, Mapping):
             continue
-        reqs = [(r, False) for r in term.get("matchExpressions") or () ] + \
-            [(r, True) for r in term.get("matchFields") or ()]
+        reqs = [(r, field) for key, field in (("matchExpressions", False), ("matchFields", True))
+                if isinstance(term.get(key), list) for r in term[key]]
         if not reqs:
             continue
         answers = [_requirement(r, name, field) for r, field in reqs]
