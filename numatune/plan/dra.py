@@ -552,13 +552,15 @@ def gpu_memory_notes(devices: Sequence[DeviceAttributes], pairs: Sequence[Pairin
     never = ", so a claim that matches it with a NIC on numaNode can never be satisfied"
     for d in gpus:
         if d.numa_node is not None:
-            ok, why = numa_match_note(numa_keys(d, form), nics)
-            parts.append(f"{d.label or d.bdf} publishes {_spell(numa_keys(d, form))}: {why}{'' if ok else never}")
-    nvml = [d for d in gpus if d.gpu_memory_node not in numa_keys(d, form)]
+            # what the driver publishes: the node, as a one-element list in list form (until it computes the rest)
+            ok, why = numa_match_note((d.numa_node,), nics)
+            shown = f"[{d.numa_node}]" if form == "list" else str(d.numa_node)
+            parts.append(f"for {d.label or d.bdf} it publishes {shown}: {why}{'' if ok else never}")
+    nvml = [d for d in gpus if d.gpu_memory_node != d.numa_node]
     if nvml:
         parts.append("a slice giving NVML's node instead (no release of the driver numatune knows does): " + "; ".join(
-            f"{d.label or d.bdf} on {d.gpu_memory_node}: {numa_match_note((d.gpu_memory_node,), nics)[1]}"
-            for d in nvml))
+            f"{d.label or d.bdf} on {f'[{d.gpu_memory_node}]' if form == 'list' else d.gpu_memory_node}: "
+            f"{numa_match_note((d.gpu_memory_node,), nics)[1]}" for d in nvml))
     out += "; " + "; ".join(parts)
     rooted = {p.gpu.bdf for p in pairs if p.match == PCIE_ROOT and not p.shared}
     if all(d.bdf in rooted for d in gpus):

@@ -210,6 +210,20 @@ def test_grace_blackwell_emit_says_why_numa_node_cannot_pair_gpu_and_nic():
     assert not any("own CPU-less memory node" in n for n in dra.dra_plan(snc2()).notes)
 
 
+def test_grace_hopper_in_list_form_says_what_the_driver_and_nvml_would_match():
+    """GH200 in list form: NVIDIA's driver publishes [0] (the node alone), a slice with NVML's node [1]; dranet's
+    NIC list holds both, so neither is "never satisfied"."""
+    t = grace_hopper()
+    t = t._replace(devices=(t.devices[0]._replace(memory_node=1, memory_node_from="numa"),) + t.devices[1:])
+    (note,) = [n for n in dra.dra_plan(t, form="list").notes if "own CPU-less memory node" in n]
+    assert "for GPU0 it publishes [0]: NIC0's numaNode list [0, 1, 2, 3, 4, 5, 6, 7, 8] holds 0" in note
+    assert "GPU0 on [1]: NIC0's numaNode list [0, 1, 2, 3, 4, 5, 6, 7, 8] holds 1" in note
+    assert "never" not in note
+    (note,) = [n for n in dra.dra_plan(t).notes if "own CPU-less memory node" in n]
+    assert "for GPU0 it publishes 0: NIC0 publishes numaNode 0 too" in note and "GPU0 on 1: no NIC's numaNode holds 1" \
+        in note
+
+
 def many_gpus(count: int) -> Topology:
     """A synthetic machine with `count` GPUs, each with a NIC under its own root complex, half on each node."""
     d = {0: {0: 10, 1: 21}, 1: {0: 21, 1: 10}}
@@ -322,5 +336,5 @@ def test_the_cel_hint_names_the_gpus_cpu_node_never_its_memory_node():
     (note,) = [n for n in dra.dra_plan(t).notes if "own CPU-less memory node" in n]
     assert "node == the GPU's CPU node (GPU0: node 3)" not in note
     assert "no NIC is on the CPU node (GPU0's is node 1; the NICs are on node(s) 0)" in note
-    assert "GPU0 publishes 3: no NIC's numaNode holds 3, so a claim that matches it with a NIC on numaNode can never " \
-           "be satisfied" in note
+    assert "for GPU0 it publishes 3: no NIC's numaNode holds 3, so a claim that matches it with a NIC on numaNode " \
+           "can never be satisfied" in note
