@@ -32,9 +32,12 @@ from numatune.plan.dra import (
     SLICE_MAX_DEVICES,
     SLICE_MAX_DEVICES_ADVANCED,
     DeviceAttributes,
+    NicNodes,
     canonical_bdf,
     cel_hint,
     helper_numa_node_list,
+    nic_nodes,
+    nics_on_nodes,
     numa_keys,
     numa_match_note,
 )
@@ -343,7 +346,8 @@ def check_slices(slices: Sequence[tuple[str, str, Sequence[SliceDevice]]], truth
                 offered += 1
             checked += 1
             mine.append((slice_name, driver, dev, source, true))
-    nics = _published_nics(mine, truth)
+    nics = _NicFacts(nic_nodes(_published_nics(mine, truth)), nics_on_nodes(truth),
+                     {n.pcie_root: n.label or n.bdf for n in reversed(truth) if n.kind == "nic" and n.pcie_root})
     for slice_name, driver, dev, source, true in mine:
         who = f"{driver} device {dev.name}"
         bdf = true.bdf if true is not None else published_address(dev.attributes)[0]
@@ -358,6 +362,15 @@ def check_slices(slices: Sequence[tuple[str, str, Sequence[SliceDevice]]], truth
             unknown += 1
         found += list(_check_device(who, subject, dev.attributes, true, topo, needs, nics, truth))
     return SliceCheck(tuple(found), checked, unaddressed, unknown, offered, elsewhere, by_labels)
+
+
+@record
+class _NicFacts:
+    """What the GPU-memory narrative asks of this node's NICs, indexed once for all devices."""
+
+    nodes: NicNodes  # their numaNode values as the slices publish them (else as the standard derives them)
+    on: Mapping[int, list[str]]  # node -> the NICs whose PCI function is on it
+    roots: Mapping[str, str]  # root complex -> the first NIC under it
 
 
 def _published_nics(mine: Sequence[tuple[str, str, SliceDevice, str, DeviceAttributes | None]],
@@ -382,8 +395,8 @@ def _published_nics(mine: Sequence[tuple[str, str, SliceDevice, str, DeviceAttri
 
 
 def _check_device(who: str, subject: str, attrs: Mapping[str, Any], true: DeviceAttributes,
-                  topo: Topology, needs: Sequence[str], nics: Sequence[tuple[str, tuple[int, ...]]] = (),
-                  truth: Sequence[DeviceAttributes] = ()) -> Iterator[Finding]:
+                  topo: Topology, needs: Sequence[str], nics: _NicFacts, truth: Sequence[DeviceAttributes],
+                  ) -> Iterator[Finding]:
     name = f"{who} ({true.label + ', ' if true.label else ''}{true.bdf})"
     claimed = true.kind in CLAIM_KINDS
     raw_id = _value(attrs.get(PCI_BUS_ID))
@@ -455,7 +468,7 @@ def _check_device(who: str, subject: str, attrs: Mapping[str, Any], true: Device
 
 
 def _hbm_note(true: DeviceAttributes, nodes: tuple[int, ...] | None, topo: Topology,
-              nics: Sequence[tuple[str, tuple[int, ...]]], truth: Sequence[DeviceAttributes]) -> tuple[str, str]:
+              nics: _NicFacts, truth: Sequence[DeviceAttributes]) -> tuple[str, str]:
     """(what the message adds, what the fix adds) for a GPU published on its own CPU-less memory node (or another
     CPU-less node): whether a NIC's numaNode, as the slices publish it (else as the standard derives it), still
     matches that value, and what pairs the GPU with a NIC instead, each derived from this node's devices."""
@@ -470,17 +483,16 @@ def _hbm_note(true: DeviceAttributes, nodes: tuple[int, ...] | None, topo: Topol
         if not cpuless or cpuless[0] != nodes[0]:
             return "", ""
         what = f"{cpuless[0]} is a CPU-less memory node"
-    ok, why = numa_match_note(nodes, nics)
+    ok, why = numa_match_note(nodes, nics.nodes)
     home = f"; its CPUs are on node {true.cpu_node}" if true.cpu_node is not None else ""
     note = f"; {what}{home}; {why}" + ("" if ok else ": a claim matching this GPU and a NIC on numaNode can never be "
                                                       "satisfied")
-    mates = [n for n in truth if n.kind == "nic" and true.pcie_root is not None and n.pcie_root == true.pcie_root]
     if ok:  # the match holds as published: correcting the value is the whole fix
         return note, ""
-    if mates:
-        fix = (f"; {PCIE_ROOT} is the attribute to match: {mates[0].label or mates[0].bdf} shares its root complex "
-               f"{true.pcie_root}")
+    mate = nics.roots.get(true.pcie_root) if true.pcie_root is not None else None
+    if mate is not None:
+        fix = f"; {PCIE_ROOT} is the attribute to match: {mate} shares its root complex {true.pcie_root}"
     else:
         fix = (f"; no NIC shares its root complex {true.pcie_root or '(unknown)'}, so {PCIE_ROOT} cannot pair it "
-               "either: " + cel_hint([true], truth))
+               "either: " + cel_hint([true], truth, nics.on))
     return note, fix

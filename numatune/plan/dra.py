@@ -65,7 +65,7 @@ MAX_PAIRS_PER_CLAIM = min(ALLOCATION_RESULTS_MAX // 2, DEVICE_REQUESTS_MAX // 2,
 
 TYPE_CHECKING = False  # typing and collections cost start-up time; inspect --json imports this module
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
 
@@ -516,18 +516,34 @@ def _spell(nodes: Sequence[int]) -> str:
     return str(nodes[0]) if len(nodes) == 1 else str(list(nodes))
 
 
-def numa_match_note(nodes: Sequence[int], nics: Sequence[tuple[str, tuple[int, ...]]]) -> tuple[bool, str]:
-    """(whether a numaNode of `nodes` matches one of `nics` (label, the nodes its numaNode holds), and the clause
-    that says so): a scalar matches an equal value, lists match when they intersect."""
-    mine = set(nodes)
-    hits = [(label, held) for label, held in nics if mine.intersection(held)]
+@record
+class NicNodes:
+    """The NICs' numaNode values, indexed: for each node the first NIC (in the order given) whose numaNode holds
+    it, so asking about a GPU costs its own nodes, never a scan of every NIC (2,000 GPUs x 2,000 NICs)."""
+
+    first: Mapping[int, tuple[int, str, tuple[int, ...]]]  # node -> (order, NIC label, the nodes it holds)
+    any: bool  # some NIC publishes a numaNode
+
+
+def nic_nodes(nics: Sequence[tuple[str, tuple[int, ...]]]) -> NicNodes:
+    first: dict[int, tuple[int, str, tuple[int, ...]]] = {}
+    for i, (label, held) in enumerate(nics):
+        for node in held:
+            first.setdefault(node, (i, label, held))
+    return NicNodes(first, bool(nics))
+
+
+def numa_match_note(nodes: Sequence[int], nics: NicNodes | Sequence[tuple[str, tuple[int, ...]]]) -> tuple[bool, str]:
+    """(whether a numaNode of `nodes` matches one of `nics` ((label, the nodes its numaNode holds), or their index),
+    and the clause that says so): a scalar matches an equal value, lists match when they intersect."""
+    index = nics if isinstance(nics, NicNodes) else nic_nodes(nics)
+    hits = [index.first[n] for n in nodes if n in index.first]
     if hits:
-        label, held = hits[0]
+        _, label, held = min(hits)
         shown = (f"{label} publishes numaNode {held[0]} too" if len(held) == 1 else
-                 f"{label}'s numaNode list {list(held)} holds {_spell(sorted(mine.intersection(held)))}")
-        more = f" (and {len(hits) - 1} more NIC(s))" if len(hits) > 1 else ""
-        return True, f"{shown}, so a numaNode match with {label}{more} is satisfied"
-    if not nics:
+                 f"{label}'s numaNode list {list(held)} holds {_spell(sorted(set(nodes).intersection(held)))}")
+        return True, f"{shown}, so a numaNode match with {label} is satisfied"
+    if not index.any:
         return False, "no NIC publishes a numaNode"
     return False, f"no NIC's numaNode holds {_spell(list(nodes))}"
 
@@ -539,7 +555,8 @@ def gpu_memory_notes(devices: Sequence[DeviceAttributes], pairs: Sequence[Pairin
     gpus = [d for d in devices if d.gpu_memory_node is not None]
     if not gpus:
         return []
-    nics = [(n.label or n.bdf, numa_keys(n, form)) for n in devices if n.kind == "nic" and n.numa_node is not None]
+    nics = nic_nodes([(n.label or n.bdf, numa_keys(n, form)) for n in devices if n.kind == "nic"
+                      and n.numa_node is not None])
     hbm = ", ".join(str(d.gpu_memory_node) for d in gpus)
     out = (f"{_names(gpus)}: each has its own CPU-less memory node ({hbm}: the HBM onlined as a NUMA node), which "
            "NVML reports as the GPU's node (nvmlDeviceGetNumaNodeId); NVIDIA's DRA driver publishes the PCI "
@@ -573,13 +590,22 @@ def gpu_memory_notes(devices: Sequence[DeviceAttributes], pairs: Sequence[Pairin
             + cel_hint(lost, devices)]
 
 
-def cel_hint(gpus: Sequence[DeviceAttributes], devices: Sequence[DeviceAttributes]) -> str:
-    """How to pair `gpus` with NICs by CEL selectors: the GPU by pciBusID, its NIC by numaNode == the GPU's CPU node
-    (the nearest node with CPUs, never a CPU-less memory node), where a NIC is on that node."""
-    on = {}
+def nics_on_nodes(devices: Sequence[DeviceAttributes]) -> dict[int, list[str]]:
+    """node -> the NICs whose PCI function is on it."""
+    on: dict[int, list[str]] = {}
     for n in devices:
         if n.kind == "nic" and n.numa_node is not None:
             on.setdefault(n.numa_node, []).append(n.label or n.bdf)
+    return on
+
+
+def cel_hint(gpus: Sequence[DeviceAttributes], devices: Sequence[DeviceAttributes],
+             on: Mapping[int, list[str]] | None = None) -> str:
+    """How to pair `gpus` with NICs by CEL selectors: the GPU by pciBusID, its NIC by numaNode == the GPU's CPU node
+    (the nearest node with CPUs, never a CPU-less memory node), where a NIC is on that node (`on`: nics_on_nodes of
+    `devices`, given when asked for many GPUs one at a time)."""
+    if on is None:
+        on = nics_on_nodes(devices)
     homes = [f"{d.label or d.bdf}: node {d.cpu_node}" for d in gpus if d.cpu_node is not None and d.cpu_node in on]
     lost = [d for d in gpus if d.cpu_node is None or d.cpu_node not in on]
     text = ""
