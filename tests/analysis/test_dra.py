@@ -433,3 +433,30 @@ def test_devices_without_a_pci_address_are_counted_not_passed():
     codes, _, checked, unaddressed = _run(snc2(), example_slice())
     assert codes == [] and checked == 0 and unaddressed == 2
     assert api_errors(example_slice()) == []
+
+
+def test_gpus_published_on_memory_nodes_are_judged_in_linear_time():
+    """Each GPU published on a CPU-less node asks whether a NIC's numaNode holds it, which NIC shares its root
+    complex and where its CPU node's NICs are: answered from indexes built once, not a scan of every NIC per GPU."""
+    from tests.limits import growth
+
+    def make(n: int):
+        nodes = [NumaNode(0, (0, 1), 1 << 30, distances={0: 10, 1: 80}, kind="dram"),
+                 NumaNode(1, (), 1 << 30, distances={0: 80, 1: 10}, kind="gpu")]
+        cpus = [Cpu(i, True, 0, i, node=0) for i in range(2)]
+        devices = []
+        for i in range(n):
+            devices += [_dev(f"{i + 1:04x}:01:00.0", "gpu", None, f"pci{i + 1:04x}:00")._replace(inferred_node=0),
+                        _dev(f"{i + 1:04x}:02:00.0", "nic", 0, f"pci{i + 0x8001:04x}:00", 0x15B3)]
+        topo = _topo(nodes, cpus, devices)
+        s = nvidia_slice(topo)
+        for dev in s["spec"]["devices"]:
+            dev["attributes"][dra.NUMA_NODE] = {"int": 1}
+        return topo, dra.standard_attributes(topo), [("s", "gpu.nvidia.com", slice_devices(s))]
+
+    def run(made) -> None:
+        topo, truth, slices = made
+        r = check_slices(slices, truth, topo, (dra.PCIE_ROOT,))
+        assert len(r.findings) == len(slices[0][2])
+
+    assert growth(make, run, 250) < 8
