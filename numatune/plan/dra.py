@@ -276,9 +276,17 @@ def _assign(gpus: Sequence[DeviceAttributes], nics: Sequence[DeviceAttributes], 
     return out
 
 
-def _first_sharing(g: DeviceAttributes, nics: Sequence[DeviceAttributes], keys: Any) -> int | None:
-    mine = set(keys(g))
-    return next((j for j, n in enumerate(nics) if mine.intersection(keys(n))), None) if mine else None
+def _first_by_key(nics: Sequence[DeviceAttributes], keys: Any) -> dict[Any, int]:
+    """key -> the first NIC (PCI order) holding it: a GPU's first sharing NIC without a scan of every NIC."""
+    first: dict[Any, int] = {}
+    for j, n in enumerate(nics):
+        for k in keys(n):
+            first.setdefault(k, j)
+    return first
+
+
+def _first_sharing(g: DeviceAttributes, first: dict[Any, int], keys: Any) -> int | None:
+    return min((first[k] for k in keys(g) if k in first), default=None)
 
 
 def pairings(attrs: Sequence[DeviceAttributes], form: str = "scalar") -> tuple[Pairing, ...]:
@@ -294,6 +302,7 @@ def pairings(attrs: Sequence[DeviceAttributes], form: str = "scalar") -> tuple[P
     by_root = _assign(gpus, nics, _root_keys)
     rest = [i for i in range(len(gpus)) if i not in by_root]
     by_numa = {rest[i]: j for i, j in _assign([gpus[i] for i in rest], nics, numa, set(by_root.values())).items()}
+    first_root, first_numa = _first_by_key(nics, _root_keys), _first_by_key(nics, numa)
     out = []
     for i, g in enumerate(gpus):
         j = by_root.get(i)
@@ -308,13 +317,13 @@ def pairings(attrs: Sequence[DeviceAttributes], form: str = "scalar") -> tuple[P
             n = nics[j]
             out.append(Pairing(g, n, NUMA_NODE, f"{root}; {n.label or n.bdf} ({n.bdf}) shares {_where(g, n, form)}"))
             continue
-        j = _first_sharing(g, nics, _root_keys)
+        j = _first_sharing(g, first_root, _root_keys)
         if j is not None:  # more GPUs than NICs under this root complex
             n = nics[j]
             out.append(Pairing(g, n, PCIE_ROOT, f"{n.label or n.bdf} ({n.bdf}) is under the same root complex "
                                                  f"{g.pcie_root}, but serves another GPU already", shared=True))
             continue
-        j = _first_sharing(g, nics, numa)
+        j = _first_sharing(g, first_numa, numa)
         if j is not None:
             n = nics[j]
             out.append(Pairing(g, n, NUMA_NODE, f"{root}; {n.label or n.bdf} ({n.bdf}) shares {_where(g, n, form)}, "
@@ -468,13 +477,14 @@ def dra_plan(topo: Topology, *, form: str = "scalar", count: int | None = None, 
     pairs = pairings(devices, form)
     nics = [d for d in devices if d.kind == "nic"]
     notes = [f"{d.label or d.bdf}: no {n.removeprefix(PREFIX)}: {why}" for d in devices for n, why in d.omitted]
+    oversubscribed = {p.nic.bdf for p in pairs if p.shared and p.nic is not None}
     shared: dict[str, list[str]] = {}
     for p in pairs:
-        if p.nic is not None and (p.shared or any(q.shared and q.nic is p.nic for q in pairs)):
+        if p.nic is not None and p.nic.bdf in oversubscribed:
             shared.setdefault(p.nic.bdf, []).append(p.gpu.label or p.gpu.bdf)
+    label = {d.bdf: d.label or d.bdf for d in nics}
     for bdf, gpus in shared.items():
-        nic = next(d for d in devices if d.bdf == bdf)
-        notes.append(f"{', '.join(gpus)} share one NIC, {nic.label or bdf}: a claim for {len(gpus)} pairs "
+        notes.append(f"{', '.join(gpus)} share one NIC, {label[bdf]}: a claim for {len(gpus)} pairs "
                      "needs a NIC each, so the scheduler cannot give it these GPUs together")
     notes += gpu_memory_notes(devices, pairs, form)
     if not pairs:
