@@ -238,9 +238,9 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
     what = (f"DRA ResourceSlices of {name} ({', '.join(drivers)}): {result.checked} device(s) with a PCI address "
             "against the node's standard attributes")
     if result.offered:
-        what += f" ({result.offered} of them offered to several nodes by allNodes or a nodeSelector)"
+        what += f" ({result.offered} of them offered by allNodes or a nodeSelector rather than a nodeName)"
     if result.elsewhere:
-        what += (f"; {result.elsewhere} offered to several nodes by allNodes or a nodeSelector with a PCI address "
+        what += (f"; {result.elsewhere} offered by allNodes or a nodeSelector with a PCI address "
                  "that is no device of this node, not judged")
     if result.by_labels:
         what += (f"; {result.by_labels} selected by node labels numatune cannot read (a saved tree holds none): "

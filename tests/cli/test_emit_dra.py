@@ -348,8 +348,8 @@ def test_a_node_selector_slice_is_read_and_a_wrong_root_among_it_is_found(cli, t
     result, res = _resource_slices(cli, tmp_path, fixture_root(DGX), json.dumps(s), "--node-name", "dgx01")
     assert result.exit_code == 1 and [f["code"] for f in res["findings"]] == ["NT540"]
     assert "gpu-5" in res["findings"][0]["message"]
-    assert "8 device(s) with a PCI address against the node's standard attributes (8 of them offered to several " \
-           "nodes by allNodes or a nodeSelector)" in res["description"]
+    assert "8 device(s) with a PCI address against the node's standard attributes (8 of them offered by allNodes " \
+           "or a nodeSelector rather than a nodeName)" in res["description"]
     assert "2 selected by node labels numatune cannot read" in res["description"]
     # a selector of another type than core/v1's is exit 3 naming the field
     s["spec"]["devices"][0]["nodeSelector"] = {"nodeSelectorTerms": "dgx01"}
