@@ -35,8 +35,11 @@ Made up (not checked against anything): PCI bus numbers and bridges, cache sizes
 numbering of MI300A, node sizes beyond the published capacities, the NICs, GPU UUIDs (one per GPU, the same
 in /proc/driver/nvidia and the NVML record), the bus ids of the NVLink Switch ends, the fabric's clique and
 cluster ids, and the driver version in the NVML records.
-Assumed (no published reading found): the SLIT values of MI300A (10 / 32) and SNC-4 (10 within a cluster,
-12 within a socket, 21 across).
+Assumed (no published reading found): the SLIT values of MI300A (10 / 32).
+Published: the SLIT values of SNC-4 (10 within a cluster, 12 within a socket, 21 across) are those of the
+`numactl -H` of a two-socket Xeon Platinum 8480+ in SNC-4 (8 nodes of 14 cores) in github.com/grantcurell/projects,
+`Understand and Run LINPACK/equipment.txt` (commit a7d003f7): rows `10 12 12 12 21 21 21 21` ... `21 21 21 21 12
+12 12 10`; the 12 within a socket and 21 across are the same on the 12-core clusters written here.
 """
 
 from __future__ import annotations
@@ -346,7 +349,7 @@ def snc4(root: Path) -> Path:
     m.caches(["0-47,96-143", "48-95,144-191"], "107520K", "2048K")  # one L3 per socket (SNC does not split it)
     for a in range(8):
         for b in range(8):
-            m.distance[(a, b)] = 10 if a == b else 12 if a // 4 == b // 4 else 21  # assumed (module docstring)
+            m.distance[(a, b)] = 10 if a == b else 12 if a // 4 == b // 4 else 21  # a published SNC-4 SLIT (docstring)
     buses = (0x19, 0x3B, 0x4C, 0x5D, 0x9B, 0xBB, 0xCB, 0xDB)
     for n, bus in enumerate(buses):
         cpus = _spec(m.node_cpus[n])

@@ -26,3 +26,14 @@ def all_codes() -> list[Code]:
         if name.endswith(".py") and name != "__init__.py":
             importlib.import_module(f"{__package__}.{name[:-3]}")
     return sorted(REGISTRY.values(), key=lambda c: c.code)
+
+
+def module_codes(module: object) -> list[Code]:
+    """The codes a rule module registers (the Code objects it holds), in code order."""
+    return sorted((v for v in vars(module).values() if isinstance(v, Code)), key=lambda c: c.code)
+
+
+def code_range(module: object) -> str:
+    """"NT540-NT547": the first and last code a rule module registers, as help texts and documents name them."""
+    codes = module_codes(module)
+    return codes[0].code if len(codes) == 1 else f"{codes[0].code}-{codes[-1].code}"

@@ -1,5 +1,5 @@
 """Scheduler configuration against the topology (`check --slurm-conf/--gres-conf/--kubelet-config`).
-Codes NT520-NT535 are stable. Pure: parsed files and what `emit` derives in, findings out; the
+Codes NT520-NT536 are stable. Pure: parsed files and what `emit` derives in, findings out; the
 expected values are the ones `numatune emit` writes, so each fix names the right line.
 """
 

@@ -13,6 +13,26 @@ from numatune.render.printable import echo
 FAIL_ON = ("info", "warning", "error")
 
 
+class _DerivedHelp(click.Option):
+    """An option whose help names what only the rules know (the codes they register): `help_from` gives the text
+    when help is shown, so starting the command imports no rule module."""
+
+    def __init__(self, *args, help_from, **kwargs) -> None:  # noqa: ANN001, ANN003 - click's own signature
+        super().__init__(*args, **kwargs)
+        self._help_from = help_from
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = self._help_from()
+        return super().get_help_record(ctx)
+
+
+def _resource_slices_help() -> str:
+    from numatune.commands.check import resource_slice_codes
+
+    return ("Check the DRA ResourceSlices of this node (kubectl get resourceslices -o yaml): the standard "
+            f"pcieRoot/numaNode/pciBusID each device publishes ({resource_slice_codes()}).")
+
+
 @click.command("check")
 @click.option("--policy", "-p", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Policy file (numatune.toml) with the node's expected shape and settings.")
@@ -26,10 +46,9 @@ FAIL_ON = ("info", "warning", "error")
 @click.option("--gres-conf", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Check this gres.conf's GPU lines: files, Cores= sockets (NT522-NT524).")
 @click.option("--kubelet-config", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Check a KubeletConfiguration (YAML or JSON): reservations per NUMA node (NT530-NT535).")
-@click.option("--resource-slices", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Check the DRA ResourceSlices of this node (kubectl get resourceslices -o yaml): the "
-                   "standard pcieRoot/numaNode/pciBusID each device publishes (NT540-NT544).")
+              help="Check a KubeletConfiguration (YAML or JSON): reservations per NUMA node (NT530-NT536).")
+@click.option("--resource-slices", type=click.Path(dir_okay=False), default=None, metavar="FILE", cls=_DerivedHelp,
+              help_from=_resource_slices_help)
 @click.option("--node-name", default=None, metavar="NAME",
               help="The node's name in slurm.conf/gres.conf and the ResourceSlices' nodeName [default: the only "
                    "NodeName line of a slurm.conf with one, else the root's short hostname].")

@@ -125,14 +125,17 @@ def nfd_cmd(app: App, fmt: str, output: Path | None) -> None:
 
 @emit_group.command("dra")
 @click.option("--gpus", "count", type=click.IntRange(min=1), default=None, metavar="N",
-              help="GPUs per claim, each with its own NIC [default: every GPU of the node].")
+              help="GPUs per claim, each with a NIC of its own while the node's NICs last [default: every GPU of "
+                   "the node].")
 @click.option("--numa-form", "form", type=click.Choice(("scalar", "list")), default="scalar", show_default=True,
               help="numaNode as the cluster publishes it: list needs the DRAListTypeAttributes feature gate.")
 @click.option("--gpu-class", default=None, metavar="NAME",
               help="DeviceClass of the GPU driver [default: gpu.nvidia.com, gpu.amd.com or gpu.intel.com by vendor].")
 @click.option("--nic-class", default="dranet", show_default=True, metavar="NAME",
-              help="DeviceClass of the NIC driver.")
-@click.option("--name", default=None, metavar="NAME", help="The template's name [default: gpu-nic-pairs-N].")
+              help="DeviceClass of the NIC driver (dranet installs none: the default's is written with the "
+                   "templates, selecting dranet's NICs with RDMA).")
+@click.option("--name", default=None, metavar="NAME",
+              help="The template's name [default: gpu-nic-pairs-N]; split templates add -1, -2, ...")
 @format_option("text", "json")
 @_output_option
 @click.pass_obj

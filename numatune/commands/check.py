@@ -129,7 +129,8 @@ class SchedFiles:
 
 
 def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[CheckResult]:
-    """NT520-NT534: each file against what `numatune emit` derives from this node (one result per file)."""
+    """The scheduler codes (analysis.scheduler's and analysis.dra's): each file against what `numatune emit`
+    derives from this node (one result per file)."""
     from numatune.analysis.scheduler import check_gres, check_kubelet, check_slurm_node
     from numatune.errors import InputError
     from numatune.plan.slurm import first_host, in_hostlist
@@ -173,13 +174,22 @@ def scheduler_results(host: Host, topo: Topology, files: SchedFiles) -> list[Che
     return out
 
 
+def resource_slice_codes() -> str:
+    """The codes `check --resource-slices` reports, "NT540-NT547", from the rule module that registers them."""
+    from numatune.analysis import dra
+    from numatune.analysis.codes import code_range
+
+    return code_range(dra)
+
+
 MAX_NAMED = 8  # the nodes a slice file's error names (a cluster's file names thousands)
 NODE_MAX_DEVICES = 16_384  # devices of one node's slices checked at most (128 full slices)
 
 
 def resource_slice_result(host: Host, topo: Topology, path: str, name: str | None) -> CheckResult:
-    """NT540-NT547: the standard attributes this node's ResourceSlices publish against the node's own."""
-    from numatune.analysis.dra import check_slices, node_devices, over_limit, slice_nodes
+    """The standard attributes this node's ResourceSlices publish against the node's own (the codes of
+    analysis.dra, see `resource_slice_codes`)."""
+    from numatune.analysis.dra import check_slices, may_offer, node_devices, over_limit, slice_nodes
     from numatune.commands.emit import node_name
     from numatune.errors import InputError
     from numatune.plan.dra import NUMA_NODE, dra_plan
@@ -191,9 +201,9 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
     mine = []
     total = 0
     for s in slices:
-        spec = s.get("spec") if isinstance(s.get("spec"), dict) else {}
-        if spec.get("nodeName") != name and spec.get("perDeviceNodeSelection") is not True:
+        if not may_offer(s, name):
             continue
+        spec = s.get("spec") if isinstance(s.get("spec"), dict) else {}
         meta = s.get("metadata") if isinstance(s.get("metadata"), dict) else {}
         slice_name = str(meta.get("name", "?"))
         over = over_limit(s)
@@ -202,6 +212,7 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
             raise InputError(f"{path}: ResourceSlice {slice_name} lists {count:,} devices; the API allows at most "
                              f"{limit} in one slice{f' where {why}' if why else ''}, so no cluster holds it",
                              hint=hint)
+        schedconf.node_selection_fields(path, s)  # allNodes and nodeSelector typed before they are evaluated
         devices = node_devices(s, name)
         if devices is None:
             continue
@@ -212,7 +223,8 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
         shown = ", ".join(nodes[:MAX_NAMED]) + (f" and {len(nodes) - MAX_NAMED} more" if len(nodes) > MAX_NAMED else "")
         raise InputError(f"{path} has no ResourceSlice for node {name!r}"
                          + (f" (its slices are for {shown})" if nodes else
-                            " (none of its slices or devices names a node: network-attached devices only)"),
+                            " (none of its slices or devices names a node or selects this one: network-attached "
+                            "devices of other nodes only)"),
                          hint="give the node's name with --node-name")
     if total > NODE_MAX_DEVICES:
         raise InputError(f"{path}: the ResourceSlices of node {name!r} list {total:,} devices; numatune checks at "
@@ -225,15 +237,23 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
     drivers = sorted({d for _, d, _ in mine})
     what = (f"DRA ResourceSlices of {name} ({', '.join(drivers)}): {result.checked} device(s) with a PCI address "
             "against the node's standard attributes")
+    if result.offered:
+        what += f" ({result.offered} of them offered by allNodes or a nodeSelector rather than a nodeName)"
+    if result.elsewhere:
+        what += (f"; {result.elsewhere} offered by allNodes or a nodeSelector with a PCI address "
+                 "that is no device of this node, not judged")
+    if result.by_labels:
+        what += (f"; {result.by_labels} selected by node labels numatune cannot read (a saved tree holds none): "
+                 "taken as this node's where their PCI address is")
     if result.unaddressed:
         what += f"; {result.unaddressed} without a PCI address not checkable"
     if result.numa_unknown:
         what += (f"; the numaNode of {result.numa_unknown} not checkable (this tree holds no numa_node for them: "
                  "unknown, not -1)")
     skipped = None if result.checked else (
-        f"the ResourceSlices of {name} publish no device" if not result.unaddressed else
-        f"none of the {result.unaddressed} published device(s) of {name} has a PCI address "
-        "(resource.kubernetes.io/pciBusID or a driver attribute holding one)")
+        f"the ResourceSlices of {name} publish no device" if not (result.unaddressed or result.elsewhere) else
+        f"none of the {result.unaddressed + result.elsewhere} published device(s) offered to {name} has a PCI "
+        "address of this node (resource.kubernetes.io/pciBusID or a driver attribute holding one)")
     return CheckResult("scheduler.resource_slices", "scheduler", what, result.findings, skipped)
 
 

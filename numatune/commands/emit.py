@@ -126,7 +126,7 @@ def dra_emit(host: Host, *, form: str = "scalar", count: int | None = None, gpu_
     """`emit dra`: the node's standard DRA attributes and a GPU+NIC claim template (a count above the node's
     GPUs is the user's error, exit 2)."""
     from numatune.errors import UsageError
-    from numatune.plan.dra import dra_plan
+    from numatune.plan.dra import K8S_NAME_MAX, dra_plan
 
     for option, value in (("--name", name), ("--gpu-class", gpu_class), ("--nic-class", nic_class)):
         if value is not None and not _K8S_NAME.fullmatch(value):
@@ -135,10 +135,18 @@ def dra_emit(host: Host, *, form: str = "scalar", count: int | None = None, gpu_
                              "digit, at most 253 characters)")
     topo = read_emit_topology(host)
     try:
-        return dra_plan(topo, form=form, count=count, gpu_device_class=gpu_class, nic_device_class=nic_class,
+        plan = dra_plan(topo, form=form, count=count, gpu_device_class=gpu_class, nic_device_class=nic_class,
                         name=name)
     except ValueError as exc:
         raise UsageError(f"--gpus {count}: {exc}") from None
+    names = [c["metadata"]["name"] for c in plan.claims]
+    longest = max(names, key=len, default="")
+    if name is not None and len(longest) > K8S_NAME_MAX:  # split templates are NAME-1, NAME-2, ...
+        raise UsageError(f"--name {name[:80]!r}: {len(plan.claims)} templates are written ({plan.count} GPUs), "
+                         f"named NAME-1 to NAME-{len(plan.claims)}: {len(longest)} characters, more than the "
+                         f"{K8S_NAME_MAX} Kubernetes takes; give a name of at most "
+                         f"{K8S_NAME_MAX - (len(longest) - len(name))} characters")
+    return plan
 
 
 def slurm_emit(host: Host, topo: Topology, *, name: str | None = None, reserve_cores: int = 0,

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from numatune.model import order
 from numatune.model._record import record
+from numatune.model.gpumem import nearest_cpu_node
 from numatune.model.topology import PciDevice, Topology
 
 PREFIX = "resource.kubernetes.io/"
@@ -43,7 +44,13 @@ STANDARD = (PCI_BUS_ID, PCIE_ROOT, NUMA_NODE)
 KINDS = ("gpu", "nic", "nvme", "cxl", "accelerator")
 #: The DeviceClass each vendor's GPU DRA driver installs (NVIDIA's, AMD's and Intel's drivers).
 GPU_CLASSES = {order.NVIDIA: "gpu.nvidia.com", order.AMD: "gpu.amd.com", 0x8086: "gpu.intel.com"}
-DEFAULT_NIC_CLASS = "dranet"  # kubernetes-sigs/dranet's DeviceClass
+#: The NIC DeviceClass a template names by default. kubernetes-sigs/dranet installs no DeviceClass (its Helm chart
+#: deploys the DaemonSet and RBAC only; its examples each define their own), so `emit dra` writes this one.
+DEFAULT_NIC_CLASS = "dranet"
+DRANET_DRIVER = "dra.net"  # dranet's driver name and attribute domain (pkg/apis/attributes.go)
+#: dranet publishes dra.net/rdma (bool) for a NIC with an RDMA device: GPU+NIC pairs are for GPUDirect RDMA.
+RDMA_SELECTOR = f'device.attributes["{DRANET_DRIVER}"].rdma == true'
+K8S_NAME_MAX = 253  # a DNS subdomain: what the API takes as a ResourceClaimTemplate's or DeviceClass's name
 SYSFS_DEVICES = "/sys/devices/"
 # resource.k8s.io/v1 limits (kubernetes/api resource/v1/types.go)
 ALLOCATION_RESULTS_MAX = 32  # AllocationResultsMaxSize: devices one claim can be allocated
@@ -58,7 +65,7 @@ MAX_PAIRS_PER_CLAIM = min(ALLOCATION_RESULTS_MAX // 2, DEVICE_REQUESTS_MAX // 2,
 
 TYPE_CHECKING = False  # typing and collections cost start-up time; inspect --json imports this module
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
 
@@ -78,7 +85,7 @@ class DeviceAttributes:
     memory_nodes: tuple[int, ...] = ()  # CPU-less nodes at the device's minimum distance (HBM, CXL, ...)
     numa_state: str = "node"  # "node", "none" (numa_node -1: no NUMA affinity) or "unknown" (not in this tree)
     gpu_memory_node: int | None = None  # a GPU's own CPU-less memory node (Grace HBM): what NVML reports
-    cpu_node: int | None = None  # the node of its CPUs, numatune's inference where sysfs says -1
+    cpu_node: int | None = None  # the nearest node with CPUs to its node (numatune's inference where sysfs says -1)
     pcie_root_unknown: bool = False  # no pcieRoot because this tree lacks the device's sysfs path
 
     def attributes(self, form: str = "scalar") -> dict[str, dict[str, Any]]:
@@ -104,6 +111,21 @@ def pcie_root(path: str, bdf: str) -> tuple[str | None, str]:
         return None, (f"its sysfs path {path} is not /sys/devices/pci<domain>:<bus>/.../{bdf}: the standard "
                       "defines no root complex for it (the helper library refuses it)")
     return path[len(SYSFS_DEVICES):].split("/", 1)[0], ""
+
+
+def canonical_bdf(text: object) -> str | None:
+    """The standard's spelling of a PCI address (sysfs's: lower-case hex, a domain of at least 4 digits, 2-digit
+    bus and device), whatever the spelling given: "0000:1B:00.0", "1b:00.0" and NVML's "00000000:1B:00.0" are
+    all "0000:1b:00.0"; None when the text is no PCI address."""
+    if not isinstance(text, str):
+        return None
+    key = order.pci_sort_key(text.strip().lower())
+    if len(key) != 4:
+        return None
+    domain, bus, device, function = key
+    if bus > 0xFF or device > 0x1F or function > 7:
+        return None
+    return f"{domain:04x}:{bus:02x}:{device:02x}.{function:x}"
 
 
 def _socket_of_node(topo: Topology, node_id: int) -> int | None:
@@ -184,8 +206,11 @@ def device_attributes(topo: Topology, dev: PciDevice, label: str | None = None) 
     else:
         nodes = numa_node_list(topo, numa)
     memory = tuple(n for n in (nodes or ())[1:] if (topo.node(n) is not None and not topo.node(n).cpus))
+    # the node whose CPUs serve it: a function on a CPU-less node (a superchip GPU's own memory node) goes to the
+    # nearest node with CPUs, never to the memory node itself
+    home = nearest_cpu_node(topo, dev.node) if dev.node is not None else None
     return DeviceAttributes(dev.bdf.lower(), dev.kind, label, dev.bdf.lower(), root, numa, nodes,
-                            tuple(omitted), memory, dev.numa_state, _gpu_memory_node(topo, dev), dev.node,
+                            tuple(omitted), memory, dev.numa_state, _gpu_memory_node(topo, dev), home,
                             root is None and not dev.path.startswith(SYSFS_DEVICES))
 
 
@@ -205,39 +230,104 @@ class Pairing:
     nic: DeviceAttributes | None
     match: str | None  # PCIE_ROOT, NUMA_NODE or None (no NIC shares either)
     reason: str
+    shared: bool = False  # every NIC it shares an attribute with already serves another GPU: this one is that NIC
+
+
+def numa_keys(a: DeviceAttributes, form: str) -> tuple[int, ...]:
+    """The nodes a device's numaNode holds in `form` (the scalar, or the list); () when it publishes none."""
+    if a.numa_node is None:
+        return ()
+    return tuple(a.numa_nodes or (a.numa_node,)) if form == "list" else (a.numa_node,)
+
+
+def _root_keys(a: DeviceAttributes) -> tuple[str, ...]:
+    return (a.pcie_root,) if a.pcie_root is not None else ()
+
+
+def _assign(gpus: Sequence[DeviceAttributes], nics: Sequence[DeviceAttributes], keys: Any,
+            taken: set[int] | frozenset[int] = frozenset()) -> dict[int, int]:
+    """GPU index -> NIC index: each GPU in turn gets the first NIC (PCI order) not yet given to another GPU that
+    shares one of its `keys` (a root complex, or numaNode values: lists match when they intersect), since a
+    claim's NIC requests each need a NIC of their own. NICs in `taken` are given already. One queue a key: linear
+    in the devices and their keys (2,000 GPUs and 2,000 NICs were 8.8 s as a scan of every NIC)."""
+    queues: dict[Any, list[int]] = {}
+    for j, n in enumerate(nics):
+        if j not in taken:
+            for k in keys(n):
+                queues.setdefault(k, []).append(j)
+    heads = dict.fromkeys(queues, 0)
+    used = set(taken)
+    out: dict[int, int] = {}
+    for i, g in enumerate(gpus):
+        best = None
+        for k in keys(g):
+            queue = queues.get(k)
+            if queue is None:
+                continue
+            h = heads[k]
+            while h < len(queue) and queue[h] in used:
+                h += 1
+            heads[k] = h
+            if h < len(queue) and (best is None or queue[h] < best):
+                best = queue[h]
+        if best is not None:
+            used.add(best)
+            out[i] = best
+    return out
+
+
+def _first_by_key(nics: Sequence[DeviceAttributes], keys: Any) -> dict[Any, int]:
+    """key -> the first NIC (PCI order) holding it: a GPU's first sharing NIC without a scan of every NIC."""
+    first: dict[Any, int] = {}
+    for j, n in enumerate(nics):
+        for k in keys(n):
+            first.setdefault(k, j)
+    return first
+
+
+def _first_sharing(g: DeviceAttributes, first: dict[Any, int], keys: Any) -> int | None:
+    return min((first[k] for k in keys(g) if k in first), default=None)
 
 
 def pairings(attrs: Sequence[DeviceAttributes], form: str = "scalar") -> tuple[Pairing, ...]:
-    """Per GPU (numatune's order): the NIC under the same pcieRoot, else one on the same numaNode (in the
-    form the cluster publishes), else none, with the reason."""
+    """Per GPU (numatune's order): a NIC of its own under the same pcieRoot, else one on the same numaNode (in the
+    form the cluster publishes), each NIC given to one GPU; a GPU left without a NIC of its own is shown with
+    the NIC it would have to share (`shared`), else none, with the reason."""
     gpus = sorted((a for a in attrs if a.kind == "gpu" and a.label), key=lambda a: int(a.label[3:]))
     nics = sorted((a for a in attrs if a.kind == "nic"), key=lambda a: order.pci_sort_key(a.bdf))
-    # The first NIC (PCI order) under each root complex, and on each node (a scalar numaNode, or any node of the
-    # list form; neither when the NIC publishes no numaNode): one lookup a GPU, not a scan of every NIC (2,000
-    # GPUs and 2,000 NICs: 8.8 s)
-    by_root: dict[str, DeviceAttributes] = {}
-    by_node: dict[int, int] = {}
-    for i, n in enumerate(nics):
-        if n.pcie_root is not None:
-            by_root.setdefault(n.pcie_root, n)
-        if n.numa_node is not None:
-            for node in (n.numa_nodes or ()) if form == "list" else (n.numa_node,):
-                by_node.setdefault(node, i)
+
+    def numa(a: DeviceAttributes) -> tuple[int, ...]:
+        return numa_keys(a, form)
+
+    by_root = _assign(gpus, nics, _root_keys)
+    rest = [i for i in range(len(gpus)) if i not in by_root]
+    by_numa = {rest[i]: j for i, j in _assign([gpus[i] for i in rest], nics, numa, set(by_root.values())).items()}
+    first_root, first_numa = _first_by_key(nics, _root_keys), _first_by_key(nics, numa)
     out = []
-    for g in gpus:
-        n = by_root.get(g.pcie_root) if g.pcie_root is not None else None
-        if n is not None:
+    for i, g in enumerate(gpus):
+        j = by_root.get(i)
+        if j is not None:
+            n = nics[j]
             out.append(Pairing(g, n, PCIE_ROOT, f"{n.label or n.bdf} ({n.bdf}) is under the same root complex "
                                                  f"{g.pcie_root}"))
             continue
-        near = [by_node[x] for x in ((g.numa_nodes or ()) if form == "list" else (g.numa_node,)) if x in by_node] \
-            if g.numa_node is not None else []
-        if near:
-            n = nics[min(near)]
-            where = (f"numaNode {g.numa_node}" if form == "scalar" else
-                     f"numaNode lists {list(g.numa_nodes or ())} and {list(n.numa_nodes or ())} intersect")
-            root = (f"no NIC under its root complex {g.pcie_root}" if g.pcie_root else "it has no pcieRoot")
-            out.append(Pairing(g, n, NUMA_NODE, f"{root}; {n.label or n.bdf} ({n.bdf}) shares {where}"))
+        root = (f"no NIC under its root complex {g.pcie_root}" if g.pcie_root else "it has no pcieRoot")
+        j = by_numa.get(i)
+        if j is not None:
+            n = nics[j]
+            out.append(Pairing(g, n, NUMA_NODE, f"{root}; {n.label or n.bdf} ({n.bdf}) shares {_where(g, n, form)}"))
+            continue
+        j = _first_sharing(g, first_root, _root_keys)
+        if j is not None:  # more GPUs than NICs under this root complex
+            n = nics[j]
+            out.append(Pairing(g, n, PCIE_ROOT, f"{n.label or n.bdf} ({n.bdf}) is under the same root complex "
+                                                 f"{g.pcie_root}, but serves another GPU already", shared=True))
+            continue
+        j = _first_sharing(g, first_numa, numa)
+        if j is not None:
+            n = nics[j]
+            out.append(Pairing(g, n, NUMA_NODE, f"{root}; {n.label or n.bdf} ({n.bdf}) shares {_where(g, n, form)}, "
+                                                 "but serves another GPU already", shared=True))
             continue
         if not nics:
             why = "the node has no NIC"
@@ -251,50 +341,96 @@ def pairings(attrs: Sequence[DeviceAttributes], form: str = "scalar") -> tuple[P
     return tuple(out)
 
 
-def claim_match(pairs: Sequence[Pairing], count: int) -> tuple[str | None, str]:
-    """The attribute a claim for `count` GPU+NIC pairs should match on (every pair must be satisfiable on
-    this node for any `count` GPUs the scheduler picks), and why."""
+def _where(g: DeviceAttributes, n: DeviceAttributes, form: str) -> str:
+    return (f"numaNode {g.numa_node}" if form == "scalar" else
+            f"numaNode lists {list(g.numa_nodes or ())} and {list(n.numa_nodes or ())} intersect")
+
+
+def capacities(attrs: Sequence[DeviceAttributes], form: str = "scalar") -> tuple[int, int]:
+    """(GPU+NIC pairs a pcieRoot match can give at once, pairs a numaNode match can): each NIC serves one GPU."""
+    gpus = [a for a in attrs if a.kind == "gpu" and a.label]
+    nics = sorted((a for a in attrs if a.kind == "nic"), key=lambda a: order.pci_sort_key(a.bdf))
+    return (len(_assign(gpus, nics, _root_keys)),
+            len(_assign(gpus, nics, lambda a: numa_keys(a, form))))
+
+
+def claim_match(pairs: Sequence[Pairing], count: int, root_pairs: int | None = None,
+                numa_pairs: int | None = None) -> tuple[str | None, str]:
+    """The attribute a claim with `count` GPU+NIC pairs should match on, and why: one every pair the scheduler can
+    pick is satisfiable with, each NIC serving one GPU (`root_pairs`/`numa_pairs`: how many pairs the node holds
+    at once on each attribute; by default counted from `pairs`)."""
     if not pairs:
         return None, "the node has no GPU"
-    if all(p.match == PCIE_ROOT for p in pairs):
-        return PCIE_ROOT, "every GPU of this node has a NIC under its own root complex"
-    if all(p.match is not None for p in pairs):
-        far = ", ".join(p.gpu.label or p.gpu.bdf for p in pairs if p.match != PCIE_ROOT)
-        return NUMA_NODE, f"{far} share no root complex with a NIC, but every GPU has a NIC on its NUMA node"
-    usable = [p for p in pairs if p.match == PCIE_ROOT] or [p for p in pairs if p.match is not None]
-    if len(usable) >= count:
-        attr = usable[0].match
-        left = ", ".join(p.gpu.label or p.gpu.bdf for p in pairs if p.match is None or
-                         (attr == PCIE_ROOT and p.match != PCIE_ROOT))
-        return attr, (f"only {len(usable)} of {len(pairs)} GPUs can be paired on "
-                      f"{attr.removeprefix(PREFIX)} ({left} cannot): the scheduler will only pick those")
-    return None, (f"only {len(usable)} GPU(s) of this node can be paired with a NIC, fewer than {count}: "
-                  "the template requests the devices without a constraint")
+    if count == 0:
+        return None, "the node has no NIC: the template requests the GPUs alone"
+    own = [p for p in pairs if p.nic is not None and not p.shared]
+    if root_pairs is None:
+        root_pairs = sum(1 for p in own if p.match == PCIE_ROOT)
+    if numa_pairs is None:
+        numa_pairs = sum(1 for p in own if p.match == NUMA_NODE)
+    if root_pairs >= count:
+        if root_pairs == len(pairs):
+            return PCIE_ROOT, "every GPU of this node has a NIC under its own root complex"
+        left = ", ".join(p.gpu.label or p.gpu.bdf for p in pairs if p.match != PCIE_ROOT or p.shared)
+        return PCIE_ROOT, (f"only {root_pairs} of {len(pairs)} GPUs can be paired on pcieRoot, each with a NIC of its "
+                           f"own ({left} cannot): the scheduler gives the requests with a NIC only those")
+    if numa_pairs >= count:
+        if numa_pairs == len(pairs):
+            far = ", ".join(p.gpu.label or p.gpu.bdf for p in pairs if p.match != PCIE_ROOT or p.shared)
+            return NUMA_NODE, (f"{far} share no root complex with a NIC of their own, but every GPU has a NIC on its "
+                               "NUMA node")
+        return NUMA_NODE, (f"only {numa_pairs} of {len(pairs)} GPUs can be paired on numaNode, each with a NIC of its "
+                           "own: the scheduler gives the requests with a NIC only those")
+    return None, (f"only {max(root_pairs, numa_pairs)} GPU(s) of this node can be paired with a NIC, fewer than "
+                  f"{count}: the template requests the devices without a constraint")
 
 
 def claim_sizes(count: int) -> tuple[int, ...]:
-    """Pairs per template for `count` GPU+NIC pairs: as few templates as the API's limits allow
+    """GPUs per template for `count` GPUs (each with a NIC): as few templates as the API's limits allow
     (MAX_PAIRS_PER_CLAIM each), their sizes as even as can be."""
     parts = -(-count // MAX_PAIRS_PER_CLAIM)
     return tuple(count // parts + (1 if i < count % parts else 0) for i in range(parts))
 
 
+def nic_request(nic_class: str) -> dict[str, Any]:
+    """One NIC request's `exactly`: dranet's class (the default) asks for an RDMA NIC (dra.net/rdma), a class the
+    user names is taken as it selects."""
+    out: dict[str, Any] = {"deviceClassName": nic_class, "count": 1}
+    if nic_class == DEFAULT_NIC_CLASS:
+        out["selectors"] = [{"cel": {"expression": RDMA_SELECTOR}}]
+    return out
+
+
+def dranet_device_class() -> dict[str, Any]:
+    """The resource.k8s.io/v1 DeviceClass `dranet` the templates name by default: dranet's devices with RDMA."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DEFAULT_NIC_CLASS},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRANET_DRIVER}"'}},
+                                   {"cel": {"expression": RDMA_SELECTOR}}]}}
+
+
 def claim_template(pairs: Sequence[Pairing], count: int, gpu_class: str, nic_class: str,
-                   name: str) -> tuple[tuple[dict[str, Any], ...], str | None, str]:
-    """(resource.k8s.io/v1 ResourceClaimTemplates for `count` GPUs each with a NIC, split so that none
-    exceeds the API's limits; their match attribute; why). One template is named `name`, several
-    `name-1`, `name-2`, ...: the pod lists each under resourceClaims."""
-    attr, why = claim_match(pairs, count)
+                   name: str, nics: int | None = None, match: tuple[str | None, str] | None = None,
+                   ) -> tuple[tuple[dict[str, Any], ...], str | None, str]:
+    """(resource.k8s.io/v1 ResourceClaimTemplates for `count` GPUs, `nics` of them (default: each) with a NIC of its
+    own, split so that none exceeds the API's limits; their match attribute; why). A node with fewer NICs than
+    GPUs gets as many NIC requests as it has NICs, never more. One template is named `name`, several `name-1`,
+    `name-2`, ...: the pod lists each under resourceClaims."""
+    nics = count if nics is None else min(nics, count)
+    attr, why = match if match is not None else claim_match(pairs, nics)
     sizes = claim_sizes(count)
     docs = []
+    left = nics
     for part, size in enumerate(sizes, 1):
         requests = []
         constraints = []
+        with_nic = min(size, left)
+        left -= with_nic
         for i in range(size):
             requests.append({"name": f"gpu-{i}", "exactly": {"deviceClassName": gpu_class, "count": 1}})
-            requests.append({"name": f"nic-{i}", "exactly": {"deviceClassName": nic_class, "count": 1}})
-            if attr is not None:
-                constraints.append({"requests": [f"gpu-{i}", f"nic-{i}"], "matchAttribute": attr})
+            if i < with_nic:
+                requests.append({"name": f"nic-{i}", "exactly": nic_request(nic_class)})
+                if attr is not None:
+                    constraints.append({"requests": [f"gpu-{i}", f"nic-{i}"], "matchAttribute": attr})
         devices: dict[str, Any] = {"requests": requests}
         if constraints:
             devices["constraints"] = constraints
@@ -319,11 +455,13 @@ class DraEmit:
     form: str  # "scalar" | "list": the numaNode form the cluster publishes (DRAListTypeAttributes)
     devices: tuple[DeviceAttributes, ...]
     pairs: tuple[Pairing, ...]
-    count: int  # GPU+NIC pairs the templates request together (0: no GPU, no template)
+    count: int  # GPUs the templates request together (0: no GPU, no template), each with a NIC while NICs last
     claims: tuple[dict, ...]  # the templates: one, or several when count exceeds MAX_PAIRS_PER_CLAIM
     match: str | None
     match_reason: str
     notes: tuple[str, ...] = ()
+    nic_count: int = 0  # NICs the templates request: one a GPU, at most the node's NICs
+    device_classes: tuple[dict, ...] = ()  # DeviceClasses the templates name that no driver installs (dranet's)
 
     @property
     def claim(self) -> dict | None:
@@ -337,62 +475,157 @@ def dra_plan(topo: Topology, *, form: str = "scalar", count: int | None = None, 
     the node's GPUs (ValueError, the caller's usage error)."""
     devices = standard_attributes(topo)
     pairs = pairings(devices, form)
+    nics = [d for d in devices if d.kind == "nic"]
     notes = [f"{d.label or d.bdf}: no {n.removeprefix(PREFIX)}: {why}" for d in devices for n, why in d.omitted]
+    oversubscribed = {p.nic.bdf for p in pairs if p.shared and p.nic is not None}
     shared: dict[str, list[str]] = {}
     for p in pairs:
-        if p.nic is not None:
+        if p.nic is not None and p.nic.bdf in oversubscribed:
             shared.setdefault(p.nic.bdf, []).append(p.gpu.label or p.gpu.bdf)
+    label = {d.bdf: d.label or d.bdf for d in nics}
     for bdf, gpus in shared.items():
-        if len(gpus) > 1:
-            nic = next(d for d in devices if d.bdf == bdf)
-            notes.append(f"{', '.join(gpus)} share one NIC, {nic.label or bdf}: a claim for {len(gpus)} pairs "
-                         "needs a NIC each, so the scheduler cannot give it these GPUs together")
-    notes += gpu_memory_notes(devices, pairs)
+        notes.append(f"{', '.join(gpus)} share one NIC, {label[bdf]}: a claim for {len(gpus)} pairs "
+                     "needs a NIC each, so the scheduler cannot give it these GPUs together")
+    notes += gpu_memory_notes(devices, pairs, form)
     if not pairs:
         return DraEmit(topo.source, form, devices, pairs, 0, (), None, "the node has no GPU", tuple(notes))
     want = len(pairs) if count is None else count
     if want > len(pairs):
         raise ValueError(f"the node has {len(pairs)} GPU(s), fewer than the {want} requested")
-    claims, match, why = claim_template(pairs, want, gpu_device_class or gpu_class(topo), nic_device_class,
-                                        name or f"gpu-nic-pairs-{want}")
+    nic_count = min(want, len(nics))
+    root_pairs, numa_pairs = capacities(devices, form)
+    match = claim_match(pairs, nic_count, root_pairs, numa_pairs)
+    claims, attr, why = claim_template(pairs, want, gpu_device_class or gpu_class(topo), nic_device_class,
+                                       name or f"gpu-nic-pairs-{want}", nic_count, match)
+    if not nics:
+        notes.append(f"the node has no NIC: the template requests {want} GPU(s) alone (a GPU+NIC claim could never "
+                     "be satisfied on this node)")
+    elif nic_count < want:
+        notes.append(f"the node has {len(nics)} NIC(s) for {want} GPU(s): the template requests {nic_count} NIC(s), "
+                     f"each with one of the GPUs (a NIC for every GPU could never be satisfied here)")
+    classes: tuple[dict, ...] = ()
+    if nic_count and nic_device_class == DEFAULT_NIC_CLASS:
+        classes = (dranet_device_class(),)
+        notes.append(f"DeviceClass {DEFAULT_NIC_CLASS}: dranet installs no DeviceClass, so it is written here: "
+                     f"dranet's devices ({DRANET_DRIVER}) with RDMA ({DRANET_DRIVER}/rdma); each NIC request asks "
+                     "for RDMA too")
     if len(claims) > 1:
-        notes.append(f"{want} GPU+NIC pairs are {2 * want} devices, more than one claim can be given (the API "
-                     f"allows {ALLOCATION_RESULTS_MAX}: AllocationResultsMaxSize, {DEVICE_REQUESTS_MAX} requests, "
-                     f"{DEVICE_CONSTRAINTS_MAX} constraints): {len(claims)} templates of "
-                     f"{'/'.join(map(str, claim_sizes(want)))} pairs; the pod lists each under "
+        notes.append(f"{want} GPUs and {nic_count} NICs are {want + nic_count} devices, more than one claim can be "
+                     f"given (the API allows {ALLOCATION_RESULTS_MAX}: AllocationResultsMaxSize, {DEVICE_REQUESTS_MAX} "
+                     f"requests, {DEVICE_CONSTRAINTS_MAX} constraints): {len(claims)} templates of "
+                     f"{'/'.join(map(str, claim_sizes(want)))} GPUs; the pod lists each under "
                      "spec.resourceClaims")
-    return DraEmit(topo.source, form, devices, pairs, want, claims, match, why, tuple(notes))
+    return DraEmit(topo.source, form, devices, pairs, want, claims, attr, why, tuple(notes), nic_count, classes)
 
 
 def _names(devices: Sequence[DeviceAttributes]) -> str:
     return ", ".join(d.label or d.bdf for d in devices)
 
 
-def gpu_memory_notes(devices: Sequence[DeviceAttributes], pairs: Sequence[Pairing]) -> list[str]:
-    """Why numaNode cannot pair a GPU that has its own CPU-less memory node (GH200, GB200 in NUMA mode) with a
-    NIC when the GPU's driver publishes NVML's node, and what to match on instead."""
+def _spell(nodes: Sequence[int]) -> str:
+    return str(nodes[0]) if len(nodes) == 1 else str(list(nodes))
+
+
+@record
+class NicNodes:
+    """The NICs' numaNode values, indexed: for each node the first NIC (in the order given) whose numaNode holds
+    it, so asking about a GPU costs its own nodes, never a scan of every NIC (2,000 GPUs x 2,000 NICs)."""
+
+    first: Mapping[int, tuple[int, str, tuple[int, ...]]]  # node -> (order, NIC label, the nodes it holds)
+    any: bool  # some NIC publishes a numaNode
+
+
+def nic_nodes(nics: Sequence[tuple[str, tuple[int, ...]]]) -> NicNodes:
+    first: dict[int, tuple[int, str, tuple[int, ...]]] = {}
+    for i, (label, held) in enumerate(nics):
+        for node in held:
+            first.setdefault(node, (i, label, held))
+    return NicNodes(first, bool(nics))
+
+
+def numa_match_note(nodes: Sequence[int], nics: NicNodes | Sequence[tuple[str, tuple[int, ...]]]) -> tuple[bool, str]:
+    """(whether a numaNode of `nodes` matches one of `nics` ((label, the nodes its numaNode holds), or their index),
+    and the clause that says so): a scalar matches an equal value, lists match when they intersect."""
+    index = nics if isinstance(nics, NicNodes) else nic_nodes(nics)
+    hits = [index.first[n] for n in nodes if n in index.first]
+    if hits:
+        _, label, held = min(hits)
+        shown = (f"{label} publishes numaNode {held[0]} too" if len(held) == 1 else
+                 f"{label}'s numaNode list {list(held)} holds {_spell(sorted(set(nodes).intersection(held)))}")
+        return True, f"{shown}, so a numaNode match with {label} is satisfied"
+    if not index.any:
+        return False, "no NIC publishes a numaNode"
+    return False, f"no NIC's numaNode holds {_spell(list(nodes))}"
+
+
+def gpu_memory_notes(devices: Sequence[DeviceAttributes], pairs: Sequence[Pairing], form: str = "scalar") -> list[str]:
+    """A GPU with its own CPU-less memory node (GH200, GB200 in NUMA mode, a superchip VM): what NVML reports
+    for it and what NVIDIA's DRA driver publishes instead, whether a numaNode match pairs it with a NIC, each
+    derived from this node's devices, and what to match on instead."""
     gpus = [d for d in devices if d.gpu_memory_node is not None]
     if not gpus:
         return []
+    nics = nic_nodes([(n.label or n.bdf, numa_keys(n, form)) for n in devices if n.kind == "nic"
+                      and n.numa_node is not None])
     hbm = ", ".join(str(d.gpu_memory_node) for d in gpus)
+    out = (f"{_names(gpus)}: each has its own CPU-less memory node ({hbm}: the HBM onlined as a NUMA node), which "
+           "NVML reports as the GPU's node (nvmlDeviceGetNumaNodeId); NVIDIA's DRA driver publishes the PCI "
+           "function's numa_node from sysfs, and no numaNode where that is -1")
+    parts = []
     sysfs = [d for d in gpus if d.numa_node is None]
-    out = (f"{_names(gpus)}: each has its own CPU-less memory node ({hbm}: the HBM onlined as a NUMA node), "
-           "which is what NVML reports as the GPU's node; builds of NVIDIA's DRA driver that publish NVML's node "
-           "(nvmlDeviceGetNumaNodeId, dra-driver-nvidia-gpu issue 1242) give it as numaNode, a node no NIC or "
-           "CPU is on, so a claim that matches GPU and NIC on numaNode can never be satisfied with them")
     if sysfs:
-        out += (f"; builds that read the PCI function's numa_node publish no numaNode for {_names(sysfs)} "
-                "(-1 here), which fails a numaNode match too")
-    paired = {p.gpu.bdf for p in pairs if p.match == PCIE_ROOT}
-    rooted = [d for d in gpus if d.bdf in paired]
-    if len(rooted) == len(gpus):
+        parts.append(f"{_names(sysfs)} publish no numaNode (-1 here), so a claim that matches GPU and NIC on numaNode "
+                     "can never be satisfied with them")
+    never = ", so a claim that matches it with a NIC on numaNode can never be satisfied"
+    for d in gpus:
+        if d.numa_node is not None:
+            # what the driver publishes: the node, as a one-element list in list form (until it computes the rest)
+            ok, why = numa_match_note((d.numa_node,), nics)
+            shown = f"[{d.numa_node}]" if form == "list" else str(d.numa_node)
+            parts.append(f"for {d.label or d.bdf} it publishes {shown}: {why}{'' if ok else never}")
+    nvml = [d for d in gpus if d.gpu_memory_node != d.numa_node]
+    if nvml:
+        parts.append("a slice giving NVML's node instead (no release of the driver numatune knows does): " + "; ".join(
+            f"{d.label or d.bdf} on {f'[{d.gpu_memory_node}]' if form == 'list' else d.gpu_memory_node}: "
+            f"{numa_match_note((d.gpu_memory_node,), nics)[1]}" for d in nvml))
+    out += "; " + "; ".join(parts)
+    rooted = {p.gpu.bdf for p in pairs if p.match == PCIE_ROOT and not p.shared}
+    if all(d.bdf in rooted for d in gpus):
         return [out + ": pcieRoot is the attribute to match, as this template does"]
-    out += (": pcieRoot is the attribute to match, but no NIC here shares the root complex of "
-            f"{_names([d for d in gpus if d.bdf not in paired])}")
-    by_node = [p.gpu for p in pairs if p.match == NUMA_NODE and p.gpu.gpu_memory_node is not None]
-    if by_node:
-        out += (f"; this template's numaNode match holds for {_names(by_node)} only with driver builds that "
-                "publish the PCI function's node (" + ", ".join(str(d.numa_node) for d in by_node) + " here)")
-    homes = ", ".join(f"{d.label or d.bdf}: node {d.cpu_node}" for d in gpus if d.cpu_node is not None)
-    return [out + f"; else pair them by CEL selectors: the GPU by {PCI_BUS_ID}, its NIC by numaNode == the "
-            f"GPU's CPU node ({homes})"]
+    by_node = {p.gpu.bdf for p in pairs if p.match == NUMA_NODE and not p.shared}
+    if all(d.bdf in rooted or d.bdf in by_node for d in gpus):
+        return [out + ": this template's numaNode match holds with the node the driver publishes"]
+    lost = [d for d in gpus if d.bdf not in rooted and d.bdf not in by_node]
+    return [out + f": no NIC here shares the root complex of {_names(lost)} (pcieRoot cannot pair them either); "
+            + cel_hint(lost, devices)]
+
+
+def nics_on_nodes(devices: Sequence[DeviceAttributes]) -> dict[int, list[str]]:
+    """node -> the NICs whose PCI function is on it."""
+    on: dict[int, list[str]] = {}
+    for n in devices:
+        if n.kind == "nic" and n.numa_node is not None:
+            on.setdefault(n.numa_node, []).append(n.label or n.bdf)
+    return on
+
+
+def cel_hint(gpus: Sequence[DeviceAttributes], devices: Sequence[DeviceAttributes],
+             on: Mapping[int, list[str]] | None = None) -> str:
+    """How to pair `gpus` with NICs by CEL selectors: the GPU by pciBusID, its NIC by numaNode == the GPU's CPU node
+    (the nearest node with CPUs, never a CPU-less memory node), where a NIC is on that node (`on`: nics_on_nodes of
+    `devices`, given when asked for many GPUs one at a time)."""
+    if on is None:
+        on = nics_on_nodes(devices)
+    homes = [f"{d.label or d.bdf}: node {d.cpu_node}" for d in gpus if d.cpu_node is not None and d.cpu_node in on]
+    lost = [d for d in gpus if d.cpu_node is None or d.cpu_node not in on]
+    text = ""
+    if homes:
+        text = (f"pair them by CEL selectors: the GPU by {PCI_BUS_ID}, its NIC by numaNode == the GPU's CPU node "
+                f"({', '.join(homes)})")
+    if lost:
+        where = f"the NICs are on node(s) {', '.join(map(str, sorted(on)))}" if on else "no NIC has a NUMA node"
+        cpu = ", ".join(f"{d.label or d.bdf}'s is node {d.cpu_node}" if d.cpu_node is not None else
+                        f"{d.label or d.bdf}'s is unknown" for d in lost)
+        text += ("; " if text else "") + (f"no NIC is on the CPU node ({cpu}; {where}): no attribute pairs them, "
+                                          "request the NIC without a constraint")
+    return text

@@ -171,3 +171,21 @@ def load_resource_slices(path: str | Path) -> list[dict]:
             body.mapping("attributes")
             body.text("nodeName", default="")
     return [s.value for s in slices]
+
+
+def node_selection_fields(path: str | Path, slice_doc: dict) -> None:
+    """How one ResourceSlice selects its nodes, typed (exit 3 naming the field): spec.allNodes and spec.nodeSelector,
+    each device's with spec.perDeviceNodeSelection; the selector's terms and requirements as core/v1 writes
+    them. check evaluates them only after this."""
+    spec = Doc(slice_doc, str(path)).mapping("spec")
+    bodies = [spec]
+    if spec.bool("perDeviceNodeSelection", default=False):
+        bodies += [d.mapping("basic") if d.mapping().at("basic").present else d for d in spec.list("devices")]
+    for body in bodies:
+        body.bool("allNodes", default=False)
+        for term in body.mapping("nodeSelector").list("nodeSelectorTerms"):
+            for key in ("matchExpressions", "matchFields"):
+                for req in term.mapping().list(key):
+                    req.mapping().text("key")
+                    req.text("operator")
+                    req.strs("values")

@@ -115,8 +115,17 @@ def dra_text(e: DraEmit) -> str:
         return "\n".join(out) + "\n"
     how = (f"matchAttribute {e.match}" if e.match else "no constraint")
     what = "ResourceClaimTemplate" if len(e.claims) == 1 else f"{len(e.claims)} ResourceClaimTemplates"
-    out.append(f"# {what}: {e.count} GPU(s), each with a NIC by {how}: {e.match_reason}")
-    return "\n".join(out) + "".join("\n---\n" + to_yaml(c).rstrip("\n") for c in e.claims) + "\n"
+    if e.nic_count == e.count:
+        out.append(f"# {what}: {e.count} GPU(s), each with a NIC by {how}: {e.match_reason}")
+    elif e.nic_count:
+        out.append(f"# {what}: {e.count} GPU(s) and {e.nic_count} NIC(s) (all the node has), each NIC with a GPU "
+                   f"by {how}: {e.match_reason}")
+    else:
+        out.append(f"# {what}: {e.count} GPU(s) and no NIC: {e.match_reason}")
+    for c in e.device_classes:
+        out.append(f"# DeviceClass {c['metadata']['name']}: the NIC requests' class, which no driver installs")
+    docs = (*e.device_classes, *e.claims)
+    return "\n".join(out) + "".join("\n---\n" + to_yaml(c).rstrip("\n") for c in docs) + "\n"
 
 
 def dra_document(e: DraEmit) -> dict[str, Any]:
@@ -127,6 +136,7 @@ def dra_document(e: DraEmit) -> dict[str, Any]:
                   "numa_node_state": d.numa_state,
                   "omitted": {n: why for n, why in d.omitted}} for d in e.devices],
         pairs=[{"gpu": p.gpu.label, "gpu_bdf": p.gpu.bdf, "nic": p.nic.label if p.nic else None,
-                "nic_bdf": p.nic.bdf if p.nic else None, "match": p.match, "reason": p.reason} for p in e.pairs],
-        count=e.count, claim=e.claim, claims=list(e.claims), match=e.match, match_reason=e.match_reason,
-        notes=list(e.notes))
+                "nic_bdf": p.nic.bdf if p.nic else None, "match": p.match, "shared": p.shared, "reason": p.reason}
+               for p in e.pairs],
+        count=e.count, nic_count=e.nic_count, claim=e.claim, claims=list(e.claims),
+        device_classes=list(e.device_classes), match=e.match, match_reason=e.match_reason, notes=list(e.notes))

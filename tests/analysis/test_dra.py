@@ -26,16 +26,19 @@ def api_errors(doc: dict) -> list[str]:
 
 
 def nvidia_slice(topo, node="node1", form="scalar", numa=True) -> dict:
-    """A ResourceSlice as NVIDIA's DRA driver publishes one (devices gpu-N with its own attributes and the
-    standard ones), for the GPUs of `topo`, with the standard attributes numatune derives."""
+    """A ResourceSlice as NVIDIA's DRA driver publishes one (kubernetes-sigs/dra-driver-nvidia-gpu
+    cmd/gpu-kubelet-plugin/deviceinfo.go GpuInfo.Attributes: devices gpu-<minor> with its own attributes and the
+    standard pciBusID, pcieRoot and numaNode from the helper library, numaNode read from sysfs and left out at
+    -1, a one-element list with DRAListTypeAttributes), for the GPUs of `topo`, with the standard attributes
+    numatune derives (the list form's full list; see test_nvidias_one_element_list_...)."""
     devices = []
     for a in dra.standard_attributes(topo):
         if a.kind != "gpu":
             continue
-        attrs = {"architecture": {"string": "Hopper"}, "brand": {"string": "Nvidia"},
-                 "cudaComputeCapability": {"version": "9.0.0"}, "driverVersion": {"version": "570.124.6"},
-                 "index": {"int": int(a.label[3:])}, "productName": {"string": "NVIDIA H100 80GB HBM3"},
-                 "type": {"string": "gpu"}, "uuid": {"string": f"GPU-{a.label}"}}
+        attrs = {"type": {"string": "gpu"}, "uuid": {"string": f"GPU-{a.label}"},
+                 "productName": {"string": "NVIDIA H100 80GB HBM3"}, "brand": {"string": "Nvidia"},
+                 "architecture": {"string": "Hopper"}, "cudaComputeCapability": {"version": "9.0.0"},
+                 "driverVersion": {"version": "580.95.5"}, "cudaDriverVersion": {"version": "13.0.0"}}
         std = a.attributes(form)
         if not numa:
             std.pop(dra.NUMA_NODE, None)
@@ -80,8 +83,35 @@ def test_the_hbm_node_published_as_numa_node_is_found():
     assert api_errors(s) == []
     codes, found, _, _ = _run(topo, s)
     assert codes == ["NT541"]
-    assert "node 1 (CPU-less, gpu memory)" in found[0].message and "numa_node is 0" in found[0].message
-    assert "no NIC or CPU shares" in found[0].message and "publish resource.kubernetes.io/numaNode: 0" in found[0].fix
+    msg, fix = found[0].message, found[0].fix
+    assert "node 1 (CPU-less, gpu memory)" in msg and "numa_node is 0" in msg
+    # whether a NIC still matches, from this node's NICs (no NIC slice given: the standard's values, NIC0 on 0)
+    assert "1 is a CPU-less memory node; its CPUs are on node 0; no NIC's numaNode holds 1: a claim matching this " \
+           "GPU and a NIC on numaNode can never be satisfied" in msg
+    assert "publish resource.kubernetes.io/numaNode: 0" in fix
+    # no NIC shares the GPU's root complex on this machine: the fix does not send the user to pcieRoot
+    assert "no NIC shares its root complex pci0009:00, so resource.kubernetes.io/pcieRoot cannot pair it either" in fix
+    assert "its NIC by numaNode == the GPU's CPU node (GPU0: node 0)" in fix
+
+
+def test_the_hbm_node_in_list_form_still_matches_dranets_list():
+    """GH200 in list form: the GPU published as [1] (NVML's node) and dranet's NIC list [0..8] share node 1, so a
+    numaNode match is satisfied: it was "can never be satisfied"."""
+    topo = grace_hopper()
+    s = nvidia_slice(topo, form="list")
+    s["spec"]["devices"][0]["attributes"][dra.NUMA_NODE] = {"ints": [1]}
+    net = dranet_slice(topo, form="list")
+    assert api_errors(s) == [] and api_errors(net) == []
+    assert net["spec"]["devices"][0]["attributes"][dra.NUMA_NODE] == {"ints": list(range(9))}
+    codes, found, _, _ = _run(topo, s, net)
+    assert codes == ["NT541"]
+    msg = found[0].message
+    assert "NIC0's numaNode list [0, 1, 2, 3, 4, 5, 6, 7, 8] holds 1, so a numaNode match with NIC0 is satisfied" in msg
+    assert "never be satisfied" not in msg
+    # the same GPU against a NIC slice that publishes node 0 alone: never
+    net["spec"]["devices"][0]["attributes"][dra.NUMA_NODE] = {"ints": [0]}
+    codes, found, _, _ = _run(topo, s, net)
+    assert codes == ["NT541", "NT545"] and "no NIC's numaNode holds 1: a claim matching" in found[0].message
 
 
 def test_another_root_complex_and_a_wrong_list_are_found():
@@ -129,6 +159,62 @@ def test_an_upper_case_pci_bus_id_is_found():
     assert codes == ["NT546", "NT546"] and checked == 2  # still matched to their functions
     assert "publishes resource.kubernetes.io/pciBusID '0000:1A:00.0'; the standard's spelling is '0000:1a:00.0'" \
         in found[0].message and "lower-case hex" in found[0].message
+
+
+@pytest.mark.parametrize("spelling", ["00000000:1b:00.0", "00000000:1B:00.0"])
+def test_nvmls_spelling_of_a_bus_id_is_a_spelling_finding_not_a_stranger(spelling):
+    """NVML writes busId with an 8-digit domain (00000000:1B:00.0): the same function, so NT546 (how it is
+    spelt), never NT544 ("not a device of this node: restart the plugin")."""
+    topo = snc2()
+    topo = topo._replace(devices=(_dev("0000:1b:00.0", "gpu", 0, "pci0000:16"),) + topo.devices[1:])
+    s = nvidia_slice(topo)
+    s["spec"]["devices"][0]["attributes"][dra.PCI_BUS_ID] = {"string": spelling}
+    codes, found, checked, _ = _run(topo, s)
+    assert codes == ["NT546"] and checked == 2
+    assert f"publishes resource.kubernetes.io/pciBusID '{spelling}', NVML's spelling" in found[0].message
+    assert "the standard's spelling is '0000:1b:00.0'" in found[0].message
+    assert "publish resource.kubernetes.io/pciBusID: '0000:1b:00.0'" in found[0].fix
+    # NVIDIA's older driver-local attribute in NVML's spelling identifies the device too (no finding: not standard)
+    del s["spec"]["devices"][0]["attributes"][dra.PCI_BUS_ID]
+    s["spec"]["devices"][0]["attributes"]["pcieBusID"] = {"string": spelling}
+    assert published_address(s["spec"]["devices"][0]["attributes"]) == ("0000:1b:00.0", "pcieBusID")
+
+
+def amd_slice(topo, node="node1") -> dict:
+    """A ResourceSlice as AMD's GPU DRA driver publishes one (ROCm/k8s-gpu-dra-driver cmd/gpu-kubeletplugin/
+    deviceinfo.go, resource.k8s.io/v1): devices gpu-<card>-<render> with the driver's own pciAddr and the standard
+    pcieRoot from the helper library, no standard pciBusID or numaNode; a partition names its GPU by
+    parentPciAddr."""
+    devices = []
+    for i, a in enumerate(x for x in dra.standard_attributes(topo) if x.kind == "gpu"):
+        attrs = {"type": {"string": "amdgpu"}, "pciAddr": {"string": a.bdf}, "cardIndex": {"int": i + 1},
+                 "renderIndex": {"int": 128 + i}, "deviceID": {"string": "0x74a1"}, "family": {"string": "AI"},
+                 "productName": {"string": "AMD Instinct MI300X"}, "driverVersion": {"version": "6.12.12"},
+                 "driverSrcVersion": {"string": "7B29C9A3B0B1D5A0A4A1E4E"}, "partitionProfile": {"string": "spx_nps1"}}
+        if a.pcie_root is not None:
+            attrs[dra.PCIE_ROOT] = {"string": a.pcie_root}
+        devices.append({"name": f"gpu-{i + 1}-{128 + i}", "attributes": attrs,
+                        "capacity": {"memory": {"value": "192Gi"}}})
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-gpu.amd.com-4n2x"},
+            "spec": {"driver": "gpu.amd.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
+
+
+def test_an_amd_slice_as_amd_writes_it_is_matched_by_pci_addr_and_its_partitions_by_the_parents():
+    topo = snc2()
+    s = amd_slice(topo)
+    assert api_errors(s) == []
+    codes, _, checked, unaddressed = _run(topo, s, needs=(dra.PCIE_ROOT,))
+    assert codes == [] and checked == 2 and unaddressed == 0
+    # a CPX partition of GPU0, published with its parent's address and (wrongly) another root complex
+    part = copy.deepcopy(s["spec"]["devices"][0])
+    part["name"] = "gpu-9-136"
+    part["attributes"]["parentPciAddr"] = part["attributes"].pop("pciAddr")
+    part["attributes"][dra.PCIE_ROOT] = {"string": "pci0000:97"}
+    s["spec"]["devices"].append(part)
+    codes, found, checked, _ = _run(topo, s, needs=(dra.PCIE_ROOT,))
+    assert codes == ["NT540"] and checked == 3 and "device gpu-9-136" in found[0].message
 
 
 def test_missing_attributes_a_numa_node_without_affinity_and_a_stranger():
@@ -213,6 +299,56 @@ def test_per_device_node_selection_reads_the_devices_of_this_node():
         == ["n"]
 
 
+def _selected(s, how):
+    del s["spec"]["nodeName"]
+    s["spec"]["perDeviceNodeSelection"] = True
+    for dev, sel in zip(s["spec"]["devices"], how, strict=True):
+        dev.update(sel)
+    return s
+
+
+def test_devices_offered_by_all_nodes_or_a_node_selector_are_read_and_judged():
+    """perDeviceNodeSelection devices with allNodes or a nodeSelector were dropped without a word (a wrong
+    pcieRoot among them unseen): now a selector on the node's name is evaluated, one on labels may select it,
+    and each is judged where its PCI address is one of this node's functions."""
+    from numatune.analysis.dra import node_devices, selects
+
+    topo = snc2()
+    by_name = {"nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["node1", "node7"]}]}]}}
+    by_label = {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "nvidia.com/gpu.clique", "operator": "In", "values": ["a1"]}]}]}}
+    s = _selected(nvidia_slice(topo), [{"allNodes": True}, by_name])
+    s["spec"]["devices"][0]["attributes"][dra.PCIE_ROOT] = {"string": "pci0000:97"}  # wrong
+    assert api_errors(s) == []
+    assert [(d.name, d.selection) for d in node_devices(s, "node1")] == [("gpu-0", "all"), ("gpu-1", "selector")]
+    assert [d.name for d in node_devices(s, "node2")] == ["gpu-0"]  # the selector names node1 and node7 only
+    r = check_slices([("s", "gpu.nvidia.com", node_devices(s, "node1"))], dra.standard_attributes(topo), topo,
+                     (dra.PCIE_ROOT,))
+    assert [f.code for f in r.findings] == ["NT540"] and r.checked == 2 and r.offered == 2
+    # a selector on labels a saved tree does not hold may select the node: judged where the address is its own;
+    # a device offered to every node whose address is no function here is counted, not NT544
+    s = _selected(nvidia_slice(topo), [by_label, {"allNodes": True}])
+    s["spec"]["devices"][1]["attributes"][dra.PCI_BUS_ID] = {"string": "0000:ee:00.0"}
+    r = check_slices([("s", "gpu.nvidia.com", node_devices(s, "node1"))], dra.standard_attributes(topo), topo,
+                     (dra.PCIE_ROOT,))
+    assert [f.code for f in r.findings] == [] and r.checked == 1 and r.elsewhere == 1 and r.by_labels == 1
+    # the selector's rules: terms ORed, requirements ANDed, an empty term selects nothing
+    term = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node1"]}]}
+    assert selects({"nodeSelectorTerms": [term]}, "node1") is False
+    assert selects({"nodeSelectorTerms": [term, by_name["nodeSelector"]["nodeSelectorTerms"][0]]}, "node1") is True
+    assert selects({"nodeSelectorTerms": [{}]}, "node1") is False
+    host = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node1"]},
+                                 {"key": "zone", "operator": "Exists"}]}
+    assert selects({"nodeSelectorTerms": [host]}, "node1") is None and selects({"nodeSelectorTerms": [host]}, "x") \
+        is False
+    # a whole slice offered to every node (spec.allNodes)
+    s = nvidia_slice(topo)
+    del s["spec"]["nodeName"]
+    s["spec"]["allNodes"] = True
+    assert api_errors(s) == [] and {d.selection for d in node_devices(s, "anything")} == {"all"}
+
+
 def test_an_unknown_numa_node_is_not_judged_and_no_affinity_is():
     """A GPU whose numa_node the tree does not hold (the MI210 KFD capture) is unknown: a driver publishing 0
     for it is not told to stop (it was NT542, "numa_node is -1"); a real -1 still is."""
@@ -266,10 +402,23 @@ def test_a_gb200_gpu_published_on_its_hbm_node_says_why_no_nic_matches():
         dev["attributes"][dra.NUMA_NODE] = {"int": hbm}  # NVML's node: the builds that read nvmlDeviceGetNumaNodeId
     codes, found, _, _ = _run(topo, s)
     assert codes == ["NT542", "NT542"]
-    msg = found[0].message
+    msg, fix = found[0].message, found[0].fix
     assert "numa_node is -1 (no NUMA affinity); 2 is the GPU's own memory node (CPU-less HBM)" in msg
-    assert "its CPUs are on node 0" in msg and "can never be satisfied" in msg
-    assert "resource.kubernetes.io/pcieRoot is the attribute to match" in msg
+    assert "its CPUs are on node 0" in msg and "no NIC's numaNode holds 2" in msg and "can never be satisfied" in msg
+    # what NVIDIA's driver really does (go-nvlib's sysfs numa_node, omitted at -1), not "builds that publish NVML's"
+    assert "NVIDIA's DRA driver publishes the PCI function's numa_node from sysfs (none where it is -1)" in msg
+    # no NIC shares a GPU's root complex here (what emit dra says too): not "match on pcieRoot"
+    assert "pcieRoot is the attribute to match" not in msg + fix
+    assert fix.startswith("do not publish resource.kubernetes.io/numaNode for it; no NIC shares its root complex "
+                          "pci0008:00, so resource.kubernetes.io/pcieRoot cannot pair it either: pair them by CEL")
+    assert "(GPU0: node 0)" in fix
+    assert not any("own CPU-less memory node" in n and "pcieRoot is the attribute to match" in n
+                   for n in dra.dra_plan(topo).notes)
+    # where a NIC does share the GPU's root complex, the fix says to match on it, naming the NIC
+    t = topo._replace(devices=topo.devices + (_dev("0008:02:00.0", "nic", 0, "pci0008:00", 0x15B3),))
+    codes, found, _, _ = _run(t, s)
+    assert "resource.kubernetes.io/pcieRoot is the attribute to match: NIC1 shares its root complex pci0008:00" \
+        in found[0].fix
 
 
 def test_the_api_types_reject_a_misspelt_field():
@@ -284,3 +433,30 @@ def test_devices_without_a_pci_address_are_counted_not_passed():
     codes, _, checked, unaddressed = _run(snc2(), example_slice())
     assert codes == [] and checked == 0 and unaddressed == 2
     assert api_errors(example_slice()) == []
+
+
+def test_gpus_published_on_memory_nodes_are_judged_in_linear_time():
+    """Each GPU published on a CPU-less node asks whether a NIC's numaNode holds it, which NIC shares its root
+    complex and where its CPU node's NICs are: answered from indexes built once, not a scan of every NIC per GPU."""
+    from tests.limits import growth
+
+    def make(n: int):
+        nodes = [NumaNode(0, (0, 1), 1 << 30, distances={0: 10, 1: 80}, kind="dram"),
+                 NumaNode(1, (), 1 << 30, distances={0: 80, 1: 10}, kind="gpu")]
+        cpus = [Cpu(i, True, 0, i, node=0) for i in range(2)]
+        devices = []
+        for i in range(n):
+            devices += [_dev(f"{i + 1:04x}:01:00.0", "gpu", None, f"pci{i + 1:04x}:00")._replace(inferred_node=0),
+                        _dev(f"{i + 1:04x}:02:00.0", "nic", 0, f"pci{i + 0x8001:04x}:00", 0x15B3)]
+        topo = _topo(nodes, cpus, devices)
+        s = nvidia_slice(topo)
+        for dev in s["spec"]["devices"]:
+            dev["attributes"][dra.NUMA_NODE] = {"int": 1}
+        return topo, dra.standard_attributes(topo), [("s", "gpu.nvidia.com", slice_devices(s))]
+
+    def run(made) -> None:
+        topo, truth, slices = made
+        r = check_slices(slices, truth, topo, (dra.PCIE_ROOT,))
+        assert len(r.findings) == len(slices[0][2])
+
+    assert growth(make, run, 250) < 8

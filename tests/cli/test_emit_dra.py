@@ -30,11 +30,18 @@ def test_every_claim_passes_the_api_types_and_the_text_is_that_yaml(cli, name):
     if not doc["claims"]:
         assert docs == [] and doc["count"] == 0 and doc["claim"] is None
         return
-    assert docs == doc["claims"] and all(api_errors(c) == [] for c in docs)
-    assert doc["claim"] == (docs[0] if len(docs) == 1 else None)
+    assert docs == doc["device_classes"] + doc["claims"] and all(api_errors(c) == [] for c in docs)
+    assert doc["claim"] == (doc["claims"][0] if len(doc["claims"]) == 1 else None)
     gpus = [d for d in doc["devices"] if d["kind"] == "gpu"]
-    requests = [r for c in docs for r in c["spec"]["spec"]["devices"]["requests"]]
-    assert len(requests) == 2 * len(gpus) == 2 * doc["count"]
+    nics = [d for d in doc["devices"] if d["kind"] == "nic"]
+    requests = [r for c in doc["claims"] for r in c["spec"]["spec"]["devices"]["requests"]]
+    # a template requests only what the node has: a GPU each, and a NIC each while the node's NICs last
+    assert doc["count"] == len(gpus) and doc["nic_count"] == min(len(gpus), len(nics))
+    assert len(requests) == doc["count"] + doc["nic_count"]
+    named = {r["exactly"]["deviceClassName"] for r in requests if r["name"].startswith("nic-")}
+    # the NIC class a template names exists: dranet installs none, so it is written with the templates
+    assert named == ({"dranet"} if nics else set())
+    assert [c["metadata"]["name"] for c in doc["device_classes"]] == (["dranet"] if nics else [])
     assert all(d["numa_node_state"] in ("node", "none", "unknown") for d in doc["devices"])
 
 
@@ -224,7 +231,9 @@ def test_gb200_emit_and_check_say_why_numa_node_never_pairs_gpu_and_nic(cli, tmp
     (note,) = [n for n in doc["notes"] if "own CPU-less memory node" in n]
     assert "GPU0, GPU1, GPU2, GPU3: each has its own CPU-less memory node (2, 10, 18, 26" in note
     assert "a claim that matches GPU and NIC on numaNode can never be satisfied" in note
-    assert "pcieRoot is the attribute to match" in note
+    # no NIC of this tree shares a GPU's root complex: neither emit nor check says to match on pcieRoot
+    assert "pcieRoot is the attribute to match" not in note
+    assert "no NIC here shares the root complex of GPU0, GPU1, GPU2, GPU3" in note
     assert "(GPU0: node 0, GPU1: node 0, GPU2: node 1, GPU3: node 1)" in note
     assert "# note: " + note in doc["text"]
     # NVIDIA's driver builds that read NVML publish the HBM node for each GPU
@@ -233,9 +242,11 @@ def test_gb200_emit_and_check_say_why_numa_node_never_pairs_gpu_and_nic(cli, tmp
         dev["attributes"][dra.NUMA_NODE] = {"int": hbm}
     result, res = _resource_slices(cli, tmp_path, root, json.dumps(s), "--node-name", "gb01")
     assert result.exit_code == 1 and [f["code"] for f in res["findings"]] == ["NT542"] * 4
-    msg = res["findings"][2]["message"]
+    msg, fix = res["findings"][2]["message"], res["findings"][2]["fix"]
     assert "numaNode 18, but its numa_node is -1 (no NUMA affinity); 18 is the GPU's own memory node" in msg
-    assert "its CPUs are on node 1" in msg and "resource.kubernetes.io/pcieRoot is the attribute to match" in msg
+    assert "its CPUs are on node 1" in msg and "no NIC's numaNode holds 18" in msg
+    assert "pcieRoot is the attribute to match" not in msg + fix
+    assert "no NIC shares its root complex pci0018:00" in fix and "(GPU2: node 1)" in fix
 
 
 def test_mi210_capture_keeps_unknown_apart_from_no_affinity(cli, tmp_path):
@@ -297,8 +308,113 @@ def test_twenty_gpus_get_templates_within_the_apis_limits(cli, tmp_path):
     for c in doc["claims"]:
         devices = c["spec"]["spec"]["devices"]
         assert api_errors(c) == [] and len(devices["requests"]) == 20 and len(devices["constraints"]) == 10
-    assert [d for d in yaml.safe_load_all(result.stdout and doc["text"]) if d] == doc["claims"]
+    assert [d for d in yaml.safe_load_all(result.stdout and doc["text"]) if d] == doc["device_classes"] + doc["claims"]
     assert "# 2 ResourceClaimTemplates: 20 GPU(s)" in doc["text"]
-    assert any("40 devices, more than one claim can be given" in n for n in doc["notes"])
+    assert any("20 GPUs and 20 NICs are 40 devices, more than one claim can be given" in n for n in doc["notes"])
     small = json.loads(cli("--root", str(root), "emit", "dra", "--gpus", "16", "--json").stdout)
     assert len(small["claims"]) == 1 and small["claim"] == small["claims"][0]
+
+
+def test_nvmls_spelling_of_gpu0_is_a_spelling_finding_on_the_dgx(cli, tmp_path):
+    """GPU0 published as NVML spells it (00000000:1B:00.0) was NT544 "not a device of this node: restart the
+    plugin"; it is the same function spelt otherwise: NT546, a warning, and the device is still checked."""
+    topo = _topo(DGX)
+    s = nvidia_slice(topo, node="dgx01")
+    gpu0 = s["spec"]["devices"][0]["attributes"]
+    bdf = gpu0[dra.PCI_BUS_ID]["string"]
+    nvml = "0000" + bdf.upper()
+    gpu0[dra.PCI_BUS_ID] = {"string": nvml}
+    gpu0[dra.PCIE_ROOT] = {"string": "pci0000:00"}  # and a wrong root complex, still found
+    result, res = _resource_slices(cli, tmp_path, fixture_root(DGX), json.dumps(s), "--node-name", "dgx01")
+    assert sorted(f["code"] for f in res["findings"]) == ["NT540", "NT546"], res["findings"]
+    spelling = next(f for f in res["findings"] if f["code"] == "NT546")
+    assert f"'{nvml}', NVML's spelling" in spelling["message"] and f"'{bdf}'" in spelling["fix"]
+    assert "8 device(s) with a PCI address" in res["description"]
+
+
+def test_a_node_selector_slice_is_read_and_a_wrong_root_among_it_is_found(cli, tmp_path):
+    """perDeviceNodeSelection devices selected by name (matchFields metadata.name), by allNodes and by labels were
+    dropped without a word: the wrong pcieRoot of one of them went unseen."""
+    s = nvidia_slice(_topo(DGX), node="dgx01")
+    del s["spec"]["nodeName"]
+    s["spec"]["perDeviceNodeSelection"] = True
+    for i, dev in enumerate(s["spec"]["devices"]):
+        dev.update({"nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["dgx01"]}]}]}} if i < 4 else
+            {"allNodes": True} if i < 6 else {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "rack", "operator": "In", "values": ["r7"]}]}]}})
+    s["spec"]["devices"][5]["attributes"][dra.PCIE_ROOT] = {"string": "pci0000:00"}
+    assert api_errors(s) == []
+    result, res = _resource_slices(cli, tmp_path, fixture_root(DGX), json.dumps(s), "--node-name", "dgx01")
+    assert result.exit_code == 1 and [f["code"] for f in res["findings"]] == ["NT540"]
+    assert "gpu-5" in res["findings"][0]["message"]
+    assert "8 device(s) with a PCI address against the node's standard attributes (8 of them offered by allNodes " \
+           "or a nodeSelector rather than a nodeName)" in res["description"]
+    assert "2 selected by node labels numatune cannot read" in res["description"]
+    # a selector of another type than core/v1's is exit 3 naming the field
+    s["spec"]["devices"][0]["nodeSelector"] = {"nodeSelectorTerms": "dgx01"}
+    result, _ = _resource_slices(cli, tmp_path, fixture_root(DGX), json.dumps(s), "--node-name", "dgx01")
+    assert result.exit_code == 3
+    assert "slices.yaml: spec.devices[0].nodeSelector.nodeSelectorTerms: expected a list, got a string" in result.stderr
+
+
+def test_the_superchip_vms_cel_hint_names_a_node_with_cpus(cli):
+    """fixtures/vm-superchip: the GPU's function is on node 3, its own CPU-less memory node; the hint named node 3
+    as "the GPU's CPU node"."""
+    doc = json.loads(cli("--root", str(fixture_root("vm-superchip")), "emit", "dra", "--json").stdout)
+    (note,) = [n for n in doc["notes"] if "own CPU-less memory node" in n]
+    assert "(GPU0: node 3)" not in note and "GPU0's is node 1" in note
+
+
+def test_a_name_that_is_too_long_once_split_is_a_usage_error(cli, tmp_path):
+    """--name of 253 characters was accepted, and the two templates of 20 GPUs were named NAME-1 and NAME-2: 255
+    characters, which the API refuses."""
+    root = _twenty_gpu_tree(tmp_path / "root")
+    result = cli("--root", str(root), "emit", "dra", "--name", "a" * 253)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "2 templates are written (20 GPUs), named NAME-1 to NAME-2: 255 characters" in result.stderr
+    assert "give a name of at most 251 characters" in result.stderr
+    result = cli("--root", str(root), "emit", "dra", "--name", "a" * 251, "--json")
+    assert result.exit_code == 0
+    claims = json.loads(result.stdout)["claims"]
+    assert [len(c["metadata"]["name"]) for c in claims] == [253, 253] and all(api_errors(c) == [] for c in claims)
+    result = cli("--root", str(fixture_root(DGX)), "emit", "dra", "--name", "a" * 253)  # one template: as given
+    assert result.exit_code == 0
+
+
+def test_check_help_names_the_codes_the_rules_register(cli):
+    from numatune.analysis import dra as rules
+    from numatune.analysis.codes import code_range, module_codes
+
+    codes = module_codes(rules)
+    assert code_range(rules) == f"{codes[0].code}-{codes[-1].code}" == "NT540-" + codes[-1].code
+    out = cli("check", "--help").stdout
+    assert f"({code_range(rules)})" in " ".join(out.split())
+
+
+def test_gh200_in_list_form_says_the_hbm_node_still_matches_dranets_list(cli, tmp_path):
+    """On the GH200 tree in list form a GPU published as [1] (NVML's node) and dranet's NIC list [0..8] share node
+    1: NT541 said "can never be satisfied"; the message is derived from the NIC slice as published."""
+    from tests.analysis.test_dra import dranet_slice
+
+    topo = _topo("handmade-gh200-numa")
+    gpu = nvidia_slice(topo, node="gh01", form="list")
+    gpu["spec"]["devices"][0]["attributes"][dra.NUMA_NODE] = {"ints": [1]}
+    net = dranet_slice(topo, node="gh01", form="list")
+    root = fixture_root("handmade-gh200-numa")
+    result, res = _resource_slices(cli, tmp_path, root, _kubectl_list(gpu, net), "--node-name", "gh01")
+    (f,) = res["findings"]
+    assert f["code"] == "NT541" and "never be satisfied" not in f["message"]
+    assert "NIC0's numaNode list [0, 1, 2, 3, 4, 5, 6, 7, 8] holds 1, so a numaNode match with NIC0 is satisfied" \
+        in f["message"]
+    assert f["fix"].endswith("(the helper library's GetNUMANodeAttributeByPCIBusID reads the PCI function's "
+                             "numa_node)")
+    # in scalar form the same GPU on node 1 matches no NIC (NIC0 is on node 0), and no NIC shares its root
+    gpu = nvidia_slice(topo, node="gh01")
+    gpu["spec"]["devices"][0]["attributes"][dra.NUMA_NODE] = {"int": 1}
+    result, res = _resource_slices(cli, tmp_path, root, _kubectl_list(gpu, dranet_slice(topo, node="gh01")),
+                                   "--node-name", "gh01")
+    (f,) = res["findings"]
+    assert "no NIC's numaNode holds 1: a claim matching this GPU and a NIC on numaNode can never be satisfied" \
+        in f["message"]
+    assert "no NIC shares its root complex pci0009:00" in f["fix"] and "(GPU0: node 0)" in f["fix"]

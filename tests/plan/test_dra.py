@@ -185,15 +185,20 @@ def grace_blackwell() -> Topology:
 
 
 def test_grace_blackwell_emit_says_why_numa_node_cannot_pair_gpu_and_nic():
-    """On GB200 NVIDIA's driver builds that read NVML publish the HBM node, and those that read sysfs publish
-    nothing (-1): a numaNode constraint can never be satisfied; the note says so and what to match on."""
+    """On GB200 NVML reports the HBM node, but NVIDIA's driver reads the PCI function's numa_node from sysfs and
+    publishes nothing where it is -1: a numaNode constraint can never be satisfied; the note says so, what a slice
+    with NVML's node would match (derived from the NICs), and what to match on instead."""
     e = dra.dra_plan(grace_blackwell())
     assert e.match is None  # no NIC shares a GPU's root complex, and the GPUs have no numaNode
     (note,) = [n for n in e.notes if "own CPU-less memory node" in n]
     assert "GPU0, GPU1: each has its own CPU-less memory node (2, 10" in note
-    assert "nvmlDeviceGetNumaNodeId" in note and "can never be satisfied" in note
-    assert "publish no numaNode for GPU0, GPU1 (-1 here)" in note
-    assert "pcieRoot is the attribute to match, but no NIC here shares the root complex of GPU0, GPU1" in note
+    assert "NVML reports as the GPU's node (nvmlDeviceGetNumaNodeId); NVIDIA's DRA driver publishes the PCI " \
+           "function's numa_node from sysfs, and no numaNode where that is -1" in note
+    assert "GPU0, GPU1 publish no numaNode (-1 here), so a claim that matches GPU and NIC on numaNode can never be " \
+           "satisfied with them" in note
+    assert "GPU0 on 2: no NIC's numaNode holds 2; GPU1 on 10: no NIC's numaNode holds 10" in note
+    assert "no NIC here shares the root complex of GPU0, GPU1 (pcieRoot cannot pair them either)" in note
+    assert "pcieRoot is the attribute to match" not in note
     assert "its NIC by numaNode == the GPU's CPU node (GPU0: node 0, GPU1: node 0)" in note
     # a machine whose GPUs share their root complex with a NIC: the template already matches on pcieRoot
     t = grace_blackwell()
@@ -203,6 +208,20 @@ def test_grace_blackwell_emit_says_why_numa_node_cannot_pair_gpu_and_nic():
     assert e.match == dra.PCIE_ROOT
     assert any(n.endswith("pcieRoot is the attribute to match, as this template does") for n in e.notes)
     assert not any("own CPU-less memory node" in n for n in dra.dra_plan(snc2()).notes)
+
+
+def test_grace_hopper_in_list_form_says_what_the_driver_and_nvml_would_match():
+    """GH200 in list form: NVIDIA's driver publishes [0] (the node alone), a slice with NVML's node [1]; dranet's
+    NIC list holds both, so neither is "never satisfied"."""
+    t = grace_hopper()
+    t = t._replace(devices=(t.devices[0]._replace(memory_node=1, memory_node_from="numa"),) + t.devices[1:])
+    (note,) = [n for n in dra.dra_plan(t, form="list").notes if "own CPU-less memory node" in n]
+    assert "for GPU0 it publishes [0]: NIC0's numaNode list [0, 1, 2, 3, 4, 5, 6, 7, 8] holds 0" in note
+    assert "GPU0 on [1]: NIC0's numaNode list [0, 1, 2, 3, 4, 5, 6, 7, 8] holds 1" in note
+    assert "never" not in note
+    (note,) = [n for n in dra.dra_plan(t).notes if "own CPU-less memory node" in n]
+    assert "for GPU0 it publishes 0: NIC0 publishes numaNode 0 too" in note and "GPU0 on 1: no NIC's numaNode holds 1" \
+        in note
 
 
 def many_gpus(count: int) -> Topology:
@@ -238,3 +257,84 @@ def test_claims_are_split_within_the_apis_limits(count, sizes):
                      [f"gpu-nic-pairs-{count}-{i}" for i in range(1, len(sizes) + 1)])
     assert (e.claim is None) == (len(sizes) > 1)
     assert any("spec.resourceClaims" in n for n in e.notes) == (len(sizes) > 1)
+
+
+def test_two_nics_under_one_root_complex_serve_two_gpus():
+    """Two GPUs and two NICs under one root complex: each GPU gets a NIC of its own. Every GPU took the first NIC
+    of its root complex, so the note said "GPU0, GPU1 share one NIC" and a 2-pair claim looked impossible."""
+    t = snc2()
+    t = t._replace(devices=(_dev("0000:17:00.0", "gpu", 0, "pci0000:16"), _dev("0000:18:00.0", "gpu", 0, "pci0000:16"),
+                            _dev("0000:19:00.0", "nic", 0, "pci0000:16", 0x15B3),
+                            _dev("0000:1a:00.0", "nic", 0, "pci0000:16", 0x15B3)))
+    e = dra.dra_plan(t)
+    assert [(p.gpu.label, p.nic.label, p.match, p.shared) for p in e.pairs] == [
+        ("GPU0", "NIC0", dra.PCIE_ROOT, False), ("GPU1", "NIC1", dra.PCIE_ROOT, False)]
+    assert not any("share one NIC" in n for n in e.notes)
+    assert e.match == dra.PCIE_ROOT and e.match_reason == "every GPU of this node has a NIC under its own root complex"
+    # three GPUs on that root complex: the third shares, and a claim for all three cannot match on pcieRoot
+    t = t._replace(devices=t.devices + (_dev("0000:1b:00.0", "gpu", 0, "pci0000:16"),))
+    e = dra.dra_plan(t)
+    assert [(p.gpu.label, p.nic.label, p.shared) for p in e.pairs][2] == ("GPU2", "NIC0", True)
+    assert any(n.startswith("GPU0, GPU2 share one NIC, NIC0") for n in e.notes)
+    assert e.count == 3 and e.nic_count == 2 and e.match == dra.PCIE_ROOT  # 2 NIC requests, each can be paired
+    assert dra.capacities(e.devices) == (2, 2)
+
+
+def test_a_template_requests_only_the_nics_the_node_has():
+    """8 GPUs and no NIC (the MI210, SNC-4, MI300A and CXL trees) were 8 NIC requests no node could satisfy; 8
+    GPUs and 4 NICs were 8 NIC requests too."""
+    t = many_gpus(8)
+    nicless = t._replace(devices=tuple(d for d in t.devices if d.kind != "nic"))
+    e = dra.dra_plan(nicless)
+    requests = e.claim["spec"]["spec"]["devices"]["requests"]
+    assert e.count == 8 and e.nic_count == 0 and e.device_classes == () and e.match is None
+    assert [r["name"] for r in requests] == [f"gpu-{i}" for i in range(8)]
+    assert "constraints" not in e.claim["spec"]["spec"]["devices"]
+    assert any(n.startswith("the node has no NIC: the template requests 8 GPU(s) alone") for n in e.notes)
+    four = t._replace(devices=tuple(d for i, d in enumerate(t.devices) if d.kind != "nic" or i % 4 == 1))
+    e = dra.dra_plan(four)
+    devices = e.claim["spec"]["spec"]["devices"]
+    assert e.nic_count == 4 and sum(r["name"].startswith("nic-") for r in devices["requests"]) == 4
+    assert len(devices["requests"]) == 12 and len(devices["constraints"]) == 4 and e.match == dra.PCIE_ROOT
+    assert any("the node has 4 NIC(s) for 8 GPU(s): the template requests 4 NIC(s)" in n for n in e.notes)
+
+
+def test_the_nic_class_the_template_names_is_written_with_an_rdma_selector():
+    """dranet installs no DeviceClass: a template naming `dranet` was refused by the scheduler (class not found);
+    and its NIC requests did not ask for RDMA, which GPU+NIC pairs are for."""
+    from tests.analysis.test_dra import api_errors
+
+    e = dra.dra_plan(many_gpus(2))
+    (cls,) = e.device_classes
+    assert api_errors(cls) == [] and cls["kind"] == "DeviceClass" and cls["metadata"]["name"] == "dranet"
+    assert [s["cel"]["expression"] for s in cls["spec"]["selectors"]] == [
+        'device.driver == "dra.net"', 'device.attributes["dra.net"].rdma == true']
+    nic = e.claim["spec"]["spec"]["devices"]["requests"][1]["exactly"]
+    assert nic["deviceClassName"] == "dranet" and nic["selectors"] == [
+        {"cel": {"expression": 'device.attributes["dra.net"].rdma == true'}}]
+    # a class the user names is theirs: not written, no selector added
+    e = dra.dra_plan(many_gpus(2), nic_device_class="sriov.example.com")
+    assert e.device_classes == ()
+    assert e.claim["spec"]["spec"]["devices"]["requests"][1]["exactly"] == {"deviceClassName": "sriov.example.com",
+                                                                            "count": 1}
+
+
+def test_the_cel_hint_names_the_gpus_cpu_node_never_its_memory_node():
+    """A superchip whose GPU function sits on its own CPU-less memory node (the superchip VM: GPU on node 3, its
+    CPUs on node 1, the NIC on node 0): the hint said "numaNode == the GPU's CPU node (GPU0: node 3)"."""
+    d = {0: {0: 10, 1: 40, 2: 80, 3: 120}, 1: {0: 40, 1: 10, 2: 120, 3: 80}, 2: {0: 80, 1: 120, 2: 10, 3: 255},
+         3: {0: 120, 1: 80, 2: 255, 3: 10}}
+    nodes = [NumaNode(0, (0, 1), 1 << 30, distances=d[0], kind="dram"), NumaNode(1, (2, 3), 1 << 30, distances=d[1],
+                                                                                 kind="dram"),
+             NumaNode(2, (), 1 << 29, distances=d[2], kind="unknown"), NumaNode(3, (), 1 << 29, distances=d[3],
+                                                                               kind="gpu")]
+    cpus = [Cpu(i, True, i // 2, i % 2, node=i // 2) for i in range(4)]
+    gpu = _dev("0000:61:00.0", "gpu", 3, "pci0000:60", 0x1002)._replace(memory_node=3, memory_node_from="numa")
+    t = _topo(nodes, cpus, [gpu, _dev("0000:41:00.0", "nic", 0, "pci0000:40", 0x8086)])
+    (a,) = [x for x in dra.standard_attributes(t) if x.kind == "gpu"]
+    assert a.numa_node == 3 and a.cpu_node == 1 and a.gpu_memory_node == 3
+    (note,) = [n for n in dra.dra_plan(t).notes if "own CPU-less memory node" in n]
+    assert "node == the GPU's CPU node (GPU0: node 3)" not in note
+    assert "no NIC is on the CPU node (GPU0's is node 1; the NICs are on node(s) 0)" in note
+    assert "for GPU0 it publishes 3: no NIC's numaNode holds 3, so a claim that matches it with a NIC on numaNode " \
+           "can never be satisfied" in note

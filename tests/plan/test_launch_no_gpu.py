@@ -14,7 +14,7 @@ from numatune.plan.cores import physical_cores
 from tests.conftest import fixture_root
 from tests.plan.test_launch import load, plan
 
-# CPU-only trees with several nodes (two sockets, an 8-node NPS4 EPYC, an Arm server with 2 nodes per package)
+# CPU-only trees with several nodes (two sockets, an 8-node EPYC Naples, an Arm server with 2 nodes per package)
 MULTI = ["vm-two-socket", "intel-xeon-L5640-2node", "x86_64-epyc_7451", "128arm-2pa2n8cluster4co"]
 SNC4 = "handmade-snc4-8gpu"
 
@@ -143,9 +143,10 @@ def test_snc4_filled_or_unknown_says_nothing():
     assert plan("vm-two-socket", {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}).clusters is None  # no clustering
 
 
-def test_nps4_without_gpus_spread_and_clusters_together():
+def test_naples_dies_without_gpus_spread_and_clusters_together():
     p = plan("x86_64-epyc_7451", {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"})
-    assert p.spread is not None and p.clusters is not None and p.clusters.clustering == "NPS4"
+    assert p.spread is not None and p.clusters is not None
+    assert p.clusters.clustering == "4 dies per socket (EPYC Naples)"
     assert p.clusters.ranks == 1 and len(p.notes) == 2
 
 

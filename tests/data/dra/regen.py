@@ -1,5 +1,5 @@
-"""Regenerate resource-v1.schema.json: the resource.k8s.io/v1 ResourceSlice and ResourceClaimTemplate types of
-the Kubernetes API, as JSON Schema, with every definition they reference and nothing else.
+"""Regenerate resource-v1.schema.json: the resource.k8s.io/v1 ResourceSlice, ResourceClaimTemplate and DeviceClass
+types of the Kubernetes API, as JSON Schema, with every definition they reference and nothing else.
 
 Source: the strict ("additionalProperties": false) schemas that kubernetes-validate 1.37.0 ships, generated
 from Kubernetes v1.37.0's OpenAPI document (kubernetes/kubernetes api/openapi-spec; Apache-2.0, as is
@@ -15,7 +15,8 @@ import kubernetes_validate
 
 VERSION = "v1.37.0-local-strict"
 TOP = {"ResourceSlice": "resourceslice-resource-v1.json",
-       "ResourceClaimTemplate": "resourceclaimtemplate-resource-v1.json"}
+       "ResourceClaimTemplate": "resourceclaimtemplate-resource-v1.json",
+       "DeviceClass": "deviceclass-resource-v1.json"}
 REF = "/api/_definitions.json#/$defs/"
 
 
