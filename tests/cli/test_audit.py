@@ -69,7 +69,7 @@ def test_json_contract_on_a_real_process(cli, child):
     r = cli("audit", str(child.pid), "--json")
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["schema"] == "numatune.audit/1"
+    assert doc["schema"] == "numatune.audit/2"
     (p,) = doc["processes"]
     assert p["pid"] == child.pid and p["command"][0] == sys.executable
     assert p["threads"] and {"tid", "cpu", "allowed_cpus"} <= set(p["threads"][0])
