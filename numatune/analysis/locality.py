@@ -480,8 +480,9 @@ PINNED_MIN_BYTES = 1 << 20  # less than 1 MiB of pinned pages elsewhere is drive
 
 # How audit knows a process's shared anonymous memory is pinned (said in the report and the JSON): it does not, it
 # infers it; nothing in /proc tells a pinned chunk from a plain mmap(MAP_SHARED|MAP_ANONYMOUS).
-PINNED_HOW = ("likely pinned: shared anonymous memory of a CUDA process, the way the CUDA host allocator maps its "
-              "chunks (cudaHostAlloc, torch's pin_memory())")
+PINNED_WHAT = ("shared anonymous memory of a CUDA process, the way the CUDA host allocator maps its chunks "
+               "(cudaHostAlloc, torch's pin_memory())")
+PINNED_HOW = f"likely pinned: {PINNED_WHAT}"
 # Said once where pinned memory is reported: what no reader outside the process can tell, and what can.
 REGISTERED_NOTE = ("a plain mmap(MAP_SHARED|MAP_ANONYMOUS) of the same process looks the same from outside, and memory "
                    "pinned in place with cudaHostRegister (an ordinary private mapping) is not seen at all; inside "
@@ -528,8 +529,8 @@ def host_cache_reuse(proc: ProcessInfo, topo: Topology, by_node: Mapping[int, in
     - one process drives GPUs on several nodes (NVML lists it on each) and a node of those GPUs holds none of its
       chunks: that node's copies are served from another node's cached blocks (pytorch#197868's setup);
     - the process is bound (its allowed CPUs on fewer nodes than the machine's) and chunks sit outside its binding,
-      off its GPU's node: they were allocated before the binding or by a thread outside it, and the cache keeps
-      handing them out.
+      off its GPU's node, on nodes no memory policy of theirs names: they were allocated before the binding or by a
+      thread outside it, and the cache keeps handing them out.
     None otherwise (a process bound elsewhere than its GPU is NT407's wrong binding, not this)."""
     total = sum(by_node.values())
     if total < PINNED_MIN_BYTES:
@@ -556,13 +557,14 @@ def host_cache_reuse(proc: ProcessInfo, topo: Topology, by_node: Mapping[int, in
     bound = {node_of[c] for c in proc.cpus_allowed if c in node_of}
     if not bound or bound >= cpu_nodes or (gpu_node is not None and gpu_node not in bound):
         return None
-    outside = {n: b for n, b in by_node.items() if n not in bound and n != gpu_node and b}
+    unasked = proc.memory.shared_anon.unasked  # no memory policy of the chunk sent its pages there
+    outside = {n: b for n, b in unasked.items() if n not in bound and n != gpu_node and b}
     if sum(outside.values()) < PINNED_MIN_BYTES:
         return None
     where = ", ".join(f"node {n} {_mib(b)}" for n, b in sorted(outside.items()))
     return (f"{_mib(sum(outside.values()))} of its {_mib(total)} of likely pinned chunks are outside its binding "
-            f"(CPUs on node(s) {format_cpulist(sorted(bound))}; {where}): allocated before it was bound or by a "
-            f"thread outside the binding, and kept in use: {HOST_CACHE}")
+            f"(CPUs on node(s) {format_cpulist(sorted(bound))}; {where}) and no memory policy sent them there: "
+            f"allocated before it was bound or by a thread outside the binding, and kept in use: {HOST_CACHE}")
 
 
 HOST_CACHE_FIX = ("bind before the first pinned allocation (numatune launch, or numactl, in front of the command, not "
@@ -574,7 +576,7 @@ HOST_CACHE_FIX = ("bind before the first pinned allocation (numatune launch, or 
 def pinned_reason(p: PinnedHost) -> str:
     total = sum(p.by_node.values())
     where = ", ".join(f"node {n} {p.by_node[n] / 1048576:.0f} MiB" for n in p.wrong_nodes)
-    text = (f"likely pinned host chunks ({PINNED_HOW}): {p.wrong_bytes / 1048576:.0f} of {total / 1048576:.0f} MiB "
+    text = (f"likely pinned host chunks ({PINNED_WHAT}): {p.wrong_bytes / 1048576:.0f} of {total / 1048576:.0f} MiB "
             f"are off its GPU's CPU node {p.gpu_cpu_node} ({where}): every host-device copy of them crosses the "
             "socket link")
     return text + (f"; {p.cost}" if p.cost else " (numatune probe --gpu measures what that costs here)")

@@ -104,6 +104,9 @@ class SharedAnon:
     resident: int = 0  # those with resident pages: the chunks
     by_node: Mapping[int, int] = EMPTY_MAP  # node -> resident bytes of them all
     largest: tuple[MappingPlacement, ...] = ()  # the MAX_CHUNKS largest resident ones, largest first
+    # node -> resident bytes on nodes the mapping's policy does not name (default/local: every node): pages placed
+    # where the allocating thread ran, not where a policy sent them
+    unasked: Mapping[int, int] = EMPTY_MAP
 
     @property
     def bytes(self) -> int:

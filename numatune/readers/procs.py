@@ -238,15 +238,29 @@ def _largest(placements: Iterable[MappingPlacement], keep: int | None) -> tuple[
 
 def _shared_anon(lines: list[str], parsed: dict[str, tuple[str, str, str, int, list[tuple[int, int]]] | None],
                  ) -> SharedAnon:
-    """The shared anonymous mappings summed in one pass; the MAX_CHUNKS largest resident ones kept."""
+    """The shared anonymous mappings summed in one pass (with the bytes on nodes their policy does not name: where
+    the allocating thread ran, not where a policy sent them), then the MAX_CHUNKS largest resident ones kept."""
     mine = [line for line in lines if SHARED_ANON_FILE in line]
-    every = sum(1 for _ in _placements(mine, parsed))
+    every = 0
+    unasked: dict[int, int] = {}
+    named_of: dict[str, object] = {}
+    for m in _placements(mine, parsed):
+        every += 1
+        named = named_of.get(m.policy, _UNPARSED)
+        if named is _UNPARSED:
+            named = named_of[m.policy] = policy_nodes(m.policy) if len(named_of) < MAX_POLICIES else _UNPARSED
+        if named is _UNPARSED:
+            continue  # past MAX_POLICIES distinct policies: not known, not counted as unasked
+        for n, pages in m.pages.items():
+            if pages and (named is None or n not in named):
+                unasked[n] = unasked.get(n, 0) + pages * m.page_size
     kept, rest = _largest((m for m in _placements(mine, parsed) if m.bytes), MAX_CHUNKS)
     by_node = dict(rest.by_node)
     for m in kept:
         for n, pages in m.pages.items():
             by_node[n] = by_node.get(n, 0) + pages * m.page_size
-    return SharedAnon(every, len(kept) + rest.mappings, {n: b for n, b in sorted(by_node.items()) if b}, kept)
+    return SharedAnon(every, len(kept) + rest.mappings, {n: b for n, b in sorted(by_node.items()) if b}, kept,
+                      dict(sorted(unasked.items())))
 
 
 def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, where: str = "numa_maps",
