@@ -85,7 +85,7 @@ def _mapping_kind(token: str) -> str:
 
 # How numa_maps names a shared anonymous mapping (mmap MAP_SHARED|MAP_ANONYMOUS: the kernel backs it with an unlinked
 # shmem file "dev/zero", /proc/PID/maps `/dev/zero (deleted)` with `rw-s`; numa_maps escapes the blank). cudaHostAlloc
-# and torch's pin_memory() allocate pinned host buffers this way (driver 580, CUDA 13: fixtures/h100-job-*.md).
+# and torch's pin_memory() map the CUDA host allocator's chunks this way (driver 580, CUDA 13: fixtures/h100-job-*.md).
 SHARED_ANON_FILE = "/dev/zero\\040(deleted)"
 # The GPU device files a context maps: a forked worker inherits its rank's /dev/nvidiactl and /dev/nvidiaN mappings
 # but never maps /dev/nvidia-uvm or /dev/kfd itself.
@@ -95,7 +95,7 @@ CONTEXT_DEVICES = {"nvidia-uvm": "CUDA", "kfd": "ROCm"}
 def gpu_device(file: str) -> str | None:
     """The device name when `file` is a GPU driver's device file: /dev/nvidiactl, /dev/nvidiaN, /dev/nvidia-uvm,
     /dev/kfd, /dev/dri/renderD*. Its mappings are the driver's own memory (control pages, doorbells, UVM's
-    bookkeeping), not the user's pinned buffers, which are shared anonymous mappings (SHARED_ANON_FILE)."""
+    bookkeeping), not the user's pinned chunks, which are shared anonymous mappings (SHARED_ANON_FILE)."""
     name = file[5:]
     if (name.startswith("nvidia") and "/" not in name) or name == "kfd" or name.startswith("dri/renderD"):
         return name.rpartition("/")[2]
