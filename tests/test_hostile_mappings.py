@@ -63,7 +63,7 @@ def test_200000_chunks_are_summed_not_kept(many):
 
 
 def test_200000_mappings_are_listed_up_to_the_cap_with_the_rest_counted(many):
-    """audit --mappings --min-size 0: the 2,048 largest mappings one by one, the other 197,953 summed in one line
+    """audit --mappings --min-size 0: the 16,384 largest mappings one by one, the other 183,617 summed in one line
     that says so; the same in the JSON (`limit`, `smaller.not_kept`)."""
     r = audit(many, "--mappings", "--min-size", "0", "--json")
     (p,) = json.loads(r.stdout)["processes"]

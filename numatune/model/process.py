@@ -49,9 +49,9 @@ class MappingPlacement:
 
 
 # `audit --mappings` keeps this many mappings one by one (the largest); the others are summed as they are read
-# (Folded), so that 200,000 mappings cost what 2,048 do. A real training rank has a few thousand mappings, most
-# of them under --min-size's 1 MiB: its listing is unchanged.
-MAX_LISTED_MAPPINGS = 2048
+# (Folded), so that 200,000 mappings cost what 16,384 do (about 100 MiB in text or JSON, where every one kept cost
+# 740 MB). The kernel's default vm.max_map_count is 65,530; a training rank has a few thousand mappings.
+MAX_LISTED_MAPPINGS = 16384
 # Shared anonymous mappings (a CUDA process's host-allocator chunks) kept one by one, the largest; the rest summed.
 MAX_CHUNKS = 256
 
