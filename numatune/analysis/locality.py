@@ -522,6 +522,22 @@ def _mib(b: int) -> str:
     return f"{b / 1048576:.0f} MiB"
 
 
+_BY_PID: list = []  # [(the NVML records indexed, PID -> BDFs)]: one index per audit, not a scan per process
+
+
+def _nvml_gpus_by_pid(topo: Topology) -> dict[int, list[str]]:
+    """PID -> the BDFs of the GPUs NVML lists it on as a compute process, indexed once per NVML record."""
+    gpus = topo.fabric.nvml_gpus
+    if _BY_PID and _BY_PID[0][0] is gpus:
+        return _BY_PID[0][1]
+    index: dict[int, list[str]] = {}
+    for g in gpus:
+        for pid in g.processes:
+            index.setdefault(pid, []).append(g.bdf)
+    _BY_PID[:] = [(gpus, index)]
+    return index
+
+
 def host_cache_reuse(proc: ProcessInfo, topo: Topology, by_node: Mapping[int, int], gpu_node: int | None,
                      ) -> str | None:
     """Why a CUDA process's chunks sit where its copies cross the socket, when audit can see the cause (NT440):
@@ -536,15 +552,14 @@ def host_cache_reuse(proc: ProcessInfo, topo: Topology, by_node: Mapping[int, in
     if total < PINNED_MIN_BYTES:
         return None
     gpu_nodes: dict[int, list[str]] = {}
-    for g in topo.fabric.nvml_gpus:
-        if proc.pid in g.processes:
-            d = topo.device(g.bdf)
-            node = d.node if d is not None else None
-            if node is not None:
-                from numatune.model.gpumem import nearest_cpu_node
+    for bdf in _nvml_gpus_by_pid(topo).get(proc.pid, ()):
+        d = topo.device(bdf)
+        node = d.node if d is not None else None
+        if node is not None:
+            from numatune.model.gpumem import nearest_cpu_node
 
-                node = nearest_cpu_node(topo, node) if topo.node(node) is not None else node
-                gpu_nodes.setdefault(node, []).append(g.bdf)
+            node = nearest_cpu_node(topo, node) if topo.node(node) is not None else node
+            gpu_nodes.setdefault(node, []).append(bdf)
     bare = sorted(n for n in gpu_nodes if by_node.get(n, 0) < PINNED_MIN_BYTES)
     if len(gpu_nodes) > 1 and bare:
         held = ", ".join(f"node {n} {_mib(b)}" for n, b in by_node.items() if b)
