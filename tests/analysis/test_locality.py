@@ -335,3 +335,18 @@ def test_pages_on_a_gpu_memory_node_are_said_where_they_are_not_called_home():
     text = f"7f0000000000 bind:{hbm.id} anon=1000 dirty=1000 N{hbm.id}=1000 kernelpagesize_kB=4\n"
     assert "as its memory policy asks" in next(r for r in judge(proc(text, cpus, cpus), topo).locality.reasons
                                                if "GPU/HBM" in r)
+
+
+def test_a_worker_with_its_own_cuda_context_and_chunks_off_its_binding_is_nt440(two_socket):
+    """A spawn worker that uses CUDA itself (its own context, no GPU of the rank's) inherits the rank's binding to
+    node 1; 8 MiB of its chunks sit on node 0 under the default policy: the same cause, judged on the worker's node."""
+    from numatune.model.process import GpuContext
+
+    text = DEFAULT_CHUNK.format(0, node=0, n=2048) + DEFAULT_CHUNK.format(1 << 24, node=1, n=512)
+    worker = proc(maps(N1=4000) + text, [1], list(two_socket.node(1).cpus),
+                  gpu_context=GpuContext("CUDA", "it maps /dev/nvidia-uvm"))
+    pin = judge(worker, two_socket).locality.pinned
+    assert pin.gpu_cpu_node is None and pin.wrong_bytes == 0  # no GPU known: NT407 cannot say
+    assert pin.cache_reuse.startswith("8 MiB of its 10 MiB of likely pinned chunks are outside its binding (CPUs on "
+                                      "node(s) 1; node 0 8 MiB)")
+    assert "NT440" in {f.code for f in audit_findings(two_socket, worker)}
