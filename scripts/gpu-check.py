@@ -59,6 +59,7 @@ CHECKS = (
     ("audit-rank-pid", "audit PID: the rank's GPU and CPUs"),
     ("audit-pinned-host", "audit PID: the 256 MiB pinned staging buffer is pinned host memory"),
     ("pinned-host-memory-api", "numatune.pinned_host_memory() from inside train.py"),
+    ("pinned-chunks-reconciled", "audit's likely pinned chunks against numatune.pinned_host_chunks() inside train.py"),
     ("snapshot", "snapshot --pid of the job, replayed"),
     ("replay-equals-live", "inspect --json of the snapshot equals live (tests/parity.py)"),
     ("job-exit", "train.py exits 0"),
@@ -518,6 +519,7 @@ def check_job(run: Run, args: argparse.Namespace, gpu: bool, inspect_doc: dict |
         check_workers(run, rank, workers)
         check_audit(run, rank, workers, gpu, inspect_doc)
         check_pinned_api(run, ready, gpu)
+        check_pinned_chunks(run, ready, gpu)
         check_snapshot(run, rank, workers, inspect_doc)
     finally:
         (run.out / "train-stop").write_text("")
@@ -641,6 +643,42 @@ def check_pinned_api(run: Run, ready: dict, gpu: bool) -> None:
         run.verdict("PASS" if total >= STAGING_BYTES else "FAIL", "pinned-host-memory-api",
                     f"largest figure {total / (1 << 20):.0f} MiB (the staging buffer at {ready.get('staging_address')}"
                     f" is {STAGING_BYTES >> 20} MiB): {json.dumps(answer['result'])[:300]}")
+
+
+def chunks_verdict(proc: dict | None, answer: dict, staging: str | None) -> tuple[str, str]:
+    """audit's chunks (`pinned_host.chunks`, from outside) against the inside view (train.py's pinned_host_chunks()
+    answer): every chunk audit lists is a shared anonymous mapping of the process, and the staging buffer's chunk
+    is one the driver pinned; the detail says the reconciliation (describe_chunks())."""
+    if answer.get("status") == "SKIP":
+        return "SKIP", answer.get("detail", "")
+    if answer.get("status") != "OK":
+        return "FAIL", f"numatune.pinned_host_chunks() raised {answer.get('detail')}"
+    pinned = (proc or {}).get("pinned_host") or {}
+    inside = {c["start"]: c for c in answer.get("chunks") or ()}
+    outside = [c["start"] for c in pinned.get("chunks") or ()]
+    total = sum(int(v) for v in (pinned.get("bytes_by_node") or {}).values())
+    problems = []
+    missing = [s for s in outside if s not in inside]
+    if missing:
+        problems.append(f"audit lists chunk(s) the process does not map as shared anonymous memory: {missing[:8]}")
+    start = f"{int(staging, 16):x}" if staging else None
+    if start is not None and not (inside.get(start) or {}).get("pinned"):
+        problems.append(f"the staging buffer's chunk {start} is not among the chunks the driver pinned")
+    seen = (f"audit: {pinned.get('chunk_count', len(outside))} chunk(s), {total / (1 << 20):.1f} MiB; inside: "
+            f"{answer.get('describe', '')}")
+    return ("FAIL", "; ".join(problems) + f" ({seen})") if problems else ("PASS", seen)
+
+
+def check_pinned_chunks(run: Run, ready: dict, gpu: bool) -> None:
+    """The outside view reconciled with the inside one: reads the `audit PID --json` check_audit saved."""
+    if not gpu:
+        run.verdict("SKIP", "pinned-chunks-reconciled", "no GPU: nothing is pinned")
+        return
+    saved = run.out / f"audit-{ready['pid']}.json"
+    procs = json.loads(saved.read_text()).get("processes", ()) if saved.exists() else ()
+    proc = next((p for p in procs if p.get("pid") == ready["pid"]), None)
+    status, detail = chunks_verdict(proc, ready.get("pinned_host_chunks") or {}, ready.get("staging_address"))
+    run.verdict(status, "pinned-chunks-reconciled", detail)
 
 
 def check_snapshot(run: Run, rank: int, workers: list[int], inspect_doc: dict | None) -> None:

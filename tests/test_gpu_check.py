@@ -217,3 +217,27 @@ def test_the_real_h100_run_read_the_api_answer_by_name():
     assert gc.api_pinned_total(named) == gc.STAGING_BYTES and named[0]["pages"] == {"0": 65536}
     verdicts = {v["name"]: v["status"] for v in json.loads((RUN / "verdicts.json").read_text())}
     assert verdicts["audit-ranks"] == verdicts["workers-within-rank"] == verdicts["audit-pinned-host"] == "PASS"
+
+
+def test_audit_s_chunks_are_reconciled_with_the_inside_view():
+    """pinned-chunks-reconciled on the real run's figures: audit of the capture's rank 585 (ten chunks, 280.3 MiB)
+    against an inside answer with the same ten shared anonymous mappings, four of them pinned by the driver (as the
+    run's pinned_host_memory() ranges say: tests/placement/test_hostpinned.py replays them)."""
+    from numatune.commands.audit import audit_json
+
+    (proc,) = json.loads(audit_json(Host.open(fixture_root("h100-gpucheck-2026-11-28")), [585]))["processes"]
+    starts = [c["start"] for c in proc["pinned_host"]["chunks"]]
+    pinned = {"7f556e000000", "7f55b3000000", "7f55b3200000", "7f55b3400000"}
+    answer = {"status": "OK", "describe": "10 shared anonymous chunk(s), 280.3 MiB (...)", "chunks": [
+        {"start": s, "size": 2 << 20, "resident_bytes": 2 << 20, "pinned": s in pinned, "allocations": int(s in pinned),
+         "allocated": 1 << 20} for s in starts]}
+    status, detail = gc.chunks_verdict(proc, answer, "0x7f556e000000")
+    assert (status, detail) == ("PASS", "audit: 10 chunk(s), 280.3 MiB; inside: 10 shared anonymous chunk(s), "
+                                        "280.3 MiB (...)")
+    status, detail = gc.chunks_verdict(proc, dict(answer, chunks=answer["chunks"][1:]), "0x7f556e000000")
+    assert status == "FAIL" and "does not map as shared anonymous memory: ['7f556e000000']" in detail
+    unpinned = [dict(c, pinned=False) for c in answer["chunks"]]
+    status, detail = gc.chunks_verdict(proc, dict(answer, chunks=unpinned), "0x7f556e000000")
+    assert status == "FAIL" and "the staging buffer's chunk 7f556e000000 is not among" in detail
+    assert gc.chunks_verdict(proc, {"status": "SKIP", "detail": "old numatune"}, None) == ("SKIP", "old numatune")
+    assert gc.chunks_verdict(proc, {"status": "ERROR", "detail": "Unsupported: x"}, None)[0] == "FAIL"

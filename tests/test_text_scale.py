@@ -13,6 +13,7 @@ import os
 
 import pytest
 
+from numatune.model.process import MAX_LISTED_MAPPINGS
 from tests.big_roots import PID, interrupts_root, mappings_root, ranks_root, threads_root
 from tests.limits import Limited, run_limited
 
@@ -45,13 +46,15 @@ def mappings(tmp_path_factory) -> tuple[tuple[str, ...], Limited]:
     return args, _run(*args, "--json")
 
 
-def test_a_40000_mapping_audit_prints_every_mapping_within_3x_its_json(mappings):
+def test_a_40000_mapping_audit_prints_the_largest_within_3x_its_json(mappings):
+    """The 16,384 largest mappings one line each (audit keeps no more: issue 47), the rest on one line that says so."""
     args, doc = mappings
     text = _run(*args)
     _within_3x(text, doc)
     rows = _rows(text, "│ 7f")
-    assert len(rows) == MAPPINGS and len({len(r) for r in rows}) == 1  # one line each, aligned
-    assert "smaller mappings" not in text.stdout
+    assert len(rows) == MAX_LISTED_MAPPINGS and len({len(r) for r in rows}) == 1  # one line each, aligned
+    rest = MAPPINGS - MAX_LISTED_MAPPINGS
+    assert f"{rest} smaller mappings ({rest} past the {MAX_LISTED_MAPPINGS} largest, summed as read)" in text.stdout
 
 
 def test_the_default_min_size_folds_and_says_what_it_folded(mappings):
@@ -67,7 +70,7 @@ def test_a_40000_mapping_audit_on_a_colour_terminal_within_3x_its_json(mappings)
     args, doc = mappings
     text = _run(*args, FORCE_COLOR="1", COLUMNS="250")
     _within_3x(text, doc)
-    assert "\x1b[1;31m" in text.stdout and len(_rows(text, "│ 7f")) == MAPPINGS
+    assert "\x1b[1;31m" in text.stdout and len(_rows(text, "│ 7f")) == MAX_LISTED_MAPPINGS
 
 
 def test_a_20000_row_interrupts_table_within_3x_its_json(tmp_path):

@@ -7,7 +7,8 @@ A DataLoader with two persistent workers that pin their batches (`pin_memory=Tru
 `worker_init_fn=numatune.bind_worker()`, an MLP trained with AdamW on the GPU, and a 256 MiB staging buffer in
 pinned host memory. It runs SECONDS at most, or until the file `train-stop` appears in its output directory
 ($GPU_CHECK_OUT, else the current one). Once both workers have delivered a batch it writes `train-ready.json`
-there: its PID, CPUs, NUMATUNE_BINDING, the workers' PIDs, and what `numatune.pinned_host_memory()` says (when
+there: its PID, CPUs, NUMATUNE_BINDING, the workers' PIDs, and what `numatune.pinned_host_memory()` and
+`numatune.pinned_host_chunks()` say (when
 this numatune has it). Each worker writes its bind report to `bind-worker-PID.json`. Without CUDA (a CPU build
 of torch) the same job runs on the CPU, without pinned memory: the check script's test mode.
 """
@@ -57,6 +58,21 @@ def pinned_answer() -> dict:
     return {"status": "OK", "result": result}
 
 
+def chunks_answer() -> dict:
+    """numatune.pinned_host_chunks() of this process (the shared anonymous chunks audit counts from outside, each with
+    the allocations the CUDA driver reports in it) and describe_chunks()'s sentence, as JSON, or why not asked."""
+    if not hasattr(numatune, "pinned_host_chunks"):
+        return {"status": "SKIP", "detail": "numatune.pinned_host_chunks is not in this numatune"}
+    try:
+        chunks = numatune.pinned_host_chunks()
+    except Exception as exc:  # noqa: BLE001 - the check reports any failure as it came
+        return {"status": "ERROR", "detail": f"{type(exc).__name__}: {exc}"}
+    page = os.sysconf("SC_PAGE_SIZE")
+    return {"status": "OK", "describe": numatune.describe_chunks(chunks), "chunks": [
+        {"start": f"{c.start:x}", "size": c.size, "resident_bytes": c.pages.present * page, "pinned": c.pinned,
+         "allocations": len(c.allocations), "allocated": c.allocated} for c in chunks]}
+
+
 def write(path: str, doc: dict) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w") as fh:
@@ -99,7 +115,8 @@ def main() -> int:
                     "device": str(device), "torch": torch.__version__, "cuda": torch.version.cuda,
                     "staging_bytes": STAGING_BYTES if staging is not None else 0,
                     "staging_address": hex(staging.data_ptr()) if staging is not None else None,
-                    "pinned_host_memory": pinned_answer(), "steps": steps})
+                    "pinned_host_memory": pinned_answer(), "pinned_host_chunks": chunks_answer(),
+                    "steps": steps})
                 print(f"train.py: ready after {steps} step(s), workers {sorted(workers)}", flush=True)
             if time.monotonic() - started >= seconds or os.path.exists(stop):
                 break

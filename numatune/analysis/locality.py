@@ -66,16 +66,30 @@ NT405 = register("NT405", Severity.WARNING, "audit", "a rank runs on efficiency 
     GPU) whose main thread last ran on one: it feeds its GPU from the slow cores. The fix pins it to
     the performance cores of its node (taskset) or restarts it with numatune launch --cpu-bind
     exclusive, which takes performance cores first.""")
-NT407 = register("NT407", Severity.WARNING, "audit", "a GPU rank's pinned host buffers are on another node", """
-    Pinned (page-locked) host buffers of a process with a GPU context are on a node other than the one the
-    rank's GPU is attached to: every host-to-device and device-to-host copy of them crosses the socket link (on
+NT407 = register("NT407", Severity.WARNING, "audit", "a GPU rank's likely pinned host chunks are on another node",
+                 """
+    Likely pinned (page-locked) host memory of a process with a GPU context is on a node other than the one the
+    rank's GPU is attached to: every host-to-device and device-to-host copy of it crosses the socket link (on
     GB200 about 330 GB/s device-to-host from the local node against 115 GB/s across nodes, as torchtitan#3519
-    measured). audit sees them as the shared anonymous mappings (numa_maps `/dev/zero (deleted)`) of a process
-    NVML lists as a compute process or that maps /dev/nvidia-uvm: cudaHostAlloc, cudaMallocHost and torch's
-    pin_memory() allocate them that way (driver 580, CUDA 13). The driver's own /dev/nvidiactl mappings are not
-    such buffers; memory pinned in place with cudaHostRegister cannot be told from outside the process
-    (numatune.pinned_host_memory() lists it from inside). Pinned pages cannot be migrated; caching allocators
-    that reuse freed pinned blocks across GPUs on different nodes cause it (pytorch#160420).""")
+    measured). audit sees the shared anonymous mappings (numa_maps `/dev/zero (deleted)`) of a process NVML
+    lists as a compute process or that maps /dev/nvidia-uvm: the CUDA host allocator maps its chunks that way
+    (cudaHostAlloc, cudaMallocHost, torch's pin_memory(); driver 580, CUDA 13), each chunk serving one
+    allocation or several. Likely, not confirmed: a plain mmap(MAP_SHARED|MAP_ANONYMOUS) looks the same from
+    outside (numatune.pinned_host_chunks() inside the process asks the driver). The driver's own /dev/nvidiactl
+    mappings are not such chunks; memory pinned in place with cudaHostRegister is not seen from outside. Pinned
+    pages cannot be migrated; where audit sees the host cache's reuse as the cause, it says NT440 instead.""")
+NT440 = register("NT440", Severity.WARNING, "audit",
+                 "pinned host chunks reused across NUMA nodes by PyTorch's host cache", """
+    A CUDA process's likely pinned chunks are where its copies cannot use them locally, in a shape only the host
+    cache explains: one process drives GPUs on several nodes (NVML lists it on each) and a node of those GPUs
+    holds none of its chunks, or the process is bound (its CPUs on fewer nodes than the machine has) and chunks
+    lie outside its binding and off its GPU's node. PyTorch's CachingHostAllocator keeps freed pinned blocks and
+    hands them to the next request whatever node they were allocated on; pinned pages never migrate, so chunks
+    allocated before the binding (or by a thread on the other node) serve the job for as long as it runs
+    (pytorch#160420; pytorch#197868 measured the loaders of the other node ~30% slower). The fix binds before
+    the first pinned allocation (numatune launch or numactl in front of the command), releases the cached
+    chunks after a late binding (torch.accelerator.empty_host_cache()), and keeps each node's staging buffers
+    apart in a process driving GPUs on several nodes (or runs one process per GPU).""")
 NT406 = register("NT406", Severity.WARNING, "audit", "a process was bound after it started (late binding)", """
     The process binds itself (sched_setaffinity / numa_bind inside the program, as TensorRT-LLM's
     configure_cpu_affinity and many training scripts do) after it has started: threads created before
@@ -418,6 +432,9 @@ def judge(
     if pinned is not None and pinned.wrong_bytes >= PINNED_MIN_BYTES:
         worse("warning")
         reasons.append(pinned_reason(pinned))
+    if pinned is not None and pinned.cache_reuse:
+        worse("warning")
+        reasons.append(f"{pinned.cache_reuse} (NT440)")
     slow_cores = efficiency_use(proc, topo)
     if slow_cores is not None:
         worse("warning")
@@ -461,31 +478,34 @@ def _node_kinds(proc: ProcessInfo, topo: Topology) -> dict[int, tuple[str, str |
 PINNED_MIN_BYTES = 1 << 20  # less than 1 MiB of pinned pages elsewhere is driver bookkeeping, not a buffer
 
 
-# How audit knows a process's shared anonymous memory is pinned (said in the report and the JSON).
-PINNED_HOW = "shared anonymous memory of a CUDA process: cudaHostAlloc/pin_memory"
-# Said once where pinned memory is reported: what no reader outside the process can see.
-REGISTERED_NOTE = ("memory pinned in place with cudaHostRegister stays an ordinary private mapping and cannot be "
-                   "told from outside the process; numatune.pinned_host_memory() inside it lists every pinned range")
+# How audit knows a process's shared anonymous memory is pinned (said in the report and the JSON): it does not, it
+# infers it; nothing in /proc tells a pinned chunk from a plain mmap(MAP_SHARED|MAP_ANONYMOUS).
+PINNED_WHAT = ("shared anonymous memory of a CUDA process, the way the CUDA host allocator maps its chunks "
+               "(cudaHostAlloc, torch's pin_memory())")
+PINNED_HOW = f"likely pinned: {PINNED_WHAT}"
+# Said once where pinned memory is reported: what no reader outside the process can tell, and what can.
+REGISTERED_NOTE = ("a plain mmap(MAP_SHARED|MAP_ANONYMOUS) of the same process looks the same from outside, and memory "
+                   "pinned in place with cudaHostRegister (an ordinary private mapping) is not seen at all; inside "
+                   "the process, numatune.pinned_host_chunks() asks the CUDA driver which of these chunks it pinned "
+                   "and which allocations each serves")
+HOST_CACHE = ("PyTorch's host cache (CachingHostAllocator) hands a freed pinned block to the next request whatever "
+              "node it was allocated on, and pinned pages never migrate (pytorch#160420; loaders on the other node "
+              "~30% slower in pytorch#197868)")
 
 
 def pinned_host(proc: ProcessInfo, topo: Topology, home: tuple[int, ...], home_source: str,
                 h2d: Mapping[int, float] | None = None) -> PinnedHost | None:
-    """The pinned host buffers of a process with a CUDA context (its resident shared anonymous mappings) and where
-    they are against its GPU's CPU node; None without a CUDA context or such pages. A forked worker inherits the
-    mappings of its rank without their pages and without a context: it has none.
+    """The likely pinned host memory of a process with a CUDA context (its resident shared anonymous mappings: the
+    CUDA host allocator's chunks) and where it is against its GPU's CPU node; None without a CUDA context or such
+    pages. A forked worker inherits the mappings of its rank without their pages and without a context: it has none.
 
     `h2d`: node -> measured host-to-GPU bandwidth (GB/s) of a pinned buffer on that node to this rank's GPU
     (`numatune probe --gpu`), to price them."""
     ctx = proc.gpu_context
-    if ctx is None or ctx.runtime != "CUDA":
+    shared = proc.memory.shared_anon
+    if ctx is None or ctx.runtime != "CUDA" or not shared.resident or not shared.bytes:
         return None
-    maps = tuple(sorted((m for m in proc.memory.shared_anon if m.pages and m.bytes), key=lambda m: (-m.bytes, m.start)))
-    if not maps:
-        return None
-    by_node: dict[int, int] = {}
-    for m in maps:
-        for node, pages in m.pages.items():
-            by_node[node] = by_node.get(node, 0) + pages * m.page_size
+    by_node = {n: b for n, b in sorted(shared.by_node.items()) if b}
     gpu_node = home[0] if home_source == "gpu" and home else None
     wrong = tuple(sorted(n for n, b in by_node.items() if b and n != gpu_node)) if gpu_node is not None else ()
     cost = None
@@ -493,16 +513,87 @@ def pinned_host(proc: ProcessInfo, topo: Topology, home: tuple[int, ...], home_s
         cost = (f"probe measured host-to-GPU copies at {h2d[gpu_node]:.1f} GB/s from node {gpu_node} and "
                 + ", ".join(f"{h2d[n]:.1f} GB/s from node {n}" for n in wrong))
     gbps = {n: h2d[n] for n in sorted(by_node) if h2d and n in h2d}
-    return PinnedHost(gpu_node, dict(sorted(by_node.items())), ("/dev/zero (deleted)",),
-                      sum(by_node[n] for n in wrong), wrong, cost, f"{PINNED_HOW} ({ctx.evidence})", maps, gbps)
+    return PinnedHost(gpu_node, by_node, ("/dev/zero (deleted)",), sum(by_node[n] for n in wrong), wrong, cost,
+                      f"{PINNED_HOW} ({ctx.evidence})", shared.largest, gbps, shared.resident,
+                      host_cache_reuse(proc, topo, by_node, gpu_node))
+
+
+def _mib(b: int) -> str:
+    return f"{b / 1048576:.0f} MiB"
+
+
+_BY_PID: list = []  # [(the NVML records indexed, PID -> BDFs)]: one index per audit, not a scan per process
+
+
+def _nvml_gpus_by_pid(topo: Topology) -> dict[int, list[str]]:
+    """PID -> the BDFs of the GPUs NVML lists it on as a compute process, indexed once per NVML record."""
+    gpus = topo.fabric.nvml_gpus
+    if _BY_PID and _BY_PID[0][0] is gpus:
+        return _BY_PID[0][1]
+    index: dict[int, list[str]] = {}
+    for g in gpus:
+        for pid in g.processes:
+            index.setdefault(pid, []).append(g.bdf)
+    _BY_PID[:] = [(gpus, index)]
+    return index
+
+
+def host_cache_reuse(proc: ProcessInfo, topo: Topology, by_node: Mapping[int, int], gpu_node: int | None,
+                     ) -> str | None:
+    """Why a CUDA process's chunks sit where its copies cross the socket, when audit can see the cause (NT440):
+    PyTorch's host cache reusing pinned blocks across nodes. Two shapes:
+    - one process drives GPUs on several nodes (NVML lists it on each) and a node of those GPUs holds none of its
+      chunks: that node's copies are served from another node's cached blocks (pytorch#197868's setup);
+    - the process is bound (its allowed CPUs on fewer nodes than the machine's) and chunks sit outside its binding,
+      off its GPU's node, on nodes no memory policy of theirs names: they were allocated before the binding or by a
+      thread outside it, and the cache keeps handing them out.
+    None otherwise (a process bound elsewhere than its GPU is NT407's wrong binding, not this)."""
+    total = sum(by_node.values())
+    if total < PINNED_MIN_BYTES:
+        return None
+    gpu_nodes: dict[int, list[str]] = {}
+    for bdf in _nvml_gpus_by_pid(topo).get(proc.pid, ()):
+        d = topo.device(bdf)
+        node = d.node if d is not None else None
+        if node is not None:
+            from numatune.model.gpumem import nearest_cpu_node
+
+            node = nearest_cpu_node(topo, node) if topo.node(node) is not None else node
+            gpu_nodes.setdefault(node, []).append(bdf)
+    bare = sorted(n for n in gpu_nodes if by_node.get(n, 0) < PINNED_MIN_BYTES)
+    if len(gpu_nodes) > 1 and bare:
+        held = ", ".join(f"node {n} {_mib(b)}" for n, b in by_node.items() if b)
+        return (f"it drives GPUs on nodes {format_cpulist(sorted(gpu_nodes))} (NVML lists it on "
+                f"{', '.join(b for n in sorted(gpu_nodes) for b in gpu_nodes[n])}) but node(s) {format_cpulist(bare)} "
+                f"hold none of its likely pinned chunks ({held}): the copies of the GPUs there are served from "
+                f"another node's blocks; {HOST_CACHE}")
+    node_of = {cpu: n.id for n in topo.nodes for cpu in n.cpus}
+    cpu_nodes = {n.id for n in topo.nodes if n.cpus}
+    bound = {node_of[c] for c in proc.cpus_allowed if c in node_of}
+    if not bound or bound >= cpu_nodes or (gpu_node is not None and gpu_node not in bound):
+        return None
+    unasked = proc.memory.shared_anon.unasked  # no memory policy of the chunk sent its pages there
+    outside = {n: b for n, b in unasked.items() if n not in bound and n != gpu_node and b}
+    if sum(outside.values()) < PINNED_MIN_BYTES:
+        return None
+    where = ", ".join(f"node {n} {_mib(b)}" for n, b in sorted(outside.items()))
+    return (f"{_mib(sum(outside.values()))} of its {_mib(total)} of likely pinned chunks are outside its binding "
+            f"(CPUs on node(s) {format_cpulist(sorted(bound))}; {where}) and no memory policy sent them there: "
+            f"allocated before it was bound or by a thread outside the binding, and kept in use: {HOST_CACHE}")
+
+
+HOST_CACHE_FIX = ("bind before the first pinned allocation (numatune launch, or numactl, in front of the command, not "
+                  "a binding made inside the program), and release the cached chunks after binding with "
+                  "torch.accelerator.empty_host_cache(); a process driving GPUs on several nodes keeps each node's "
+                  "staging buffers apart, allocated from a thread bound there (or runs one process per GPU)")
 
 
 def pinned_reason(p: PinnedHost) -> str:
     total = sum(p.by_node.values())
     where = ", ".join(f"node {n} {p.by_node[n] / 1048576:.0f} MiB" for n in p.wrong_nodes)
-    text = (f"pinned host buffers ({PINNED_HOW}): {p.wrong_bytes / 1048576:.0f} of {total / 1048576:.0f} MiB are "
-            f"off its GPU's CPU node {p.gpu_cpu_node} ({where}): every host-device copy of them crosses the socket "
-            "link")
+    text = (f"likely pinned host chunks ({PINNED_WHAT}): {p.wrong_bytes / 1048576:.0f} of {total / 1048576:.0f} MiB "
+            f"are off its GPU's CPU node {p.gpu_cpu_node} ({where}): every host-device copy of them crosses the "
+            "socket link")
     return text + (f"; {p.cost}" if p.cost else " (numatune probe --gpu measures what that costs here)")
 
 
@@ -593,7 +684,9 @@ def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = D
         out.append(NT405(slow_cores[0], loc.fix.taskset or loc.fix.launch or "", subject))
     if loc.late_binding is not None:
         out.append(NT406(loc.late_binding.cause, loc.late_binding.fix, subject))
-    if loc.pinned is not None and loc.pinned.wrong_bytes >= PINNED_MIN_BYTES:
+    if loc.pinned is not None and loc.pinned.cache_reuse:
+        out.append(NT440(loc.pinned.cache_reuse, HOST_CACHE_FIX, subject))
+    elif loc.pinned is not None and loc.pinned.wrong_bytes >= PINNED_MIN_BYTES:
         out.append(NT407(pinned_reason(loc.pinned), "allocate pinned buffers from a thread bound to the GPU's node "
                          f"(numatune launch binds the rank to node {loc.pinned.gpu_cpu_node}); a process driving "
                          "GPUs on several nodes must not reuse one node's cached pinned blocks for another's GPU "

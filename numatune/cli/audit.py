@@ -46,7 +46,7 @@ def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float
 @click.option("--min-size", default="1M", show_default=True, metavar="SIZE",
               help="With --mappings: fold mappings smaller than this into one line (0: list all).")
 @click.option("--probe", "probe_file", type=click.Path(dir_okay=False), metavar="FILE",
-              help="A saved `numatune probe --gpu --json`: state what pinned buffers on the wrong node cost.")
+              help="A saved `numatune probe --gpu --json`: state what pinned chunks on the wrong node cost.")
 @click.pass_obj
 def audit_cmd(
     app: App,

@@ -188,6 +188,7 @@ class AuditRun:
         elapsed == total when the wait is over (a progress bar can close there). None: wait silently."""
         from numatune.analysis import jobtree
         from numatune.analysis.locality import judge
+        from numatune.model.process import charge_driver_memory
         from numatune.readers.procs import rank_ancestors
 
         pids, strict, job = self.targets()
@@ -209,7 +210,7 @@ class AuditRun:
         for p in procs:
             role, rank_pid = roles[p.pid]
             if role == "worker" and rank_pid is not None:
-                p = jobtree.as_worker(p, rank_pid)
+                p = charge_driver_memory(jobtree.as_worker(p, rank_pid))  # the rank's driver memory: charged there
             pmu = None
             if pmu_counts is not None and p.pid in pmu_counts:
                 local, remote = pmu_counts[p.pid]

@@ -48,10 +48,29 @@ class MappingPlacement:
         return sum(self.pages.values()) * self.page_size
 
 
+# `audit --mappings` keeps this many mappings one by one (the largest); the others are summed as they are read
+# (Folded), so that 200,000 mappings cost what 16,384 do (about 100 MiB in text or JSON, where every one kept cost
+# 740 MB). The kernel's default vm.max_map_count is 65,530; a training rank has a few thousand mappings.
+MAX_LISTED_MAPPINGS = 16384
+# Shared anonymous mappings (a CUDA process's host-allocator chunks) kept one by one, the largest; the rest summed.
+MAX_CHUNKS = 256
+
+
+@record
+class Folded:
+    """Mappings summed, not kept one by one: how many, their resident bytes, bytes per node, off-policy bytes."""
+
+    mappings: int = 0
+    bytes: int = 0
+    by_node: Mapping[int, int] = EMPTY_MAP
+    off_policy_bytes: int = 0
+
+
 def fold_mappings(
-    mappings: tuple[MappingPlacement, ...], min_size: int
+    mappings: tuple[MappingPlacement, ...], min_size: int, beyond: Folded | None = None,
 ) -> tuple[list[MappingPlacement], tuple[int, int, dict[int, int], int]]:
-    """Largest first; those under `min_size` bytes folded into (count, bytes, bytes by node, off-policy bytes)."""
+    """Largest first; those under `min_size` bytes folded into (count, bytes, bytes by node, off-policy bytes),
+    with `beyond` (the mappings the reader summed without keeping: none larger than a kept one) added."""
     ordered = sorted(mappings, key=lambda m: (-m.bytes, m.start))
     shown: list[MappingPlacement] = []
     count = total = off = 0
@@ -66,7 +85,32 @@ def fold_mappings(
         off += (m.off_policy_pages or 0) * m.page_size
         for n, pages in m.pages.items():
             by_node[n] = by_node.get(n, 0) + pages * m.page_size
+    if beyond is not None:
+        count, total, off = count + beyond.mappings, total + beyond.bytes, off + beyond.off_policy_bytes
+        for n, b in beyond.by_node.items():
+            by_node[n] = by_node.get(n, 0) + b
     return shown, (count, total, dict(sorted(by_node.items())), off)
+
+
+@record
+class SharedAnon:
+    """A process's shared anonymous mappings (mmap MAP_SHARED|MAP_ANONYMOUS, numa_maps
+    `file=/dev/zero\\040(deleted)`), summed in one pass. In a process with a CUDA context they are most likely the
+    CUDA host allocator's chunks (cudaHostAlloc, torch's pin_memory()): pinned, but nothing outside the process
+    tells them from a plain shared mapping. The MAX_CHUNKS largest with resident pages are kept with their
+    address; the others are only counted and summed."""
+
+    mappings: int = 0  # every such mapping, resident or not (a forked worker inherits its rank's, without pages)
+    resident: int = 0  # those with resident pages: the chunks
+    by_node: Mapping[int, int] = EMPTY_MAP  # node -> resident bytes of them all
+    largest: tuple[MappingPlacement, ...] = ()  # the MAX_CHUNKS largest resident ones, largest first
+    # node -> resident bytes on nodes the mapping's policy does not name (default/local: every node): pages placed
+    # where the allocating thread ran, not where a policy sent them
+    unasked: Mapping[int, int] = EMPTY_MAP
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.by_node.values())
 
 
 @record
@@ -79,13 +123,18 @@ class NumaMemory:
     mappings: int = 0
     malformed_lines: int = 0
     by_mapping: tuple[MappingPlacement, ...] | None = None  # only when asked for (`audit --mappings`)
+    mappings_beyond: Folded | None = None  # with a cap on by_mapping: the mappings summed, not kept
     # GPU device file (nvidiactl, nvidia0, nvidia-uvm, kfd, renderD128) -> node -> resident bytes: the driver's own
     # mappings (its control and doorbell pages, UVM's), not the user's pinned buffers
     driver: Mapping[str, dict[int, int]] = EMPTY_MAP
+    driver_policies: Mapping[str, int] = EMPTY_MAP  # policy -> resident bytes of the driver mappings under it
     gpu_maps: tuple[str, ...] = ()  # the GPU device files it maps, resident or not (nvidia-uvm, kfd: a GPU context)
-    # shared anonymous mappings (numa_maps `file=/dev/zero\040(deleted)`): in a process with a GPU context, the
-    # runtime's pinned host buffers (cudaHostAlloc, torch pin_memory); each with its address and pages per node
-    shared_anon: tuple[MappingPlacement, ...] = ()
+    # shared anonymous mappings (numa_maps `file=/dev/zero\040(deleted)`): in a process with a GPU context, most
+    # likely the CUDA host allocator's chunks (cudaHostAlloc, torch pin_memory); summed, the largest kept
+    shared_anon: SharedAnon = SharedAnon()
+    # GPU device file -> node -> bytes of driver mappings a forked worker inherited from its rank (charged there):
+    # left out of by_node and by_kind (see charge_driver_memory)
+    inherited_driver: Mapping[str, dict[int, int]] = EMPTY_MAP
 
     @property
     def total(self) -> int:
@@ -203,11 +252,13 @@ class Locality:
 
 @record
 class PinnedHost:
-    """Pinned host buffers of a process with a GPU context, seen from outside: its shared anonymous mappings
-    (cudaHostAlloc and torch's pin_memory() map them MAP_SHARED|MAP_ANONYMOUS, numa_maps `/dev/zero (deleted)`),
-    and where they are against the node the rank's GPU is attached to. Memory registered with cudaHostRegister
-    is an ordinary private mapping and cannot be told from outside (numatune.pinned_host_memory() lists it from
-    inside the process)."""
+    """Likely pinned host memory of a process with a GPU context, seen from outside: its resident shared anonymous
+    mappings, which is how the CUDA host allocator maps its chunks (cudaHostAlloc, cudaMallocHost, torch's
+    pin_memory(); numa_maps `/dev/zero (deleted)`), and where they are against the node the rank's GPU is attached
+    to. A chunk is not an allocation: the driver sub-allocates small pinned allocations in one chunk and PyTorch's
+    host cache reuses chunks; which allocations a chunk serves, and whether the driver pinned it at all (a plain
+    mmap(MAP_SHARED|MAP_ANONYMOUS) looks the same), only numatune.pinned_host_chunks() inside the process tells.
+    Memory registered with cudaHostRegister is an ordinary private mapping and is not seen from outside."""
 
     gpu_cpu_node: int | None  # the node with CPUs the rank's GPU hangs off (where they belong); None: GPU unknown
     by_node: Mapping[int, int]  # node -> bytes
@@ -215,9 +266,34 @@ class PinnedHost:
     wrong_bytes: int  # bytes on other nodes
     wrong_nodes: tuple[int, ...]
     cost: str | None = None  # the measured host-to-device bandwidth of those nodes against the right one (probe)
-    how: str = ""  # how numatune knows they are pinned
-    mappings: tuple[MappingPlacement, ...] = ()  # each buffer: address, resident pages per node; largest first
+    how: str = ""  # how numatune infers they are pinned ("likely pinned: ...")
+    chunks: tuple[MappingPlacement, ...] = ()  # the largest chunks (MAX_CHUNKS at most): address, pages per node
     h2d_gbps: Mapping[int, float] = EMPTY_MAP  # node -> probe's host-to-GPU GB/s for the nodes holding them
+    chunk_count: int = 0  # every resident chunk (`chunks` lists the largest)
+    cache_reuse: str | None = None  # NT440: PyTorch's host cache reusing chunks across nodes, where audit sees it
+
+
+def charge_driver_memory(proc: ProcessInfo) -> ProcessInfo:
+    """A worker without a GPU context of its own: the GPU driver mappings it shows (/dev/nvidiactl, /dev/nvidiaN)
+    are its rank's, inherited across fork and shared with it, so they are charged to the rank only: moved out of
+    the worker's memory by node and by kind into `memory.inherited_driver`. A process with a context keeps them."""
+    mem = proc.memory
+    if proc.gpu_context is not None or not mem.driver:
+        return proc
+    by_node = dict(mem.by_node)
+    file = dict(mem.by_kind.get("file", {}))
+    for nodes in mem.driver.values():
+        for n, b in nodes.items():
+            by_node[n] = by_node.get(n, 0) - b
+            file[n] = file.get(n, 0) - b
+    by_kind = {k: v for k, v in mem.by_kind.items() if k != "file"}
+    if any(file.values()):
+        by_kind["file"] = {n: b for n, b in file.items() if b}
+    kinds = {k: by_kind[k] for k in mem.by_kind if k in by_kind}
+    policies = tuple(u._replace(bytes=u.bytes - mem.driver_policies.get(u.policy, 0)) for u in mem.policies)
+    return proc._replace(memory=mem._replace(
+        by_node={n: b for n, b in by_node.items() if b}, by_kind=kinds, policies=policies, driver=EMPTY_MAP,
+        driver_policies=EMPTY_MAP, inherited_driver=mem.driver))
 
 
 @record

@@ -25,6 +25,7 @@ __all__ = [
     "MemoryPlan",
     "PlannedMemory",
     "PageCounts",
+    "PinnedChunk",
     "PinnedRange",
     "PlaceReport",
     "Span",
@@ -32,12 +33,14 @@ __all__ = [
     "Target",
     "allocating",
     "apply",
+    "describe_chunks",
     "latency_first",
     "live_context",
     "place",
     "place_optimizer_state",
     "plan_for",
     "pin",
+    "pinned_host_chunks",
     "pinned_host_memory",
     "resolve",
     "span_of",
@@ -54,6 +57,7 @@ _LAZY = {
     "live_context": "targets", "resolve": "targets", "allocating": "scope", "Allocation": "scope",
     "pin": "pinning", "apply": "pytorch", "place_optimizer_state": "pytorch", "plan_for": "pytorch",
     "PlannedMemory": "pytorch", "pinned_host_memory": "hostpinned", "PinnedRange": "hostpinned",
+    "pinned_host_chunks": "hostpinned", "PinnedChunk": "hostpinned", "describe_chunks": "hostpinned",
 }
 
 

@@ -7,9 +7,11 @@ ZONE_MOVABLE by default, so a pinned CXL buffer silently moves to DRAM: pin() re
 nodes involved (/proc/zoneinfo), registers, reads every page's node again, and reports what moved.
 
 Memory registered here cannot be seen as pinned from outside the process: it stays an ordinary private
-mapping (no VmFlags, Locked, VmPin or VmLck change). cudaHostAlloc/pin_memory() buffers are shared anonymous
-mappings (`/dev/zero (deleted)`), which `audit` infers for a CUDA process; the /dev/nvidiactl mappings are the
-driver's own (driver 580). numatune.pinned_host_memory() asks the CUDA driver from inside for both.
+mapping (no VmFlags, Locked, VmPin or VmLck change). The CUDA host allocator's chunks (cudaHostAlloc,
+pin_memory()) are shared anonymous mappings (`/dev/zero (deleted)`), which `audit` calls likely pinned in a CUDA
+process; the /dev/nvidiactl mappings are the driver's own (driver 580). numatune.pinned_host_memory() asks the
+CUDA driver from inside for the allocations (registered memory inside a bigger mapping: pass its address), and
+numatune.pinned_host_chunks() for the chunks audit counts.
 """
 
 from __future__ import annotations

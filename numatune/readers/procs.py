@@ -10,14 +10,28 @@ never stored by a snapshot).
 from __future__ import annotations
 
 import fnmatch
+import heapq
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from operator import itemgetter
 
 from numatune.cpulist import MAX_NODES, parse_cpulist
 from numatune.errors import BindingError, NumatuneError, ParseError, PermissionDenied, ProcessGone, ReadError
 from numatune.model.order import gpu_order
 from numatune.model.order import labels as device_labels
-from numatune.model.process import GpuContext, GpuUse, MappingPlacement, NumaMemory, PolicyUse, ProcessInfo, ThreadInfo
+from numatune.model.process import (
+    MAX_CHUNKS,
+    MAX_LISTED_MAPPINGS,
+    Folded,
+    GpuContext,
+    GpuUse,
+    MappingPlacement,
+    NumaMemory,
+    PolicyUse,
+    ProcessInfo,
+    SharedAnon,
+    ThreadInfo,
+)
 from numatune.model.resolve import (
     ENV_KEYS,
     GPU_VARS,
@@ -71,7 +85,7 @@ def _mapping_kind(token: str) -> str:
 
 # How numa_maps names a shared anonymous mapping (mmap MAP_SHARED|MAP_ANONYMOUS: the kernel backs it with an unlinked
 # shmem file "dev/zero", /proc/PID/maps `/dev/zero (deleted)` with `rw-s`; numa_maps escapes the blank). cudaHostAlloc
-# and torch's pin_memory() allocate pinned host buffers this way (driver 580, CUDA 13: fixtures/h100-job-*.md).
+# and torch's pin_memory() map the CUDA host allocator's chunks this way (driver 580, CUDA 13: fixtures/h100-job-*.md).
 SHARED_ANON_FILE = "/dev/zero\\040(deleted)"
 # The GPU device files a context maps: a forked worker inherits its rank's /dev/nvidiactl and /dev/nvidiaN mappings
 # but never maps /dev/nvidia-uvm or /dev/kfd itself.
@@ -81,7 +95,7 @@ CONTEXT_DEVICES = {"nvidia-uvm": "CUDA", "kfd": "ROCm"}
 def gpu_device(file: str) -> str | None:
     """The device name when `file` is a GPU driver's device file: /dev/nvidiactl, /dev/nvidiaN, /dev/nvidia-uvm,
     /dev/kfd, /dev/dri/renderD*. Its mappings are the driver's own memory (control pages, doorbells, UVM's
-    bookkeeping), not the user's pinned buffers, which are shared anonymous mappings (SHARED_ANON_FILE)."""
+    bookkeeping), not the user's pinned chunks, which are shared anonymous mappings (SHARED_ANON_FILE)."""
     name = file[5:]
     if (name.startswith("nvidia") and "/" not in name) or name == "kfd" or name.startswith("dri/renderD"):
         return name.rpartition("/")[2]
@@ -160,9 +174,9 @@ _UNPARSED = object()
 
 def _placements(
     lines: list[str], parsed: dict[str, tuple[str, str, str, int, list[tuple[int, int]]] | None]
-) -> tuple[MappingPlacement, ...]:
-    """One MappingPlacement per well-formed line, from the tails already parsed (never parses twice)."""
-    out = []
+) -> Iterator[MappingPlacement]:
+    """One MappingPlacement per well-formed line, in file order, from the tails already parsed (never parses twice);
+    made as they are asked for, so that a caller who keeps a few holds no more than those."""
     made: dict[str, tuple] = {}  # tail -> the fields after `start`, built once per distinct tail
     named_of: dict[str, frozenset[int] | None] = {}  # at most MAX_POLICIES parsed: past them, "off" is unknown
     name_of: dict[str, str] = {"": ""}
@@ -183,17 +197,74 @@ def _placements(
             if name is None:
                 name = name_of[file] = unescape_octal(file).rpartition("/")[2]
             fields = made[tail] = (kind, name, policy, size, dict(sorted(nodes)), off)
+        if len(addr) > 16:  # wider than any 64-bit address: not a mapping
+            continue
         try:
-            if len(addr) > 16:  # wider than any 64-bit address: not a mapping
-                raise ValueError
-            out.append(new(MappingPlacement, (int(addr, 16), *fields)))
+            start = int(addr, 16)
         except ValueError:
             continue
-    return tuple(out)
+        yield new(MappingPlacement, (start, *fields))
+
+
+def _largest(placements: Iterable[MappingPlacement], keep: int | None) -> tuple[tuple[MappingPlacement, ...], Folded]:
+    """(the `keep` largest placements, largest first, address order among equals; the others summed). `keep`
+    None keeps every one, in file order. One pass, holding `keep` of them at a time (heapq.nlargest)."""
+    if keep is None:
+        return tuple(placements), Folded()
+    count = total = off = 0
+    by_node: dict[int, int] = {}
+
+    def counted() -> Iterator[tuple[int, int, MappingPlacement]]:
+        nonlocal count, total, off
+        for i, m in enumerate(placements):
+            size = m.page_size
+            b = sum(m.pages.values()) * size
+            count += 1
+            total += b
+            off += (m.off_policy_pages or 0) * size
+            for n, pages in m.pages.items():
+                by_node[n] = by_node.get(n, 0) + pages * size
+            yield b, -i, m
+
+    kept = tuple(m for *_, m in heapq.nlargest(keep, counted(), key=itemgetter(0, 1)))
+    for m in kept:
+        size = m.page_size
+        total -= m.bytes
+        off -= (m.off_policy_pages or 0) * size
+        for n, pages in m.pages.items():
+            by_node[n] -= pages * size
+    return kept, Folded(count - len(kept), total, {n: b for n, b in sorted(by_node.items()) if b}, off)
+
+
+def _shared_anon(lines: list[str], parsed: dict[str, tuple[str, str, str, int, list[tuple[int, int]]] | None],
+                 ) -> SharedAnon:
+    """The shared anonymous mappings summed in one pass (with the bytes on nodes their policy does not name: where
+    the allocating thread ran, not where a policy sent them), then the MAX_CHUNKS largest resident ones kept."""
+    mine = [line for line in lines if SHARED_ANON_FILE in line]
+    every = 0
+    unasked: dict[int, int] = {}
+    named_of: dict[str, object] = {}
+    for m in _placements(mine, parsed):
+        every += 1
+        named = named_of.get(m.policy, _UNPARSED)
+        if named is _UNPARSED:
+            named = named_of[m.policy] = policy_nodes(m.policy) if len(named_of) < MAX_POLICIES else _UNPARSED
+        if named is _UNPARSED:
+            continue  # past MAX_POLICIES distinct policies: not known, not counted as unasked
+        for n, pages in m.pages.items():
+            if pages and (named is None or n not in named):
+                unasked[n] = unasked.get(n, 0) + pages * m.page_size
+    kept, rest = _largest((m for m in _placements(mine, parsed) if m.bytes), MAX_CHUNKS)
+    by_node = dict(rest.by_node)
+    for m in kept:
+        for n, pages in m.pages.items():
+            by_node[n] = by_node.get(n, 0) + pages * m.page_size
+    return SharedAnon(every, len(kept) + rest.mappings, {n: b for n, b in sorted(by_node.items()) if b}, kept,
+                      dict(sorted(unasked.items())))
 
 
 def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, where: str = "numa_maps",
-                    ) -> NumaMemory:
+                    keep: int | None = None) -> NumaMemory:
     """Resident bytes by node, by mapping kind and by policy, in one pass over /proc/PID/numa_maps;
     with `per_mapping`, also every mapping's placement (`audit --mappings`) from the same parse.
 
@@ -202,7 +273,9 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
     pages and no kernelpagesize_kB; hugetlb VMAs ("huge") counted in huge pages; N<node> for CPU-less
     nodes. `page_kib` is the base page size, used only by kernels older than 4.0 (no kernelpagesize_kB).
     GPU device-file mappings are the driver's memory (`driver`, `gpu_maps`); shared anonymous mappings are kept
-    one by one with their address (`shared_anon`: a CUDA process's pinned buffers).
+    summed, the MAX_CHUNKS largest kept with their address (`shared_anon`: a CUDA process's host-allocator chunks).
+    With `keep`, `by_mapping` holds only the `keep` largest mappings and `mappings_beyond` sums the others (`audit
+    --mappings`: memory bounded by `keep`, not by the file); without, every mapping in file order.
     Each distinct line tail (the line without its address) is parsed once, however many lines repeat it.
     A number of more than numbers.MAX_DIGITS digits is ParseError naming WHERE (the file), exit 3.
     """
@@ -212,6 +285,7 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
     policy_maps: dict[str, int] = {}
     policy_bytes: dict[str, int] = {}
     driver: dict[str, dict[int, int]] = {}
+    driver_policy: dict[str, int] = {}  # policy -> resident bytes of GPU driver mappings under it
     gpu_maps: set[str] = set()
     shared: dict[str, tuple[str, str, str, int, list[tuple[int, int]]]] = {}
     parsed: dict[str, tuple[str, str, str, int, list[tuple[int, int]]] | None] = {}
@@ -232,7 +306,7 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
         if device:
             gpu_maps.add(device)
         elif file == SHARED_ANON_FILE:
-            shared[tail] = p  # type: ignore[assignment]
+            shared[tail] = p
         if nodes:
             kind_nodes = by_kind.setdefault(kind, {})
             held = driver.setdefault(device, {}) if device else None
@@ -244,20 +318,25 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
                 if held is not None:
                     held[node] = held.get(node, 0) + b
         policy_bytes[policy] = policy_bytes.get(policy, 0) + total
+        if device and total:
+            driver_policy[policy] = driver_policy.get(policy, 0) + total
     policies = tuple(
         PolicyUse(p, policy_maps[p], policy_bytes[p])
         for p in sorted(policy_maps, key=lambda p: (-policy_bytes[p], -policy_maps[p], p))
     )
+    listed, beyond = _largest(_placements(lines, parsed), keep) if per_mapping else (None, None)
     return NumaMemory(
         by_node=dict(sorted(by_node.items())),
         by_kind={k: dict(sorted(v.items())) for k, v in by_kind.items()},
         policies=policies,
         mappings=mappings,
         malformed_lines=malformed,
-        by_mapping=_placements(lines, parsed) if per_mapping else None,
+        by_mapping=listed,
+        mappings_beyond=beyond if keep is not None else None,
         driver={d: dict(sorted(v.items())) for d, v in sorted(driver.items())},
+        driver_policies=driver_policy,
         gpu_maps=tuple(sorted(gpu_maps)),
-        shared_anon=_placements([line for line in lines if SHARED_ANON_FILE in line], shared) if shared else (),
+        shared_anon=_shared_anon(lines, shared) if shared else SharedAnon(),
     )
 
 
@@ -449,7 +528,8 @@ def read_process(
                 r.read("numa_maps")  # raises the clear PermissionDenied
             notes.append("numa_maps not available: memory placement unknown")
         else:
-            memory = parse_numa_maps(maps, per_mapping=mappings, where=f"/proc/{pid}/numa_maps")
+            memory = parse_numa_maps(maps, per_mapping=mappings, where=f"/proc/{pid}/numa_maps",
+                                     keep=MAX_LISTED_MAPPINGS if mappings else None)
             if memory.malformed_lines:
                 notes.append(f"{memory.malformed_lines} malformed numa_maps line(s) skipped")
             if not maps.strip():

@@ -1,8 +1,8 @@
-"""The `numatune.audit/1` JSON document (documented in docs/json-schemas.md)."""
+"""The `numatune.audit/2` JSON document (documented in docs/json-schemas.md)."""
 
 from __future__ import annotations
 
-from numatune.model.process import GpuUse, ProcessAudit, fold_mappings
+from numatune.model.process import MAX_LISTED_MAPPINGS, GpuUse, ProcessAudit, fold_mappings
 from numatune.render.envelope import envelope
 
 TYPE_CHECKING = False  # typing costs ~15 ms to import; the JSON paths start without it
@@ -23,17 +23,21 @@ def _gpu(g: GpuUse | None) -> dict[str, Any] | None:
 
 def mapping_placement(a: ProcessAudit, min_size: int) -> dict[str, Any]:
     """`processes[].mapping_placement` (`audit --mappings`): each mapping of at least `min_size`
-    bytes, largest first, and the smaller ones folded."""
-    shown, (count, total, by_node, off) = fold_mappings(a.process.memory.by_mapping or (), min_size)
+    bytes, largest first, and the smaller ones folded (with those audit summed without keeping: past the
+    MAX_LISTED_MAPPINGS largest)."""
+    beyond = a.process.memory.mappings_beyond
+    shown, (count, total, by_node, off) = fold_mappings(a.process.memory.by_mapping or (), min_size, beyond)
     return {
         "min_size": min_size,
+        "limit": MAX_LISTED_MAPPINGS,
         "mappings": [
             {"start": f"{m.start:x}", "kind": m.kind, "name": m.name, "policy": m.policy,
              "page_size": m.page_size, "bytes": m.bytes, "pages_by_node": _nodes(m.pages),
              "off_policy_pages": m.off_policy_pages}
             for m in shown
         ],
-        "smaller": {"mappings": count, "bytes": total, "bytes_by_node": _nodes(by_node), "off_policy_bytes": off},
+        "smaller": {"mappings": count, "bytes": total, "bytes_by_node": _nodes(by_node), "off_policy_bytes": off,
+                    "not_kept": beyond.mappings if beyond is not None else 0},
     }
 
 
@@ -99,11 +103,17 @@ def process_json(a: ProcessAudit, helpers: int | None = None, min_size: int = 0)
             "off_nodes": list(loc.pinned.wrong_nodes),
             "cost": loc.pinned.cost,
             "how": loc.pinned.how,
-            "buffers": [{"start": f"{m.start:x}", "bytes": m.bytes, "page_size": m.page_size,
-                         "pages_by_node": _nodes(m.pages)} for m in loc.pinned.mappings],
+            "chunks": [{"start": f"{m.start:x}", "bytes": m.bytes, "page_size": m.page_size,
+                        "pages_by_node": _nodes(m.pages)} for m in loc.pinned.chunks],
+            "chunk_count": loc.pinned.chunk_count,
+            "host_cache_reuse": loc.pinned.cache_reuse,
             "h2d_gbps_by_node": {str(n): v for n, v in sorted(loc.pinned.h2d_gbps.items())},
         },
         "gpu_driver_memory": {d: _nodes(v) for d, v in p.memory.driver.items()},
+        "gpu_driver_memory_inherited": None if not p.memory.inherited_driver else {
+            "charged_to": a.rank_pid,
+            "by_device": {d: _nodes(v) for d, v in p.memory.inherited_driver.items()},
+        },
         "gpu_context": None if p.gpu_context is None else {
             "runtime": p.gpu_context.runtime, "evidence": p.gpu_context.evidence},
         "role": a.role,

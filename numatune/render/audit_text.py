@@ -7,7 +7,7 @@ from rich.text import Text
 
 from numatune.cpulist import format_cpulist
 from numatune.model.order import labels as device_labels
-from numatune.model.process import MAPPING_KINDS, ProcessAudit, fold_mappings
+from numatune.model.process import MAPPING_KINDS, MAX_LISTED_MAPPINGS, ProcessAudit, fold_mappings
 from numatune.model.topology import Topology
 from numatune.render.inspect_text import human_bytes
 from numatune.render.table import Table
@@ -151,10 +151,10 @@ def process_detail(a: ProcessAudit, topo: Topology, terminal: bool = True) -> Gr
             mem.add_row(kind, *(human_bytes(row.get(n, 0)) for n in nodes), human_bytes(sum(row.values())))
     if loc.pinned is not None:  # part of shm: the shared anonymous mappings of a CUDA process
         pin = loc.pinned.by_node
-        mem.add_row("  of shm: pinned host", *(human_bytes(pin.get(n, 0)) for n in nodes),
+        mem.add_row("  of shm: likely pinned", *(human_bytes(pin.get(n, 0)) for n in nodes),
                     human_bytes(sum(pin.values())), style="yellow" if loc.pinned.wrong_bytes else "")
     driver = _driver_by_node(a)
-    if driver:  # part of file: the GPU driver's own mappings (nvidiactl, nvidia-uvm), not pinned buffers
+    if driver:  # part of file: the GPU driver's own mappings (nvidiactl, nvidia-uvm), not pinned chunks
         mem.add_row(f"  of file: GPU driver ({', '.join(p.memory.driver)})", *(human_bytes(driver.get(n, 0))
                     for n in nodes), human_bytes(sum(driver.values())))
     mem.add_row("total", *(human_bytes(p.memory.by_node[n]) for n in nodes), human_bytes(p.memory.total), style="bold")
@@ -204,19 +204,21 @@ def _driver_by_node(a: ProcessAudit) -> dict[int, int]:
     return {n: b for n, b in sorted(out.items()) if b}
 
 
-MAX_BUFFER_LINES = 8
+MAX_CHUNK_LINES = 8
 
 
 def gpu_memory_text(a: ProcessAudit) -> Text | None:
-    """A GPU process's host memory, named: its pinned host buffers (each, largest first, with its node and how
-    numatune knows), their price from a saved probe, what cannot be seen from outside, and the driver's own
-    mappings; sentences wrapped at 100 columns. None for a process without a GPU context or driver mappings."""
+    """A GPU process's host memory, named: its likely pinned chunks (each, largest first, with its node, and how
+    numatune infers them), their price from a saved probe, what cannot be told from outside, and the driver's own
+    mappings (a worker's inherited ones: charged to its rank); sentences wrapped at 100 columns. None for a process
+    without a GPU context or driver mappings."""
     from numatune.analysis.locality import REGISTERED_NOTE
     from numatune.render.finding_text import wrap_words
 
     p, pin = a.process, a.locality.pinned
     driver = _driver_by_node(a)
-    if pin is None and p.gpu_context is None and not driver:
+    inherited = {d: sum(v.values()) for d, v in p.memory.inherited_driver.items() if sum(v.values())}
+    if pin is None and p.gpu_context is None and not driver and not inherited:
         return None
     out = Text()
 
@@ -227,33 +229,41 @@ def gpu_memory_text(a: ProcessAudit) -> Text | None:
     if pin is not None:
         where = ", ".join(f"node {n}" + (" (its GPU's node)" if n == pin.gpu_cpu_node else "")
                           for n in pin.by_node)
-        say(f"pinned host memory: {human_bytes(sum(pin.by_node.values()))} on {where}, {len(pin.mappings)} "
-            f"buffer(s) — {pin.how}")
-        shown = len(pin.mappings) if len(pin.mappings) <= MAX_BUFFER_LINES + 1 else MAX_BUFFER_LINES
-        for m in pin.mappings[:shown]:
+        say(f"likely pinned host memory: {human_bytes(sum(pin.by_node.values()))} on {where} in {pin.chunk_count} "
+            f"chunk(s) — {pin.how.removeprefix('likely pinned: ')}")
+        listed = pin.chunks
+        shown = len(listed) if len(listed) <= MAX_CHUNK_LINES + 1 and len(listed) == pin.chunk_count \
+            else MAX_CHUNK_LINES
+        for m in listed[:shown]:
             nodes = ", ".join(f"node {n}" for n, pages in m.pages.items() if pages)
-            out.append(f"  {human_bytes(m.bytes):>10} at {m.start:x} on {nodes}\n")
-        rest = pin.mappings[shown:]
-        if rest:
-            out.append(f"  {human_bytes(sum(m.bytes for m in rest)):>10} in {len(rest)} smaller buffer(s) "
-                       "(all of them in --json)\n")
+            out.append(f"  {human_bytes(m.bytes):>10} chunk at {m.start:x} on {nodes}\n")
+        rest = pin.chunk_count - shown
+        if rest > 0:
+            rest_bytes = sum(pin.by_node.values()) - sum(m.bytes for m in listed[:shown])
+            more = f"the {len(listed)} largest" if len(listed) < pin.chunk_count else "all of them"
+            out.append(f"  {human_bytes(rest_bytes):>10} in {rest} smaller chunk(s) ({more} in --json)\n")
         for n, gbps in pin.h2d_gbps.items():
             out.append(f"  host-to-GPU copies from node {n}: {gbps:.1f} GB/s (the saved probe)\n")
     elif cuda:
-        say(f"pinned host memory: none resident in shared anonymous mappings ({p.gpu_context.evidence})")
+        say(f"likely pinned host memory: none resident in shared anonymous mappings ({p.gpu_context.evidence})")
     if cuda:
-        say(f"not seen from outside: {REGISTERED_NOTE}", first="  ", style="dim")
+        say(f"not confirmed: {REGISTERED_NOTE}", first="  ", style="dim")
     if driver:
         per = ", ".join(f"{d} {human_bytes(sum(v.values()))}" for d, v in p.memory.driver.items() if sum(v.values()))
         say(f"GPU driver memory: {human_bytes(sum(driver.values()))} on {', '.join(f'node {n}' for n in driver)} "
-            f"({per}): the driver's own mappings, not pinned buffers")
+            f"({per}): the driver's own mappings, not pinned chunks")
+    if inherited:
+        whose = f"rank PID {a.rank_pid}" if a.rank_pid is not None else "the process it was forked from"
+        per = ", ".join(f"{d} {human_bytes(b)}" for d, b in inherited.items())
+        say(f"GPU driver memory inherited from {whose} ({per}): charged there, not counted here")
     return out
 
 
 def mapping_table(a: ProcessAudit, min_size: int) -> Table:
     """`audit --mappings`: each mapping, largest first, its policy and pages per node; pages on nodes
     the policy does not name are flagged off-policy; mappings under `min_size` folded into one line."""
-    shown, (count, total, by_node, off) = fold_mappings(a.process.memory.by_mapping or (), min_size)
+    beyond = a.process.memory.mappings_beyond
+    shown, (count, total, by_node, off) = fold_mappings(a.process.memory.by_mapping or (), min_size, beyond)
     nodes = sorted({n for m in shown for n in m.pages} | set(by_node))
     table = Table(title=f"PID {a.process.pid}: placement per mapping (numa_maps)", title_justify="left")
     # bytes in every node column (pages x the mapping's page size): a column of page counts mixed 4 KiB and
@@ -269,7 +279,9 @@ def mapping_table(a: ProcessAudit, min_size: int) -> Table:
         table.add_row(f"{m.start:x}", human_bytes(m.bytes), kind, m.policy,
                       *(human_bytes(m.pages.get(n, 0) * m.page_size) for n in nodes), flag)
     if count:
-        table.add_row("", human_bytes(total), f"{count} smaller mappings", "",
+        kept = (f" ({beyond.mappings} past the {MAX_LISTED_MAPPINGS} largest, summed as read)"
+                if beyond is not None and beyond.mappings else "")
+        table.add_row("", human_bytes(total), f"{count} smaller mappings{kept}", "",
                       *(human_bytes(by_node.get(n, 0)) for n in nodes),
                       Text(human_bytes(off) if off else "0", style="bold red" if off else ""), style="dim")
     return table

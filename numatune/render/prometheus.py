@@ -201,7 +201,30 @@ def audit_metrics(doc: dict[str, Any]) -> str:
                 m.add("numatune_process_verdict", "gauge",
                       "Verdict on a process's placement: 1 for the verdict in force, 0 for the others.",
                       verdict == v, **labels, verdict=v)
+        _pinned_metrics(m, p, labels)
     return m.render()
+
+
+def _pinned_metrics(m: Exposition, p: dict[str, Any], labels: dict[str, str]) -> None:
+    """A process's likely pinned host memory (`pinned_host`) and the GPU driver memory charged to it."""
+    pinned = p.get("pinned_host")
+    if isinstance(pinned, dict):
+        for node, size in sorted((pinned.get("bytes_by_node") or {}).items(), key=lambda kv: _sort_key(kv[0])):
+            m.add("numatune_process_pinned_host_bytes", "gauge", "Likely pinned host memory of a CUDA process on a "
+                  "NUMA node: its shared anonymous mappings, the CUDA host allocator's chunks (inferred from "
+                  "outside, not confirmed).", size, **labels, node=str(node))
+        m.add("numatune_process_pinned_host_chunks", "gauge", "Likely pinned host chunks of a CUDA process (shared "
+              "anonymous mappings with resident pages).", pinned.get("chunk_count"), **labels)
+        m.add("numatune_process_pinned_host_off_node_bytes", "gauge", "Likely pinned host bytes off the node of the "
+              "process's GPU (finding NT407).", pinned.get("off_node_bytes"), **labels)
+        m.add("numatune_process_pinned_host_cache_reuse", "gauge", "1 when the process's pinned chunks show PyTorch's "
+              "host cache reusing them across NUMA nodes (finding NT440), else 0.",
+              pinned.get("host_cache_reuse") is not None, **labels)
+    for device, nodes in sorted((p.get("gpu_driver_memory") or {}).items()):
+        for node, size in sorted((nodes or {}).items(), key=lambda kv: _sort_key(kv[0])):
+            m.add("numatune_process_gpu_driver_bytes", "gauge", "Resident GPU driver mappings (nvidiactl, nvidia-uvm, "
+                  "kfd) charged to a process: a forked worker's inherited ones are charged to its rank only.", size,
+                  **labels, device=device, node=str(node))
 
 
 # -- irq -------------------------------------------------------------------------------------------

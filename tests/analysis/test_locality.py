@@ -228,24 +228,75 @@ def cuda_rank(text: str, gpu_node: int, context: bool = True) -> ProcessInfo:
     return proc(maps(N1=400000) + text, [1], list(range(1, 24, 2)), gpu=gpu, gpu_context=ctx)
 
 
-def test_shared_anonymous_buffers_of_a_cuda_process_on_the_other_node_are_nt407(two_socket):
-    """Today's stack (driver 580, CUDA 13): pin_memory() buffers are shared anonymous mappings; here 64 MiB of
-    them sit on node 0 while the rank's GPU hangs off node 1, and the driver's 70 MiB of /dev/nvidiactl pages
-    on node 0 are not buffers."""
+def test_shared_anonymous_chunks_of_a_cuda_process_on_the_other_node_are_nt407(two_socket):
+    """Today's stack (driver 580, CUDA 13): the CUDA host allocator's chunks are shared anonymous mappings; here 64 MiB
+    of them sit on node 0, as their policy (bind:0) asked, while the rank's GPU hangs off node 1; the driver's 70 MiB
+    of /dev/nvidiactl pages on node 0 are not chunks. Likely pinned, never said to be confirmed."""
     text = SHARED.format(0, node=0, n=16384) + SHARED.format(1 << 24, node=1, n=512) + CTL.format(0, node=0, n=17920)
     a = judge(cuda_rank(text, 1), two_socket, h2d={"0000:05:00.0": {0: 21.5, 1: 25.1}})
     pin = a.locality.pinned
     assert pin.gpu_cpu_node == 1 and pin.by_node == {0: 64 << 20, 1: 2 << 20}
     assert pin.wrong_nodes == (0,) and pin.wrong_bytes == 64 << 20
-    assert [(m.start, m.bytes) for m in pin.mappings] == [(0x7f0000000000, 64 << 20), (0x7f0001000000, 2 << 20)]
-    assert pin.how.startswith("shared anonymous memory of a CUDA process: cudaHostAlloc/pin_memory (it maps")
+    assert [(m.start, m.bytes) for m in pin.chunks] == [(0x7f0000000000, 64 << 20), (0x7f0001000000, 2 << 20)]
+    assert pin.chunk_count == 2 and pin.cache_reuse is None  # the policy sent them there: not the host cache
+    assert pin.how == ("likely pinned: shared anonymous memory of a CUDA process, the way the CUDA host allocator "
+                       "maps its chunks (cudaHostAlloc, torch's pin_memory()) (it maps /dev/nvidia-uvm)")
     assert pin.h2d_gbps == {0: 21.5, 1: 25.1}
     assert pin.cost == "probe measured host-to-GPU copies at 25.1 GB/s from node 1 and 21.5 GB/s from node 0"
     assert a.locality.verdict == "warning"
-    assert any(r.startswith("pinned host buffers (shared anonymous memory of a CUDA process") and "64 of 66 MiB"
+    assert any(r.startswith("likely pinned host chunks (shared anonymous memory of a CUDA process") and "64 of 66 MiB"
                in r for r in a.locality.reasons)
-    found = [f for f in audit_findings(two_socket, cuda_rank(text, 1)) if f.code == "NT407"]
-    assert len(found) == 1 and "node 0 64 MiB" in found[0].message
+    found = [f.code for f in audit_findings(two_socket, cuda_rank(text, 1))]
+    assert found.count("NT407") == 1 and "NT440" not in found
+
+
+DEFAULT_CHUNK = "7f{:010x} default file=/dev/zero\\040(deleted) dirty={n} N{node}={n} kernelpagesize_kB=4\n"
+
+
+def test_chunks_outside_a_rank_s_binding_that_no_policy_asked_for_are_the_host_cache_nt440(two_socket):
+    """pytorch#160420's shape from outside: the rank is bound to its GPU's node 1 (its CPUs are node 1's), yet 64 MiB
+    of its chunks are on node 0 under the default policy: allocated before the binding (or by a thread elsewhere) and
+    kept in use by PyTorch's host cache; pinned pages never migrate. Named by cause (NT440), not only by place."""
+    text = DEFAULT_CHUNK.format(0, node=0, n=16384) + DEFAULT_CHUNK.format(1 << 24, node=1, n=512)
+    rank = cuda_rank(text, 1)
+    assert set(rank.cpus_allowed) == set(two_socket.node(1).cpus)
+    pin = judge(rank, two_socket).locality.pinned
+    assert pin.cache_reuse.startswith("64 MiB of its 66 MiB of likely pinned chunks are outside its binding (CPUs on "
+                                      "node(s) 1; node 0 64 MiB) and no memory policy sent them there")
+    assert "PyTorch's host cache (CachingHostAllocator)" in pin.cache_reuse and "pytorch#197868" in pin.cache_reuse
+    found = {f.code: f for f in audit_findings(two_socket, rank)}
+    assert "NT440" in found and "NT407" not in found  # the cause named once, in place of the place
+    assert "torch.accelerator.empty_host_cache()" in found["NT440"].fix and "numatune launch" in found["NT440"].fix
+    unbound = rank._replace(cpus_allowed=tuple(range(24)))  # not bound: nothing says when they were allocated
+    codes = [f.code for f in audit_findings(two_socket, unbound)]
+    assert "NT407" in codes and "NT440" not in codes
+
+
+def test_a_process_driving_gpus_on_two_nodes_with_one_node_s_chunks_is_nt440():
+    """pytorch#197868's setup: one process drives GPUs on nodes 0 and 1 (NVML lists it on GPU0 and GPU2 of the
+    hand-made 2-socket 4-GPU tree) and every chunk of its host cache is on node 0: node 1's copies come from node-0
+    blocks."""
+    from numatune.model.process import GpuContext
+    from numatune.model.topology import NvmlGpu
+    from numatune.system.host import Host
+    from tests.conftest import fixture_root
+
+    topo = read_topology(Host.open(fixture_root("handmade-launch-2s4gpu-cxl")))
+    gpus = [d for d in topo.devices if d.kind == "gpu"]
+    on = {d.node: d for d in gpus}
+    nvml = tuple(NvmlGpu(i, d.bdf, processes=(1000,)) for i, d in enumerate((on[0], on[1])))
+    topo = topo._replace(fabric=topo.fabric._replace(nvml_gpus=nvml))
+    text = DEFAULT_CHUNK.format(0, node=0, n=32768) + DEFAULT_CHUNK.format(1 << 28, node=0, n=32768)
+    cpus = list(topo.node(0).cpus) + list(topo.node(1).cpus)
+    ctx = GpuContext("CUDA", "NVML lists it as a compute process on GPU 0")
+    p = proc(text, cpus[:1], cpus, gpu=GpuUse(on[0].bdf, 0, "NVML", 0), gpu_context=ctx)
+    pin = judge(p, topo).locality.pinned
+    assert pin.by_node == {0: 256 << 20} and pin.wrong_bytes == 0  # on its first GPU's node: NT407 sees nothing
+    assert pin.cache_reuse.startswith(f"it drives GPUs on nodes 0-1 (NVML lists it on {on[0].bdf}, {on[1].bdf}) but "
+                                      "node(s) 1 hold none of its likely pinned chunks (node 0 256 MiB)")
+    assert [f.code for f in audit_findings(topo, p) if f.code in ("NT407", "NT440")] == ["NT440"]
+    both = DEFAULT_CHUNK.format(0, node=0, n=32768) + DEFAULT_CHUNK.format(1 << 28, node=1, n=32768)
+    assert judge(p._replace(memory=parse_numa_maps(both)), topo).locality.pinned.cache_reuse is None
 
 
 def test_driver_mappings_alone_and_shared_memory_without_a_context_are_not_pinned_buffers(two_socket):
@@ -262,7 +313,7 @@ def test_pinned_buffers_on_the_gpu_s_node_are_priced_not_flagged(two_socket):
     pin = a.locality.pinned
     assert pin.by_node == {1: 256 << 20} and pin.wrong_bytes == 0 and pin.cost is None
     assert pin.h2d_gbps == {1: 54.6}
-    assert not any(r.startswith("pinned host buffers") for r in a.locality.reasons)
+    assert not any(r.startswith("likely pinned host chunks") for r in a.locality.reasons)
     no_gpu = judge(cuda_rank(SHARED.format(0, node=1, n=512), 1)._replace(gpu=None), two_socket).locality.pinned
     assert no_gpu.gpu_cpu_node is None and no_gpu.by_node == {1: 2 << 20} and no_gpu.wrong_nodes == ()
 
@@ -284,3 +335,18 @@ def test_pages_on_a_gpu_memory_node_are_said_where_they_are_not_called_home():
     text = f"7f0000000000 bind:{hbm.id} anon=1000 dirty=1000 N{hbm.id}=1000 kernelpagesize_kB=4\n"
     assert "as its memory policy asks" in next(r for r in judge(proc(text, cpus, cpus), topo).locality.reasons
                                                if "GPU/HBM" in r)
+
+
+def test_a_worker_with_its_own_cuda_context_and_chunks_off_its_binding_is_nt440(two_socket):
+    """A spawn worker that uses CUDA itself (its own context, no GPU of the rank's) inherits the rank's binding to
+    node 1; 8 MiB of its chunks sit on node 0 under the default policy: the same cause, judged on the worker's node."""
+    from numatune.model.process import GpuContext
+
+    text = DEFAULT_CHUNK.format(0, node=0, n=2048) + DEFAULT_CHUNK.format(1 << 24, node=1, n=512)
+    worker = proc(maps(N1=4000) + text, [1], list(two_socket.node(1).cpus),
+                  gpu_context=GpuContext("CUDA", "it maps /dev/nvidia-uvm"))
+    pin = judge(worker, two_socket).locality.pinned
+    assert pin.gpu_cpu_node is None and pin.wrong_bytes == 0  # no GPU known: NT407 cannot say
+    assert pin.cache_reuse.startswith("8 MiB of its 10 MiB of likely pinned chunks are outside its binding (CPUs on "
+                                      "node(s) 1; node 0 8 MiB)")
+    assert "NT440" in {f.code for f in audit_findings(two_socket, worker)}

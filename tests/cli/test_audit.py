@@ -69,7 +69,7 @@ def test_json_contract_on_a_real_process(cli, child):
     r = cli("audit", str(child.pid), "--json")
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["schema"] == "numatune.audit/1"
+    assert doc["schema"] == "numatune.audit/2"
     (p,) = doc["processes"]
     assert p["pid"] == child.pid and p["command"][0] == sys.executable
     assert p["threads"] and {"tid", "cpu", "allowed_cpus"} <= set(p["threads"][0])
@@ -402,14 +402,15 @@ def test_grace_rank_pinned_buffers_on_the_other_grace_and_pages_in_its_gpus_hbm(
     pinned = p["pinned_host"]
     assert pinned["gpu_cpu_node"] == 1 and pinned["devices"] == ["/dev/zero (deleted)"]
     assert pinned["bytes_by_node"] == {"0": 1024 * 65536, "1": 256 * 65536}
-    assert [(b["start"], b["bytes"]) for b in pinned["buffers"]] == [("ffff00000000", 64 << 20),
+    assert [(b["start"], b["bytes"]) for b in pinned["chunks"]] == [("ffff00000000", 64 << 20),
                                                                       ("ffff80000000", 16 << 20)]
     assert pinned["off_nodes"] == [0] and pinned["off_node_bytes"] == 64 << 20
     assert p["gpu_driver_memory"] == {"nvidia-uvm": {"1": 64 * 65536}, "nvidiactl": {"0": 512 * 65536}}
     assert p["verdict"] == "warning"
-    assert any(x.startswith("pinned host buffers") and "64 of 80 MiB" in x for x in p["reasons"])
+    assert pinned["chunk_count"] == 2 and pinned["host_cache_reuse"] is None  # bound to no node: no cause seen
+    assert any(x.startswith("likely pinned host chunks") and "64 of 80 MiB" in x for x in p["reasons"])
     text = " ".join(cli("--root", str(root), "audit", "4300").stdout.split())
-    assert "of shm: pinned host" in text and "gpu GPU2" in text and "pinned (nvidiactl)" not in text
+    assert "of shm: likely pinned" in text and "gpu GPU2" in text and "pinned (nvidiactl)" not in text
     assert "GPU driver memory: 36.0 MiB on node 0, node 1 (nvidia-uvm 4.0 MiB, nvidiactl 32.0 MiB)" in text
     from numatune.analysis.locality import audit_findings
     from numatune.readers.procs import read_process
@@ -471,13 +472,13 @@ def test_pinned_pages_of_a_real_cuda_process_moved_to_the_other_grace(cli, tmp_p
     assert p["pinned_host"]["off_nodes"] == [1] and p["pinned_host"]["off_node_bytes"] == staged
     assert p["pinned_host"]["bytes_by_node"] == {"1": staged}
     # 278 MiB of its own memory on the other Grace: remote memory above 20%, and named as pinned buffers
-    assert p["verdict"] == "misplaced" and any(r.startswith("pinned host buffers") for r in p["reasons"])
+    assert p["verdict"] == "misplaced" and any(r.startswith("likely pinned host chunks") for r in p["reasons"])
     driver_only = "\n".join(re.sub(r"\bN0=", "N1=", line) if "file=/dev/nvidiactl" in line else line
                             for line in real.splitlines()) + "\n"
     write_process(root, 4302, "LOCAL_RANK=0\x00", driver_only)
     q = json.loads(cli("--root", str(root), "audit", "4302", "--json").stdout)["processes"][0]
     assert q["pinned_host"]["off_nodes"] == [] and q["gpu_driver_memory"]["nvidiactl"] == {"1": 70 << 20}
-    assert not any(r.startswith("pinned host buffers") for r in q["reasons"])
+    assert not any(r.startswith("likely pinned host chunks") for r in q["reasons"])
 
 
 # -- the real job of fixture h100-job-2026-11-28: a rank (578) and its two DataLoader workers --------------
@@ -491,20 +492,24 @@ def test_the_capture_s_rank_names_its_pinned_buffers_and_the_driver_s_memory(cli
     r = cli("--root", root, "audit", "578")
     assert r.exit_code == 0, r.stderr
     text = " ".join(r.stdout.split())  # sentences are wrapped at 100 columns
-    assert ("pinned host memory: 278.3 MiB on node 0 (its GPU's node), 9 buffer(s) — shared anonymous memory of a "
-            "CUDA process: cudaHostAlloc/pin_memory (NVML lists it as a compute process on GPU 0)") in text
-    assert "256.0 MiB at 7fe2c2000000 on node 0" in text and "8.3 MiB at 7fe2ba400000 on node 0" in text
-    assert all(f"at {start} on node 0" in text for start in BATCHES)
+    assert ("likely pinned host memory: 278.3 MiB on node 0 (its GPU's node) in 9 chunk(s) — shared anonymous memory "
+            "of a CUDA process, the way the CUDA host allocator maps its chunks (cudaHostAlloc, torch's pin_memory()) "
+            "(NVML lists it as a compute process on GPU 0)") in text
+    assert "256.0 MiB chunk at 7fe2c2000000 on node 0" in text and "8.3 MiB chunk at 7fe2ba400000 on node 0" in text
+    assert all(f"chunk at {start} on node 0" in text for start in BATCHES)
+    assert "buffer" not in text  # chunks, not buffers: a chunk serves one allocation or several
+    assert "not confirmed: a plain mmap(MAP_SHARED|MAP_ANONYMOUS) of the same process looks the same" in text
+    assert "lists every pinned range" not in text and "numatune.pinned_host_chunks()" in text
     assert "GPU driver memory: 72.0 MiB on node 0 (nvidia-uvm 2.0 MiB, nvidiactl 70.0 MiB): the driver's own" in text
     assert "cudaHostRegister" in text and "pinned (nvidiactl)" not in text
     doc = json.loads(cli("--root", root, "audit", "578", "--json").stdout)
     (p,) = doc["processes"]
     pinned = p["pinned_host"]
     assert pinned["bytes_by_node"] == {"0": 71233 * 4096} and pinned["off_nodes"] == []
-    assert pinned["buffers"][0] == {"start": "7fe2c2000000", "bytes": 256 << 20, "page_size": 4096,
-                                    "pages_by_node": {"0": 65536}}
-    assert sorted(b["start"] for b in pinned["buffers"][1:]) == sorted(BATCHES)
-    assert pinned["how"].startswith("shared anonymous memory of a CUDA process: cudaHostAlloc/pin_memory")
+    assert pinned["chunks"][0] == {"start": "7fe2c2000000", "bytes": 256 << 20, "page_size": 4096,
+                                   "pages_by_node": {"0": 65536}}
+    assert sorted(b["start"] for b in pinned["chunks"][1:]) == sorted(BATCHES) and pinned["chunk_count"] == 9
+    assert pinned["how"].startswith("likely pinned: shared anonymous memory of a CUDA process")
     assert p["gpu_driver_memory"] == {"nvidia-uvm": {"0": 2 << 20}, "nvidiactl": {"0": 70 << 20}}
     assert p["role"] == "rank" and p["gpu"]["label"] == "GPU0" and p["verdict"] == "ok"
 
@@ -518,7 +523,7 @@ def test_the_capture_s_job_view_is_one_rank_with_two_workers(cli):
     assert "│ rank " in rows[0] and "GPU0 0000:00:06.0 (node 0)" in rows[0]
     assert all("└ worker of 578" in row and "GPU0" not in row for row in rows[1:])
     assert "1 rank(s), 2 worker(s), 0 misplaced" in r.stdout
-    assert "256.0 MiB at 7fe2c2000000 on node 0" in r.stdout and "nvidiactl 70.0 MiB" in r.stdout
+    assert "256.0 MiB chunk at 7fe2c2000000 on node 0" in r.stdout and "nvidiactl 70.0 MiB" in r.stdout
     doc = json.loads(cli("--root", root, "audit", "--ranks", "--json").stdout)
     assert doc["job"] == {"launchers": [], "ranks": [{"rank": 0, "pid": 578, "helper_processes": 2,
                                                       "workers": [613, 614]}]}
@@ -533,6 +538,40 @@ def test_the_capture_s_job_view_is_one_rank_with_two_workers(cli):
         assert any("no GPU context of its own" in n for n in w["notes"])
     prom = cli("--root", root, "audit", "--ranks", "-f", "prometheus").stdout
     assert "numatune_audit_processes 3\n" in prom
+    # pinned memory as metrics: the rank's 278.3 MiB in 9 chunks, none off its GPU's node; the driver's 70 MiB of
+    # /dev/nvidiactl charged to the rank alone, never to a worker row
+    assert 'numatune_process_pinned_host_bytes{pid="578",rank="0",comm="python3",node="0"} 291770368\n' in prom
+    assert 'numatune_process_pinned_host_chunks{pid="578",rank="0",comm="python3"} 9\n' in prom
+    assert 'numatune_process_pinned_host_off_node_bytes{pid="578",rank="0",comm="python3"} 0\n' in prom
+    assert 'numatune_process_pinned_host_cache_reuse{pid="578",rank="0",comm="python3"} 0\n' in prom
+    driver = [line for line in prom.splitlines() if line.startswith("numatune_process_gpu_driver_bytes{")]
+    assert driver == ['numatune_process_gpu_driver_bytes{pid="578",rank="0",comm="python3",device="nvidia-uvm",'
+                      'node="0"} 2097152', 'numatune_process_gpu_driver_bytes{pid="578",rank="0",comm="python3",'
+                      'device="nvidiactl",node="0"} 73400320']
+
+
+def test_the_rank_s_driver_memory_is_charged_to_the_rank_only(cli):
+    """The capture's workers map the rank's 27 /dev/nvidiactl mappings (70 MiB, numa_maps `mapmax=3`: the same pages
+    in three processes): each worker row used to count them again. Now they are the rank's alone: out of the
+    worker's memory by node, by kind and by policy, named as inherited and charged to PID 578."""
+    root = str(fixture_root(JOB, archive=True))
+    doc = json.loads(cli("--root", root, "audit", "--ranks", "--json").stdout)
+    rank, *workers = doc["processes"]
+    assert rank["gpu_driver_memory"]["nvidiactl"] == {"0": 70 << 20} and rank["gpu_driver_memory_inherited"] is None
+    raw = (fixture_root(JOB) / "proc/613/numa_maps").read_text()
+    mapped = sum(int(t[3:]) * 4096 for line in raw.splitlines() if "file=/dev/nvidiactl" in line
+                 for t in line.split() if t.startswith("N0="))
+    assert mapped == 70 << 20
+    for w in workers:
+        assert w["gpu_driver_memory"] == {}
+        assert w["gpu_driver_memory_inherited"] == {"charged_to": 578, "by_device": {"nvidiactl": {"0": 70 << 20}}}
+        assert w["memory_total"] == sum(w["memory_by_node"].values()) == 458452992  # 531853312 in numa_maps
+        assert sum(u["bytes"] for u in w["policies"]) == w["memory_total"]
+    text = cli("--root", root, "audit", "--ranks").stdout
+    rows = [line for line in text.splitlines() if "└ worker of 578" in line]
+    assert len(rows) == 2 and all("0: 437.2 MiB" in row for row in rows)
+    one = " ".join(cli("--root", root, "audit", "613").stdout.split())
+    assert "GPU driver memory inherited from rank PID 578 (nvidiactl 70.0 MiB): charged there, not counted here" in one
 
 
 def test_a_worker_audited_alone_is_judged_against_its_rank(cli):

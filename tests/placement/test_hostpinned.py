@@ -148,3 +148,70 @@ def test_the_ctypes_path_against_a_stand_in_libcuda(tmp_path):
     assert out["uninitialised"] == []  # loaded but never initialised: it pinned nothing
     assert out["pinned"] == [[0, 3 << 20, "host-allocated", 768]]
     assert out["managed"] == []  # managed memory migrates: not pinned
+
+
+# -- chunks: the outside view (audit) reconciled with the inside one -------------------------------------------------
+def test_chunks_are_every_shared_anonymous_mapping_with_the_allocations_the_driver_reports_in_it():
+    """Four real shared anonymous mappings of this process, as audit would count them from outside: the driver (a
+    query) reports two allocations in the first, one in the second, none in the other two (plain mmap(MAP_SHARED)):
+    those two are named as not pinned. Each range knows its chunk."""
+    bufs = [touched(2 * MiB) for _ in range(4)]
+    starts = [address(b) for b in bufs]
+    a, b = starts[0], starts[1]
+    query = table((a, MiB), (a + MiB, 4096), (b, 2 * MiB))
+    chunks = {c.start: c for c in numatune.pinned_host_chunks(query=query)}
+    assert set(starts) <= set(chunks)  # every one, pinned or not
+    mine = [chunks[s] for s in starts]
+    assert [len(c.allocations) for c in mine] == [2, 1, 0, 0] and [c.pinned for c in mine] == [True, True, False, False]
+    assert [c.size for c in mine] == [2 * MiB] * 4 and all(c.pages.present == 512 for c in mine)
+    assert [(r.start - a, r.size, r.chunk) for r in mine[0].allocations] == [(0, MiB, a), (MiB, 4096, a)]
+    assert mine[0].allocated == MiB + 4096
+    ranges = {r.start: r for r in numatune.pinned_host_memory(query=query)}
+    assert ranges[a].chunk == a and ranges[b].chunk == b and ranges[b].kind == "host-allocated"
+    for buf in bufs:
+        buf.close()
+
+
+def test_the_real_job_s_inside_view_reconciles_with_audit_s_280_mib():
+    """The rank of fixtures/h100-gpucheck-2026-11-28: audit counted 280.3 MiB in 10 shared anonymous mappings; inside,
+    pinned_host_memory() found 260 MiB (tests/data/gpu-check/run-2026-11-28/train-ready.json: the driver's ranges).
+    Replayed chunk by chunk (the mappings from the capture's numa_maps, each fully resident as its `dirty` count says;
+    the driver's answers from the inside record): four chunks, 262 MiB, serve the ten allocations of 260 MiB, and six
+    chunks, 18.3 MiB, are shared anonymous memory the driver never reported: the difference named."""
+    from tests.conftest import PROJECT, fixture_root
+
+    numa_maps = (fixture_root("h100-gpucheck-2026-11-28") / "proc/585/numa_maps").read_text().splitlines()
+    maps = []
+    for line in numa_maps:
+        if "file=/dev/zero" in line:
+            start = int(line.split()[0], 16)
+            pages = int(next(t for t in line.split() if t.startswith("dirty="))[6:])
+            maps.append(f"{start:x}-{start + pages * 4096:x} rw-s 00000000 00:01 1234 /dev/zero (deleted)")
+    inside = json.loads((PROJECT / "tests/data/gpu-check/run-2026-11-28/train-ready.json").read_text())
+    ranges = [(start, size) for start, size, *_ in inside["pinned_host_memory"]["result"]]
+    assert sum(size for _, size in ranges) == (260 << 20) + 5 * 2048
+    chunks = numatune.pinned_host_chunks(query=table(*ranges), maps_text="\n".join(maps))
+    assert len(chunks) == 10 and sum(c.size for c in chunks) == (65536 + 2113) * 4096 + 8 * (2 << 20)
+    assert round(sum(c.size for c in chunks) / MiB, 1) == 280.3  # what audit counted
+    pinned = [c for c in chunks if c.pinned]
+    assert [f"{c.start:x}" for c in pinned] == ["7f556e000000", "7f55b3000000", "7f55b3200000", "7f55b3400000"]
+    assert sum(c.size for c in pinned) == 262 << 20 and sum(len(c.allocations) for c in pinned) == 10
+    assert {r.start for c in pinned for r in c.allocations} == {s for s, _ in ranges}
+    text = numatune.describe_chunks(chunks)
+    assert text == ("10 shared anonymous chunk(s), 280.3 MiB (what audit counts from outside as likely pinned): 4 "
+                    "pinned by the CUDA driver, 262.0 MiB, serving 10 allocation(s) of 260.0 MiB; 6 the driver "
+                    "reports nothing in, 18.3 MiB: shared anonymous memory that is not pinned (7f5533800000, "
+                    "7f557e000000, 7f559e800000, 7f559ea00000, 7f559f800000, 7f57c0b74000)")
+
+
+def test_chunks_of_a_process_that_never_initialised_cuda_have_no_allocations():
+    buf = touched(2 * MiB)
+
+    def uninitialised(addr: int):
+        from numatune.placement.hostpinned import _NotInitialized
+
+        raise _NotInitialized
+
+    chunks = {c.start: c for c in numatune.pinned_host_chunks(query=uninitialised)}
+    assert chunks[address(buf)].allocations == () and not chunks[address(buf)].pinned
+    buf.close()

@@ -489,7 +489,7 @@ def test_rank_processes_are_those_whose_environment_names_a_local_rank(tmp_path,
     assert rank_processes(host, table) == [10, 12, 15]
 
 
-def test_gpu_device_files_are_driver_memory_and_shared_anonymous_mappings_are_kept_one_by_one():
+def test_gpu_device_files_are_driver_memory_and_shared_anonymous_mappings_are_summed():
     from numatune.readers.procs import gpu_device, parse_numa_maps
 
     assert [gpu_device(f) for f in ("/dev/nvidiactl", "/dev/nvidia3", "/dev/nvidia-uvm", "/dev/kfd",
@@ -505,12 +505,30 @@ def test_gpu_device_files_are_driver_memory_and_shared_anonymous_mappings_are_ke
                           "7f5000000000 default file=/dev/zero\\040(deleted)\n")
     assert mem.driver == {"kfd": {1: 40960}, "renderD128": {0: 20480, 1: 20480}}
     assert mem.gpu_maps == ("kfd", "nvidia-uvm", "renderD128")  # mapped, resident or not
-    assert [(m.start, m.policy, dict(m.pages), m.bytes) for m in mem.shared_anon] == [
-        (0x7f3000000000, "bind:1", {1: 3}, 12288), (0x7f4000000000, "bind:1", {1: 3}, 12288),
-        (0x7f5000000000, "default", {}, 0)]
+    shared = mem.shared_anon  # three mappings, two of them resident (the chunks), kept with their address
+    assert (shared.mappings, shared.resident, dict(shared.by_node), shared.bytes) == (3, 2, {1: 24576}, 24576)
+    assert [(m.start, m.policy, dict(m.pages), m.bytes) for m in shared.largest] == [
+        (0x7f3000000000, "bind:1", {1: 3}, 12288), (0x7f4000000000, "bind:1", {1: 3}, 12288)]
     assert mem.by_kind["shm"] == {1: 24576}  # still shm in the split by kind
     assert mem.by_node == {0: 20480 + 28672, 1: 61440 + 24576}
-    assert parse_numa_maps("7f2000000000 default anon=7 N0=7 kernelpagesize_kB=4\n").shared_anon == ()
+    assert mem.driver_policies == {"default": 40960 + 40960}
+    none = parse_numa_maps("7f2000000000 default anon=7 N0=7 kernelpagesize_kB=4\n").shared_anon
+    assert (none.mappings, none.resident, none.largest) == (0, 0, ())
+
+
+def test_past_the_largest_chunks_shared_anonymous_mappings_are_counted_not_kept():
+    """MAX_CHUNKS mappings are kept (the largest; address order among equals), the rest only summed."""
+    from numatune.model.process import MAX_CHUNKS
+    from numatune.readers.procs import parse_numa_maps
+
+    n = MAX_CHUNKS + 100
+    text = "".join(f"7f{i:06x}00000 bind:{i % 2} file=/dev/zero\\040(deleted) N{i % 2}={1 + (i == 7)} "
+                   "kernelpagesize_kB=4\n" for i in range(n))
+    shared = parse_numa_maps(text).shared_anon
+    assert (shared.mappings, shared.resident, len(shared.largest)) == (n, n, MAX_CHUNKS)
+    assert shared.bytes == (n + 1) * 4096 and shared.by_node == {0: (n // 2) * 4096, 1: (n // 2 + 1) * 4096}
+    assert shared.largest[0].start == 0x7f00000700000 and shared.largest[0].bytes == 8192  # the one of 2 pages
+    assert [m.start for m in shared.largest[1:4]] == [0x7f00000000000, 0x7f00000100000, 0x7f00000200000]
 
 
 JOB = "h100-job-2026-11-28"  # a real job: rank 578 (CUDA context), DataLoader workers 613 and 614
@@ -528,13 +546,14 @@ def test_the_capture_s_rank_holds_a_cuda_context_and_its_workers_only_inherited_
     rank = read_process(host, 578, topo)
     assert rank.gpu_context.runtime == "CUDA" and "NVML" in rank.gpu_context.evidence
     assert rank.memory.driver == {"nvidia-uvm": {0: 2 << 20}, "nvidiactl": {0: 70 << 20}}
-    sizes = sorted((m.bytes for m in rank.memory.shared_anon), reverse=True)
-    assert sizes == [256 << 20, 2113 * 4096] + [2 << 20] * 7
-    assert {m.start for m in rank.memory.shared_anon if m.bytes == 256 << 20} == {0x7fe2c2000000}
+    sizes = [m.bytes for m in rank.memory.shared_anon.largest]
+    assert sizes == [256 << 20, 2113 * 4096] + [2 << 20] * 7 and rank.memory.shared_anon.resident == 9
+    assert rank.memory.shared_anon.largest[0].start == 0x7fe2c2000000
     worker = read_process(host, 613, topo)
     assert worker.gpu_context is None and "nvidia-uvm" not in worker.memory.gpu_maps
-    assert "nvidiactl" in worker.memory.gpu_maps and worker.memory.shared_anon
-    assert all(m.bytes == 0 for m in worker.memory.shared_anon)
+    shared = worker.memory.shared_anon  # inherited without resident pages: mapped, no chunk
+    assert "nvidiactl" in worker.memory.gpu_maps and shared.mappings == 5
+    assert shared.resident == 0 and shared.largest == () and shared.bytes == 0
 
 
 def test_a_mapping_of_nvidia_uvm_is_a_cuda_context_without_nvml(tmp_path):

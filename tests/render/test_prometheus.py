@@ -71,7 +71,7 @@ def test_label_values_are_escaped():
 
 
 AUDIT_DOC = {
-    "schema": "numatune.audit/1",
+    "schema": "numatune.audit/2",
     "processes": [
         {
             "pid": 4242, "comm": "python", "rank": 3,
