@@ -293,11 +293,16 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
 
         raise UsageError(f"numatune.bind: root={root!r} needs dry_run=True: bind() applies to this process only")
     from numatune.live.bind import plan_live
-    from numatune.plan.inherited import VARIABLE, holding, relation, within_memory
+    from numatune.plan.inherited import OWN, VARIABLE, given, holding, relation, within_memory
     from numatune.system.host import Host
 
     # The binding a launcher (or an earlier bind()) recorded: only this process's own mask says whether it holds.
-    rec, stale = holding(env, None if root is not None else os.sched_getaffinity(os.getpid()))
+    # Either way the mask and memory policy the process runs with now are the outer limit (what taskset,
+    # numactl, Slurm, mpirun, torchrun or the program itself gave it): `given`, never widened by the helpers.
+    affinity = None if root is not None else frozenset(os.sched_getaffinity(os.getpid()))
+    rec, stale = holding(env, affinity)
+    if affinity is not None:
+        rec = given(rec, os.getpid(), affinity, _unbound_cpus(), _current_memory())
     within = rec is not None and (inherit if inherit is not None else
                                   node is None and gpu is None and mem_nodes is None)
     early = [stale] if stale else []
@@ -307,7 +312,7 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     try:
         plan = plan_live(Host.open(root or "/"), env, opts, rebind=True,
                          within=rec.cpus if within and rec.cpus else None,
-                         within_source=f"{rec.describe()} ({VARIABLE})" if within else "")
+                         within_source=(rec.describe() + (f" ({VARIABLE})" if rec.by != OWN else "")) if within else "")
     except NumatuneError as exc:
         _in_keyword_words(exc)
         if within:
@@ -352,6 +357,33 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
                         started=started, inherited=rec, within=within)
     _record(report, None if reset else rec)
     return report._replace(inherited=rec, within=within, relation=how)
+
+
+def _unbound_cpus() -> frozenset[int] | None:
+    """The CPUs this process could run on without any binder: its cgroup's cpuset (cpuset.cpus.effective)
+    within the online CPUs; None when neither is readable."""
+    from numatune.live.bind import cgroup_cpuset
+    from numatune.system.host import Host
+
+    host = Host.open("/")
+    online = host.read_cpulist("/sys/devices/system/cpu/online")
+    cpuset, _ = cgroup_cpuset(host)
+    if cpuset is None:
+        return online or None
+    return cpuset & online if online else cpuset
+
+
+def _current_memory() -> tuple[str, frozenset[int]] | None:
+    """The calling thread's memory policy as (launch's policy name, nodes) where it limits where memory goes
+    (numactl --membind, an inherited set_mempolicy); None for the default or local policy, or unreadable."""
+    from numatune.plan.inherited import policy_name
+    from numatune.system import memsys
+
+    try:
+        mode, nodes = memsys.get_mempolicy()
+    except NumatuneError:  # no NUMA syscalls here (ENOSYS, a filter): nothing known limits the memory
+        return None
+    return policy_name(mode, nodes)
 
 
 def _record(report: BindReport, rec: Any) -> None:
