@@ -601,6 +601,9 @@ def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = D
     if loc.threads_off_home:
         out.append(NT404(f"{len(loc.threads_off_home)} of {len(proc.threads)} threads last ran off home node "
                          f"{_nodes(loc.home_nodes)}", loc.fix.taskset or loc.fix.launch or "", subject))
+    from numatune.analysis.binding_failures import rank_findings
+
+    out += rank_findings(proc.pid, proc.environ, proc.rank is not None or proc.gpu is not None)
     return out
 
 

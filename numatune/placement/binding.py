@@ -430,8 +430,14 @@ def _in_keyword_words(exc: NumatuneError) -> None:
         exc.hint = words(exc.hint)
 
 
+# os.strerror of the refusals, back to their errno (a thread's error is kept as the kernel's words)
+_REFUSALS = {os.strerror(e): e for e in (1, 13)}  # EPERM, EACCES
+
+
 def _apply(plan: Any, opts: Any, move: bool, max_move_bytes: int, set_env: bool, warnings: list[str],
            started: float) -> BindReport:
+    from numatune.analysis.binding_failures import refused
+    from numatune.errors import PermissionDenied
     from numatune.system import memsys
     from numatune.system.host import Host
 
@@ -442,16 +448,25 @@ def _apply(plan: Any, opts: Any, move: bool, max_move_bytes: int, set_env: bool,
         threads = bind_threads(host, cpus)
         failed = [t for t in threads if t.error and t.error != "exited"]
         if failed and len(failed) == len(threads):
+            line = refused("sched_setaffinity", _REFUSALS.get(failed[0].error or "", 0), format_cpulist(cpus))
+            if line is not None:
+                raise PermissionDenied(line + " (every thread)")
             raise NumatuneError(f"sched_setaffinity({format_cpulist(cpus)}) refused for every thread: "
                                 f"{failed[0].error}")
         warnings += [f"thread {t.tid} ({t.name}): mask not set: {t.error}" for t in failed]
     mem = plan.memory
     try:
-        if mem.mode is not None:
-            memsys.set_mempolicy(mem.mode, mem.nodes)
-        elif _LAST.get("mode") is not None:  # mem_policy none after a bind() that set one: back to the default
-            memsys.set_mempolicy(memsys.MPOL_DEFAULT)
-    except memsys.SyscallFailed as exc:
+        try:
+            if mem.mode is not None:
+                memsys.set_mempolicy(mem.mode, mem.nodes)
+            elif _LAST.get("mode") is not None:  # mem_policy none after a bind() that set one: back to the default
+                memsys.set_mempolicy(memsys.MPOL_DEFAULT)
+        except memsys.SyscallFailed as exc:
+            line = refused("set_mempolicy", exc.errno, f"{mem.policy}, nodes {format_cpulist(mem.nodes)}")
+            if line is None:
+                raise
+            raise PermissionDenied(line) from None
+    except NumatuneError as exc:
         if not opts.best_effort or not cpus:
             raise
         warnings.append(f"{exc.message}: the CPUs are bound, the memory policy is not (best effort)")

@@ -449,11 +449,18 @@ def choose_cpus(
     if not topo.cpu.online:
         raise BindingError("this root has no CPU topology (/sys/devices/system/cpu): pass --cpu-bind none")
     if node is None or not node.cpus:
-        raise BindingError(f"node {node_id} has no CPUs ({node.kind if node else 'absent'}): choose a node with CPUs")
+        err = BindingError(f"node {node_id} has no CPUs ({node.kind if node else 'absent'}): choose a node with CPUs")
+        if node is not None and node.memory_total_kib:  # memory only (a Grace GPU's HBM, CXL): named by cause
+            err.cause = ("memory-only", node_id, node.kind)  # type: ignore[attr-defined]
+        raise err
     cores = node_cores(node_id)
     if not cores:
         why = "; ".join(excluded) or "none online"
-        raise BindingError(f"no usable CPU on node {node_id} (node CPUs {format_cpulist(node.cpus)}; {why})")
+        err = BindingError(f"no usable CPU on node {node_id} (node CPUs {format_cpulist(node.cpus)}; {why})")
+        if facts.allowed_cpus is not None and not facts.allowed_cpus & frozenset(node.cpus):  # the cpuset's doing
+            err.cause = ("cpuset", node_id, tuple(node.cpus), facts.allowed_cpus,  # type: ignore[attr-defined]
+                         facts.allowed_source)
+        raise err
     reserve = ""
     if opts.reserve_cores:
         which = "least performant" if topo.cpu_kinds.heterogeneous else "first"

@@ -1,0 +1,156 @@
+"""The catalogue of binding failures (issue 46), each named by its code with its cause and fix: real processes
+where this machine can show them (a seccomp filter refusing the NUMA calls, OpenMP variables in a rank's
+environment), fixture trees otherwise (a cpuset without the GPU's node, a Grace Hopper HBM node given as the CPU
+node)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from numatune.analysis.binding_failures import openmp_repinning, rank_findings, refused
+from numatune.errors import BindingError
+from numatune.live.bind import named_failure, read_launch_devices, read_launch_topology
+from numatune.model.launch import LaunchFacts, LaunchOptions
+from numatune.plan.inherited import VARIABLE
+from numatune.plan.launch import plan_launch
+from numatune.system.host import Host
+from tests.conftest import PROJECT, fixture_root
+
+# -- a seccomp filter: the given system calls return EPERM, as a container's profile without CAP_SYS_NICE ------
+SYSCALLS = {"set_mempolicy": 238, "sched_setaffinity": 203}  # x86_64
+FILTERED = pytest.mark.skipif(platform.machine() != "x86_64" or not sys.platform.startswith("linux"),
+                              reason="the seccomp filter of this test is written for x86_64 Linux")
+
+# Installs the filter (no_new_privs, then PR_SET_SECCOMP) and execs argv[2:]: argv[1] the calls, comma-separated.
+SECCOMP = r"""
+import ctypes, os, struct, sys
+numbers = [int(n) for n in sys.argv[1].split(",")]
+ARCH_X86_64, ALLOW, EPERM = 0xC000003E, 0x7FFF0000, 0x00050000 | 1
+prog = [(0x20, 0, 0, 4), (0x15, 0, len(numbers) + 1, ARCH_X86_64), (0x20, 0, 0, 0)]
+for i, nr in enumerate(numbers):
+    prog.append((0x15, len(numbers) - i, 0, nr))
+prog += [(0x06, 0, 0, ALLOW), (0x06, 0, 0, EPERM)]
+raw = b"".join(struct.pack("HBBI", *ins) for ins in prog)
+buf = ctypes.create_string_buffer(raw)
+fprog = struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(buf))
+fbuf = ctypes.create_string_buffer(fprog)
+libc = ctypes.CDLL(None, use_errno=True)
+U = ctypes.c_ulong
+assert libc.prctl(38, U(1), U(0), U(0), U(0)) == 0, ctypes.get_errno()  # PR_SET_NO_NEW_PRIVS
+assert libc.prctl(22, U(2), U(ctypes.addressof(fbuf)), U(0), U(0)) == 0, ctypes.get_errno()  # SECCOMP, FILTER
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def filtered(calls: list[str], *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k not in ("NUMATUNE_BIND", VARIABLE)}
+    full["PYTHONPATH"] = os.pathsep.join([str(PROJECT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    full.update(env or {})
+    nrs = ",".join(str(SYSCALLS[c]) for c in calls)
+    return subprocess.run([sys.executable, "-c", SECCOMP, nrs, *argv], capture_output=True, text=True, env=full,
+                          cwd=PROJECT, timeout=120, check=False)
+
+
+@FILTERED
+@pytest.mark.parametrize(("calls", "options"), [
+    (["set_mempolicy"], ["--mem-policy", "bind"]),
+    (["sched_setaffinity"], ["--mem-policy", "none"]),
+], ids=["set_mempolicy", "sched_setaffinity"])
+def test_launch_refused_by_seccomp_stops_with_nt410(calls, options, tmp_path):
+    marker = tmp_path / "ran"
+    done = filtered(calls, sys.executable, "-m", "numatune", "launch", "--node", "0", *options, "--",
+                    sys.executable, "-c", f"open({str(marker)!r}, 'w').close()")
+    assert done.returncode == 4, (done.returncode, done.stderr)
+    assert f"NT410: {calls[0]}(" in done.stderr and "refused (EPERM)" in done.stderr
+    assert "CAP_SYS_NICE" in done.stderr and "--best-effort" in done.stderr
+    assert not marker.exists()  # never the command without its binding, and never a silent death
+
+
+@FILTERED
+def test_bind_refused_by_seccomp_raises_nt410_and_bind_worker_says_so():
+    code = textwrap.dedent("""
+        import json, numatune
+        from numatune.errors import NumatuneError
+        try:
+            numatune.bind(node=0)
+            out = {"raised": None}
+        except NumatuneError as exc:
+            out = {"raised": exc.message, "exit": int(exc.exit_code)}
+        report = numatune.bind_worker(node=0)()
+        out["worker"] = {"bound": report.bound, "text": report.describe(), "warnings": list(report.warnings)}
+        print(json.dumps(out))
+    """)
+    done = filtered(["set_mempolicy"], sys.executable, "-c", code)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["raised"].startswith("NT410: set_mempolicy(bind, nodes 0) refused (EPERM)") and out["exit"] == 4
+    # best effort (the worker helper): the CPUs are bound and the report names the refusal
+    assert any(w.startswith("NT410: set_mempolicy") for w in out["worker"]["warnings"]), out["worker"]
+
+
+def test_refused_names_only_refusals():
+    assert refused("set_mempolicy", errno.EPERM, "bind, nodes 0").startswith("NT410: set_mempolicy(bind, nodes 0)")
+    assert refused("sched_setaffinity", errno.EACCES, "0").startswith("NT410")
+    assert refused("set_mempolicy", errno.EINVAL, "bind, nodes 9") is None
+
+
+# -- OpenMP variables that re-pin ------------------------------------------------------------------------------
+def test_openmp_affinity_variables_are_named_for_a_rank_only():
+    env = {"KMP_AFFINITY": "granularity=fine,compact,1,0", "OMP_PROC_BIND": "false", "GOMP_CPU_AFFINITY": "0-3"}
+    assert openmp_repinning(env) == ("GOMP_CPU_AFFINITY=0-3", "KMP_AFFINITY=granularity=fine,compact,1,0")
+    (finding,) = rank_findings(42, env, True)
+    assert finding.code == "NT412" and "KMP_AFFINITY" in finding.message and finding.subject == "pid 42"
+    assert rank_findings(42, env, False) == [] and rank_findings(42, {"OMP_PROC_BIND": "false"}, True) == []
+
+
+def test_a_live_rank_with_kmp_affinity_is_nt412_in_check_pid_and_a_launch_warning():
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMATUNE_BIND", VARIABLE)}
+    env.update({"PYTHONPATH": str(PROJECT), "LOCAL_RANK": "0", "KMP_AFFINITY": "compact", "SECRET_TOKEN": "x"})
+    rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    try:
+        time.sleep(0.3)
+        done = subprocess.run([sys.executable, "-m", "numatune", "check", "--pid", str(rank.pid), "--json"],
+                              capture_output=True, text=True, cwd=PROJECT, timeout=120, check=False)
+        doc = json.loads(done.stdout)
+        found = [f for f in doc["findings"] if f["code"] == "NT412"]
+        assert len(found) == 1 and "KMP_AFFINITY=compact" in found[0]["message"], doc["findings"]
+        assert "SECRET_TOKEN" not in done.stdout  # only the named keys of another process's environment are read
+    finally:
+        rank.kill()
+        rank.wait()
+    launched = subprocess.run([sys.executable, "-m", "numatune", "launch", "--dry-run", "--", "true"],
+                              capture_output=True, text=True, cwd=PROJECT, env=env, timeout=120, check=False)
+    assert launched.returncode == 0 and "NT412: KMP_AFFINITY=compact in the environment" in launched.stdout
+
+
+# -- fixture trees: a cpuset without the GPU's node, a memory-only node as the CPU node ------------------------
+def test_a_cpuset_without_the_gpus_node_is_nt411():
+    root = fixture_root("handmade-launch-2s4gpu-cxl")
+    host = Host.open(root)
+    topo = read_launch_topology(host, node_kinds=False)
+    devices = read_launch_devices(host, topo)
+    node0 = frozenset(topo.node(0).cpus)
+    facts = LaunchFacts(env={"LOCAL_RANK": "2"}, allowed_cpus=node0, allowed_source="/sys/fs/cgroup/pod/cpuset.cpus"
+                        ".effective", numactl=None, taskset=None, kernel="6.10.0")
+    with pytest.raises(BindingError) as info:
+        plan_launch(topo, devices, facts, LaunchOptions(), ("python",))
+    named = named_failure(info.value, topo)
+    assert named.message.startswith(f"NT411: the allowed CPUs {topo.node(0).cpus[0]}")
+    assert "have no CPU of node 1" in named.message and "docker --cpuset-cpus" in named.message
+    assert named.exit_code == info.value.exit_code
+
+
+def test_a_grace_hopper_hbm_node_given_as_the_cpu_node_is_nt413(cli):
+    res = cli("--root", str(fixture_root("handmade-gh200-numa")), "launch", "--dry-run", "--node", "1", "--", "true")
+    assert res.exit_code == 7
+    assert "NT413: node 1 is a memory-only node" in res.output and "--node 0 (its nearest node with CPUs)" in res.output
+
