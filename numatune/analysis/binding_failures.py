@@ -66,7 +66,7 @@ def refused(call: str, err: int, detail: str) -> str | None:
 def cpuset_excludes(node: int, node_cpus: Iterable[int], allowed: Iterable[int] | None, source: str) -> str:
     """The NT411 line: the allowed CPUs (`source`: the cgroup's cpuset, the mask) have none of `node`'s."""
     have = format_cpulist(allowed) if allowed is not None else "?"
-    return (f"NT411: the allowed CPUs {have} ({source}) have no CPU of node {node} (CPUs "
+    return (f"NT411: no usable CPU on node {node}: the allowed CPUs {have} ({source}) have none of its CPUs ("
             f"{format_cpulist(node_cpus)}); fix: give the container or job CPUs of node {node} (Kubernetes CPU "
             f"manager static with topology manager single-numa-node; docker --cpuset-cpus "
             f"{format_cpulist(node_cpus)}), or bind the rank to a GPU on a node the cpuset has")

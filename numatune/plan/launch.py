@@ -457,7 +457,8 @@ def choose_cpus(
     if not cores:
         why = "; ".join(excluded) or "none online"
         err = BindingError(f"no usable CPU on node {node_id} (node CPUs {format_cpulist(node.cpus)}; {why})")
-        if facts.allowed_cpus is not None and not facts.allowed_cpus & frozenset(node.cpus):  # the cpuset's doing
+        if (facts.allowed_cpus is not None and not facts.allowed_cpus & frozenset(node.cpus)  # the cpuset's doing
+                and "cpuset" in facts.allowed_source and "NUMATUNE_BINDING" not in facts.allowed_source):
             err.cause = ("cpuset", node_id, tuple(node.cpus), facts.allowed_cpus,  # type: ignore[attr-defined]
                          facts.allowed_source)
         raise err

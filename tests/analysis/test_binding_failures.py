@@ -144,8 +144,8 @@ def test_a_cpuset_without_the_gpus_node_is_nt411():
     with pytest.raises(BindingError) as info:
         plan_launch(topo, devices, facts, LaunchOptions(), ("python",))
     named = named_failure(info.value, topo)
-    assert named.message.startswith(f"NT411: the allowed CPUs {topo.node(0).cpus[0]}")
-    assert "have no CPU of node 1" in named.message and "docker --cpuset-cpus" in named.message
+    assert named.message.startswith("NT411: no usable CPU on node 1: the allowed CPUs ")
+    assert "cpuset.cpus.effective) have none of its CPUs" in named.message and "docker --cpuset-cpus" in named.message
     assert named.exit_code == info.value.exit_code
 
 
