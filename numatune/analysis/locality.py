@@ -603,7 +603,9 @@ def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = D
                          f"{_nodes(loc.home_nodes)}", loc.fix.taskset or loc.fix.launch or "", subject))
     from numatune.analysis.binding_failures import rank_findings
 
-    out += rank_findings(proc.pid, proc.environ, proc.rank is not None or proc.gpu is not None)
+    named = frozenset().union(*(policy_node_set(u.policy) for u in proc.memory.policies
+                                if u.mappings and u.policy.startswith(("bind", "prefer"))))
+    out += rank_findings(topo, proc, named)
     return out
 
 

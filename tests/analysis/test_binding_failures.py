@@ -16,12 +16,17 @@ import time
 
 import pytest
 
-from numatune.analysis.binding_failures import openmp_repinning, rank_findings, refused
+from numatune.analysis.binding_failures import openmp_repinning, refused
+from numatune.analysis.locality import audit_findings
+from numatune.cpulist import format_cpulist
 from numatune.errors import BindingError
 from numatune.live.bind import named_failure, read_launch_devices, read_launch_topology
 from numatune.model.launch import LaunchFacts, LaunchOptions
+from numatune.model.process import GpuUse, ProcessInfo, ThreadInfo
 from numatune.plan.inherited import VARIABLE
 from numatune.plan.launch import plan_launch
+from numatune.readers.procs import parse_numa_maps
+from numatune.readers.topology import read_topology
 from numatune.system.host import Host
 from tests.conftest import PROJECT, fixture_root
 
@@ -104,12 +109,67 @@ def test_refused_names_only_refusals():
 
 
 # -- OpenMP variables that re-pin ------------------------------------------------------------------------------
-def test_openmp_affinity_variables_are_named_for_a_rank_only():
+def rank(topo, *, cpus, env=None, gpu=None, policy=None, rank=0) -> ProcessInfo:
+    """A rank as audit reads it: its allowed CPUs, the named keys of its environment, its GPU, its numa_maps."""
+    text = f"7f0000000000 {policy} anon=100 dirty=100 N0=100 kernelpagesize_kB=4\n" if policy else ""
+    dev = None
+    if gpu is not None:
+        d = next(x for x in topo.devices if x.bdf == gpu)
+        dev = GpuUse(d.bdf, d.node, "CUDA_VISIBLE_DEVICES entry 0", d.nvidia.minor if d.nvidia else None)
+    threads = (ThreadInfo(4242, "python", cpus[0], tuple(cpus)),)
+    return ProcessInfo(pid=4242, comm="python", cmdline=("python", "train.py"), ppid=1, state="S", threads=threads,
+                       cpus_allowed=tuple(cpus), mems_allowed=tuple(n.id for n in topo.nodes),
+                       memory=parse_numa_maps(text), environ=env or {}, gpu=dev, rank=rank)
+
+
+@pytest.fixture(scope="module")
+def dgx():
+    return read_topology(Host.open(fixture_root("handmade-dgx-h100-ids")))
+
+
+@pytest.fixture(scope="module")
+def snc4():
+    return read_topology(Host.open(fixture_root("handmade-snc4-8gpu")))
+
+
+def codes(topo, proc) -> dict[str, object]:
+    return {f.code: f for f in audit_findings(topo, proc)}
+
+
+def test_openmp_affinity_variables_are_named_for_a_rank_only(dgx):
     env = {"KMP_AFFINITY": "granularity=fine,compact,1,0", "OMP_PROC_BIND": "false", "GOMP_CPU_AFFINITY": "0-3"}
     assert openmp_repinning(env) == ("GOMP_CPU_AFFINITY=0-3", "KMP_AFFINITY=granularity=fine,compact,1,0")
-    (finding,) = rank_findings(42, env, True)
-    assert finding.code == "NT412" and "KMP_AFFINITY" in finding.message and finding.subject == "pid 42"
-    assert rank_findings(42, env, False) == [] and rank_findings(42, {"OMP_PROC_BIND": "false"}, True) == []
+    node0 = list(dgx.node(0).cpus)
+    found = codes(dgx, rank(dgx, cpus=node0, env=env))["NT412"]
+    assert "KMP_AFFINITY" in found.message and found.subject == "pid 4242" and "OMP_PLACES=cores" in found.fix
+    assert "NT412" not in codes(dgx, rank(dgx, cpus=node0, env=env, rank=None))  # not a rank: not judged
+    assert "NT412" not in codes(dgx, rank(dgx, cpus=node0, env={"OMP_PROC_BIND": "false"}))
+
+
+def test_a_rank_bound_by_its_visible_index_is_nt414_naming_physical_gpus(dgx):
+    """CUDA_VISIBLE_DEVICES=4,5,6,7, local rank 0: its GPU is physical GPU4 on node 1; a binder that read visible
+    index 0 as GPU0 put its CPUs on node 0. Bound right (node 1), or with an identity list, nothing is said."""
+    env = {"CUDA_VISIBLE_DEVICES": "4,5,6,7", "LOCAL_RANK": "0"}
+    node0, node1 = list(dgx.node(0).cpus), list(dgx.node(1).cpus)
+    found = codes(dgx, rank(dgx, cpus=node0, env=env, gpu="0000:9d:00.0"))["NT414"]
+    assert found.message == ("its GPU is CUDA_VISIBLE_DEVICES entry 0 = physical GPU4 0000:9d:00.0 (node 1), but its "
+                             "CPUs are all on node 0, the node of physical GPU0 0000:1b:00.0: the visible index 0 "
+                             "was taken for a physical GPU")
+    assert found.fix.endswith(f"taskset -a -p -c {format_cpulist(node1)} 4242")
+    assert "NT414" not in codes(dgx, rank(dgx, cpus=node1, env=env, gpu="0000:9d:00.0"))
+    same = {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "LOCAL_RANK": "0"}
+    assert "NT414" not in codes(dgx, rank(dgx, cpus=node0, env=same, gpu="0000:1b:00.0"))
+
+
+def test_memory_bound_to_the_sockets_first_cluster_is_nt415(snc4):
+    cluster2 = list(snc4.node(2).cpus)
+    found = codes(snc4, rank(snc4, cpus=cluster2, policy="bind:0"))["NT415"]
+    assert found.message.startswith("SNC-4: its memory is bound to cluster node(s) 0 (the socket's first cluster) "
+                                    "while its CPUs are on cluster node(s) 2")
+    assert "--mem-policy socket" in found.fix
+    assert "NT415" not in codes(snc4, rank(snc4, cpus=cluster2, policy="bind:2"))
+    assert "NT415" not in codes(snc4, rank(snc4, cpus=cluster2, policy="bind:4"))  # another socket: remote, not this
+    assert "NT415" not in codes(snc4, rank(snc4, cpus=cluster2, policy="interleave:0-3"))
 
 
 def test_a_live_rank_with_kmp_affinity_is_nt412_in_check_pid_and_a_launch_warning():
