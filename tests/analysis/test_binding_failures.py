@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,7 @@ from numatune.plan.launch import plan_launch
 from numatune.readers.procs import parse_numa_maps
 from numatune.readers.topology import read_topology
 from numatune.system.host import Host
-from tests.conftest import PROJECT, fixture_root
+from tests.conftest import PROJECT, child_cpuset, fixture_root
 
 # -- a seccomp filter: the given system calls return EPERM, as a container's profile without CAP_SYS_NICE ------
 SYSCALLS = {"set_mempolicy": 238, "sched_setaffinity": 203}  # x86_64
@@ -214,3 +215,108 @@ def test_a_grace_hopper_hbm_node_given_as_the_cpu_node_is_nt413(cli):
     assert res.exit_code == 7
     assert "NT413: node 1 is a memory-only node" in res.output and "--node 0 (its nearest node with CPUs)" in res.output
 
+
+
+def test_a_live_cpuset_without_the_ranks_node_is_nt411(tmp_path):
+    """A child cgroup holding node 0's CPUs and a rank asked onto node 1: needs two nodes with CPUs."""
+    from numatune.cpulist import parse_cpulist
+
+    base = "/sys/devices/system/node"
+    nodes = {int(n[4:]): parse_cpulist(Path(f"{base}/{n}/cpulist").read_text().strip()) for n in os.listdir(base)
+             if n.startswith("node") and n[4:].isdigit()}
+    with_cpus = sorted(n for n, cpus in nodes.items() if cpus)
+    if len(with_cpus) < 2:
+        pytest.skip("this machine has one node with CPUs: no cpuset can leave out a rank's node here (the "
+                    "fixture-tree test above stands for it; a machine with two runs this)")
+    first, other = with_cpus[0], with_cpus[1]
+    with child_cpuset(format_cpulist(nodes[first])) as enter:
+        done = subprocess.run([sys.executable, "-m", "numatune", "launch", "--node", str(other), "--", "true"],
+                              capture_output=True, text=True, cwd=PROJECT, timeout=120, check=False, preexec_fn=enter)
+    assert done.returncode == 7 and f"NT411: no usable CPU on node {other}" in done.stderr, done.stderr
+
+
+LATE = """
+    import json, os, sys, threading, time
+    ready = threading.Event()
+    threading.Thread(target=lambda: (ready.set(), time.sleep(60)), name="progress", daemon=True).start()
+    ready.wait()
+    if sys.argv[1] == "bind":
+        import numatune
+        numatune.bind(cpu_bind="cores:1", mem_policy="none")
+    else:
+        os.sched_setaffinity(0, {int(sys.argv[2])})  # the main thread only: the progress thread keeps its mask
+    masks = {t: sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")}
+    print(json.dumps(masks), flush=True)
+    time.sleep(60)
+"""
+
+
+def _start(code: str, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, object]:
+    full = {k: v for k, v in os.environ.items() if k not in ("NUMATUNE_BIND", VARIABLE)}
+    full.update({"PYTHONPATH": str(PROJECT), **(env or {})})
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], env=full, cwd=PROJECT,
+                            stdout=subprocess.PIPE, text=True)
+    return proc, json.loads(proc.stdout.readline())
+
+
+def _check_pid(pid: int) -> list[dict]:
+    done = subprocess.run([sys.executable, "-m", "numatune", "check", "--pid", str(pid), "--json"],
+                          capture_output=True, text=True, cwd=PROJECT, timeout=120, check=False)
+    return json.loads(done.stdout)["findings"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to see a mask change")
+def test_a_thread_started_before_binding_is_nt406_and_bind_moves_it_too():
+    """A progress thread (as NCCL's or UCX's) started before the binding: sched_setaffinity on the main thread
+    leaves it on the old mask (audit: NT406); numatune.bind() sets every thread's mask."""
+    last = max(os.sched_getaffinity(0))
+    proc, masks = _start(LATE, "main", str(last), env={"LOCAL_RANK": "0"})
+    try:
+        assert masks[str(proc.pid)] == [last] and any(m != [last] for m in masks.values())
+        assert "NT406" in {f["code"] for f in _check_pid(proc.pid)}
+    finally:
+        proc.kill()
+        proc.wait()
+    proc, masks = _start(LATE, "bind", env={"LOCAL_RANK": "0"})
+    try:
+        assert len(masks) >= 2 and len({tuple(m) for m in masks.values()}) == 1 and len(masks[str(proc.pid)]) < len(
+            os.sched_getaffinity(0)), masks
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+ENGINE = """
+    import json, multiprocessing as mp, os, sys, time
+
+    def worker(q):
+        os.sched_setaffinity(0, set(json.loads(sys.argv[2])))  # the worker binds itself wider than the engine core
+        q.put(os.getpid())
+        time.sleep(60)
+
+    if __name__ == "__main__":
+        os.sched_setaffinity(0, {int(sys.argv[1])})  # the engine core: one CPU
+        q = mp.get_context("spawn").Queue()
+        mp.get_context("spawn").Process(target=worker, args=(q,), daemon=True).start()
+        print(json.dumps({"worker": q.get()}), flush=True)
+        time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to see a mask change")
+def test_an_engine_core_narrower_than_its_worker_is_nt408_without_recommending_the_helper(tmp_path):
+    cpus = sorted(os.sched_getaffinity(0))
+    script = tmp_path / "engine.py"
+    script.write_text(textwrap.dedent(ENGINE))
+    full = {k: v for k, v in os.environ.items() if k not in ("NUMATUNE_BIND", VARIABLE)}
+    full.update({"PYTHONPATH": str(PROJECT), "LOCAL_RANK": "0"})
+    proc = subprocess.Popen([sys.executable, str(script), str(cpus[-1]), json.dumps(cpus)], env=full, cwd=tmp_path,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        worker = json.loads(proc.stdout.readline())["worker"]
+        found = [f for f in _check_pid(worker) if f["code"] == "NT408"]
+        assert len(found) == 1 and f"rank PID {proc.pid}" in found[0]["message"], found
+        assert "bind_worker" not in found[0]["fix"] and f"taskset -a -p -c {cpus[-1]} {worker}" in found[0]["fix"]
+    finally:
+        proc.kill()
+        proc.wait()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from numatune.plan.inherited import VARIABLE
-from tests.conftest import PROJECT, tool_path
+from tests.conftest import PROJECT, child_cpuset, tool_path
 
 CPUS = sorted(os.sched_getaffinity(0))
 NEEDS_TWO = pytest.mark.skipif(len(CPUS) < 2, reason="needs two allowed CPUs: a rank on one of them is a narrowing")
@@ -63,7 +63,7 @@ RANK = """
 
 
 def run_rank(tmp_path: Path, prefix: list[str], narrow: int | None = None, env: dict[str, str] | None = None,
-             ranks: int = 1, python: tuple[str, ...] = ()) -> list[dict]:
+             ranks: int = 1, python: tuple[str, ...] = (), preexec=None) -> list[dict]:  # noqa: ANN001
     script = tmp_path / "rank.py"
     script.write_text(textwrap.dedent(RANK))
     full = {k: v for k, v in os.environ.items() if k not in ("NUMATUNE_BIND", VARIABLE, "OMP_NUM_THREADS")}
@@ -71,7 +71,8 @@ def run_rank(tmp_path: Path, prefix: list[str], narrow: int | None = None, env: 
     full.update(env or {})
     out = tmp_path / "out"
     cmd = [*prefix, *(python or (sys.executable,)), str(script), "-" if narrow is None else str(narrow), str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=full, timeout=300, check=False)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=full, timeout=300, check=False,
+                          preexec_fn=preexec)
     assert done.returncode == 0, done.stderr[-3000:]
     return [json.loads((tmp_path / f"out{r}").read_text()) for r in range(ranks)]
 
@@ -122,6 +123,16 @@ def test_launch_cores_1_keeps_the_workers_on_the_ranks_core(tmp_path):
     (doc,) = run_rank(tmp_path, [sys.executable, "-m", "numatune", "launch", "--cpu-bind", "cores:1", "--"])
     assert len(doc["mask"]) < len(CPUS) or len(_node0()) == 1
     assert_within(doc, doc["mask"])
+
+
+@NEEDS_TWO
+def test_a_child_cgroups_cpuset_keeps_the_rank_and_its_workers_inside(tmp_path):
+    """A container's cpuset, made for real: a child cgroup holding the last CPU only; launch (no GPU, no --node)
+    binds the rank inside it and bind_worker() keeps the workers there."""
+    with child_cpuset(str(LAST)) as enter:
+        (doc,) = run_rank(tmp_path, [sys.executable, "-m", "numatune", "launch", "--mem-policy", "none", "--"],
+                          preexec=enter)
+    assert_within(doc, [LAST])
 
 
 def _node0() -> list[int]:
