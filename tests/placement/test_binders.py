@@ -1,9 +1,10 @@
 """bind_worker() under every binder a rank can have (issue 46): the rank's own CPU mask is the outer limit of its
 workers, whoever set it. Real processes: a rank program started under taskset, numactl --physcpubind, numatune
-launch, torchrun --numa-binding, or narrowing itself with os.sched_setaffinity, runs a DataLoader (forked
-workers) and a spawn Pool, both with numatune.bind_worker(); every thread of every worker must stay within the
-rank's CPUs. Slurm --cpu-bind and mpirun --bind-to give a rank its mask the same way (the mask is all the
-code reads), so these stand for them.
+launch, torchrun --numa-binding, in a child cgroup's cpuset, or narrowing itself with os.sched_setaffinity, runs
+forked workers (torch's DataLoader in the taskset and launch cases, a fork Pool elsewhere: torch's import is the
+cost) and a spawn Pool, all with numatune.bind_worker(); every thread of every worker must stay within the rank's
+CPUs. Slurm --cpu-bind and mpirun --bind-to give a rank its mask the same way (the mask is all the code reads),
+so these stand for them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ CPUS = sorted(os.sched_getaffinity(0))
 NEEDS_TWO = pytest.mark.skipif(len(CPUS) < 2, reason="needs two allowed CPUs: a rank on one of them is a narrowing")
 LAST = CPUS[-1]
 
-# The rank program: argv[1] the CPU it narrows itself to ("-": it does not), argv[2] the output file prefix.
+# The rank program: argv[1] the CPU it narrows itself to ("-": it does not), argv[2] the output file prefix,
+# argv[3] "dataloader" (torch's DataLoader, forked workers, where torch is installed) or "pool" (a forked Pool).
 RANK = """
     import json, multiprocessing as mp, os, sys
     import numatune
@@ -40,10 +42,15 @@ RANK = """
         if sys.argv[1] != "-":
             os.sched_setaffinity(0, {int(sys.argv[1])})
         rows = []
-        try:
-            import torch.utils.data as tud
-        except ImportError:
-            tud = None
+        tud = None
+        if sys.argv[3] == "dataloader":
+            try:
+                import torch.utils.data as tud
+            except ImportError:
+                pass
+        if tud is None:
+            with mp.get_context("fork").Pool(2, initializer=numatune.bind_worker()) as pool:
+                rows += [dict(r, kind="fork pool") for r in pool.map(task, range(4))]
         if tud is not None:
             class Masks(tud.Dataset):
                 def __len__(self):
@@ -63,14 +70,16 @@ RANK = """
 
 
 def run_rank(tmp_path: Path, prefix: list[str], narrow: int | None = None, env: dict[str, str] | None = None,
-             ranks: int = 1, python: tuple[str, ...] = (), preexec=None) -> list[dict]:  # noqa: ANN001
+             ranks: int = 1, python: tuple[str, ...] = (), preexec=None, forked: str = "pool",  # noqa: ANN001
+             ) -> list[dict]:
     script = tmp_path / "rank.py"
     script.write_text(textwrap.dedent(RANK))
     full = {k: v for k, v in os.environ.items() if k not in ("NUMATUNE_BIND", VARIABLE, "OMP_NUM_THREADS")}
     full["PYTHONPATH"] = os.pathsep.join([str(PROJECT), *filter(None, [os.environ.get("PYTHONPATH")])])
     full.update(env or {})
     out = tmp_path / "out"
-    cmd = [*prefix, *(python or (sys.executable,)), str(script), "-" if narrow is None else str(narrow), str(out)]
+    cmd = [*prefix, *(python or (sys.executable,)), str(script), "-" if narrow is None else str(narrow), str(out),
+           forked]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=full, timeout=300, check=False,
                           preexec_fn=preexec)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -80,7 +89,7 @@ def run_rank(tmp_path: Path, prefix: list[str], narrow: int | None = None, env: 
 def assert_within(doc: dict, cpus: list[int]) -> None:
     assert doc["mask"] == cpus, doc["mask"]
     kinds = {r["kind"] for r in doc["rows"]}
-    assert "pool" in kinds and len({r["pid"] for r in doc["rows"]}) >= 2
+    assert "pool" in kinds and kinds & {"dataloader", "fork pool"} and len({r["pid"] for r in doc["rows"]}) >= 2
     for row in doc["rows"]:
         assert row["pid"] != doc["rank"]
         for tid, mask in row["masks"].items():
@@ -89,7 +98,7 @@ def assert_within(doc: dict, cpus: list[int]) -> None:
 
 @NEEDS_TWO
 def test_taskset_keeps_the_workers_on_the_ranks_cpu(tmp_path):
-    (doc,) = run_rank(tmp_path, ["taskset", "-c", str(LAST)])
+    (doc,) = run_rank(tmp_path, ["taskset", "-c", str(LAST)], forked="dataloader")
     assert_within(doc, [LAST])
 
 
@@ -114,7 +123,7 @@ def test_a_rank_launch_bound_then_narrowed_keeps_its_workers_in_the_narrower_mas
     if len(node0) < 2:
         pytest.skip("node 0 has fewer than two allowed CPUs: launch --node 0 would not be wider than one")
     (doc,) = run_rank(tmp_path, [sys.executable, "-m", "numatune", "launch", "--node", "0", "--mem-policy", "none",
-                                 "--"], narrow=node0[-1])
+                                 "--"], narrow=node0[-1], forked="dataloader")
     assert_within(doc, [node0[-1]])
 
 
