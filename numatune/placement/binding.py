@@ -21,7 +21,11 @@ What a late binding (sched_setaffinity or numa_bind inside the program) leaves b
   (shared with forked workers, pinned, over the bound, a range policy the program set itself).
 - A process that `numatune launch` bound (or a bind() in a parent process) carries that binding in
   NUMATUNE_BINDING: the worker helpers stay within it (they narrow it, never widen or move it), so a DataLoader
-  worker of a rank launched with `--cpu-bind cores:6` keeps the rank's six cores, not the whole node.
+  worker of a rank launched with `--cpu-bind cores:6` keeps the rank's six cores, not the whole node. Without a
+  record, or where the rank narrowed itself since, the mask and memory policy it runs with are the limit
+  (taskset, numactl, Slurm --cpu-bind, mpirun --bind-to, torchrun --numa-binding).
+- A binding the kernel refuses (EPERM from seccomp, no CAP_SYS_NICE) raises PermissionDenied starting NT410
+  with the fix (numatune/analysis/binding_failures.py); best effort, the report carries the same line.
 Best effort (`best_effort=True`): nothing raises for a binding that cannot be honoured (a node this machine
 lacks); the report says why nothing was bound. NUMATUNE_BIND=0 in the environment turns bind() into a
 no-op whose report says so. Importable without click or rich.
@@ -243,7 +247,10 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     launch's options (cpu_bind: node, socket, exclusive, core-complex, cores:N, none; mem_policy: bind,
     preferred, preferred-many, interleave, weighted, cxl-spill, socket, socket-interleave, gpu-memory, none);
     errors name them as keywords (`mem_policy gpu-memory needs a GPU`). A re-bind plans within the cgroup's
-    CPUs (cpuset.cpus.effective), not the current mask; inside a Slurm step within the step's CPUs.
+    CPUs (cpuset.cpus.effective); inside a Slurm step within the step's CPUs. Unless the call names its own
+    node, gpu or mem_nodes (or inherit=False), it never widens what the process was given: its current CPU mask
+    and memory policy are the outer limit (taskset, numactl, Slurm --cpu-bind, mpirun --bind-to, torchrun
+    --numa-binding or the program itself set them), cut from the NUMATUNE_BINDING record when there is one.
 
     Applies: the CPU mask to every thread; the memory policy to the calling thread (threads it creates
     later inherit it; see `bind_thread` for a pool's threads) and, as a range policy, to the anonymous
