@@ -657,3 +657,19 @@ def test_dataloader_workers_under_launch_cores_1_keep_the_ranks_cpu(tmp_path):
         assert all(m == first_core() for m in row["masks"]), row
         assert row["report"]["bound"] and row["report"]["relation"] == "same"
         assert row["report"]["within"] and row["report"]["pid"] == rank["rank"]
+
+
+def test_a_slurm_repeat_count_costs_bind_nothing():
+    """issue 47: SLURM_TASKS_PER_NODE='2(x999999999)' with a large SLURM_NODEID built a list as long as the node
+    id in bind() too (1.6 GB); the local size is counted, and the planning stays within a few MiB."""
+    import tracemalloc
+
+    env = {"SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "2(x999999999)", "SLURM_NODEID": "999999998"}
+    tracemalloc.start()
+    try:
+        report = bind(dry_run=True, root=str(fixture_root(HM)), environ=env, mem_policy="none")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert report.plan.rank.local_size == 2 and report.plan.gpu.bdf == "0000:3b:00.0"
+    assert peak < 64 << 20, peak
