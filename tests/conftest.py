@@ -181,3 +181,52 @@ def golden(request):
         assert text == path.read_text(), f"output differs from {path}"
 
     return check
+
+
+def child_cpuset(cpus: str):  # noqa: ANN201 - a context manager
+    """A child cgroup whose cpuset holds `cpus` (cgroup v1's cpuset hierarchy, or v2 where the root already
+    delegates the cpuset controller); yields a preexec_fn that moves the child process into it, and removes the
+    cgroup after. pytest.skip, saying why, where no cpuset can be made here (not root, read-only, no controller)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def made():
+        v1, v2 = Path("/sys/fs/cgroup/cpuset"), Path("/sys/fs/cgroup")
+        if (v1 / "cpuset.cpus").exists():
+            base, procs, mems = v1, "tasks", "cpuset.mems"
+        elif "cpuset" in ((v2 / "cgroup.subtree_control").read_text() if (v2 / "cgroup.subtree_control").exists()
+                          else ""):
+            base, procs, mems = v2, "cgroup.procs", "cpuset.mems"
+        else:
+            pytest.skip("no cpuset controller to make a child cgroup in (neither cgroup v1's cpuset hierarchy nor a "
+                        "v2 root that delegates cpuset)")
+        where = base / f"numatune-test-{os.getpid()}"
+        try:
+            where.mkdir()
+            (where / "cpuset.cpus").write_text(cpus)
+            (where / mems).write_text((base / ("cpuset.mems.effective" if procs == "cgroup.procs" else mems))
+                                      .read_text().strip() or "0")
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                where.rmdir()
+            pytest.skip(f"cannot make a child cpuset cgroup under {base}: {exc.strerror} (needs root and a writable "
+                        "cgroup hierarchy)")
+        tasks = str(where / procs)
+
+        def enter() -> None:
+            with open(tasks, "w") as f:
+                f.write(str(os.getpid()))
+
+        try:
+            yield enter
+        finally:
+            for _ in range(50):
+                try:
+                    where.rmdir()
+                    break
+                except OSError:
+                    import time
+
+                    time.sleep(0.1)
+
+    return made()

@@ -22,11 +22,13 @@ NT408 = register("NT408", Severity.WARNING, "audit", "a rank's worker runs outsi
     A worker of a rank (a DataLoader, multiprocessing or compile worker: a descendant with the rank's
     variables) may run on CPUs its rank may not, or its memory policy or pages are on nodes outside the
     rank's memory nodes: it competes with the other ranks for their cores and feeds its rank from another
-    node. A helper that widens the binding inherited from the launcher causes it (a worker_init_fn that
-    binds to the whole node). The fix keeps the workers within their rank: numatune.bind_worker() as the
-    DataLoader's worker_init_fn (or a Pool's initializer) binds each worker inside its rank's CPUs and nodes;
-    to give the workers cores of their own, start the ranks with numatune launch --reserve-cores N. For the
-    running worker, taskset onto its rank's CPUs.""")
+    node. A worker_init_fn or initializer that binds each worker to a node or a GPU's node, wider than what
+    the rank was given (by numatune launch, taskset, numactl, Slurm --cpu-bind, mpirun --bind-to, torchrun
+    --numa-binding or the rank itself), causes it, or an engine core bound narrower than the workers it starts.
+    The fix binds no worker outside its rank's CPUs and nodes: drop the worker's own node-wide binding (or its
+    node=/gpu=/inherit=False), or bind each worker to a subset of the rank's mask; to give the workers cores of
+    their own, start the ranks with numatune launch --reserve-cores N. For the running worker, taskset onto its
+    rank's CPUs.""")
 
 # Programs that only start the rank (torchrun --no-python bash run.sh; numactl ... python): a process of that
 # name with a same-rank child is the rank's launcher, its child the rank.
@@ -122,10 +124,10 @@ def check_worker(worker: ProcessInfo, rank: ProcessInfo, topo: Topology) -> Work
                     f"rank's memory node(s) {format_cpulist(nodes or ())}")
     reason = (f"a worker of rank PID {rank.pid} ({var}={rank.rank}) outside its rank's binding: " + "; ".join(what))
     live = f"taskset -a -p -c {format_cpulist(rank_cpus)} {worker.pid}" if outside_cpus and rank_cpus else ""
-    fix = ("keep the workers within their rank: numatune.bind_worker() as the DataLoader's worker_init_fn (or a "
-           "Pool's initializer) binds each worker inside its rank's CPUs and nodes; to give workers cores of their "
-           "own, start the ranks with numatune launch --reserve-cores N" + (f" (the running worker: {live})"
-                                                                            if live else ""))
+    fix = ("bind no worker outside its rank: the worker_init_fn or initializer that bound it to a node or GPU's "
+           f"node widened it; bind within the rank's CPUs {format_cpulist(rank_cpus) or '(its mask)'} instead, or "
+           "not at all; to give workers cores of their own, start the ranks with numatune launch --reserve-cores N"
+           + (f" (the running worker: {live})" if live else ""))
     return check._replace(reason=reason, fix=fix)
 
 

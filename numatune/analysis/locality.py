@@ -694,6 +694,11 @@ def audit_findings(topo: Topology, proc: ProcessInfo, thresholds: Thresholds = D
     if loc.threads_off_home:
         out.append(NT404(f"{len(loc.threads_off_home)} of {len(proc.threads)} threads last ran off home node "
                          f"{_nodes(loc.home_nodes)}", loc.fix.taskset or loc.fix.launch or "", subject))
+    from numatune.analysis.binding_failures import rank_findings
+
+    named = frozenset().union(*(policy_node_set(u.policy) for u in proc.memory.policies
+                                if u.mappings and u.policy.startswith(("bind", "prefer"))))
+    out += rank_findings(topo, proc, named)
     return out
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from numatune.cpulist import format_cpulist
-from numatune.errors import CommandNotExecutable, CommandNotRunnable, NumatuneError
+from numatune.errors import BindingError, CommandNotExecutable, CommandNotRunnable, NumatuneError, PermissionDenied
 from numatune.model.launch import LaunchFacts, LaunchOptions, LaunchPlan, Numactl
 from numatune.model.topology import PciDevice, Topology
 from numatune.numbers import maybe_int, parse_int
@@ -242,6 +242,7 @@ def plan_live(host: Host, environ: Mapping[str, str], opts: LaunchOptions, comma
     step the step's CPUs stay the limit, as for launch. `within` (the CPUs a launcher recorded in
     NUMATUNE_BINDING, `within_source` saying so) narrows the allowed CPUs further.
     """
+    from numatune.analysis.binding_failures import openmp_line, openmp_repinning
     from numatune.plan.launch import normalize_bdf, plan_launch
 
     topo = read_launch_topology(host, node_kinds=opts.mem_policy in KIND_POLICIES)
@@ -265,30 +266,90 @@ def plan_live(host: Host, environ: Mapping[str, str], opts: LaunchOptions, comma
     if within is not None:
         allowed = within if facts.allowed_cpus is None else facts.allowed_cpus & within
         facts = facts._replace(allowed_cpus=allowed, allowed_source=f"{facts.allowed_source} ∩ {within_source}")
-    plan = plan_launch(topo, devices, facts, opts, command)
+    try:
+        plan = plan_launch(topo, devices, facts, opts, command)
+    except BindingError as exc:
+        raise named_failure(exc, topo) from None
+    found = openmp_repinning(environ)
+    if found and plan.cpus:  # the OpenMP runtime of the command re-pins what launch binds (NT412)
+        plan = plan._replace(warnings=(*plan.warnings, openmp_line(found)))
     if host.notes:  # files that exist but could not be read, links leaving a saved root
         plan = plan._replace(warnings=plan.warnings + tuple(f"cannot read {p}: {r}" for p, r in host.notes))
     return plan
 
 
+def named_failure(exc: BindingError, topo: Topology) -> BindingError:
+    """A planning error named by its cause where the plan knows it (the catalogue of
+    numatune/analysis/binding_failures.py): a memory-only node given as the CPU node (NT413), a cpuset without
+    a CPU of the rank's node (NT411). Others are returned as they are."""
+    from numatune.analysis.binding_failures import cpuset_excludes, memory_only_node
+    from numatune.model.gpumem import nearest_cpu_node
+
+    cause = getattr(exc, "cause", None)
+    if not cause:
+        return exc
+    if cause[0] == "memory-only":
+        _, node, kind = cause
+        line = memory_only_node(node, kind, nearest_cpu_node(topo, node))
+    else:
+        _, node, cpus, allowed, source = cause
+        line = cpuset_excludes(node, cpus, allowed, source)
+    named = type(exc)(line, hint=exc.hint)
+    named.cause = cause  # type: ignore[attr-defined]
+    return named
+
+
 # -- applying -----------------------------------------------------------------------------------------------
 def set_mempolicy(mode: int, nodes: Sequence[int]) -> None:
-    """set_mempolicy(2) for the calling thread; inherited by the exec'd command (memsys does the call)."""
-    memsys.set_mempolicy(mode, nodes)
+    """set_mempolicy(2) for the calling thread; inherited by the exec'd command (memsys does the call). A refusal
+    (EPERM: seccomp, no CAP_SYS_NICE) is PermissionDenied naming the cause (NT410)."""
+    from numatune.analysis.binding_failures import refused
+
+    try:
+        memsys.set_mempolicy(mode, nodes)
+    except memsys.SyscallFailed as exc:
+        line = refused("set_mempolicy", exc.errno, f"{memsys.mode_name(mode)}, nodes {format_cpulist(nodes)}")
+        if line is None:
+            raise
+        raise PermissionDenied(line) from None
+
+
+def set_affinity(cpus: Sequence[int]) -> None:
+    """sched_setaffinity(2) of the calling process; a refusal is PermissionDenied naming the cause (NT410)."""
+    from numatune.analysis.binding_failures import refused
+
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError as exc:
+        line = refused("sched_setaffinity", exc.errno or 0, format_cpulist(cpus))
+        if line is not None:
+            raise PermissionDenied(line) from None
+        raise NumatuneError(f"sched_setaffinity({format_cpulist(cpus)}) failed: {exc.strerror}") from exc
 
 
 def bind_direct(plan: LaunchPlan) -> None:
-    """The calling process's part of a `direct` plan (affinity, memory policy); nothing for the others,
-    whose argv (numactl, taskset) binds. Shared by launch's exec and compare's child processes."""
-    if plan.method != "direct":
+    """The calling process's part of a plan: for `direct` the affinity and memory policy; for numactl and
+    taskset (whose argv binds) the same calls as a check first, so that a refusal (a seccomp filter, no
+    CAP_SYS_NICE) stops launch with the cause and the fix (NT410) instead of the exec'd tool failing with a line
+    of its own, or the command running without the binding. The exec'd tool sets the same binding again; the
+    process keeps it across exec either way. Shared by launch's exec and compare's child processes."""
+    if plan.method == "direct":
+        if plan.cpus:
+            set_affinity(plan.cpus)
+        if plan.memory.mode is not None:
+            set_mempolicy(plan.memory.mode, plan.memory.nodes)
         return
-    if plan.cpus:
-        try:
-            os.sched_setaffinity(0, plan.cpus)
-        except OSError as exc:
-            raise NumatuneError(f"sched_setaffinity({format_cpulist(plan.cpus)}) failed: {exc.strerror}") from exc
-    if plan.memory.mode is not None:
-        set_mempolicy(plan.memory.mode, plan.memory.nodes)
+    if plan.method not in ("numactl", "taskset"):
+        return
+    try:  # the check: only a refusal stops here; any other error is the tool's to report, as before
+        if plan.cpus:
+            set_affinity(plan.cpus)
+        if plan.memory.mode is not None and plan.method == "numactl" and memsys.supported():
+            set_mempolicy(plan.memory.mode, plan.memory.nodes)
+    except PermissionDenied:
+        raise
+    except NumatuneError:
+        pass
 
 
 def apply_plan(plan: LaunchPlan, environ: Mapping[str, str]) -> NoReturn:

@@ -21,7 +21,11 @@ What a late binding (sched_setaffinity or numa_bind inside the program) leaves b
   (shared with forked workers, pinned, over the bound, a range policy the program set itself).
 - A process that `numatune launch` bound (or a bind() in a parent process) carries that binding in
   NUMATUNE_BINDING: the worker helpers stay within it (they narrow it, never widen or move it), so a DataLoader
-  worker of a rank launched with `--cpu-bind cores:6` keeps the rank's six cores, not the whole node.
+  worker of a rank launched with `--cpu-bind cores:6` keeps the rank's six cores, not the whole node. Without a
+  record, or where the rank narrowed itself since, the mask and memory policy it runs with are the limit
+  (taskset, numactl, Slurm --cpu-bind, mpirun --bind-to, torchrun --numa-binding).
+- A binding the kernel refuses (EPERM from seccomp, no CAP_SYS_NICE) raises PermissionDenied starting NT410
+  with the fix (numatune/analysis/binding_failures.py); best effort, the report carries the same line.
 Best effort (`best_effort=True`): nothing raises for a binding that cannot be honoured (a node this machine
 lacks); the report says why nothing was bound. NUMATUNE_BIND=0 in the environment turns bind() into a
 no-op whose report says so. Importable without click or rich.
@@ -243,7 +247,10 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     launch's options (cpu_bind: node, socket, exclusive, core-complex, cores:N, none; mem_policy: bind,
     preferred, preferred-many, interleave, weighted, cxl-spill, socket, socket-interleave, gpu-memory, none);
     errors name them as keywords (`mem_policy gpu-memory needs a GPU`). A re-bind plans within the cgroup's
-    CPUs (cpuset.cpus.effective), not the current mask; inside a Slurm step within the step's CPUs.
+    CPUs (cpuset.cpus.effective); inside a Slurm step within the step's CPUs. Unless the call names its own
+    node, gpu or mem_nodes (or inherit=False), it never widens what the process was given: its current CPU mask
+    and memory policy are the outer limit (taskset, numactl, Slurm --cpu-bind, mpirun --bind-to, torchrun
+    --numa-binding or the program itself set them), cut from the NUMATUNE_BINDING record when there is one.
 
     Applies: the CPU mask to every thread; the memory policy to the calling thread (threads it creates
     later inherit it; see `bind_thread` for a pool's threads) and, as a range policy, to the anonymous
@@ -293,11 +300,16 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
 
         raise UsageError(f"numatune.bind: root={root!r} needs dry_run=True: bind() applies to this process only")
     from numatune.live.bind import plan_live
-    from numatune.plan.inherited import VARIABLE, holding, relation, within_memory
+    from numatune.plan.inherited import OWN, VARIABLE, given, holding, relation, within_memory
     from numatune.system.host import Host
 
     # The binding a launcher (or an earlier bind()) recorded: only this process's own mask says whether it holds.
-    rec, stale = holding(env, None if root is not None else os.sched_getaffinity(os.getpid()))
+    # Either way the mask and memory policy the process runs with now are the outer limit (what taskset,
+    # numactl, Slurm, mpirun, torchrun or the program itself gave it): `given`, never widened by the helpers.
+    affinity = None if root is not None else frozenset(os.sched_getaffinity(os.getpid()))
+    rec, stale = holding(env, affinity)
+    if affinity is not None:
+        rec = given(rec, os.getpid(), affinity, _unbound_cpus(), _current_memory())
     within = rec is not None and (inherit if inherit is not None else
                                   node is None and gpu is None and mem_nodes is None)
     early = [stale] if stale else []
@@ -307,7 +319,7 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     try:
         plan = plan_live(Host.open(root or "/"), env, opts, rebind=True,
                          within=rec.cpus if within and rec.cpus else None,
-                         within_source=f"{rec.describe()} ({VARIABLE})" if within else "")
+                         within_source=(rec.describe() + (f" ({VARIABLE})" if rec.by != OWN else "")) if within else "")
     except NumatuneError as exc:
         _in_keyword_words(exc)
         if within:
@@ -354,6 +366,33 @@ def bind(node: int | None = None, *, gpu: str | int | None = None, rank: int | N
     return report._replace(inherited=rec, within=within, relation=how)
 
 
+def _unbound_cpus() -> frozenset[int] | None:
+    """The CPUs this process could run on without any binder: its cgroup's cpuset (cpuset.cpus.effective)
+    within the online CPUs; None when neither is readable."""
+    from numatune.live.bind import cgroup_cpuset
+    from numatune.system.host import Host
+
+    host = Host.open("/")
+    online = host.read_cpulist("/sys/devices/system/cpu/online")
+    cpuset, _ = cgroup_cpuset(host)
+    if cpuset is None:
+        return online or None
+    return cpuset & online if online else cpuset
+
+
+def _current_memory() -> tuple[str, frozenset[int]] | None:
+    """The calling thread's memory policy as (launch's policy name, nodes) where it limits where memory goes
+    (numactl --membind, an inherited set_mempolicy); None for the default or local policy, or unreadable."""
+    from numatune.plan.inherited import policy_name
+    from numatune.system import memsys
+
+    try:
+        mode, nodes = memsys.get_mempolicy()
+    except NumatuneError:  # no NUMA syscalls here (ENOSYS, a filter): nothing known limits the memory
+        return None
+    return policy_name(mode, nodes)
+
+
 def _record(report: BindReport, rec: Any) -> None:
     """Write what bind() bound to NUMATUNE_BINDING in os.environ, for the processes this one starts (its
     DataLoader and pool workers). What it left alone (cpu_bind="none", mem_policy="none" where no earlier bind()
@@ -398,8 +437,14 @@ def _in_keyword_words(exc: NumatuneError) -> None:
         exc.hint = words(exc.hint)
 
 
+# os.strerror of the refusals, back to their errno (a thread's error is kept as the kernel's words)
+_REFUSALS = {os.strerror(e): e for e in (1, 13)}  # EPERM, EACCES
+
+
 def _apply(plan: Any, opts: Any, move: bool, max_move_bytes: int, set_env: bool, warnings: list[str],
            started: float) -> BindReport:
+    from numatune.analysis.binding_failures import refused
+    from numatune.errors import PermissionDenied
     from numatune.system import memsys
     from numatune.system.host import Host
 
@@ -410,16 +455,25 @@ def _apply(plan: Any, opts: Any, move: bool, max_move_bytes: int, set_env: bool,
         threads = bind_threads(host, cpus)
         failed = [t for t in threads if t.error and t.error != "exited"]
         if failed and len(failed) == len(threads):
+            line = refused("sched_setaffinity", _REFUSALS.get(failed[0].error or "", 0), format_cpulist(cpus))
+            if line is not None:
+                raise PermissionDenied(line + " (every thread)")
             raise NumatuneError(f"sched_setaffinity({format_cpulist(cpus)}) refused for every thread: "
                                 f"{failed[0].error}")
         warnings += [f"thread {t.tid} ({t.name}): mask not set: {t.error}" for t in failed]
     mem = plan.memory
     try:
-        if mem.mode is not None:
-            memsys.set_mempolicy(mem.mode, mem.nodes)
-        elif _LAST.get("mode") is not None:  # mem_policy none after a bind() that set one: back to the default
-            memsys.set_mempolicy(memsys.MPOL_DEFAULT)
-    except memsys.SyscallFailed as exc:
+        try:
+            if mem.mode is not None:
+                memsys.set_mempolicy(mem.mode, mem.nodes)
+            elif _LAST.get("mode") is not None:  # mem_policy none after a bind() that set one: back to the default
+                memsys.set_mempolicy(memsys.MPOL_DEFAULT)
+        except memsys.SyscallFailed as exc:
+            line = refused("set_mempolicy", exc.errno, f"{mem.policy}, nodes {format_cpulist(mem.nodes)}")
+            if line is None:
+                raise
+            raise PermissionDenied(line) from None
+    except NumatuneError as exc:
         if not opts.best_effort or not cpus:
             raise
         warnings.append(f"{exc.message}: the CPUs are bound, the memory policy is not (best effort)")

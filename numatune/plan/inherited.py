@@ -18,6 +18,14 @@ from __future__ import annotations
 
 from numatune.cpulist import MAX_NODES, format_cpulist, parse_cpulist
 from numatune.errors import NumatuneError
+from numatune.mempolicy import (
+    MPOL_BIND,
+    MPOL_INTERLEAVE,
+    MPOL_MODE_FLAGS,
+    MPOL_PREFERRED,
+    MPOL_PREFERRED_MANY,
+    MPOL_WEIGHTED_INTERLEAVE,
+)
 from numatune.model._record import record
 from numatune.model.launch import POLICY_SUPPORT, LaunchPlan, MemPolicy
 from numatune.numbers import maybe_int
@@ -30,6 +38,12 @@ VARIABLE = "NUMATUNE_BINDING"
 VERSION = "1"
 MAX_CHARS = 4096  # a record is one short line; a longer value is not one numatune wrote
 BYS = ("launch", "bind")
+# Inherited.by for no record: the mask and memory policy the process runs with (taskset, numactl, Slurm
+# --cpu-bind, mpirun --bind-to, torchrun --numa-binding or the program itself gave them); never written.
+OWN = "process"
+# get_mempolicy's modes as launch's --mem-policy names (the others, default and local, limit nothing)
+MODE_POLICIES = {MPOL_BIND: "bind", MPOL_INTERLEAVE: "interleave", MPOL_PREFERRED: "preferred",
+                 MPOL_PREFERRED_MANY: "preferred-many", MPOL_WEIGHTED_INTERLEAVE: "weighted"}
 # relation of a new binding to the inherited one, mildest first
 RELATIONS = ("same", "narrows", "widens", "moves")
 
@@ -38,12 +52,13 @@ RELATIONS = ("same", "narrows", "widens", "moves")
 class Inherited:
     """A binding recorded in NUMATUNE_BINDING."""
 
-    by: str  # launch | bind
+    by: str  # launch | bind | process (OWN: no record, the process's own mask and memory policy)
     pid: int | None
     node: int | None
     cpus: frozenset[int]  # empty: the CPUs were not bound
     mem: str  # a --mem-policy name, "none"
     mems: frozenset[int]
+    narrowed: bool = False  # a record's binding cut down to what the process runs with now (it narrowed itself)
 
     def describe(self) -> str:
         """'the binding numatune launch gave pid 578 (node 0, CPUs 0-5, memory bind 0)'."""
@@ -52,13 +67,19 @@ class Inherited:
             parts.append(f"CPUs {format_cpulist(self.cpus)}")
         if self.mem != "none":
             parts.append(f"memory {self.mem} {format_cpulist(self.mems)}")
-        who = "numatune launch" if self.by == "launch" else "numatune.bind()"
         pid = f" pid {self.pid}" if self.pid is not None else ""
-        return f"the binding {who} gave{pid} ({', '.join(parts) or 'nothing bound'})"
+        if self.by == OWN:
+            return (f"the binding this process runs with ({', '.join(parts)}: its own CPU mask and memory policy, "
+                    "as taskset, numactl, Slurm --cpu-bind, mpirun --bind-to, torchrun --numa-binding or the "
+                    "program set them)")
+        who = "numatune launch" if self.by == "launch" else "numatune.bind()"
+        since = ", narrowed since by the process itself" if self.narrowed else ""
+        return f"the binding {who} gave{pid}{since} ({', '.join(parts) or 'nothing bound'})"
 
     def to_dict(self) -> dict:
         return {"by": self.by, "pid": self.pid, "node": self.node, "cpus": sorted(self.cpus),
-                "cpulist": format_cpulist(self.cpus), "memory": {"policy": self.mem, "nodes": sorted(self.mems)}}
+                "cpulist": format_cpulist(self.cpus), "memory": {"policy": self.mem, "nodes": sorted(self.mems)},
+                "narrowed": self.narrowed}
 
 
 def _list(value: Iterable[int]) -> str:
@@ -172,3 +193,35 @@ def within_memory(rec: Inherited, mem: MemPolicy) -> tuple[MemPolicy, str]:
     kept = MemPolicy(rec.mem if mode is not None else "none", mode, tuple(sorted(rec.mems)) if mode is not None else ())
     return kept, (f"memory: {mem.policy} {format_cpulist(mem.nodes)} would reach outside {rec.describe()} "
                   f"({VARIABLE}): kept its {rec.mem} {format_cpulist(rec.mems)}")
+
+
+def policy_name(mode: int, nodes: Iterable[int]) -> tuple[str, frozenset[int]] | None:
+    """(launch's policy name, nodes) of a get_mempolicy answer that limits where memory goes; None for the
+    default and local policies (and a policy without nodes), which limit nothing."""
+    name = MODE_POLICIES.get(mode & ~MPOL_MODE_FLAGS)
+    nodes = frozenset(nodes)
+    return (name, nodes) if name is not None and nodes else None
+
+
+def given(rec: Inherited | None, pid: int, affinity: Iterable[int] | None, allowed: Iterable[int] | None,
+          memory: tuple[str, frozenset[int]] | None) -> Inherited | None:
+    """The outer limit of any binding this process makes for itself or its workers: what it was given, by
+    anything. `rec` is the record that holds (holding()); `affinity` the process's current CPU mask (None: not
+    live); `allowed` the CPUs it could have without any binder (its cgroup's cpuset, the online CPUs);
+    `memory` its current memory policy (policy_name()). With a record: the record cut down to the current mask
+    and policy (a rank that narrowed itself after launch is respected). Without one: the current mask where it
+    is narrower than `allowed`, and the policy (by OWN); None when neither limits anything."""
+    cur = frozenset(affinity) if affinity is not None else None
+    if rec is not None:
+        cpus = rec.cpus & cur if rec.cpus and cur is not None else rec.cpus
+        mem, mems = rec.mem, rec.mems
+        if memory is not None:
+            both = rec.mems & memory[1]
+            mem, mems = (rec.mem, both) if both == rec.mems else (memory if not both else (memory[0], both))
+        cut = rec._replace(cpus=cpus or rec.cpus, mem=mem, mems=mems)
+        return cut._replace(narrowed=(cut.cpus, cut.mems) != (rec.cpus, rec.mems))
+    cpus = cur if cur is not None and allowed is not None and not frozenset(allowed) <= cur else frozenset()
+    if not cpus and memory is None:
+        return None
+    mem, mems = memory if memory is not None else ("none", frozenset())
+    return Inherited(OWN, pid, None, cpus, mem, mems)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from numatune.cpulist import format_cpulist
+from numatune.cpulist import MAX_ID, format_cpulist
 from numatune.errors import BindingError, ImpossibleRequest, InputError, UsageError
 from numatune.model.launch import (
     POLICY_SUPPORT,
@@ -90,19 +90,20 @@ def _env_int(env: Mapping[str, str], key: str) -> int | None:
 
 
 def slurm_tasks_on_node(value: str, node_index: int) -> int | None:
-    """SLURM_TASKS_PER_NODE "2(x3),1" → tasks on the node_index-th node of the job."""
-    counts: list[int] = []
+    """SLURM_TASKS_PER_NODE "2(x3),1" → tasks on the node_index-th node of the job. Counted part by part
+    (linear in the text): a repeat count ("1(x999999999)") is added, never spelled out."""
+    if node_index < 0:
+        return None
+    first = 0  # index of the first node the part covers
     for part in value.split(","):
         m = re.fullmatch(r"([0-9]{1,9})(?:\(x([0-9]{1,9})\))?", part.strip())
         if not m:
             return None
         times = parse_int(m.group(2) or "1", "SLURM_TASKS_PER_NODE")
-        if len(counts) + times > node_index + 1:  # far enough: "1(x999999999)" is never spelled out
-            times = max(0, node_index + 1 - len(counts))
-        counts += [parse_int(m.group(1), "SLURM_TASKS_PER_NODE")] * times
-        if len(counts) > node_index:
-            break
-    return counts[node_index] if 0 <= node_index < len(counts) else None
+        if node_index < first + times:
+            return parse_int(m.group(1), "SLURM_TASKS_PER_NODE")
+        first += times
+    return None
 
 
 def detect_rank(env: Mapping[str, str], opts: LaunchOptions) -> RankInfo:
@@ -125,7 +126,10 @@ def detect_rank(env: Mapping[str, str], opts: LaunchOptions) -> RankInfo:
             else:
                 size = _env_int(env, key)
             if size is not None:
-                size_source = f"{key}={env[key]} ({who})"
+                size_source = f"{key}={env[key][:80]} ({who})"
+                if size > MAX_ID:  # more tasks than a node has CPU ids: not a count of this node's ranks
+                    raise InputError(f"{size_source} gives {size} local ranks: more than a node can hold "
+                                     f"({MAX_ID} CPUs)")
                 break
     if size is not None and size <= rank:
         raise InputError(f"local rank {rank} ({rank_source}) is not below the local world size {size} ({size_source})")
@@ -445,11 +449,19 @@ def choose_cpus(
     if not topo.cpu.online:
         raise BindingError("this root has no CPU topology (/sys/devices/system/cpu): pass --cpu-bind none")
     if node is None or not node.cpus:
-        raise BindingError(f"node {node_id} has no CPUs ({node.kind if node else 'absent'}): choose a node with CPUs")
+        err = BindingError(f"node {node_id} has no CPUs ({node.kind if node else 'absent'}): choose a node with CPUs")
+        if node is not None and node.memory_total_kib:  # memory only (a Grace GPU's HBM, CXL): named by cause
+            err.cause = ("memory-only", node_id, node.kind)  # type: ignore[attr-defined]
+        raise err
     cores = node_cores(node_id)
     if not cores:
         why = "; ".join(excluded) or "none online"
-        raise BindingError(f"no usable CPU on node {node_id} (node CPUs {format_cpulist(node.cpus)}; {why})")
+        err = BindingError(f"no usable CPU on node {node_id} (node CPUs {format_cpulist(node.cpus)}; {why})")
+        if (facts.allowed_cpus is not None and not facts.allowed_cpus & frozenset(node.cpus)  # the cpuset's doing
+                and "cpuset" in facts.allowed_source and "NUMATUNE_BINDING" not in facts.allowed_source):
+            err.cause = ("cpuset", node_id, tuple(node.cpus), facts.allowed_cpus,  # type: ignore[attr-defined]
+                         facts.allowed_source)
+        raise err
     reserve = ""
     if opts.reserve_cores:
         which = "least performant" if topo.cpu_kinds.heterogeneous else "first"

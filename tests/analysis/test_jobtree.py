@@ -100,7 +100,7 @@ def test_a_worker_widened_to_the_whole_machine_is_nt408_with_the_fix(two_socket)
     assert c.outside_nodes == (1,) and c.outside_bytes == 4 << 20
     assert c.reason.startswith("a worker of rank PID 578 (LOCAL_RANK=0) outside its rank's binding: it may run on CPUs")
     assert "outside its rank's memory node(s) 0" in c.reason
-    assert "numatune.bind_worker() as the DataLoader's worker_init_fn" in c.fix and "--reserve-cores" in c.fix
+    assert "bind_worker" not in c.fix and "bind within the rank's CPUs" in c.fix and "--reserve-cores" in c.fix
     assert c.fix.endswith("(the running worker: taskset -a -p -c 0,2,4 613)")
     a = with_worker_check(judge(wide, two_socket), c)
     assert a.role == "worker" and a.rank_pid == 578 and a.locality.verdict == "warning"

@@ -97,6 +97,36 @@ def test_rank_defaults_to_zero_and_bad_values_are_input_errors():
     assert slurm_tasks_on_node("2(x3),1", 3) == 1 and slurm_tasks_on_node("bad", 0) is None
 
 
+def test_slurm_tasks_per_node_is_counted_not_spelled_out():
+    """issue 47: '2(x999999999)' with a large SLURM_NODEID built a list as long as the node id (1.6 GB); the
+    parts are added, so the cost follows the text, never the repeat count, and the memory stays flat."""
+    import tracemalloc
+
+    from tests.limits import growth
+
+    assert slurm_tasks_on_node("2(x999999999)", 999999998) == 2
+    assert slurm_tasks_on_node("2(x999999999),5", 999999999) == 5
+    assert slurm_tasks_on_node("2(x999999999)", 999999999) is None  # past the job's nodes
+    assert slurm_tasks_on_node("4(x2),2", -1) is None
+    tracemalloc.start()
+    try:
+        env = {"SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "2(x999999999)", "SLURM_NODEID": "999999998"}
+        assert detect_rank(env, LaunchOptions()).local_size == 2
+        assert tracemalloc.get_traced_memory()[1] < 1 << 20
+    finally:
+        tracemalloc.stop()
+    ratio = growth(lambda n: ",".join(["1(x999999999)"] * n) + ",3", lambda text: slurm_tasks_on_node(
+        text, text.count(",") * 999999999), 2000)
+    assert ratio < 8, ratio
+
+
+def test_a_local_size_no_node_can_hold_is_refused():
+    with pytest.raises(InputError, match="more than a node can hold"):
+        detect_rank({"SLURM_TASKS_PER_NODE": "999999999", "SLURM_NODEID": "0"}, LaunchOptions())
+    with pytest.raises(InputError, match="more than a node can hold"):
+        detect_rank({"LOCAL_WORLD_SIZE": "70000"}, LaunchOptions())
+
+
 def test_cuda_visible_devices_indices_and_ordering_note():
     p = plan(HM, {"LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": "3,2,1,0"})
     assert p.gpu.bdf == "0000:af:00.0" and p.node == 1

@@ -1,9 +1,13 @@
 """launch's torchrun view against torch.numa.binding itself, on this machine's kernel (needs torch 2.9+;
 skipped without it), and the torchrun recipe run by the real torchrun.
 
-torch.numa.binding asks CUDA for the GPUs and their PCI numa_node; this machine has no GPU, so the test
-gives both sides the same GPUs on node 0 (torch's two GPU look-ups patched, numatune's as plan input):
-every other input, the CPUs, siblings, caches and sched_getaffinity, is the live kernel's for both.
+torch.numa.binding asks torch's device API for the GPUs and their PCI addresses, then the kernel for those
+addresses' numa_node; this machine has no GPU, so the test patches only torch's public device API
+(torch.cuda, torch.accelerator: what any CUDA build answers) to show two GPUs at two PCI functions this machine
+has, and gives numatune the same two as plan input: every other input, the CPUs, siblings, caches, numa_node
+and sched_getaffinity, is the live kernel's for both. No private name of torch is patched; the private entry
+point compared against is feature-detected (its keyword was gpu_index up to torch 2.13, device_index since
+2.14), and the test is skipped, saying so, when this torch has neither.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,22 +33,75 @@ binding = pytest.importorskip("torch.numa.binding")
 GPUS = 2
 
 
+def _pci_functions(count: int) -> list[tuple[str, int]]:
+    """(address, numa_node as torch.numa.binding reads it: -1 is node 0) of `count` PCI functions of this machine."""
+    found = []
+    for path in sorted(Path("/sys/bus/pci/devices").glob("*.0"))[:count]:
+        try:
+            node = int((path / "numa_node").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        found.append((path.name, max(node, 0)))
+    return found
+
+
+def _torch_entry():
+    """torch's function that gives a GPU's CPUs, and the keyword naming the GPU; None when this torch has neither
+    form (the comparison then has nothing to call)."""
+    import inspect
+
+    fn = getattr(binding, "_get_validated_logical_cpus_to_bind_to", None)
+    if fn is None:
+        return None
+    names = inspect.signature(fn).parameters
+    key = next((k for k in ("device_index", "gpu_index") if k in names), None)
+    return (fn, key) if key is not None and "numa_options" in names else None
+
+
+def _public_gpus(monkeypatch, functions: list[tuple[str, int]]) -> None:
+    """torch's public device API answering for GPUs at `functions` (what a CUDA build reports for its GPUs)."""
+    import types
+
+    import torch
+
+    def props(index: int) -> types.SimpleNamespace:
+        dom, bus, rest = functions[index][0].split(":")
+        return types.SimpleNamespace(pci_domain_id=int(dom, 16), pci_bus_id=int(bus, 16),
+                                     pci_device_id=int(rest.split(".")[0], 16))
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(functions))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", props)
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None:
+        monkeypatch.setattr(accelerator, "device_count", lambda: len(functions), raising=False)
+        monkeypatch.setattr(accelerator, "is_available", lambda: True, raising=False)
+        monkeypatch.setattr(accelerator, "current_accelerator", lambda *a, **k: torch.device("cuda"), raising=False)
+
+
 @pytest.mark.parametrize("mode", ["node", "socket", "exclusive", "core-complex"])
 def test_torchrun_view_equals_torch_numa_binding_on_this_kernel(mode, monkeypatch):
     if shutil.which("numactl") is None:
         pytest.skip("torch.numa.binding requires numactl")
-    monkeypatch.setattr(binding, "_get_gpu_count", lambda: GPUS)
-    monkeypatch.setattr(binding, "_get_numa_node_index_for_gpu_index", lambda *, gpu_index: 0)
+    entry = _torch_entry()
+    if entry is None:
+        pytest.skip("this torch's torch.numa.binding has no _get_validated_logical_cpus_to_bind_to(device_index= or "
+                    "gpu_index=, numa_options=): nothing to compare launch's view with")
+    functions = _pci_functions(GPUS)
+    if len(functions) < GPUS:
+        pytest.skip(f"needs {GPUS} PCI functions with a numa_node to stand for the GPUs")
+    _public_gpus(monkeypatch, functions)
+    fn, key = entry
     host = Host.open("/")
     topo = read_launch_topology(host, node_kinds=False)
-    devices = [PciDevice(f"0000:{0x10 + i:02x}:00.0", "", 0x030200, 0x10DE, 0x2330, "gpu", 0) for i in range(GPUS)]
+    devices = [PciDevice(bdf, "", 0x030200, 0x10DE, 0x2330, "gpu", node) for bdf, node in functions]
     for rank in range(GPUS):
         env = {"LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(GPUS)}
         facts = gather_facts(host, env, probe=False, topo=topo)
         p = plan_launch(topo, devices, facts, LaunchOptions(cpu_bind=CpuBind(mode)), ("true",))
         options = binding.NumaOptions(affinity_mode=binding.AffinityMode(mode))
         try:
-            theirs = binding._get_validated_logical_cpus_to_bind_to(gpu_index=rank, numa_options=options)
+            theirs = fn(**{key: rank}, numa_options=options)
         except (RuntimeError, ValueError):
             assert p.torch.error is not None, p.torch
             continue
