@@ -10,32 +10,20 @@ entry, no /dev/nvidia-uvm mapping): they own no GPU unless they hold one. Pure: 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Iterable, Mapping
 
 from numatune.analysis.locality import own_memory, policy_node_set
 from numatune.cpulist import format_cpulist
 from numatune.errors import BindingError
 from numatune.model.findings import Finding, Severity, register
-from numatune.model.process import GpuUse, JobPlace, ProcessAudit, ProcessInfo, WorkerCheck
+from numatune.model.jobshape import HELPER_KINDS, WRAPPERS, launcher_name, worker_pattern
+from numatune.model.process import GpuUse, JobPlace, ProcEntry, ProcessAudit, ProcessInfo, WorkerCheck
 from numatune.model.resolve import local_rank as resolve_local_rank
 from numatune.model.resolve import local_rank_arg
 from numatune.model.resolve import rank_identity as identity
 from numatune.model.topology import Topology
 
-class ProcessLike(Protocol):
-    """What the job tree reads of a process: a ProcEntry (every process of the node) or a ProcessInfo."""
-
-    @property
-    def pid(self) -> int: ...
-    @property
-    def ppid(self) -> int | None: ...
-    @property
-    def comm(self) -> str: ...
-    @property
-    def cmdline(self) -> tuple[str, ...]: ...
-    @property
-    def environ(self) -> Mapping[str, str]: ...
+ProcessLike = ProcEntry | ProcessInfo  # what the job tree reads of a process: pid, ppid, comm, cmdline, environ
 
 
 NT408 = register("NT408", Severity.WARNING, "audit", "a rank's worker runs outside its rank's binding", """
@@ -48,65 +36,7 @@ NT408 = register("NT408", Severity.WARNING, "audit", "a rank's worker runs outsi
     to give the workers cores of their own, start the ranks with numatune launch --reserve-cores N. For the
     running worker, taskset onto its rank's CPUs.""")
 
-# Programs that only start the rank (torchrun --no-python bash run.sh; timeout 600 python ...): a process of that
-# name that carries rank variables and waits on a child of the job is a launcher, its child the rank.
-WRAPPERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "env", "numactl", "taskset", "timeout", "stdbuf", "nice",
-                      "chrt", "nohup", "time"})
-# Launchers by their program name (comm, or the script an interpreter runs): above their ranks, never ranks.
-LAUNCHERS = frozenset({"torchrun", "srun", "slurmstepd", "mpirun", "mpiexec", "mpiexec.hydra", "orterun", "orted",
-                       "prterun", "prted", "prte", "hydra_pmi_proxy", "pmi_proxy", "deepspeed", "accelerate"})
-# ... and by the module an interpreter runs (`python -m torch.distributed.run`).
-LAUNCHER_MODULES = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torch.distributed.launch",
-                    "deepspeed.launcher.launch": "deepspeed", "deepspeed.launcher.runner": "deepspeed",
-                    "accelerate.commands.launch": "accelerate", "accelerate.commands.accelerate_cli": "accelerate"}
-# A rank's workers and helpers as their command line shows them (Python's multiprocessing, torch).
-_PATTERNS = (("multiprocessing.spawn", "spawn"), ("multiprocessing.forkserver", "forkserver"),
-             ("multiprocessing.resource_tracker", "resource_tracker"),
-             ("multiprocessing.semaphore_tracker", "resource_tracker"),
-             ("_inductor/compile_worker", "compile"))
-HELPER_KINDS = frozenset({"resource_tracker", "torch_shm_manager", "subprocess"})  # and the forkserver itself
 MIN_OUTSIDE_BYTES = 1 << 20  # a worker's own pages elsewhere below 1 MiB are noise (libraries' data)
-_SCAN_ARGS = 8  # an interpreter's options before its script or -m MODULE
-
-
-def _base(arg: str) -> str:
-    return arg.rpartition("/")[2]
-
-
-def launcher_name(comm: str, argv: Sequence[str]) -> str | None:
-    """The launcher a process is by its name (torchrun, srun, slurmstepd, mpirun, orted, prted, hydra_pmi_proxy,
-    deepspeed, accelerate), the script its interpreter runs or its `-m` module; None for any other program."""
-    first = _base(argv[0]) if argv else ""
-    for name in (comm, first):
-        if name in LAUNCHERS:
-            return name
-    if first.startswith("python"):
-        rest = argv[1:_SCAN_ARGS + 1]
-        for i, arg in enumerate(rest):
-            if arg == "-m":
-                return LAUNCHER_MODULES.get(rest[i + 1]) if i + 1 < len(rest) else None
-            if arg.startswith("-m") and len(arg) > 2:
-                return LAUNCHER_MODULES.get(arg[2:])
-            if arg == "-c":
-                return None
-            if not arg.startswith("-"):
-                return _base(arg) if _base(arg) in LAUNCHERS else None
-    return None
-
-
-def worker_pattern(comm: str, argv: Sequence[str]) -> str | None:
-    """What a rank's child is by what the kernel shows: `dataloader` (torch names a DataLoader worker's main thread
-    pt_data_worker), `spawn`, `forkserver`, `resource_tracker` (the -c code multiprocessing runs), `compile`
-    (torch's inductor compile workers), `torch_shm_manager`; None for a plain fork or another program."""
-    if comm == "pt_data_worker":
-        return "dataloader"
-    if argv and (_base(argv[0]) == "torch_shm_manager" or comm == "torch_shm_manag"):
-        return "torch_shm_manager"
-    for arg in argv[1:_SCAN_ARGS + 2]:
-        for marker, kind in _PATTERNS:
-            if marker in arg:
-                return kind
-    return None
 
 
 class _Facts:

@@ -5,7 +5,7 @@ and the live layer (irq state files) all name them."""
 # document kind -> schema name/version. Bump the version on any incompatible change.
 SCHEMAS = {
     "inspect": "numatune.inspect/4",
-    "audit": "numatune.audit/1",
+    "audit": "numatune.audit/2",
     "launch": "numatune.launch/2",
     "irq": "numatune.irq/1",
     "irq-plan": "numatune.irq-plan/1",
