@@ -690,9 +690,13 @@ def list_processes(host: Host) -> dict[int, tuple[int, str, str]]:
             st = parse_stat(text, f"/proc/{name}/stat")
         except ValueError:
             continue
-        cmd = host.read_optional(f"/proc/{name}/cmdline") or ""
+        pid = parse_int(name, "/proc")
+        try:
+            cmd = _Reader(host, pid).optional("cmdline") or ""  # read_text: the NULs between arguments kept
+        except ProcessGone:
+            continue
         argv0 = cmd.split("\x00", 1)[0] if "\x00" in cmd else cmd.split(" ", 1)[0]
-        out[parse_int(name, "/proc")] = (st["ppid"], str(st["comm"]), argv0.rsplit("/", 1)[-1])  # type: ignore[arg-type]
+        out[pid] = (st["ppid"], str(st["comm"]), argv0.rsplit("/", 1)[-1])  # type: ignore[arg-type]
     return out
 
 
@@ -718,7 +722,10 @@ def process_table(host: Host) -> dict[int, ProcEntry]:
         except ValueError:
             continue
         pid = parse_int(name, "/proc")
-        raw = host.read_optional(f"/proc/{name}/cmdline") or ""
+        try:
+            raw = _Reader(host, pid).optional("cmdline") or ""  # read_text: the NULs between arguments kept
+        except ProcessGone:
+            continue
         args = raw.split("\x00", MAX_ARGS)[:MAX_ARGS]
         cmdline = tuple(a[:MAX_ARG] for a in args if a)
         env = rank_environ(host, pid) or {}

@@ -297,6 +297,8 @@ def render_audit(
     maps = [mapping_table(a, min_size) for a in audits if a.process.memory.by_mapping is not None]
     if len(audits) == 1 and not job:
         return Group(process_detail(audits[0], topo, terminal), *maps)
+    if job and not audits:  # what was looked for, and how to point audit at a job: the note on stderr
+        return Group(Text("no training job found: no process with a local rank, no launcher above one"))
     parts: list = [job_table(audits, topo, helpers, "job" if job else "processes", terminal)]
     for a in audits:
         gpu_mem = gpu_memory_text(a) if a.role != "worker" else None
