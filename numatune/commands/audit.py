@@ -84,7 +84,8 @@ def no_job_hint(host: Host) -> str:
     where = "this node" if host.is_live else host.label
     return (f"no training job found on {where}: looked for processes whose environment or command line names a local "
             f"rank ({', '.join(k for k, _ in RANK_VARS[:4])}, ..., --local-rank) and for the launchers above them "
-            f"({', '.join(n for n in ('torchrun', 'srun', 'mpirun', 'deepspeed') if n in LAUNCHERS)}, ...); point audit at a job with `numatune audit --children "
+            f"({', '.join(n for n in ('torchrun', 'srun', 'mpirun', 'deepspeed') if n in LAUNCHERS)}, ...); "
+            "point audit at a job with `numatune audit --children "
             "LAUNCHER_PID`, `numatune audit PID`, or a capture: `numatune --root "
             "fixtures/h100-job-2026-11-28.tar.gz audit --ranks` (run as the job's user or as root to read its "
             "environment)")

@@ -106,10 +106,42 @@ def jobs(tmp_path_factory):
         doc = json.loads(r.stdout)
         yield started, doc
     finally:
-        for s in started.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(s["proc"].pid, signal.SIGKILL)
-            s["proc"].wait()
+        stop_all(started, out)
+
+
+def tree(pid: int) -> set[int]:
+    """`pid` and every live process under it."""
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                kids.setdefault(int(stat.rpartition(")")[2].split()[1]), []).append(int(entry))
+    out, todo = {pid}, [pid]
+    while todo:
+        for c in kids.get(todo.pop(), ()):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def stop_all(started: dict[str, dict], out: Path) -> None:
+    """Every process the shapes started, killed: their trees (torchrun starts each rank in a session of its own, so
+    no one process group holds them), and whatever a rank reported, should it have been reparented already."""
+    pids: set[int] = set()
+    for s in started.values():
+        pids |= tree(s["proc"].pid)
+    for report in out.glob("*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            rep = json.loads(report.read_text())
+            for pid in (rep["pid"], *map(int, rep["workers"]), *map(int, rep["helpers"])):
+                pids |= tree(pid)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    for s in started.values():
+        s["proc"].wait()
 
 
 def expected(shape: dict) -> dict[int, tuple]:
