@@ -6,6 +6,7 @@ generated /proc files on top, shaped as the kernel writes them:
   holds N mappings (anonymous, heap, stack, file-backed with long paths, a few bound to node 1);
 - `threads_root`: one process with N threads in /proc/PID/task, spread over the tree's CPUs;
 - `ranks_root`: N processes, each with a local rank (the `audit --ranks` job view);
+- `job_root`: a job of N processes under a torchrun, in a chain of workers or flat (the job tree's worst cases);
 - `interrupts_root`: vm-two-socket with a /proc/interrupts of N rows, each an IRQ of its NIC
   (`enp65s0-rx-I`), so every row is a row of `irq`'s table.
 
@@ -77,6 +78,25 @@ def ranks_root(base: Path, n: int) -> Path:
     maps = numa_maps(8, remote=False)
     for i in range(n):
         write_process(root, 10000 + i, f"LOCAL_RANK={i}\x00", maps)
+    return root
+
+
+def job_root(base: Path, n: int, shape: str = "chain") -> Path:
+    """The tree with a job of N processes under a torchrun (PID 9999): "chain", each the worker of the one before
+    (PIDs 10000..., LOCAL_RANK=0, the first the rank); "flat", N ranks side by side (LOCAL_RANK=i). The job tree's
+    worst cases (a walk up per process was quadratic in the chain)."""
+    root = _process_root(base)
+    maps = numa_maps(8, remote=False)
+    launcher = write_process(root, 9999, "")
+    (launcher / "cmdline").write_text("/usr/bin/python3\x00/usr/local/bin/torchrun\x00train.py\x00")
+    for i in range(n):
+        pid = 10000 + i
+        ppid = pid - 1 if shape == "chain" else 9999
+        proc = write_process(root, pid, f"LOCAL_RANK={0 if shape == 'chain' else i}\x00", maps)
+        for f in (proc / "stat", proc / "task" / str(pid) / "stat"):
+            f.write_text(f.read_text().replace(" S 1 ", f" S {ppid} ", 1))
+        status = proc / "status"
+        status.write_text(status.read_text().replace("PPid:\t1", f"PPid:\t{ppid}"))
     return root
 
 
