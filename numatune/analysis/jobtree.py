@@ -290,14 +290,15 @@ def job_order(audits: list[ProcessAudit]) -> list[ProcessAudit]:
     def job_of(a: ProcessAudit) -> int | None:
         return a.place.job if a.place is not None else None
 
-    jobs = sorted({j for a in audits if (j := job_of(a)) is not None})
+    by_job: dict[int | None, list[ProcessAudit]] = {}
     under: dict[int, list[ProcessAudit]] = {}
     for a in audits:
+        by_job.setdefault(job_of(a), []).append(a)
         if a.role in ("worker", "helper") and a.rank_pid is not None:
             under.setdefault(a.rank_pid, []).append(a)
     out: list[ProcessAudit] = []
-    for job in [*jobs, None]:
-        mine = [a for a in audits if job_of(a) == job]
+    for job in [*sorted(j for j in by_job if j is not None), None]:
+        mine = by_job.get(job, [])
         out += sorted((a for a in mine if a.role == "launcher"), key=lambda a: a.process.pid)
         for r in sorted((a for a in mine if a.role == "rank"), key=lambda a: (a.process.rank is None,
                                                                               a.process.rank, a.process.pid)):

@@ -255,3 +255,17 @@ def test_the_job_tree_grows_linearly_with_the_processes(make):
     places = job_places(make(6000))
     assert len(places) == 6000 + (make is _flat)
     assert growth(make, job_places, 1500) < 8
+
+
+def test_job_order_grows_linearly_with_many_jobs(two_socket):
+    """Thousands of single-rank jobs (ranks without a launcher seen): grouped in one pass, not a pass per job."""
+    from tests.limits import growth
+
+    base = judge(mk(1, 0, R0), two_socket)
+
+    def make(n):
+        return [base._replace(process=base.process._replace(pid=pid), role="rank",
+                              place=JobPlace("rank", pid, None, pid, 0)) for pid in range(10, 10 + n)]
+
+    assert [a.process.pid for a in job_order(make(3))] == [10, 11, 12]
+    assert growth(make, job_order, 2000) < 8
