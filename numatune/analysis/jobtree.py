@@ -16,7 +16,7 @@ from numatune.analysis.locality import own_memory, policy_node_set
 from numatune.cpulist import format_cpulist
 from numatune.errors import BindingError
 from numatune.model.findings import Finding, Severity, register
-from numatune.model.jobshape import HELPER_KINDS, WRAPPERS, launcher_name, worker_pattern
+from numatune.model.jobshape import HELPER_KINDS, REAPERS, WRAPPERS, launcher_name, worker_pattern
 from numatune.model.process import GpuUse, JobPlace, ProcEntry, ProcessAudit, ProcessInfo, WorkerCheck
 from numatune.model.resolve import local_rank as resolve_local_rank
 from numatune.model.resolve import local_rank_arg
@@ -84,7 +84,9 @@ def job_places(entries: Mapping[int, ProcessLike]) -> dict[int, JobPlace]:
     - everything below a rank is its worker (fork, spawn, forkserver, dataloader, compile) or helper (the
       resource tracker, torch_shm_manager, the forkserver, another program it runs), unless it carries a
       different rank (a rank started under it);
-    - a job is the tree under its topmost launcher (a rank without a launcher seen is a job of its own)."""
+    - a job is the tree under its topmost launcher (a rank without a launcher seen is a job of its own);
+    - PID 1 and the processes that adopt orphans (systemd, tini...) are never a rank or launcher by their children,
+      and a worker or helper left carrying rank variables when its rank died is shown as such, with no rank."""
     children: dict[int, list[int]] = {}
     for pid, e in entries.items():
         if e.ppid is not None and e.ppid != pid and e.ppid in entries:
@@ -121,13 +123,14 @@ def job_places(entries: Mapping[int, ProcessLike]) -> dict[int, JobPlace]:
         carrying = [c for c in kids if below[c]]
         below[pid] = f.rank is not None or bool(carrying)
         is_launcher = False
+        reaper = pid == 1 or e.comm in REAPERS  # its children may be orphans: never a rank or launcher by them
         if carrying and f.pattern is None:
             ranked = [facts[c].ident for c in carrying if facts[c].rank is not None]
-            is_launcher = (f.launcher is not None
-                           or (f.rank is not None and (e.comm in WRAPPERS or any(launcher[c] for c in kids)))
-                           or _conflict([f.ident, *ranked] if f.rank is not None else ranked))
+            is_launcher = f.launcher is not None or not reaper and (
+                (f.rank is not None and (e.comm in WRAPPERS or any(launcher[c] for c in kids)))
+                or _conflict([f.ident, *ranked] if f.rank is not None else ranked))
         launcher[pid] = is_launcher
-        if f.rank is None and not is_launcher and f.pattern is None and e.comm not in WRAPPERS:
+        if f.rank is None and not is_launcher and f.pattern is None and e.comm not in WRAPPERS and not reaper:
             mine = [c for c in carrying if facts[c].rank is not None and not launcher[c]
                     and (facts[c].pattern is not None or entries[c].cmdline == e.cmdline)]
             if mine:
@@ -157,6 +160,8 @@ def job_places(entries: Mapping[int, ProcessLike]) -> dict[int, JobPlace]:
         job = above.job if above is not None and above.role == "launcher" else None
         if launcher[pid]:
             out[pid] = JobPlace("launcher", None, f.launcher or e.comm, job or pid)
+        elif f.rank is not None and f.pattern is not None and job is None:  # a worker whose rank is gone (orphaned)
+            out[pid] = JobPlace("helper" if f.pattern in HELPER_KINDS else "worker", None, f.pattern, None)
         elif f.rank is not None:
             out[pid] = JobPlace("rank", pid, None, job or pid, f.rank, f.key,
                                 "command line" if f.key == "--local-rank" else None)

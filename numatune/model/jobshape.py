@@ -22,6 +22,10 @@ _PATTERNS = (("multiprocessing.spawn", "spawn"), ("multiprocessing.forkserver", 
              ("multiprocessing.resource_tracker", "resource_tracker"),
              ("multiprocessing.semaphore_tracker", "resource_tracker"),
              ("_inductor/compile_worker", "compile"))
+# Processes that adopt orphans (PID 1 too): a rank's resource tracker or spawn worker left behind when its rank died
+# hangs under one, which is never that worker's rank nor a launcher.
+REAPERS = frozenset({"systemd", "init", "tini", "dumb-init", "docker-init", "containerd-shim", "conmon",
+                     "s6-svscan", "runsvdir"})
 HELPER_KINDS = frozenset({"resource_tracker", "torch_shm_manager", "subprocess"})  # and the forkserver itself
 _SCAN_ARGS = 8  # an interpreter's options before its script or -m MODULE
 

@@ -56,6 +56,8 @@ def _role(a: ProcessAudit) -> str:
     `└ helper of 578 (resource_tracker)`."""
     kind = a.place.kind if a.place is not None else None
     if a.role in ("worker", "helper"):
+        if a.rank_pid is None:  # its rank exited (an orphan), or was not audited
+            return f"{a.role}" + (f" ({kind})" if kind else "") + ", no rank above"
         return f"└ {a.role} of {a.rank_pid}" + (f" ({kind})" if kind else "")
     if a.role == "launcher":
         return f"launcher ({kind})" if kind else "launcher"

@@ -269,3 +269,17 @@ def test_job_order_grows_linearly_with_many_jobs(two_socket):
 
     assert [a.process.pid for a in job_order(make(3))] == [10, 11, 12]
     assert growth(make, job_order, 2000) < 8
+
+
+def test_init_and_reapers_are_never_ranks_and_an_orphaned_worker_has_no_rank():
+    """A resource tracker or spawn worker left carrying LOCAL_RANK=0 when its rank died hangs under PID 1 (or a
+    subreaper): it is an orphaned helper or worker, never a rank, and PID 1 never the rank or launcher above it."""
+    r0 = {"LOCAL_RANK": "0"}
+    p = job_places({x.pid: x for x in (
+        e(1, 0, ("/sbin/init",), comm="systemd"), e(40, 1, TRACKER, r0), e(41, 1, SPAWN, {"LOCAL_RANK": "1"}),
+        e(42, 1, ("python3", "/sbin/init")), e(50, 1, ("tini", "--", "sh"), comm="tini"), e(51, 50, SPAWN, r0),
+        e(60, 1, TRAIN, r0))})
+    assert 1 not in p and 50 not in p and 42 not in p
+    assert [where(p, pid) for pid in (40, 41, 51, 60)] == [
+        ("helper", None, "resource_tracker", None), ("worker", None, "spawn", None), ("worker", None, "spawn", None),
+        ("rank", 60, None, 60)]
