@@ -142,7 +142,7 @@ class AuditRun:
             if not pid_exists(self.host, pid):
                 raise no_such_process(self.host, pid)
         strict = set(self.pids)
-        wanted: list[int] = []
+        wanted: dict[int, None] = {}  # an ordered set: each PID read once, in the order found
         job = None
         self.places = None
         if self.children or self.ranks:
@@ -151,26 +151,24 @@ class AuditRun:
             self.places = job_places(entries)
         else:
             table = list_processes(self.host) if self.names else {}
-        chosen: set[int] = set()
         if self.children:
             job = {"launchers": list(self.pids), "ranks": []}
             for pid in self.pids:
-                wanted += [p for p in descendants(table, pid) if p not in chosen and not chosen.add(p)]
+                wanted.update(dict.fromkeys(descendants(table, pid)))
             strict = set()
         else:
-            wanted = list(self.pids)
-            chosen.update(wanted)
+            wanted.update(dict.fromkeys(self.pids))
         me = os.getpid() if self.host.is_live else None
         for pattern in self.names:
             matched = match_name(table, pattern, exclude=me)
             if not matched:
                 raise ProcessGone(f"no process matches --name {pattern!r}")
-            wanted += [p for p in matched if p not in chosen and not chosen.add(p)]
+            wanted.update(dict.fromkeys(matched))
         if self.ranks:  # none running is an empty report (with a hint): a timer audits whatever trains right now
             assert self.places is not None
-            wanted += [p for p in sorted(self.places) if p != me and p not in chosen and not chosen.add(p)]
+            wanted.update(dict.fromkeys(p for p in sorted(self.places) if p != me))
             job = job or {"launchers": [], "ranks": []}
-        return wanted, strict, job
+        return list(wanted), strict, job
 
     def read(
         self, pids: list[int], strict: set[int], notes: list[str], prefetched: dict[int, str] | None = None
