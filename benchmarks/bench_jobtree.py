@@ -2,8 +2,8 @@
 within 10 s: issues 46 and 47; a chain was quadratic: 1,000/2,000/4,000 processes took 0.95/2.85/9.97 s).
 
 Two figures per shape and size: `job_places` alone on synthetic records (the tree's two passes, in this process,
-best of three), and `audit --ranks --json` on a generated saved root (tests/big_roots.py's `job_root`, written as
-an uncompressed tar: a torchrun above N processes); wall and CPU time of the child, medians over the rounds
+best of three), and `audit --ranks --json` on a generated saved root (tests/big_roots.py's `job_archive`: a torchrun
+above N processes, in an uncompressed tar); wall and CPU time of the child, medians over the rounds
 (benchmarks/_timing.py). "x" is the time over the time at the size before it: about the ratio of the sizes for
 linear work.
 Usage: .venv/bin/python benchmarks/bench_jobtree.py [--rounds N] [--sizes 1000,2000,4000,6000] [--no-audit]
@@ -30,44 +30,6 @@ def records(n: int, shape: str) -> dict:
         ppid = pid - 1 if shape == "chain" else 9999
         out[pid] = ProcEntry(pid, ppid, "python3", argv, {"LOCAL_RANK": "0" if shape == "chain" else str(i)})
     return out
-
-
-def job_archive(path: Path, n: int, shape: str) -> Path:
-    """tests/big_roots.py's job_root as an uncompressed tar (the same files: a torchrun above N processes in a chain
-    or flat, on intel-xeon-L5640-2node): written in one stream, where N directories of files took minutes on a busy
-    machine."""
-    import io
-    import tarfile
-
-    from tests.big_roots import PROC_TREE, numa_maps
-
-    maps = numa_maps(8, remote=False).encode()
-    fields = " ".join(["0"] * 33) + " 0 " + " ".join(["0"] * 10)
-    with tarfile.open(PROJECT / "fixtures" / f"{PROC_TREE}.tar.gz") as src, tarfile.open(path, "w") as out:
-        for member in src.getmembers():
-            out.addfile(member, src.extractfile(member) if member.isfile() else None)
-
-        def add(name: str, data: bytes) -> None:
-            info = tarfile.TarInfo(f"{PROC_TREE}/proc/{name}")
-            info.size = len(data)
-            out.addfile(info, io.BytesIO(data))
-
-        procs = [(9999, 1, b"", b"/usr/bin/python3\x00/usr/local/bin/torchrun\x00train.py\x00")]
-        for i in range(n):
-            pid = 10000 + i
-            rank = 0 if shape == "chain" else i
-            procs.append((pid, pid - 1 if shape == "chain" else 9999, f"LOCAL_RANK={rank}\x00".encode(),
-                          b"python\x00train.py\x00"))
-        for pid, ppid, env, cmd in procs:
-            stat = f"{pid} (python) S {ppid} {fields}\n".encode()
-            status = f"Name:\tpython\nPPid:\t{ppid}\nCpus_allowed_list:\t0-23\nMems_allowed_list:\t0-1\n".encode()
-            for where in (f"{pid}", f"{pid}/task/{pid}"):
-                add(f"{where}/stat", stat)
-                add(f"{where}/status", status)
-            add(f"{pid}/cmdline", cmd)
-            add(f"{pid}/environ", env)
-            add(f"{pid}/numa_maps", maps if pid != 9999 else b"")
-    return path
 
 
 def check(argv: list[str], env: dict[str, str], n: int, shape: str) -> bool:
@@ -99,6 +61,7 @@ def main() -> None:
     sys.path.insert(0, str(PROJECT))
     compile_package()
     from numatune.analysis.jobtree import job_places
+    from tests.big_roots import job_archive
 
     sizes = [int(s) for s in args.sizes.split(",")]
     env = {"NUMATUNE_PCI_IDS": "", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(PROJECT)}
