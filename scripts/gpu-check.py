@@ -211,10 +211,11 @@ def within(a: float, b: float, tolerance: float = BANDWIDTH_TOLERANCE) -> bool:
     return abs(a - b) <= tolerance * max(abs(a), abs(b))
 
 
-def audit_ranks_verdict(doc: dict, rank_pid: int, workers: list[int]) -> tuple[str, str]:
+def audit_ranks_verdict(doc: dict, rank_pid: int, workers: list[int], own: set[int] | None = None) -> tuple[str, str]:
     """One rank row for the job's rank; its DataLoader workers shown as workers (a `role` per process), not as
-    more processes of the same rank (issue 40: three "rank 0" rows, each owning GPU0)."""
-    procs = {p["pid"]: p for p in doc.get("processes", ())}
+    more processes of the same rank (issue 40: three "rank 0" rows, each owning GPU0). Only the job's own
+    processes count (`own`: the tree under its launcher, the_tree()): another job on the node has a rank 0 too."""
+    procs = {p["pid"]: p for p in doc.get("processes", ()) if own is None or p["pid"] in own}
     if rank_pid not in procs:
         return "FAIL", f"the rank (PID {rank_pid}) is not in audit --ranks ({sorted(procs)})"
     rank = procs[rank_pid].get("rank")
@@ -264,6 +265,26 @@ def status_cpus(pid: int) -> frozenset[int] | None:
         return None
     m = re.search(r"^Cpus_allowed_list:\s*(\S+)", text, re.M)
     return cpuset(m.group(1)) if m else None
+
+
+def the_tree(pid: int) -> set[int]:
+    """`pid` and every live process under it (one pass over /proc; each PID once): a job's own processes."""
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                m = re.search(r"^PPid:\s*(\d+)", Path(f"/proc/{entry}/status").read_text(), re.M)
+            except OSError:
+                continue
+            if m:
+                kids.setdefault(int(m.group(1)), []).append(int(entry))
+    out, todo = {pid}, [pid]
+    while todo:
+        for child in kids.get(todo.pop(), ()):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
 
 
 def children(pid: int) -> list[int]:
@@ -517,7 +538,7 @@ def check_job(run: Run, args: argparse.Namespace, gpu: bool, inspect_doc: dict |
                     f"{ready['cuda']}), DataLoader workers {workers}")
         check_binding(run, plan, ready, args.cores)
         check_workers(run, rank, workers)
-        check_audit(run, rank, workers, gpu, inspect_doc)
+        check_audit(run, rank, workers, gpu, inspect_doc, the_tree(job.pid))
         check_pinned_api(run, ready, gpu)
         check_pinned_chunks(run, ready, gpu)
         check_snapshot(run, rank, workers, inspect_doc)
@@ -594,12 +615,13 @@ def check_workers(run: Run, rank: int, workers: list[int]) -> None:
             for pid, r in reports.items())))
 
 
-def check_audit(run: Run, rank: int, workers: list[int], gpu: bool, inspect_doc: dict | None) -> None:
+def check_audit(run: Run, rank: int, workers: list[int], gpu: bool, inspect_doc: dict | None,
+                own: set[int] | None = None) -> None:
     ranks = run.run(["numatune", "audit", "--ranks", "--json"], timeout=90, save="audit-ranks.json")
     if ranks is None or ranks.returncode not in (0, 1):
         run.verdict("FAIL", "audit-ranks", "numatune audit --ranks --json failed (gpu-check.log)")
     else:
-        status, detail = audit_ranks_verdict(json.loads(ranks.stdout), rank, workers)
+        status, detail = audit_ranks_verdict(json.loads(ranks.stdout), rank, workers, own)
         run.verdict(status, "audit-ranks", detail)
     one = run.run(["numatune", "audit", str(rank), "--json"], timeout=90, save=f"audit-{rank}.json")
     if one is None or one.returncode not in (0, 1):

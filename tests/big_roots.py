@@ -6,6 +6,8 @@ generated /proc files on top, shaped as the kernel writes them:
   holds N mappings (anonymous, heap, stack, file-backed with long paths, a few bound to node 1);
 - `threads_root`: one process with N threads in /proc/PID/task, spread over the tree's CPUs;
 - `ranks_root`: N processes, each with a local rank (the `audit --ranks` job view);
+- `job_archive`: a job of N processes under a torchrun, in a chain of workers or flat (the job tree's worst
+  cases), written as a tar;
 - `interrupts_root`: vm-two-socket with a /proc/interrupts of N rows, each an IRQ of its NIC
   (`enp65s0-rx-I`), so every row is a row of `irq`'s table.
 
@@ -78,6 +80,45 @@ def ranks_root(base: Path, n: int) -> Path:
     for i in range(n):
         write_process(root, 10000 + i, f"LOCAL_RANK={i}\x00", maps)
     return root
+
+
+def job_archive(path: Path, n: int, shape: str) -> Path:
+    """PATH: an uncompressed tar of intel-xeon-L5640-2node with a job of N processes under a torchrun (PID 9999):
+    "chain", each the worker of the one before (PIDs 10000..., LOCAL_RANK=0, the first the rank); "flat", N ranks
+    side by side (LOCAL_RANK=i). The job tree's worst cases (a walk up per process was quadratic in the chain).
+    Written in one stream, where N directories of files took minutes on a busy machine."""
+    import io
+    import tarfile
+
+    from tests.conftest import PROJECT
+
+    maps = numa_maps(8, remote=False).encode()
+    fields = " ".join(["0"] * 33) + " 0 " + " ".join(["0"] * 10)
+    with tarfile.open(PROJECT / "fixtures" / f"{PROC_TREE}.tar.gz") as src, tarfile.open(path, "w") as out:
+        for member in src.getmembers():
+            out.addfile(member, src.extractfile(member) if member.isfile() else None)
+
+        def add(name: str, data: bytes) -> None:
+            info = tarfile.TarInfo(f"{PROC_TREE}/proc/{name}")
+            info.size = len(data)
+            out.addfile(info, io.BytesIO(data))
+
+        procs = [(9999, 1, b"", b"/usr/bin/python3\x00/usr/local/bin/torchrun\x00train.py\x00")]
+        for i in range(n):
+            pid = 10000 + i
+            rank = 0 if shape == "chain" else i
+            procs.append((pid, pid - 1 if shape == "chain" else 9999, f"LOCAL_RANK={rank}\x00".encode(),
+                          b"python\x00train.py\x00"))
+        for pid, ppid, env, cmd in procs:
+            stat = f"{pid} (python) S {ppid} {fields}\n".encode()
+            status = f"Name:\tpython\nPPid:\t{ppid}\nCpus_allowed_list:\t0-23\nMems_allowed_list:\t0-1\n".encode()
+            for where in (f"{pid}", f"{pid}/task/{pid}"):
+                add(f"{where}/stat", stat)
+                add(f"{where}/status", status)
+            add(f"{pid}/cmdline", cmd)
+            add(f"{pid}/environ", env)
+            add(f"{pid}/numa_maps", maps if pid != 9999 else b"")
+    return path
 
 
 def interrupts_text(n: int) -> str:

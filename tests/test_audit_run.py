@@ -102,3 +102,23 @@ def test_library_imports_neither_click_nor_rich():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=dict(os.environ, PYTHONPATH=root)).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("shape", ["chain", "flat"])
+def test_the_job_view_grows_linearly_with_the_job(tmp_path, shape):
+    """`audit --ranks` of a job of N processes under a torchrun, a chain of workers (each the worker of the one
+    before: the job tree walked up once per worker, 4,000 took 9.97 s) or flat: reading and placing grow as the job
+    (the 1,000-6,000 figures: benchmarks/bench_jobtree.py)."""
+    from tests.big_roots import job_archive
+    from tests.limits import growth
+
+    def make(n):
+        return job_archive(tmp_path / f"{shape}-{n}.tar", n, shape)
+
+    def audit(root):
+        return AuditRun(Host.open(str(root)), (), False, (), Thresholds(), ranks=True).run()[0]
+
+    audits = audit(make(12))
+    assert [a.role for a in audits].count("launcher") == 1
+    assert [a.role for a in audits].count("rank") == (1 if shape == "chain" else 12)
+    assert growth(make, audit, 100) < 8

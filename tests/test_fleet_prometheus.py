@@ -163,7 +163,7 @@ def test_the_machines_have_the_findings_the_alerts_are_about(textfiles):
     assert "NT003" in codes["cxl-top-tier"] and "NT003" not in codes["cxl"]
     assert "NT201" in codes["two-socket"] and "NT008" in codes["broken-srat"]
     audit = (textfiles["trainer"] / "numatune_audit.prom").read_text()
-    assert 'numatune_process_remote_ratio{pid="4242",rank="0",comm="python"} 0.5' in audit
+    assert 'numatune_process_remote_ratio{pid="4242",rank="0",comm="python",role="rank"} 0.5' in audit
     ranks = {"trainer": 1, "gpu-clean": 1}  # h100-vm-1gpu was captured with a rank running (pid 1248, LOCAL_RANK=0)
     for name in MACHINES:  # the unit audits every machine's ranks, none running being an empty report
         text = (textfiles[name] / "numatune_audit.prom").read_text()

@@ -108,6 +108,16 @@ def test_audit_ranks_passes_only_with_one_rank_and_its_workers_as_workers():
     odd = copy.deepcopy(WITH_ROLES)
     odd["processes"][2]["role"] = "compile"
     assert gc.audit_ranks_verdict(odd, 578, [613, 614])[0] == "FAIL"
+    # another training job on the node (a shared GPU node): its rank 0 is no part of this job's tree
+    other = copy.deepcopy(WITH_ROLES)
+    other["processes"].append({**copy.deepcopy(WITH_ROLES["processes"][0]), "pid": 9000, "ppid": 8999})
+    assert gc.audit_ranks_verdict(other, 578, [613, 614])[0] == "FAIL"
+    assert gc.audit_ranks_verdict(other, 578, [613, 614], own={541, 578, 613, 614})[0] == "PASS"
+
+
+def test_the_job_s_tree_is_its_launcher_and_everything_under_it():
+    mine = gc.the_tree(os.getpid())
+    assert os.getpid() in mine and os.getppid() not in mine
 
 
 def test_pinned_figures():
@@ -171,10 +181,17 @@ def test_bad_arguments_exit_2(tmp_path):
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs: cores:1 must narrow the rank")
 def test_the_job_part_on_the_cpu(tmp_path):
     """--cpu-job: torchrun -> numatune launch --numa-node 0 --cpu-bind cores:1 -> train.py on the CPU build of torch;
-    the launch, worker, job-view and snapshot checks pass."""
+    the launch, worker, job-view and snapshot checks pass, while another job's LOCAL_RANK=0 process runs beside."""
     pytest.importorskip("torch", reason="PyTorch is not installed (scripts/test.sh installs it)")
     out = tmp_path / "out"
-    done = run_script(tmp_path, str(out), "--cpu-job", "--cores", "1", "--seconds", "60")
+    # another training job on the machine, as on any shared GPU node: a LOCAL_RANK=0 process the checks must pass by
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                             env={**os.environ, "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+    try:
+        done = run_script(tmp_path, str(out), "--cpu-job", "--cores", "1", "--seconds", "60")
+    finally:
+        other.kill()
+        other.wait()
     verdicts = {v["name"]: v for v in json.loads((out / "verdicts.json").read_text())}
     assert list(verdicts) == [n for n, _ in gc.CHECKS], done.stdout
     passed = ("setup", "job-started", "launch-binding", "workers-within-rank", "bind-worker-reports", "audit-rank-pid",

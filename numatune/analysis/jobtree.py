@@ -1,8 +1,9 @@
-"""A training job as it runs: the ranks a launcher started, the workers under them, and each worker against its
-rank's binding (code NT408).
+"""A training job as it runs: the launchers above its ranks, the ranks, the workers and helpers under each rank
+(job_places, from the process tree the kernel shows), and each worker against its rank's binding (code NT408).
 
-A rank is the process started for a local rank; its DataLoader, multiprocessing and compile workers are its
-descendants with the same rank variables (they inherit the environment). Workers inherit the rank's open GPU
+A rank is the process that runs the training program: not a launcher (torchrun, srun, mpirun, a shell that waits
+on it) that carries rank variables too, and not a worker that inherited them; a rank that set its own variables at
+run time is known by the children that inherited them. Workers inherit the rank's open GPU
 descriptors and its /dev/nvidiactl mappings across fork, but hold no GPU context (no NVML compute-process
 entry, no /dev/nvidia-uvm mapping): they own no GPU unless they hold one. Pure: records in, records out.
 """
@@ -13,10 +14,17 @@ from collections.abc import Iterable, Mapping
 
 from numatune.analysis.locality import own_memory, policy_node_set
 from numatune.cpulist import format_cpulist
+from numatune.errors import BindingError
 from numatune.model.findings import Finding, Severity, register
-from numatune.model.process import GpuUse, ProcessAudit, ProcessInfo, WorkerCheck
+from numatune.model.jobshape import HELPER_KINDS, REAPERS, WRAPPERS, launcher_name, worker_pattern
+from numatune.model.process import GpuUse, JobPlace, ProcEntry, ProcessAudit, ProcessInfo, WorkerCheck
+from numatune.model.resolve import local_rank as resolve_local_rank
+from numatune.model.resolve import local_rank_arg
 from numatune.model.resolve import rank_identity as identity
 from numatune.model.topology import Topology
+
+ProcessLike = ProcEntry | ProcessInfo  # what the job tree reads of a process: pid, ppid, comm, cmdline, environ
+
 
 NT408 = register("NT408", Severity.WARNING, "audit", "a rank's worker runs outside its rank's binding", """
     A worker of a rank (a DataLoader, multiprocessing or compile worker: a descendant with the rank's
@@ -30,42 +38,156 @@ NT408 = register("NT408", Severity.WARNING, "audit", "a rank's worker runs outsi
     their own, start the ranks with numatune launch --reserve-cores N. For the running worker, taskset onto its
     rank's CPUs.""")
 
-# Programs that only start the rank (torchrun --no-python bash run.sh; numactl ... python): a process of that
-# name with a same-rank child is the rank's launcher, its child the rank.
-WRAPPERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "env", "numactl", "taskset", "timeout", "stdbuf", "nice",
-                      "chrt", "nohup", "time"})
 MIN_OUTSIDE_BYTES = 1 << 20  # a worker's own pages elsewhere below 1 MiB are noise (libraries' data)
 
 
-def roles(procs: Iterable[ProcessInfo], known: Mapping[int, ProcessInfo] | None = None,
-          ) -> dict[int, tuple[str, int | None]]:
-    """pid -> (role, the rank's PID for a worker) for each of `procs`: "rank", "worker", "launcher" (a wrapper
-    such as a shell that started the rank with the same variables) or "process" (no rank variable).
+class _Facts:
+    """What one process shows: its local rank (environment, else command line), rank variables, names."""
 
-    `known`: more processes (the ancestors read for a worker whose rank is not among `procs`)."""
-    procs = list(procs)
-    by_pid = {**(known or {}), **{p.pid: p for p in procs}}
-    has_child: set[int] = set()
-    for p in by_pid.values():
-        parent = by_pid.get(p.ppid) if p.ppid is not None else None
-        if parent is not None and p.rank is not None and identity(parent.environ) == identity(p.environ):
-            has_child.add(parent.pid)
-    out: dict[int, tuple[str, int | None]] = {}
-    for p in procs:
-        if p.rank is None or p.kernel_thread:
-            out[p.pid] = ("process", None)
+    __slots__ = ("ident", "key", "launcher", "pattern", "rank")
+
+    def __init__(self, e: ProcessLike) -> None:
+        try:
+            rank, key, _ = resolve_local_rank(e.environ)
+        except BindingError:
+            rank, key = None, None
+        ident = identity(e.environ)
+        if rank is None and (rank := local_rank_arg(e.cmdline)) is not None:
+            key = "--local-rank"
+            ident = (*ident, ("--local-rank", str(rank)))
+        self.rank, self.key, self.ident = rank, key, ident
+        self.launcher = launcher_name(e.comm, e.cmdline)
+        self.pattern = worker_pattern(e.comm, e.cmdline)
+
+
+def _conflict(idents: Iterable[tuple[tuple[str, str], ...]]) -> bool:
+    """Two of the identities give one rank variable different values (two ranks, not a rank and its workers)."""
+    seen: dict[str, str] = {}
+    for ident in idents:
+        for k, v in ident:
+            if seen.setdefault(k, v) != v:
+                return True
+    return False
+
+
+def job_places(entries: Mapping[int, ProcessLike]) -> dict[int, JobPlace]:
+    """pid -> its place in the job tree, for the processes of `entries` that belong to a job (the others are left
+    out: role "process"). `entries` are the processes seen (pid, ppid, comm, cmdline, environ: ProcEntry or
+    ProcessInfo): the whole node for `audit --ranks`, the audited processes and their ancestors otherwise.
+
+    From the tree the kernel shows, in two passes over it (linear in processes; a parent cycle or a process
+    that is its own parent is walked once):
+    - a launcher is a program named as one (torchrun, srun, slurmstepd, mpirun, orted, prted, hydra, deepspeed,
+      accelerate), a shell or wrapper carrying rank variables that waits on a child of the job, a process with
+      rank variables above a launcher, or one whose children carry different ranks; it is above its ranks;
+    - a rank is the topmost process below the launchers that carries a local rank (its environment, or
+      `--local-rank=N` on its command line), or a process without one whose spawned workers, resource tracker or
+      forkserver carry it (it set its own variables at run time: DeepSpeed's MPI discovery, os.environ["RANK"]);
+    - everything below a rank is its worker (fork, spawn, forkserver, dataloader, compile) or helper (the
+      resource tracker, torch_shm_manager, the forkserver, another program it runs), unless it carries a
+      different rank (a rank started under it);
+    - a job is the tree under its topmost launcher (a rank without a launcher seen is a job of its own);
+    - PID 1 and the processes that adopt orphans (systemd, tini...) are never a rank or launcher by their children,
+      and a worker or helper left carrying rank variables when its rank died is shown as such, with no rank."""
+    children: dict[int, list[int]] = {}
+    for pid, e in entries.items():
+        if e.ppid is not None and e.ppid != pid and e.ppid in entries:
+            children.setdefault(e.ppid, []).append(pid)
+    order: list[int] = []
+    parent: dict[int, int | None] = {}
+
+    def walk(root: int) -> None:
+        parent[root] = None
+        queue, i = [root], 0
+        while i < len(queue):
+            for c in children.get(queue[i], ()):
+                if c not in parent:
+                    parent[c] = queue[i]
+                    queue.append(c)
+            i += 1
+        order.extend(queue)
+
+    for pid in sorted(entries):
+        e = entries[pid]
+        if e.ppid is None or e.ppid == pid or e.ppid not in entries:
+            walk(pid)
+    for pid in sorted(entries):  # what only a parent cycle reaches: walked from its smallest PID
+        if pid not in parent:
+            walk(pid)
+
+    facts = {pid: _Facts(entries[pid]) for pid in order}
+    below: dict[int, bool] = {}  # a local rank in its subtree
+    launcher: dict[int, bool] = {}
+    worker_child: dict[int, int] = {}  # a process's smallest child that carries rank variables as its worker would
+    for pid in reversed(order):
+        f, e = facts[pid], entries[pid]
+        kids = [c for c in children.get(pid, ()) if parent[c] == pid]
+        carrying = [c for c in kids if below[c]]
+        below[pid] = f.rank is not None or bool(carrying)
+        is_launcher = False
+        reaper = pid == 1 or e.comm in REAPERS  # its children may be orphans: never a rank or launcher by them
+        if carrying and f.pattern is None:
+            ranked = [facts[c].ident for c in carrying if facts[c].rank is not None]
+            is_launcher = f.launcher is not None or not reaper and (
+                (f.rank is not None and (e.comm in WRAPPERS or any(launcher[c] for c in kids)))
+                or _conflict([f.ident, *ranked] if f.rank is not None else ranked))
+        launcher[pid] = is_launcher
+        if f.rank is None and not is_launcher and f.pattern is None and e.comm not in WRAPPERS and not reaper:
+            mine = [c for c in carrying if facts[c].rank is not None and not launcher[c]
+                    and (facts[c].pattern is not None or entries[c].cmdline == e.cmdline)]
+            if mine:
+                worker_child[pid] = min(mine)
+
+    out: dict[int, JobPlace] = {}
+    rank_ident: dict[int, tuple[tuple[str, str], ...]] = {}
+    for pid in order:
+        f, e = facts[pid], entries[pid]
+        up = parent[pid]
+        above = out.get(up) if up is not None else None
+        if above is not None and above.role in ("rank", "worker", "helper"):
+            rank = above.rank_pid if above.role != "rank" else up
+            assert rank is not None
+            if f.rank is not None and _conflict([rank_ident[rank], f.ident]):  # a rank started under a rank
+                out[pid] = JobPlace("rank", pid, None, above.job, f.rank, f.key)
+                rank_ident[pid] = f.ident
+                continue
+            kind = f.pattern
+            if kind is None:
+                kind = "fork" if e.cmdline == entries[up].cmdline else "subprocess"  # type: ignore[index]
+            role = "helper" if kind in HELPER_KINDS else "worker"
+            if kind == "forkserver" and facts[up].pattern != "forkserver":  # type: ignore[index]
+                role = "helper"  # the forkserver itself; its children are its rank's forkserver workers
+            out[pid] = JobPlace(role, rank, kind, above.job)
             continue
-        if p.comm in WRAPPERS and p.pid in has_child:
-            out[p.pid] = ("launcher", None)
-            continue
-        ident, top, seen = identity(p.environ), p, {p.pid}
-        while (parent := by_pid.get(top.ppid) if top.ppid is not None else None) is not None \
-                and parent.pid not in seen and parent.rank is not None and identity(parent.environ) == ident \
-                and not (parent.comm in WRAPPERS and parent.pid in has_child):
-            seen.add(parent.pid)
-            top = parent
-        out[p.pid] = ("rank", None) if top is p else ("worker", top.pid)
+        job = above.job if above is not None and above.role == "launcher" else None
+        if launcher[pid]:
+            out[pid] = JobPlace("launcher", None, f.launcher or e.comm, job or pid)
+        elif f.rank is not None and f.pattern is not None and job is None:  # a worker whose rank is gone (orphaned)
+            out[pid] = JobPlace("helper" if f.pattern in HELPER_KINDS else "worker", None, f.pattern, None)
+        elif f.rank is not None:
+            out[pid] = JobPlace("rank", pid, None, job or pid, f.rank, f.key,
+                                "command line" if f.key == "--local-rank" else None)
+            rank_ident[pid] = f.ident
+        elif pid in worker_child:
+            child = facts[worker_child[pid]]
+            out[pid] = JobPlace("rank", pid, None, job or pid, child.rank, child.key, "children")
+            rank_ident[pid] = child.ident
     return out
+
+
+def places(procs: Iterable[ProcessLike], known: Mapping[int, ProcessLike] | None = None) -> dict[int, JobPlace]:
+    """job_places of `procs` (their ancestors in `known`: read for a process audited alone), every one of `procs`
+    given a place (role "process" outside any job)."""
+    procs = list(procs)
+    found = job_places({**(known or {}), **{p.pid: p for p in procs}})
+    return {p.pid: found.get(p.pid) or JobPlace("process") for p in procs}
+
+
+def roles(procs: Iterable[ProcessLike], known: Mapping[int, ProcessLike] | None = None,
+          ) -> dict[int, tuple[str, int | None]]:
+    """pid -> (role, the rank's PID for a worker or helper) for each of `procs` (see job_places)."""
+    return {pid: (p.role, p.rank_pid if p.role in ("worker", "helper") else None)
+            for pid, p in places(procs, known).items()}
 
 
 def rank_nodes(rank: ProcessInfo, topo: Topology) -> tuple[int, ...] | None:
@@ -147,38 +269,49 @@ def with_worker_check(a: ProcessAudit, check: WorkerCheck) -> ProcessAudit:
 
 def job_findings(topo: Topology, procs: list[ProcessInfo], known: Mapping[int, ProcessInfo] | None = None,
                  ) -> list[Finding]:
-    """audit's findings for each process as its job sees it (`check --pid`): a worker owns no GPU without a
-    context of its own, and one outside its rank's binding is NT408."""
+    """audit's findings for each process as its job sees it (`check --pid`): a worker or helper owns no GPU without
+    a context of its own, and a worker outside its rank's binding is NT408."""
     from numatune.analysis.locality import audit_findings
 
-    role = roles(procs, known)
+    place = places(procs, known)
     by_pid = {**(known or {}), **{p.pid: p for p in procs}}
     out: list[Finding] = []
     for p in procs:
-        kind, rank_pid = role[p.pid]
-        if kind != "worker" or rank_pid is None:
+        where = place[p.pid]
+        if where.role not in ("worker", "helper") or where.rank_pid is None:
             out += audit_findings(topo, p)
             continue
-        p = as_worker(p, rank_pid)
+        p = as_worker(p, where.rank_pid)
         out += audit_findings(topo, p)
-        check = check_worker(p, by_pid[rank_pid], topo)
-        if check.reason:
+        rank = by_pid.get(where.rank_pid)
+        check = check_worker(p, rank, topo) if where.role == "worker" and rank is not None else None
+        if check is not None and check.reason:
             out.append(NT408(check.reason, check.fix, f"pid {p.pid}"))
     return out
 
 
 def job_order(audits: list[ProcessAudit]) -> list[ProcessAudit]:
-    """Ranks by local rank, each followed by its workers (by PID); then launchers and other processes, as given."""
-    ranks = sorted((a for a in audits if a.role == "rank"), key=lambda a: (a.process.rank, a.process.pid))
-    workers: dict[int, list[ProcessAudit]] = {}
+    """Job by job (by the PID of its topmost process): its launchers (by PID), then its ranks by local rank, each
+    followed by its workers and helpers (by PID); then workers whose rank was not audited; then other processes,
+    as given."""
+    def job_of(a: ProcessAudit) -> int | None:
+        return a.place.job if a.place is not None else None
+
+    by_job: dict[int | None, list[ProcessAudit]] = {}
+    under: dict[int, list[ProcessAudit]] = {}
     for a in audits:
-        if a.role == "worker" and a.rank_pid is not None:
-            workers.setdefault(a.rank_pid, []).append(a)
+        by_job.setdefault(job_of(a), []).append(a)
+        if a.role in ("worker", "helper") and a.rank_pid is not None:
+            under.setdefault(a.rank_pid, []).append(a)
     out: list[ProcessAudit] = []
-    for r in ranks:
-        out.append(r)
-        out += sorted(workers.pop(r.process.pid, []), key=lambda a: a.process.pid)
-    for rest in workers.values():  # a worker whose rank was not audited
+    for job in [*sorted(j for j in by_job if j is not None), None]:
+        mine = by_job.get(job, [])
+        out += sorted((a for a in mine if a.role == "launcher"), key=lambda a: a.process.pid)
+        for r in sorted((a for a in mine if a.role == "rank"), key=lambda a: (a.process.rank is None,
+                                                                              a.process.rank, a.process.pid)):
+            out.append(r)
+            out += sorted(under.pop(r.process.pid, []), key=lambda a: a.process.pid)
+    for rest in under.values():  # a worker whose rank was not audited
         out += sorted(rest, key=lambda a: a.process.pid)
-    out += [a for a in audits if a.role not in ("rank", "worker")]
+    out += [a for a in audits if a.role not in ("launcher", "rank", "worker", "helper")]
     return out

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from numatune.analysis.locality import Thresholds
-    from numatune.model.process import ProcessAudit, ProcessInfo
+    from numatune.model.process import JobPlace, ProcessAudit, ProcessInfo
     from numatune.system.host import Host
 
 PMU_NOT_SAMPLED = "hardware counters not sampled: pass --sample SECONDS to count local/remote DRAM loads"
@@ -76,6 +76,21 @@ def probe_h2d(doc: Any, where: str) -> dict[str, dict[int, float]]:
     return out
 
 
+def no_job_hint(host: Host) -> str:
+    """What `audit --ranks` looked for when it found no job, and how to point it at one."""
+    from numatune.model.jobshape import LAUNCHERS
+    from numatune.model.resolve import RANK_VARS
+
+    where = "this node" if host.is_live else host.label
+    return (f"no training job found on {where}: looked for processes whose environment or command line names a local "
+            f"rank ({', '.join(k for k, _ in RANK_VARS[:4])}, ..., --local-rank) and for the launchers above them "
+            f"({', '.join(n for n in ('torchrun', 'srun', 'mpirun', 'deepspeed') if n in LAUNCHERS)}, ...); "
+            "point audit at a job with `numatune audit --children "
+            "LAUNCHER_PID`, `numatune audit PID`, or a capture: `numatune --root "
+            "fixtures/h100-job-2026-11-28.tar.gz audit --ranks` (run as the job's user or as root to read its "
+            "environment)")
+
+
 def load_probe_h2d(path: str) -> dict[str, dict[int, float]]:
     """`audit --probe FILE`: probe_h2d of the file, read as plan-memory's --probe is (system.infile: a regular
     file, bounded, its nesting and size checked before parsing); InputError, exit 3, when it cannot be read or
@@ -102,47 +117,58 @@ class AuditRun:
         self.ranks = ranks
         self.mappings = mappings
         self.h2d = h2d
+        self.places: dict[int, JobPlace] | None = None  # the root's job tree (targets(): --ranks, --children)
         self.topo = read_topology(self.host, pci_ids=None)
         self.balancing = self.host.read_int("/proc/sys/kernel/numa_balancing")
 
     def targets(self) -> tuple[list[int], set[int], dict[str, object] | None]:
-        """(PIDs to read, PIDs whose loss is an error, job description)."""
+        """(PIDs to read, PIDs whose loss is an error, job description). With `ranks` or `children` the job tree of
+        the whole root is placed first (`self.places`): `--ranks` reads the processes that belong to a job."""
         import os
 
+        from numatune.analysis.jobtree import job_places
         from numatune.errors import ProcessGone
         from numatune.readers.procs import (
+            as_listing,
             descendants,
             list_processes,
             match_name,
             no_such_process,
             pid_exists,
-            rank_processes,
+            process_table,
         )
 
         for pid in self.pids:
             if not pid_exists(self.host, pid):
                 raise no_such_process(self.host, pid)
         strict = set(self.pids)
-        wanted: list[int] = []
+        wanted: dict[int, None] = {}  # an ordered set: each PID read once, in the order found
         job = None
-        table = list_processes(self.host) if (self.children or self.names or self.ranks) else {}
+        self.places = None
+        if self.children or self.ranks:
+            entries = process_table(self.host)
+            table = as_listing(entries)
+            self.places = job_places(entries)
+        else:
+            table = list_processes(self.host) if self.names else {}
         if self.children:
             job = {"launchers": list(self.pids), "ranks": []}
             for pid in self.pids:
-                wanted += [p for p in descendants(table, pid) if p not in wanted]
+                wanted.update(dict.fromkeys(descendants(table, pid)))
             strict = set()
         else:
-            wanted = list(self.pids)
+            wanted.update(dict.fromkeys(self.pids))
         me = os.getpid() if self.host.is_live else None
         for pattern in self.names:
             matched = match_name(table, pattern, exclude=me)
             if not matched:
                 raise ProcessGone(f"no process matches --name {pattern!r}")
-            wanted += [p for p in matched if p not in wanted]
-        if self.ranks:  # none running is an empty report: a timer audits whatever trains right now
-            wanted += [p for p in rank_processes(self.host, table, exclude=me) if p not in wanted]
+            wanted.update(dict.fromkeys(matched))
+        if self.ranks:  # none running is an empty report (with a hint): a timer audits whatever trains right now
+            assert self.places is not None
+            wanted.update(dict.fromkeys(p for p in sorted(self.places) if p != me))
             job = job or {"launchers": [], "ranks": []}
-        return wanted, strict, job
+        return list(wanted), strict, job
 
     def read(
         self, pids: list[int], strict: set[int], notes: list[str], prefetched: dict[int, str] | None = None
@@ -188,7 +214,7 @@ class AuditRun:
         elapsed == total when the wait is over (a progress bar can close there). None: wait silently."""
         from numatune.analysis import jobtree
         from numatune.analysis.locality import judge
-        from numatune.model.process import charge_driver_memory
+        from numatune.model.process import JobPlace, charge_driver_memory
         from numatune.readers.procs import rank_ancestors
 
         pids, strict, job = self.targets()
@@ -201,23 +227,31 @@ class AuditRun:
             pmu_counts, events, pmu_note, vm = self.sample(procs, sample, progress)
             notes += vm
             procs = self.read([p.pid for p in procs], strict, notes)  # fresh placement and hinting faults
-        known = rank_ancestors(self.host, procs, self.topo)
-        roles = jobtree.roles(procs, known)
-        if self.children and any(p.rank is not None for p in procs):  # the launcher's tree: its ranks' processes
-            procs = [p for p in procs if roles[p.pid][0] != "process"]
+        if self.places is not None:  # the whole root's tree was placed; a worker's rank is among the read
+            known: dict[int, ProcessInfo] = {}
+            places = {p.pid: self.places.get(p.pid) or JobPlace("process") for p in procs}
+        else:
+            known = rank_ancestors(self.host, procs, self.topo)
+            places = jobtree.places(procs, known)
+        if self.children and any(p.rank is not None for p in procs):  # the launcher's tree: its job's processes
+            procs = [p for p in procs if places[p.pid].role != "process"]
         by_pid = {**known, **{p.pid: p for p in procs}}
         audits = []
         for p in procs:
-            role, rank_pid = roles[p.pid]
-            if role == "worker" and rank_pid is not None:
-                p = charge_driver_memory(jobtree.as_worker(p, rank_pid))  # the rank's driver memory: charged there
+            place = places[p.pid]
+            role, rank_pid = place.role, place.rank_pid if place.role in ("worker", "helper") else None
+            if place.role == "rank" and place.inferred:  # its rank variables are seen in its children only
+                p = p._replace(rank=place.rank, rank_source=place.rank_source)
+            if rank_pid is not None:  # the rank's driver memory: charged there
+                p = charge_driver_memory(jobtree.as_worker(p, rank_pid))
             pmu = None
             if pmu_counts is not None and p.pid in pmu_counts:
                 local, remote = pmu_counts[p.pid]
                 pmu = (local, remote, events, sample)
             a = judge(p, self.topo, self.thresholds, balancing_mode=self.balancing, pmu=pmu,
-                      pmu_note=None if pmu else pmu_note, h2d=self.h2d)._replace(role=role)
-            if role == "worker" and rank_pid is not None:
+                      pmu_note=None if pmu else pmu_note, h2d=self.h2d)._replace(role=role, rank_pid=rank_pid,
+                                                                                 place=place)
+            if role == "worker" and rank_pid is not None and rank_pid in by_pid:
                 a = jobtree.with_worker_check(a, jobtree.check_worker(p, by_pid[rank_pid], self.topo))
             audits.append(a)
         helpers: dict[int, int] = {}
@@ -225,11 +259,18 @@ class AuditRun:
             audits = jobtree.job_order(audits)
             workers: dict[int, list[int]] = {}
             for a in audits:
-                if a.role == "worker" and a.rank_pid is not None:
+                if a.role in ("worker", "helper") and a.rank_pid is not None:
                     workers.setdefault(a.rank_pid, []).append(a.process.pid)
             helpers = {a.process.pid: len(workers.get(a.process.pid, [])) for a in audits if a.role == "rank"}
             job["ranks"] = [{"rank": a.process.rank, "pid": a.process.pid, "helper_processes": helpers[a.process.pid],
                              "workers": workers.get(a.process.pid, [])} for a in audits if a.role == "rank"]
+            jobs: dict[int, dict[str, list[int]]] = {}
+            for a in audits:
+                if a.place is not None and a.place.job is not None and a.role in ("launcher", "rank"):
+                    jobs.setdefault(a.place.job, {"launchers": [], "ranks": []})[f"{a.role}s"].append(a.process.pid)
+            job["jobs"] = [{"job": j, **v} for j, v in sorted(jobs.items())]
+            if not audits and self.ranks:
+                notes.append(no_job_hint(self.host))
         notes += [f"cannot read {path}: {reason}" for path, reason in self.host.notes]
         return audits, job, notes, helpers
 

@@ -311,9 +311,42 @@ class WorkerCheck:
     fix: str = ""
 
 
-# A process's place in a job: the rank a launcher started for a local rank, a worker under it (same rank
-# variables), or a process outside any job.
-ROLES = ("rank", "worker", "process")
+# A process's place in a job (numatune.analysis.jobtree): a launcher above the ranks (torchrun, srun, mpirun, a
+# shell that waits on its child), the rank (the process running the training program), a worker under its rank
+# (fork, spawn, forkserver, DataLoader, compile), a helper of its rank (the resource tracker, torch_shm_manager, the
+# forkserver, a program it runs), or a process outside any job.
+ROLES = ("launcher", "rank", "worker", "helper", "process")
+# Kinds of a rank's workers and helpers, as the kernel shows them (command line, comm, parent).
+WORKER_KINDS = ("fork", "spawn", "forkserver", "dataloader", "compile")
+HELPER_KINDS = ("resource_tracker", "torch_shm_manager", "forkserver", "subprocess")
+
+
+@record
+class ProcEntry:
+    """What the job tree needs of one process (numatune.analysis.jobtree): read for every process of the node by
+    `audit --ranks`, or taken from a ProcessInfo (the same attribute names)."""
+
+    pid: int
+    ppid: int | None
+    comm: str
+    cmdline: tuple[str, ...]  # bounded by the reader (procs.MAX_ARGS arguments of procs.MAX_ARG characters)
+    environ: Mapping[str, str] = EMPTY_MAP  # ONLY readers.procs.ENVIRON_KEYS
+
+
+@record
+class JobPlace:
+    """A process's place in the job tree: its role, the rank it belongs to (a worker's or helper's; a rank's own
+    PID for a rank), what kind of launcher, worker or helper it is, the job (the PID of the job's topmost process),
+    and for a rank without rank variables of its own the local rank inferred and from where."""
+
+    role: str  # one of ROLES
+    rank_pid: int | None = None
+    kind: str | None = None  # a launcher's name (torchrun, srun, a shell's comm); a worker's or helper's kind
+    job: int | None = None
+    rank: int | None = None  # a rank's local rank (its own variable, or inferred)
+    rank_source: str | None = None  # the variable (LOCAL_RANK) or `--local-rank` (command line)
+    inferred: str | None = None  # None: its own environment; "children": set at run time, seen in its children;
+    #                              "command line": passed by its launcher as --local-rank=N
 
 
 @record
@@ -322,5 +355,6 @@ class ProcessAudit:
     locality: Locality
     counters: AccessCounters
     role: str = "process"  # one of ROLES
-    rank_pid: int | None = None  # a worker's rank
+    rank_pid: int | None = None  # a worker's or helper's rank
     worker: WorkerCheck | None = None  # a worker against its rank's binding
+    place: JobPlace | None = None  # its place in the job tree (kind, job, an inferred rank)

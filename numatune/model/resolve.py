@@ -122,6 +122,21 @@ def local_rank(env: Mapping[str, str]) -> tuple[int | None, str | None, str | No
     return None, None, None
 
 
+LOCAL_RANK_ARGS = ("--local-rank", "--local_rank")  # how torch.distributed.launch and deepspeed pass it to a rank
+
+
+def local_rank_arg(argv: Sequence[str]) -> int | None:
+    """The local rank a launcher passed on the command line (`--local-rank=N`, `--local_rank N`: torch.distributed
+    .launch without --use-env, deepspeed's launcher), else None (a malformed value too: audit never fails on it)."""
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name in LOCAL_RANK_ARGS:
+            if not eq:
+                value = argv[i + 1] if i + 1 < len(argv) else ""
+            return _index(value)
+    return None
+
+
 def _index(value: str) -> int | None:
     """A non-negative decimal integer in ASCII digits (numbers.MAX_DIGITS at most: a variable read from
     another process's environment may hold anything), else None."""

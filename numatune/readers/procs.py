@@ -28,6 +28,7 @@ from numatune.model.process import (
     MappingPlacement,
     NumaMemory,
     PolicyUse,
+    ProcEntry,
     ProcessInfo,
     SharedAnon,
     ThreadInfo,
@@ -37,12 +38,12 @@ from numatune.model.resolve import (
     GPU_VARS,
     RANK_VARS,
     cgroup_cpuset_dirs,
+    local_rank_arg,
     parse_cgroup,
     rank_gpu,
-    rank_identity,
 )
 from numatune.model.resolve import local_rank as resolve_local_rank
-from numatune.model.topology import Topology
+from numatune.model.topology import NvmlGpu, Topology
 from numatune.numbers import maybe_int, parse_int
 from numatune.system.host import Host
 
@@ -575,13 +576,28 @@ def read_process(
     )
 
 
+_NVML_INDEX: list = [None, {}]  # (the NVML GPUs indexed, pid -> their GPUs): built once per topology read
+
+
+def nvml_processes(topo: Topology | None) -> dict[int, tuple[NvmlGpu, ...]]:
+    """pid -> the GPUs NVML lists it on as a compute process, indexed once per topology (a set lookup per process:
+    4,000 ranks against 300,000 listed PIDs scanned the tuples for 24 s)."""
+    gpus = topo.fabric.nvml_gpus if topo is not None else ()
+    if _NVML_INDEX[0] is not gpus:
+        index: dict[int, tuple[NvmlGpu, ...]] = {}
+        for g in gpus:
+            for pid in g.processes:
+                index[pid] = (*index.get(pid, ()), g)
+        _NVML_INDEX[:] = [gpus, index]
+    return _NVML_INDEX[1]
+
+
 def gpu_context(pid: int, memory: NumaMemory, topo: Topology | None) -> GpuContext | None:
     """Whether the process holds a GPU context, and the evidence: NVML's compute processes, else a mapping of
     /dev/nvidia-uvm (CUDA) or /dev/kfd (ROCm). Open descriptors and /dev/nvidiactl mappings do not count: a forked
     worker inherits both from its rank without a context of its own."""
-    for g in topo.fabric.nvml_gpus if topo is not None else ():
-        if pid in g.processes:
-            return GpuContext("CUDA", f"NVML lists it as a compute process on GPU {g.index}")
+    for g in nvml_processes(topo).get(pid, ()):
+        return GpuContext("CUDA", f"NVML lists it as a compute process on GPU {g.index}")
     for device, runtime in CONTEXT_DEVICES.items():
         if device in memory.gpu_maps:
             return GpuContext(runtime, f"it maps /dev/{device}")
@@ -686,7 +702,7 @@ def choose_gpu(
 
     Returns (gpu, note); the note says what was assumed or why no GPU could be told.
     """
-    on = [g for g in topo.fabric.nvml_gpus if pid is not None and pid in g.processes]
+    on = list(nvml_processes(topo).get(pid, ())) if pid is not None else []
     if len(on) == 1:
         d = topo.device(on[0].bdf) or next((x for x in topo.devices if x.bdf.lower() == on[0].bdf), None)
         return GpuUse(on[0].bdf, d.node if d else None, f"NVML: a compute process on GPU {on[0].index}",
@@ -746,22 +762,74 @@ def list_processes(host: Host) -> dict[int, tuple[int, str, str]]:
             st = parse_stat(text, f"/proc/{name}/stat")
         except ValueError:
             continue
-        cmd = host.read_optional(f"/proc/{name}/cmdline") or ""
+        pid = parse_int(name, "/proc")
+        try:
+            cmd = _Reader(host, pid).optional("cmdline") or ""  # read_text: the NULs between arguments kept
+        except ProcessGone:
+            continue
         argv0 = cmd.split("\x00", 1)[0] if "\x00" in cmd else cmd.split(" ", 1)[0]
-        out[parse_int(name, "/proc")] = (st["ppid"], str(st["comm"]), argv0.rsplit("/", 1)[-1])  # type: ignore[arg-type]
+        out[pid] = (st["ppid"], str(st["comm"]), argv0.rsplit("/", 1)[-1])  # type: ignore[arg-type]
     return out
 
 
+# The command line a job-tree entry keeps of every process (a launcher's name, a worker's `-c` code, `--local-rank`):
+# bounded, so that a node of 300,000 processes with megabytes of arguments each costs what its PIDs cost.
+MAX_ARGS = 32
+MAX_ARG = 512
+
+
+def process_table(host: Host) -> dict[int, ProcEntry]:
+    """pid -> ProcEntry (ppid, comm, the first MAX_ARGS arguments cut to MAX_ARG characters, the rank variables of
+    its environment: ENVIRON_KEYS only) for every process of the root: what the job tree reads (`audit --ranks`,
+    `--children`). An exited process is skipped; an environment that cannot be read (another user's) is empty."""
+    out = {}
+    for name in host.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        text = host.read_optional(f"/proc/{name}/stat")
+        if not text:
+            continue
+        try:
+            st = parse_stat(text, f"/proc/{name}/stat")
+        except ValueError:
+            continue
+        pid = parse_int(name, "/proc")
+        try:
+            raw = _Reader(host, pid).optional("cmdline") or ""  # read_text: the NULs between arguments kept
+        except ProcessGone:
+            continue
+        args = raw.split("\x00", MAX_ARGS)[:MAX_ARGS]
+        cmdline = tuple(a[:MAX_ARG] for a in args if a)
+        env = rank_environ(host, pid) or {}
+        out[pid] = ProcEntry(pid, st["ppid"], str(st["comm"]), cmdline, env)  # type: ignore[arg-type]
+    return out
+
+
+def as_listing(table: dict[int, ProcEntry]) -> dict[int, tuple[int, str, str]]:
+    """process_table in list_processes's shape (pid -> (ppid, comm, argv0 basename)), for match_name."""
+    return {pid: (e.ppid or 0, e.comm, e.cmdline[0].rsplit("/", 1)[-1] if e.cmdline else "")
+            for pid, e in table.items()}
+
+
 def descendants(table: dict[int, tuple[int, str, str]], root: int) -> list[int]:
-    """Every process under `root` (children first-level first), not `root` itself."""
+    """Every process under `root` (children first-level first), not `root` itself; each once, however the parent
+    links run (a PPid cycle, a process that names itself its parent)."""
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    out, queue = [], sorted(children.get(root, []))
-    while queue:
-        pid = queue.pop(0)
+        if ppid != pid:
+            children.setdefault(ppid, []).append(pid)
+    seen = {root}
+    out: list[int] = []
+    queue = sorted(children.get(root, []))
+    i = 0
+    while i < len(queue):
+        pid = queue[i]
+        i += 1
+        if pid in seen:
+            continue
+        seen.add(pid)
         out.append(pid)
-        queue.extend(sorted(children.get(pid, [])))
+        queue.extend(sorted(c for c in children.get(pid, []) if c not in seen))
     return out
 
 
@@ -775,41 +843,31 @@ def rank_environ(host: Host, pid: int) -> dict[str, str] | None:
 
 
 def rank_ancestors(host: Host, procs: list[ProcessInfo], topo: Topology | None = None) -> dict[int, ProcessInfo]:
-    """The processes above a ranked one that carry its rank variables and are not among `procs` (a worker audited
-    alone: its rank), read without their threads: what tells a rank from its workers and judges a worker."""
+    """The processes above the audited ones that place them in their job, not among `procs` (a worker audited alone:
+    its rank; a rank: its launchers), read without their threads: what tells a rank from its workers and judges a
+    worker. Up from each process while it carries rank variables or is a launcher or wrapper: its parent (the rank
+    that set its own variables, the launcher), and on while that parent does too. Each ancestor is read once
+    (a visited set: a PPid cycle ends, and the launcher above every rank is read once)."""
+    from numatune.model.jobshape import LAUNCHERS, WRAPPERS, launcher_name
+
     by_pid = {p.pid: p for p in procs}
     known: dict[int, ProcessInfo] = {}
-    environs: dict[int, dict[str, str] | None] = {}  # the launcher above every rank is read once, not per worker
+    seen: set[int] = set(by_pid)
+
+    def carries(p: ProcessInfo) -> bool:
+        return p.rank is not None or p.comm in WRAPPERS or p.comm in LAUNCHERS \
+            or launcher_name(p.comm, p.cmdline) is not None or local_rank_arg(p.cmdline) is not None
+
     for p in procs:
-        if p.rank is None:
-            continue
-        ident, cur = rank_identity(p.environ), p
-        while cur.ppid and cur.ppid not in by_pid and cur.ppid not in known:
-            if cur.ppid not in environs:
-                environs[cur.ppid] = rank_environ(host, cur.ppid)
-            env = environs[cur.ppid]
-            if env is None or rank_identity(env) != ident:
-                break
+        cur = p
+        while carries(cur) and cur.ppid and cur.ppid != cur.pid and cur.ppid not in seen:
+            seen.add(cur.ppid)
             try:
                 parent = read_process(host, cur.ppid, topo, threads=False)
             except NumatuneError:
                 break
             known[parent.pid] = cur = parent
     return known
-
-
-def rank_processes(host: Host, table: dict[int, tuple[int, str, str]], exclude: int | None = None) -> list[int]:
-    """PIDs whose environment names a local rank the way launch reads it (LOCAL_RANK, SLURM_LOCALID,
-    OMPI_COMM_WORLD_LOCAL_RANK, ...): a machine's training ranks and the processes they started. An environment
-    that cannot be read (another user's process, an exited one) is passed over."""
-    out = []
-    for pid in sorted(table):
-        if pid == exclude:
-            continue
-        env = rank_environ(host, pid)
-        if env is not None and local_rank(env)[0] is not None:
-            out.append(pid)
-    return out
 
 
 def match_name(table: dict[int, tuple[int, str, str]], pattern: str, exclude: int | None = None) -> list[int]:

@@ -117,7 +117,10 @@ def process_json(a: ProcessAudit, helpers: int | None = None, min_size: int = 0)
         "gpu_context": None if p.gpu_context is None else {
             "runtime": p.gpu_context.runtime, "evidence": p.gpu_context.evidence},
         "role": a.role,
-        "rank_pid": a.rank_pid,
+        "rank_pid": a.process.pid if a.role == "rank" else a.rank_pid,
+        "kind": a.place.kind if a.place is not None else None,
+        "job": a.place.job if a.place is not None else None,
+        "rank_inferred_from": a.place.inferred if a.place is not None and a.role == "rank" else None,
         "worker": None if a.worker is None else {
             "rank_pid": a.worker.rank_pid,
             "rank_cpus": list(a.worker.rank_cpus),

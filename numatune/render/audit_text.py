@@ -51,6 +51,21 @@ def _command(a: ProcessAudit, width: int | None = 40) -> str:
     return cmd if width is None or len(cmd) <= width else cmd[: width - 1] + "…"
 
 
+def _role(a: ProcessAudit) -> str:
+    """The role cell: `launcher (torchrun)`, `rank`, `rank (set at run time)`, `└ worker of 578 (dataloader)`,
+    `└ helper of 578 (resource_tracker)`."""
+    kind = a.place.kind if a.place is not None else None
+    if a.role in ("worker", "helper"):
+        if a.rank_pid is None:  # its rank exited (an orphan), or was not audited
+            return f"{a.role}" + (f" ({kind})" if kind else "") + ", no rank above"
+        return f"└ {a.role} of {a.rank_pid}" + (f" ({kind})" if kind else "")
+    if a.role == "launcher":
+        return f"launcher ({kind})" if kind else "launcher"
+    if a.role == "rank" and a.place is not None and a.place.inferred:
+        return "rank (set at run time)" if a.place.inferred == "children" else "rank (--local-rank)"
+    return a.role
+
+
 def job_table(
     audits: list[ProcessAudit], topo: Topology, helpers: dict[int, int] | None = None, title: str = "",
     terminal: bool = True,
@@ -71,7 +86,7 @@ def job_table(
         if show_rank:
             row.append("-" if a.process.rank is None else str(a.process.rank))
         if show_role:
-            row.append(f"└ worker of {a.rank_pid}" if a.role == "worker" else a.role)
+            row.append(_role(a))
         extra = 0 if show_role else helpers.get(a.process.pid, 0)  # a job's workers are rows of their own
         pid = str(a.process.pid) + (f" (+{extra})" if extra else "")
         row += [
@@ -296,6 +311,8 @@ def render_audit(
     maps = [mapping_table(a, min_size) for a in audits if a.process.memory.by_mapping is not None]
     if len(audits) == 1 and not job:
         return Group(process_detail(audits[0], topo, terminal), *maps)
+    if job and not audits:  # what was looked for, and how to point audit at a job: the note on stderr
+        return Group(Text("no training job found: no process with a local rank, no launcher above one"))
     parts: list = [job_table(audits, topo, helpers, "job" if job else "processes", terminal)]
     for a in audits:
         gpu_mem = gpu_memory_text(a) if a.role != "worker" else None
@@ -308,11 +325,14 @@ def render_audit(
             parts.append(fix_text(a))
     bad = sum(a.locality.verdict == "misplaced" for a in audits)
     if job:
-        ranks = sum(a.role == "rank" for a in audits)
-        workers = sum(a.role == "worker" for a in audits)
-        others = len(audits) - ranks - workers
-        parts.append(Text(f"{ranks} rank(s), {workers} worker(s)" + (f", {others} other process(es)" if others else "")
-                          + f", {bad} misplaced", style="bold"))
+        count = {r: sum(a.role == r for a in audits) for r in ("launcher", "rank", "worker", "helper")}
+        jobs = len({a.place.job for a in audits if a.place is not None and a.place.job is not None})
+        others = len(audits) - sum(count.values())
+        parts.append(Text((f"{jobs} job(s): " if jobs > 1 else "")
+                          + f"{count['rank']} rank(s), {count['worker']} worker(s)"
+                          + (f", {count['helper']} helper(s)" if count["helper"] else "")
+                          + (f", {count['launcher']} launcher(s)" if count["launcher"] else "")
+                          + (f", {others} other process(es)" if others else "") + f", {bad} misplaced", style="bold"))
     else:
         parts.append(Text(f"{len(audits)} process(es), {bad} misplaced", style="bold"))
     return Group(*parts, *maps)

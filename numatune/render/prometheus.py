@@ -3,8 +3,8 @@
 A fleet charts what numatune sees by writing these files into the collector's directory, e.g.
 `numatune inspect -f prometheus > /var/lib/node_exporter/textfile/numatune.prom.$$ && mv ...`.
 Every metric is named `numatune_*`, has HELP and TYPE lines and uses the labels node, device,
-pid and rank where they apply. audit and irq are rendered from their versioned JSON documents
-(`numatune.audit/1`, `numatune.irq/1`) so this module depends only on documented fields.
+pid, rank and role where they apply. audit and irq are rendered from their versioned JSON documents
+(`numatune.audit/2`, `numatune.irq/1`) so this module depends only on documented fields.
 """
 
 from __future__ import annotations
@@ -157,14 +157,16 @@ def inspect_metrics(topo: Topology, findings: list[Finding]) -> str:
 
 
 def audit_metrics(doc: dict[str, Any]) -> str:
-    """Per process (pid, rank): memory by node, remote and slow-tier shares, verdict, GPU and home nodes."""
+    """Per process (labels pid, rank, comm, role: launcher, rank, worker, helper or process): memory by node, remote
+    and slow-tier shares, verdict, GPU and home nodes."""
     m = Exposition()
     _info(m, "audit")
     processes = doc.get("processes") or []
     m.add("numatune_audit_processes", "gauge", "Processes in the last numatune audit.", len(processes))
     for p in processes:
         rank = p.get("rank")
-        labels = {"pid": str(p.get("pid")), "rank": "" if rank is None else str(rank), "comm": p.get("comm") or ""}
+        labels = {"pid": str(p.get("pid")), "rank": "" if rank is None else str(rank), "comm": p.get("comm") or "",
+                  "role": p.get("role") or "process"}
         for node, size in sorted((p.get("memory_by_node") or {}).items(), key=lambda kv: _sort_key(kv[0])):
             m.add("numatune_process_memory_bytes", "gauge", "Resident memory of a process on a NUMA node "
                   "(numa_maps).", size, **labels, node=str(node))

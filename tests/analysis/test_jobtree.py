@@ -14,12 +14,13 @@ from numatune.analysis.jobtree import (
     check_worker,
     job_findings,
     job_order,
+    job_places,
     rank_nodes,
     roles,
     with_worker_check,
 )
 from numatune.analysis.locality import judge
-from numatune.model.process import GpuContext, GpuUse, ProcessInfo, ThreadInfo
+from numatune.model.process import GpuContext, GpuUse, JobPlace, ProcEntry, ProcessInfo, ThreadInfo
 from numatune.readers.procs import parse_numa_maps
 from numatune.readers.topology import read_topology
 
@@ -120,3 +121,165 @@ def test_job_order_puts_each_rank_s_workers_under_it(two_socket):
     role = roles(procs)
     audits = [judge(p, two_socket)._replace(role=role[p.pid][0], rank_pid=role[p.pid][1]) for p in procs]
     assert [a.process.pid for a in job_order(audits)] == [11, 12, 21, 22, 30]
+
+
+# -- the job tree from what the kernel shows (issue 46, point 1) -------------------------------------------------
+
+TRAIN = ("python3", "train.py")
+SPAWN = ("python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)",
+         "--multiprocessing-fork")
+TRACKER = ("python3", "-c", "from multiprocessing.resource_tracker import main;main(4)")
+FORKSERVER = ("python3", "-c", "from multiprocessing.forkserver import main; main(3, 4, ['__main__'], **{})")
+COMPILE = ("python3", "/venv/lib/python3.11/site-packages/torch/_inductor/compile_worker/__main__.py", "--kind=fork")
+
+
+def e(pid, ppid, argv=TRAIN, env=None, comm=None):
+    return ProcEntry(pid, ppid, comm or argv[0].rpartition("/")[2][:15], tuple(argv), env or {})
+
+
+def where(places, pid):
+    p = places.get(pid)
+    return None if p is None else (p.role, p.rank_pid, p.kind, p.job)
+
+
+SL = {"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_JOB_ID": "7"}
+
+
+def test_srun_then_torchrun_is_two_launchers_above_two_ranks():
+    """torchrun inherits SLURM_LOCALID/SLURM_PROCID from srun's task: a launcher, not one more rank 0."""
+    p = job_places({x.pid: x for x in (
+        e(1, 0, ("/sbin/init",)), e(90, 1, ("slurmstepd: [7.0]",), comm="slurmstepd"),
+        e(100, 90, ("/venv/bin/python", "/venv/bin/torchrun", "--nproc-per-node", "2", "train.py"), SL,
+          comm="torchrun"),
+        e(101, 100, TRAIN, {**SL, "LOCAL_RANK": "0", "RANK": "0"}),
+        e(102, 100, TRAIN, {**SL, "LOCAL_RANK": "1", "RANK": "1"}),
+        e(103, 101, TRAIN, {**SL, "LOCAL_RANK": "0", "RANK": "0"}, comm="pt_data_worker"))})
+    assert [where(p, pid) for pid in (90, 100, 101, 102, 103)] == [
+        ("launcher", None, "slurmstepd", 90), ("launcher", None, "torchrun", 90), ("rank", 101, None, 90),
+        ("rank", 102, None, 90), ("worker", 101, "dataloader", 90)]
+    assert 1 not in p  # init is no part of the job
+
+
+def test_a_parent_with_slurm_variables_running_torchrun_is_a_launcher_by_what_it_starts():
+    p = job_places({x.pid: x for x in (
+        e(200, 1, ("python3", "srun-like.py"), SL),
+        e(201, 200, ("python3", "-m", "torch.distributed.run", "train.py"), SL),
+        e(202, 201, TRAIN, {**SL, "LOCAL_RANK": "0"}))})
+    assert [where(p, pid) for pid in (200, 201, 202)] == [
+        ("launcher", None, "python3", 200), ("launcher", None, "torchrun", 200), ("rank", 202, None, 200)]
+
+
+def test_a_wrapper_that_waits_on_its_child_is_the_launcher_and_python_the_rank():
+    """srun ./job.sh, torchrun --no-python ./run.sh with python3 train.py inside."""
+    r0 = {"LOCAL_RANK": "0"}
+    p = job_places({x.pid: x for x in (
+        e(300, 1, ("torchrun", "--no-python", "./run.sh"), {}), e(301, 300, ("bash", "./run.sh"), r0),
+        e(302, 301, TRAIN, r0), e(303, 302, TRAIN, r0))})
+    assert [where(p, pid) for pid in (300, 301, 302, 303)] == [
+        ("launcher", None, "torchrun", 300), ("launcher", None, "bash", 300), ("rank", 302, None, 300),
+        ("worker", 302, "fork", 300)]
+
+
+def test_a_rank_that_names_itself_is_known_by_the_children_that_inherited_its_variables():
+    """os.environ["RANK"] = ... at run time: /proc/PID/environ of the rank shows none, its spawn workers and the
+    resource tracker carry them, its fork workers share its start-up environment (none either)."""
+    mine = {"LOCAL_RANK": "0", "RANK": "0"}
+    p = job_places({x.pid: x for x in (
+        e(400, 1, ("python3", "self.py")), e(401, 400, TRACKER, mine), e(402, 400, SPAWN, mine),
+        e(403, 400, ("python3", "self.py")))})
+    assert p[400] == JobPlace("rank", 400, None, 400, 0, "LOCAL_RANK", "children")
+    assert [where(p, pid) for pid in (401, 402, 403)] == [
+        ("helper", 400, "resource_tracker", 400), ("worker", 400, "spawn", 400), ("worker", 400, "fork", 400)]
+
+
+def test_deepspeed_mpi_discovery_keeps_the_workers_under_the_rank():
+    """mpirun gave OMPI_COMM_WORLD_LOCAL_RANK; the rank set LOCAL_RANK/RANK itself: its workers carry both."""
+    ompi = {"OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_RANK": "1"}
+    p = job_places({x.pid: x for x in (
+        e(500, 1, ("mpirun", "-np", "2", "python3", "train.py")),
+        e(501, 500, TRAIN, {"OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_RANK": "0"}),
+        e(502, 500, TRAIN, ompi), e(503, 502, SPAWN, {**ompi, "LOCAL_RANK": "1", "RANK": "1"}))})
+    assert [where(p, pid) for pid in (500, 501, 502, 503)] == [
+        ("launcher", None, "mpirun", 500), ("rank", 501, None, 500), ("rank", 502, None, 500),
+        ("worker", 502, "spawn", 500)]
+
+
+def test_a_launcher_that_passes_the_local_rank_on_the_command_line():
+    """torch.distributed.launch without --use-env, deepspeed's launcher: `--local-rank=N` / `--local_rank N`."""
+    p = job_places({x.pid: x for x in (
+        e(600, 1, ("python3", "launcher.py")), e(601, 600, (*TRAIN, "--local-rank=0")),
+        e(602, 600, (*TRAIN, "--local_rank", "1")), e(603, 602, FORKSERVER), e(604, 603, FORKSERVER))})
+    assert [where(p, pid) for pid in (600, 601, 602, 603, 604)] == [
+        ("launcher", None, "python3", 600), ("rank", 601, None, 600), ("rank", 602, None, 600),
+        ("helper", 602, "forkserver", 600), ("worker", 602, "forkserver", 600)]
+    assert (p[602].rank, p[602].rank_source, p[602].inferred) == (1, "--local-rank", "command line")
+
+
+def test_two_jobs_on_one_node_are_two_jobs_and_every_helper_kind_sits_under_its_rank():
+    r0 = {"LOCAL_RANK": "0"}
+    p = job_places({x.pid: x for x in (
+        e(700, 1, ("torchrun", "a.py")), e(701, 700, TRAIN, r0),
+        e(702, 701, ("/venv/lib/python3.11/site-packages/torch/bin/torch_shm_manager", "--x"), r0),
+        e(703, 701, COMPILE, r0), e(704, 703, COMPILE, r0), e(705, 701, ("nvidia-smi",), r0),
+        e(800, 1, ("torchrun", "b.py")), e(801, 800, TRAIN, r0), e(900, 1, ("python3", "other.py"), r0))})
+    assert [where(p, pid) for pid in (701, 702, 703, 704, 705, 801, 900)] == [
+        ("rank", 701, None, 700), ("helper", 701, "torch_shm_manager", 700), ("worker", 701, "compile", 700),
+        ("worker", 701, "compile", 700), ("helper", 701, "subprocess", 700), ("rank", 801, None, 800),
+        ("rank", 900, None, 900)]
+
+
+def test_an_unrelated_process_is_no_part_of_a_job_and_a_cycle_is_walked_once():
+    r0 = {"LOCAL_RANK": "0"}
+    p = job_places({x.pid: x for x in (
+        e(1, 0, ("init",)), e(50, 1, ("python3", "pytest")), e(51, 50, ("python3", "job.py"), r0),
+        e(60, 61, TRAIN, r0), e(61, 60, TRAIN, r0), e(70, 70, ("x",)))})
+    assert 50 not in p and where(p, 51) == ("rank", 51, None, 51)  # a harness that started one job is not its rank
+    assert where(p, 60) == ("rank", 60, None, 60) and where(p, 61) == ("worker", 60, "fork", 60)
+    assert 70 not in p
+
+
+def _chain(n: int) -> dict[int, ProcEntry]:
+    r0 = {"LOCAL_RANK": "0"}
+    return {pid: e(pid, pid - 1, TRAIN, r0) for pid in range(10, 10 + n)}
+
+
+def _flat(n: int) -> dict[int, ProcEntry]:
+    return {1: e(1, 0, ("torchrun",)), **{pid: e(pid, 1, TRAIN, {"LOCAL_RANK": str(pid)}) for pid in range(10, 10 + n)}}
+
+
+@pytest.mark.parametrize("make", [_chain, _flat], ids=["worker chain", "flat job"])
+def test_the_job_tree_grows_linearly_with_the_processes(make):
+    """A chain of 4,000 workers took 9.97 s (a walk up per worker); 6,000 in a chain or flat well within 10 s."""
+    from tests.limits import growth
+
+    places = job_places(make(6000))
+    assert len(places) == 6000 + (make is _flat)
+    assert growth(make, job_places, 1500) < 8
+
+
+def test_job_order_grows_linearly_with_many_jobs(two_socket):
+    """Thousands of single-rank jobs (ranks without a launcher seen): grouped in one pass, not a pass per job."""
+    from tests.limits import growth
+
+    base = judge(mk(1, 0, R0), two_socket)
+
+    def make(n):
+        return [base._replace(process=base.process._replace(pid=pid), role="rank",
+                              place=JobPlace("rank", pid, None, pid, 0)) for pid in range(10, 10 + n)]
+
+    assert [a.process.pid for a in job_order(make(3))] == [10, 11, 12]
+    assert growth(make, job_order, 2000) < 8
+
+
+def test_init_and_reapers_are_never_ranks_and_an_orphaned_worker_has_no_rank():
+    """A resource tracker or spawn worker left carrying LOCAL_RANK=0 when its rank died hangs under PID 1 (or a
+    subreaper): it is an orphaned helper or worker, never a rank, and PID 1 never the rank or launcher above it."""
+    r0 = {"LOCAL_RANK": "0"}
+    p = job_places({x.pid: x for x in (
+        e(1, 0, ("/sbin/init",), comm="systemd"), e(40, 1, TRACKER, r0), e(41, 1, SPAWN, {"LOCAL_RANK": "1"}),
+        e(42, 1, ("python3", "/sbin/init")), e(50, 1, ("tini", "--", "sh"), comm="tini"), e(51, 50, SPAWN, r0),
+        e(60, 1, TRAIN, r0))})
+    assert 1 not in p and 50 not in p and 42 not in p
+    assert [where(p, pid) for pid in (40, 41, 51, 60)] == [
+        ("helper", None, "resource_tracker", None), ("worker", None, "spawn", None), ("worker", None, "spawn", None),
+        ("rank", 60, None, 60)]

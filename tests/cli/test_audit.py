@@ -106,14 +106,16 @@ def test_job_view_on_a_real_process_tree(cli):
         assert [x["helper_processes"] for x in ranks] == [0, 1, 0]  # rank 1's data-loader is counted
         helper = ranks[1]["workers"]
         assert len(helper) == 1
-        # listed under its rank as a worker, not as another rank
-        assert [(p["rank"], p["role"]) for p in doc["processes"]] == [(0, "rank"), (1, "rank"), (1, "worker"),
-                                                                        (2, "rank")]
+        # listed under its rank as a helper (a program it runs: another command line), not as another rank
+        assert [(p["rank"], p["role"], p["kind"]) for p in doc["processes"]] == [
+            (0, "rank", None), (1, "rank", None), (1, "helper", "subprocess"), (2, "rank", None)]
+        assert {p["job"] for p in doc["processes"]} == {launcher.pid}  # one job: its ranks differ
         assert doc["processes"][2]["pid"] == helper[0] and doc["processes"][2]["rank_pid"] == ranks[1]["pid"]
         assert "hunter2" not in r.stdout and "MY_SECRET_TOKEN" not in r.stdout
         t = cli("audit", "--children", str(launcher.pid))
         assert t.exit_code == 0
-        assert f"worker of {ranks[1]['pid']}" in t.stdout and "3 rank(s), 1 worker(s)" in t.stdout
+        assert f"helper of {ranks[1]['pid']} (subprocess)" in t.stdout
+        assert "3 rank(s), 0 worker(s), 1 helper(s)" in t.stdout
     finally:
         stop(launcher)
 
@@ -263,21 +265,38 @@ def test_ranks_audits_every_process_with_a_local_rank(cli, tmp_path):
     assert r.exit_code == 0 and "numatune_audit_processes 0\n" in r.stdout and "numatune_process_" not in r.stdout
 
 
+def test_ranks_with_no_job_says_what_it_looked_for_and_how_to_point_it_at_one(cli, tmp_path):
+    """No empty table without a word (issue 47): the text says no job was found, the note what was looked for and
+    the commands that answer (the README's capture among them), in every format; still exit 0."""
+    bare = fixture_copy("intel-xeon-L5640-2node", tmp_path / "bare")
+    r = cli("--root", str(bare), "audit", "--ranks")
+    doc = cli("--root", str(bare), "audit", "--ranks", "--json")
+    assert r.exit_code == doc.exit_code == 0, r.stderr
+    for said in (r.stderr, json.loads(doc.stdout)["notes"][-1]):  # on stderr, or among the JSON's notes
+        assert "no training job found on" in said and "LOCAL_RANK" in said and "torchrun" in said
+        assert "audit --children LAUNCHER_PID" in said and "h100-job-2026-11-28.tar.gz audit --ranks" in said
+    assert json.loads(doc.stdout)["processes"] == []
+    text = cli("--root", str(bare), "audit", "--ranks").stdout
+    assert text.startswith("no training job found") and "┏" not in text
+    answer = cli("--root", str(fixture_root(JOB, archive=True)), "audit", "--ranks")
+    assert "no training job" not in answer.stderr and "1 rank(s), 2 worker(s)" in answer.stdout
+
+
 def test_process_exits_between_listing_and_reading_is_skipped_in_a_tree(cli, tmp_path, monkeypatch):
     import numatune.readers.procs as procs
 
     root = _saved_tree(tmp_path)
     (root / "proc" / "4000").mkdir()
     (root / "proc" / "4000" / "stat").write_text("4000 (torchrun) S 1 " + " ".join(["0"] * 44) + "\n")
-    real = procs.list_processes
+    real = procs.process_table
 
     def listing_with_a_ghost(host):
         table = real(host)
-        table[4242] = (4000, "python", "python")
-        table[4244] = (4000, "python", "python")  # listed, then gone before it is read
+        table[4242] = table[4242]._replace(ppid=4000)
+        table[4244] = table[4242]._replace(pid=4244)  # listed, then gone before it is read
         return table
 
-    monkeypatch.setattr(procs, "list_processes", listing_with_a_ghost)
+    monkeypatch.setattr(procs, "process_table", listing_with_a_ghost)
     r = cli("--root", str(root), "audit", "--children", "4000", "--json")
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -521,14 +540,15 @@ def test_the_capture_s_job_view_is_one_rank_with_two_workers(cli):
     rows = [line for line in r.stdout.splitlines() if "python3 train.py 25" in line]
     assert len(rows) == 3
     assert "│ rank " in rows[0] and "GPU0 0000:00:06.0 (node 0)" in rows[0]
-    assert all("└ worker of 578" in row and "GPU0" not in row for row in rows[1:])
+    assert all("└ worker of 578 (dataloader)" in row and "GPU0" not in row for row in rows[1:])
     assert "1 rank(s), 2 worker(s), 0 misplaced" in r.stdout
     assert "256.0 MiB chunk at 7fe2c2000000 on node 0" in r.stdout and "nvidiactl 70.0 MiB" in r.stdout
     doc = json.loads(cli("--root", root, "audit", "--ranks", "--json").stdout)
     assert doc["job"] == {"launchers": [], "ranks": [{"rank": 0, "pid": 578, "helper_processes": 2,
-                                                      "workers": [613, 614]}]}
-    assert [(p["pid"], p["role"], p["rank_pid"]) for p in doc["processes"]] == [
-        (578, "rank", None), (613, "worker", 578), (614, "worker", 578)]
+                                                      "workers": [613, 614]}],
+                          "jobs": [{"job": 578, "launchers": [], "ranks": [578]}]}  # torchrun (541) not captured
+    assert [(p["pid"], p["role"], p["rank_pid"], p["kind"], p["job"]) for p in doc["processes"]] == [
+        (578, "rank", 578, None, 578), (613, "worker", 578, "dataloader", 578), (614, "worker", 578, "dataloader", 578)]
     rank, *workers = doc["processes"]
     assert rank["gpu"]["label"] == "GPU0" and rank["pinned_host"]["bytes_by_node"] == {"0": 71233 * 4096}
     for w in workers:  # no context: no GPU of their own, no pinned buffers, inside the rank's CPUs 0-5 and node 0
@@ -641,3 +661,21 @@ def test_sample_off_a_terminal_writes_nothing_to_stderr(child):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode in (0, 1) and r.stdout, r.stderr
     assert "\n\n" not in "\n" + r.stderr and not r.stderr.startswith("\n"), repr(r.stderr)
+
+
+def test_children_ends_on_a_ppid_cycle_and_a_self_parented_process(cli, tmp_path):
+    """A saved root whose parent links run in a circle, and a process that names itself its parent: `--children`
+    and `--ranks` walk each process once and answer (it grew without end: 640 MB in 20 s)."""
+    root = _saved_tree(tmp_path)
+    for pid, ppid, env in ((5000, 5001, "LOCAL_RANK=0\x00"), (5001, 5000, "LOCAL_RANK=0\x00"), (5002, 5002, "")):
+        proc = write_process(root, pid, env)
+        for f in (proc / "stat", proc / "task" / str(pid) / "stat"):
+            f.write_text(f.read_text().replace(" S 1 ", f" S {ppid} ", 1))
+    for args in (("--children", "5000"), ("--children", "5002"), ("--ranks",)):
+        r = cli("--root", str(root), "audit", *args, "--json")
+        assert r.exit_code == 0, (args, r.stderr)
+    doc = json.loads(cli("--root", str(root), "audit", "--children", "5000", "--json").stdout)
+    assert [p["pid"] for p in doc["processes"]] == [5001]
+    ranks = json.loads(cli("--root", str(root), "audit", "--ranks", "--json").stdout)
+    assert {p["pid"]: (p["role"], p["rank_pid"]) for p in ranks["processes"]} == {
+        4242: ("rank", 4242), 5000: ("rank", 5000), 5001: ("worker", 5000)}

@@ -202,12 +202,18 @@ def test_a_snapshot_keeps_link_texts_so_the_copy_reports_what_the_root_does(cli,
 
 # A rank (LOCAL_RANK=0) that forks a DataLoader-like worker inheriting its environment.
 RANK_WITH_WORKER = """\
-import os, subprocess, sys
-w = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-assert w.stdout.readline().strip() == "ready"
-print("ready", w.pid, flush=True)
+import os, sys
+r, w = os.pipe()
+pid = os.fork()  # a forked worker (a DataLoader's, a Pool's): the rank's command line, no exec
+if pid == 0:
+    os.close(r); os.dup2(w, 1)
+    hold = os.pipe(); sys.stdin = os.fdopen(hold[0])  # its own stdin, never written: it waits to be killed
+    exec(sys.argv[1]); os._exit(0)
+os.close(w)
+assert os.fdopen(r).readline().strip() == "ready"
+print("ready", pid, flush=True)
 sys.stdin.readline()
-w.stdin.write("\\n"); w.stdin.flush(); w.wait()
+os.kill(pid, 9); os.waitpid(pid, 0)
 """
 
 
@@ -229,7 +235,7 @@ def test_a_worker_s_snapshot_keeps_its_rank_so_replay_tells_worker_from_rank(cli
         rank.stdin.flush()
         rank.wait(timeout=30)
     saved = json.loads(cli("--root", str(archive), "audit", worker, "--json").stdout)["processes"][0]
-    assert live["role"] == saved["role"] == "worker"
+    assert live["role"] == saved["role"] == "worker" and live["kind"] == saved["kind"] == "fork"
     assert live["rank_pid"] == saved["rank_pid"] == rank.pid
     assert saved["worker"]["rank_cpus"] == live["worker"]["rank_cpus"]
     with tarfile.open(archive) as tar:

@@ -17,7 +17,7 @@ from numatune.errors import ParseError, PermissionDenied, PmuUnavailable, Proces
 from numatune.readers import perf
 from numatune.readers.procs import (
     ENVIRON_KEYS,
-    list_processes,
+    descendants,
     local_rank,
     parse_cgroup,
     parse_environ,
@@ -25,7 +25,6 @@ from numatune.readers.procs import (
     parse_sched_numa_faults,
     parse_stat,
     parse_vmstat,
-    rank_processes,
     read_process,
     unescape_octal,
 )
@@ -467,17 +466,22 @@ def test_per_mapping_on_this_process_real_numa_maps_adds_up():
     assert any(m.name.startswith(("python", "libpython")) for m in mem.by_mapping)
 
 
-def test_rank_processes_are_those_whose_environment_names_a_local_rank(tmp_path, monkeypatch):
-    """Any launcher's variable counts (torchrun, Slurm, Open MPI); no rank, a malformed one or an environment that
-    cannot be read does not; `exclude` (audit's own PID on a live node) is left out."""
+def test_the_process_table_keeps_the_rank_variables_and_a_bounded_command_line(tmp_path, monkeypatch):
+    """Any launcher's variable is kept (torchrun, Slurm, Open MPI), nothing else of the environment; an environment
+    that cannot be read is empty; the command line is cut to MAX_ARGS arguments of MAX_ARG characters."""
+    from numatune.readers.procs import MAX_ARG, MAX_ARGS, process_table
+
     root = fixture_copy("intel-xeon-L5640-2node", tmp_path)
     for pid, env in ((10, "LOCAL_RANK=0\x00"), (11, "SLURM_LOCALID=3\x00"), (12, "OMPI_COMM_WORLD_LOCAL_RANK=1\x00"),
-                     (13, "HOME=/root\x00"), (14, "LOCAL_RANK=-\x00"), (15, "LOCAL_RANK=2\x00")):
+                     (13, "HOME=/root\x00SECRET=x\x00"), (15, "LOCAL_RANK=2\x00")):
         write_process(root, pid, env)
+    (root / "proc/15/cmdline").write_text("\x00".join(["python", "x" * 5000, *map(str, range(100))]) + "\x00")
     host = Host(str(root))
-    table = list_processes(host)
-    assert rank_processes(host, table) == [10, 11, 12, 15]
-    assert rank_processes(host, table, exclude=15) == [10, 11, 12]
+    table = process_table(host)
+    assert {pid: dict(table[pid].environ) for pid in (10, 11, 12, 13)} == {
+        10: {"LOCAL_RANK": "0"}, 11: {"SLURM_LOCALID": "3"}, 12: {"OMPI_COMM_WORLD_LOCAL_RANK": "1"}, 13: {}}
+    assert len(table[15].cmdline) == MAX_ARGS and table[15].cmdline[1] == "x" * MAX_ARG
+    assert table[10].cmdline == ("python", "train.py") and table[10].comm == "python" and table[10].ppid == 1
     real = Host.read_text
 
     def denied(self, path):
@@ -486,7 +490,17 @@ def test_rank_processes_are_those_whose_environment_names_a_local_rank(tmp_path,
         return real(self, path)
 
     monkeypatch.setattr(Host, "read_text", denied)
-    assert rank_processes(host, table) == [10, 12, 15]
+    assert process_table(host)[11].environ == {}
+
+
+def test_descendants_visit_each_process_once_through_a_ppid_cycle_or_a_self_parent():
+    """A PPid cycle (a saved root can say anything) or a process that is its own parent: each PID once, and the walk
+    ends (it grew without end: 640 MB in 20 s)."""
+    table = {1: (0, "init", "init"), 5: (1, "a", "a"), 6: (7, "b", "b"), 7: (6, "c", "c"), 8: (8, "d", "d"),
+             9: (5, "e", "e")}
+    assert descendants(table, 1) == [5, 9]
+    assert descendants(table, 6) == [7]  # 6's child 7 names 6 as its parent: the walk stops at 6
+    assert descendants(table, 8) == []  # its own parent only
 
 
 def test_gpu_device_files_are_driver_memory_and_shared_anonymous_mappings_are_summed():
@@ -576,3 +590,41 @@ def test_rank_ancestors_reads_a_worker_s_rank_and_stops_at_another_environment()
     assert rank_ancestors(host, [worker, read_process(host, 578, None)]) == {}  # audited already
     assert rank_ancestors(host, [read_process(host, 578, None)]) == {}  # 541 (torchrun) is not in the capture
 
+
+def test_rank_ancestors_read_each_ancestor_once_through_a_ppid_cycle(tmp_path):
+    """Two processes with rank variables that name each other as parent: each read once, and the walk ends."""
+    from numatune.readers.procs import rank_ancestors, read_process
+
+    root = fixture_copy("intel-xeon-L5640-2node", tmp_path)
+    for pid, ppid in ((20, 21), (21, 20)):
+        proc = write_process(root, pid, "LOCAL_RANK=0\x00")
+        for f in (proc / "stat", proc / "task" / str(pid) / "stat"):
+            f.write_text(f.read_text().replace(" S 1 ", f" S {ppid} "))
+    host = Host(str(root))
+    assert list(rank_ancestors(host, [read_process(host, 20, None)])) == [21]
+
+
+
+def test_nvml_compute_processes_are_looked_up_by_set_not_scanned_per_process():
+    """4,000 ranks against NVML's list of 300,000 PIDs took 24 s (a tuple scan per process): indexed once, each
+    process costs a set lookup, so the time follows the PIDs listed plus the processes asked, not their product."""
+    from numatune.model.process import NumaMemory
+    from numatune.model.topology import GpuFabric, NvmlGpu
+    from numatune.readers.procs import gpu_context, nvml_processes
+    from tests.limits import growth
+
+    topo = read_topology(Host.open(fixture_root("intel-xeon-L5640-2node")))
+
+    def make(n):
+        gpus = (NvmlGpu(0, "0000:18:00.0", processes=tuple(range(0, 20 * n, 2))),
+                NvmlGpu(1, "0000:19:00.0", processes=(3,)))
+        return topo._replace(fabric=GpuFabric(nvml_gpus=gpus)), range(1, n + 1)
+
+    def ask(made):
+        t, pids = made
+        return [gpu_context(pid, NumaMemory(), t) for pid in pids]
+
+    t, _ = make(10)
+    assert gpu_context(4, NumaMemory(), t).evidence == "NVML lists it as a compute process on GPU 0"
+    assert gpu_context(5, NumaMemory(), t) is None and [g.index for g in nvml_processes(t)[3]] == [1]
+    assert growth(make, ask, 8000) < 8

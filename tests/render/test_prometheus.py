@@ -74,7 +74,7 @@ AUDIT_DOC = {
     "schema": "numatune.audit/2",
     "processes": [
         {
-            "pid": 4242, "comm": "python", "rank": 3,
+            "pid": 4242, "comm": "python", "rank": 3, "role": "rank",
             "threads": [{"tid": 4242, "cpu": 5, "allowed_cpus": [0, 1]}, {"tid": 4243, "cpu": 9, "allowed_cpus": [9]}],
             "memory_by_node": {"0": 3 << 30, "1": 1 << 30, "2": 512 << 20},
             "home_nodes": [0], "remote_ratio": 0.25, "slow_tier_ratio": 0.1, "remote_bytes": 1 << 30,
@@ -103,7 +103,10 @@ def test_audit_metrics_from_the_documented_fields():
     verdicts = {(lab["pid"], lab["verdict"]): v for lab, v in samples(fams, "numatune_process_verdict")}
     assert verdicts[("4242", "misplaced")] == 1.0 and verdicts[("4242", "ok")] == 0.0 and verdicts[("7", "ok")] == 1.0
     access = samples(fams, "numatune_process_access_remote_ratio")
-    assert access == [({"pid": "4242", "rank": "3", "comm": "python", "source": "numa_balancing"}, 0.31)]
+    assert access == [({"pid": "4242", "rank": "3", "comm": "python", "role": "rank", "source": "numa_balancing"},
+                       0.31)]
+    roles = {lab["pid"]: lab["role"] for lab, _ in samples(fams, "numatune_process_verdict")}
+    assert roles == {"4242": "rank", "7": "process"}  # a document without the field: a process outside a job
     assert samples(fams, "numatune_process_threads_off_home")[0][1] == 1.0
     gpu = samples(fams, "numatune_process_gpu_info")
     assert gpu[0][0]["device"] == "0000:18:00.0" and gpu[0][0]["node"] == "0"
