@@ -560,14 +560,14 @@ def test_the_capture_s_job_view_is_one_rank_with_two_workers(cli):
     assert "numatune_audit_processes 3\n" in prom
     # pinned memory as metrics: the rank's 278.3 MiB in 9 chunks, none off its GPU's node; the driver's 70 MiB of
     # /dev/nvidiactl charged to the rank alone, never to a worker row
-    assert 'numatune_process_pinned_host_bytes{pid="578",rank="0",comm="python3",role="rank",node="0"} 291770368\n' in prom
-    assert 'numatune_process_pinned_host_chunks{pid="578",rank="0",comm="python3",role="rank"} 9\n' in prom
-    assert 'numatune_process_pinned_host_off_node_bytes{pid="578",rank="0",comm="python3",role="rank"} 0\n' in prom
-    assert 'numatune_process_pinned_host_cache_reuse{pid="578",rank="0",comm="python3",role="rank"} 0\n' in prom
+    rank = 'pid="578",rank="0",comm="python3",role="rank"'
+    assert f'numatune_process_pinned_host_bytes{{{rank},node="0"}} 291770368\n' in prom
+    assert f'numatune_process_pinned_host_chunks{{{rank}}} 9\n' in prom
+    assert f'numatune_process_pinned_host_off_node_bytes{{{rank}}} 0\n' in prom
+    assert f'numatune_process_pinned_host_cache_reuse{{{rank}}} 0\n' in prom
     driver = [line for line in prom.splitlines() if line.startswith("numatune_process_gpu_driver_bytes{")]
-    assert driver == ['numatune_process_gpu_driver_bytes{pid="578",rank="0",comm="python3",role="rank",device="nvidia-uvm",'
-                      'node="0"} 2097152', 'numatune_process_gpu_driver_bytes{pid="578",rank="0",comm="python3",role="rank",'
-                      'device="nvidiactl",node="0"} 73400320']
+    assert driver == [f'numatune_process_gpu_driver_bytes{{{rank},device="nvidia-uvm",node="0"}} 2097152',
+                      f'numatune_process_gpu_driver_bytes{{{rank},device="nvidiactl",node="0"}} 73400320']
 
 
 def test_the_rank_s_driver_memory_is_charged_to_the_rank_only(cli):
