@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option, write_output
+from numatune.cli._options import PID, format_option, write_output
 from numatune.render.printable import echo
 
 FAIL_ON = ("info", "warning", "error")
@@ -19,7 +19,7 @@ FAIL_ON = ("info", "warning", "error")
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default=None,
               help="Exit 1 when a finding reaches this severity [default: the policy's check.fail_on, else "
                    "warning].")
-@click.option("--pid", "pids", type=int, multiple=True,
+@click.option("--pid", "pids", type=PID, multiple=True,
               help="Also run audit's locality rules on this process (repeatable).")
 @click.option("--slurm-conf", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Check this slurm.conf's NodeName line against the node (NT520, NT521, NT524, NT525).")

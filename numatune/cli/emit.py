@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option
+from numatune.cli._options import MAX_COUNT, MAX_MIB, Count, format_option
 from numatune.render.printable import echo
 
 
@@ -57,9 +57,9 @@ def emit_group() -> None:
 @emit_group.command("slurm")
 @click.option("--node-name", default=None, metavar="NAME",
               help="NodeName to write [default: the root's short hostname, else NODE].")
-@click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--reserve-cores", type=Count(0, MAX_COUNT), default=0, show_default=True,
               help="Cores per NUMA node for the system: adds CpuSpecList (Slurm abstract CPU ids) and MemSpecLimit.")
-@click.option("--reserve-memory", type=click.IntRange(min=1), default=None, metavar="MIB",
+@click.option("--reserve-memory", type=Count(1, MAX_MIB), default=None, metavar="MIB",
               help="MemSpecLimit in MiB [default with --reserve-cores: 2048].")
 @click.option("--numa-as-socket", is_flag=True,
               help="Number sockets by NUMA node (for SlurmdParameters=numa_node_as_socket).")
@@ -84,11 +84,11 @@ def slurm_cmd(app: App, node_name: str | None, reserve_cores: int, reserve_memor
 
 
 @emit_group.command("kubelet")
-@click.option("--reserve-cores", type=click.IntRange(min=0), default=1, show_default=True,
+@click.option("--reserve-cores", type=Count(0, MAX_COUNT), default=1, show_default=True,
               help="Cores per NUMA node for reservedSystemCPUs (where irq plan puts interrupts).")
-@click.option("--kube-reserved", type=click.IntRange(min=0), default=1024, show_default=True, metavar="MIB",
+@click.option("--kube-reserved", type=Count(0, MAX_MIB), default=1024, show_default=True, metavar="MIB",
               help="kubeReserved memory in MiB.")
-@click.option("--system-reserved", type=click.IntRange(min=0), default=1024, show_default=True, metavar="MIB",
+@click.option("--system-reserved", type=Count(0, MAX_MIB), default=1024, show_default=True, metavar="MIB",
               help="systemReserved memory in MiB.")
 @click.option("--topology-policy", type=click.Choice(("best-effort", "restricted", "single-numa-node")),
               default="restricted", show_default=True, help="topologyManagerPolicy.")
@@ -124,7 +124,7 @@ def nfd_cmd(app: App, fmt: str, output: Path | None) -> None:
 
 
 @emit_group.command("dra")
-@click.option("--gpus", "count", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("--gpus", "count", type=Count(1, MAX_COUNT), default=None, metavar="N",
               help="GPUs per claim, each with its own NIC [default: every GPU of the node].")
 @click.option("--numa-form", "form", type=click.Choice(("scalar", "list")), default="scalar", show_default=True,
               help="numaNode as the cluster publishes it: list needs the DRAListTypeAttributes feature gate.")

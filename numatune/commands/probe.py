@@ -14,23 +14,11 @@ from collections.abc import Callable, Sequence
 from numatune.errors import NumatuneError, Unsupported, UsageError
 from numatune.model.probe import Cell, CellPlacement, Figure, ProbeOptions, ProbeResult
 from numatune.model.topology import Topology
-from numatune.numbers import maybe_int
 from numatune.system.host import Host
 
 MIN_SIZE = 4 << 20
 DEFAULT_CELL_SECONDS = 5.0
 DEFAULT_BUDGET_CAP = 30.0
-
-
-def parse_size(text: str) -> int:
-    """"256M", "1G", "65536", "512K" → bytes (binary multiples)."""
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    digits = t[:-1] if mult != 1 else t
-    number = maybe_int(digits, "--size") if digits.isdigit() and len(digits) <= 15 else None
-    if not number:
-        raise UsageError(f"--size {text[:40]!r}: expected a size like 256M, 1G or 65536")
-    return number * mult
 
 
 def _asked(asked, usable: list[int], known: set[int], option: str, known_note: str,
