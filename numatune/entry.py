@@ -66,12 +66,15 @@ def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall
             len(rest) == 2 or rest[2:] in JSON_FLAGS):
         return FastCall(command, root, debug, args=rest[:2], fmt="json" if rest[2:] else "text", color=color)
     if command == "audit":
+        from numatune.numbers import PID_MAX  # above it (a usage error, exit 2) click says so
+
         for flag in JSON_FLAGS:
             n = len(flag)
             for at in range(len(rest) - n + 1):
                 if rest[at:at + n] == flag:
                     pids = rest[:at] + rest[at + n:]
-                    if pids and all(p.isascii() and p.isdigit() and len(p) <= 9 and p.strip("0") for p in pids):
+                    if pids and all(p.isascii() and p.isdigit() and len(p) <= 9 and 0 < int(p) < PID_MAX
+                                    for p in pids):
                         return FastCall(command, root, debug, tuple(map(int, pids)), color=color)
                     return None
     return None

@@ -19,6 +19,8 @@ from numatune.errors import ParseError
 #: decimal or 16 hex digits, a 128-bit one 39 or 32. Leading zeros count (a kernel pads to a width, never
 #: beyond it), so the work on any one number is bounded too.
 MAX_DIGITS = 40
+#: Linux's PID_MAX_LIMIT (4,194,304): no process id is as large; a PID option is 1 to PID_MAX - 1.
+PID_MAX = 1 << 22
 _DEC = "0123456789"
 _HEX = "0123456789abcdefABCDEF"
 

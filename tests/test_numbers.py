@@ -69,6 +69,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("measure/bench.py", "int(parts[1])"): _LIVE_SELF,
     ("measure/bench.py", "int(lo, 16)"): _LIVE_SELF,
     ("measure/bench.py", "int(hi, 16)"): _LIVE_SELF,
+    ("entry.py", "int(p)"): "ASCII digits, at most 9 (isdigit and len checked just before)",
     ("model/order.py", "int(f, 16)"): "hex fields of at most 8 digits, checked just before",
     ("model/resolve.py", "int(text)"): "ASCII digits, at most MAX_DIGITS, checked just before",
     ("placement/arena.py", "int(shape)"): _PYTHON,

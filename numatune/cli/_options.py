@@ -17,6 +17,9 @@ from typing import Any
 
 import click
 
+from numatune.numbers import PID_MAX
+from numatune.system.outfile import output_name  # noqa: F401 - re-exported: how notes name the -o target
+
 FORMATS = ("text", "json", "prometheus", "junit", "svg", "html")
 ALIASES = {"table": "text"}
 SUFFIXES = {".svg": "svg", ".html": "html", ".htm": "html", ".json": "json", ".prom": "prometheus",
@@ -30,13 +33,16 @@ class FormatChoice(click.Choice):
         return super().convert(ALIASES.get(value, value), param, ctx)
 
 
-def format_option(*choices: str, default: str | None = "text",
-                  output: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def format_option(*choices: str, default: str | None = "text", output: bool = False,
+                  text_suffixes: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Add `--format CHOICE` and `--json` (same as `--format json`); the command gets `fmt` only.
 
     default=None: `fmt` is None unless asked for (launch, where asking for a format means "print the plan").
     output=True: also `--output/-o FILE` (the command gets `output`, a Path or None); without --format or
-    --json the format is guessed from FILE's suffix (`-o node.svg` writes SVG).
+    --json the format is guessed from FILE's suffix (`-o node.svg` writes SVG); a suffix that names another
+    format than --format/--json is exit 2, one that names no format is exit 2 too, but for `text_suffixes`:
+    those name the command's text format (emit's `slurm.conf`, `kubelet.yaml`). Write the report with
+    `deliver`, which says what it wrote.
     """
     unknown = set(choices) - set(FORMATS)
     if unknown:
@@ -56,7 +62,8 @@ def format_option(*choices: str, default: str | None = "text",
             if output and kwargs.get("output") is not None:
                 ctx = click.get_current_context()
                 asked = as_json or ctx.get_parameter_source("fmt") not in (None, click.core.ParameterSource.DEFAULT)
-                named = SUFFIXES.get(kwargs["output"].suffix.lower())
+                suffix = kwargs["output"].suffix.lower()
+                named = "text" if suffix in text_suffixes else SUFFIXES.get(suffix)
                 if asked and named is not None and named != fmt:
                     from numatune.errors import UsageError
 
@@ -64,13 +71,13 @@ def format_option(*choices: str, default: str | None = "text",
                     raise UsageError(f"--output {kwargs['output']} names the {named} format but {given} was "
                                      "given: change the suffix or leave the format out")
                 if not asked:
-                    guessed = guess_format(kwargs["output"], choices, None)
+                    guessed = "text" if suffix in text_suffixes else guess_format(kwargs["output"], choices, None)
                     if guessed is not None or not kwargs["output"].suffix:
                         fmt = guessed or fmt  # no suffix at all ("report"): the default format
                     else:
                         from numatune.errors import UsageError
 
-                        names = ", ".join(s for s, f in SUFFIXES.items() if f in choices)
+                        names = ", ".join([*(s for s, f in SUFFIXES.items() if f in choices), *text_suffixes])
                         raise UsageError(f"--output {kwargs['output']}: the suffix {kwargs['output'].suffix!r} "
                                          f"names no format; use {names} or give --format")
             return func(*args, fmt=fmt, **kwargs)
@@ -78,7 +85,7 @@ def format_option(*choices: str, default: str | None = "text",
         if output:
             from pathlib import Path
 
-            names = ", ".join(f"{s}" for s, f in SUFFIXES.items() if f in choices)
+            names = ", ".join([*(s for s, f in SUFFIXES.items() if f in choices), *text_suffixes])
             command = click.option("--output", "-o", type=click.Path(readable=False, path_type=Path),
                                    default=None,
                                    help=f"Write the report to FILE; the format follows its suffix ({names}) "
@@ -106,9 +113,16 @@ def write_output(path: Any, text: str, mode: int = 0o644) -> None:
     write_file(path, printable(text), mode=mode)
 
 
-def output_name(path: Any) -> str:
-    """How a note names the -o target: "standard output" for - and /dev/stdout (a file named "-" is never made)."""
-    return "standard output" if str(path) in ("-", "/dev/stdout") else str(path)
+def deliver(app: Any, text: str, output: Any, fmt: str | None) -> None:
+    """The report to standard output, or to the -o file and a note saying what was written where
+    (`numatune: wrote report.xml (junit)`): every command with -o ends here."""
+    if output is None:
+        from numatune.render.printable import echo
+
+        echo(text)
+        return
+    write_output(output, text)
+    app.note(f"wrote {output_name(output)}" + (f" ({fmt})" if fmt else ""))
 
 
 def format_choices(command: click.Command) -> tuple[str, ...]:
@@ -130,8 +144,6 @@ MAX_NODES = 1 << 10
 MAX_MIB = 1 << 40
 #: `audit --sample`: an hour of counting at most (documented in numatune-audit(1)).
 MAX_SAMPLE = 3600.0
-#: Linux's PID_MAX_LIMIT (4,194,304): no process id is larger.
-PID_MAX = 1 << 22
 #: The longest any seconds option may ask for: a day (a longer run is a mistyped figure, not a plan).
 MAX_SECONDS = 86400.0
 
@@ -175,7 +187,7 @@ class Count(click.IntRange):
 
 #: Every PID option and argument: 1 to PID_MAX (a negative or 0 PID is a usage error, exit 2, not "no such
 #: process").
-PID = Count(1, PID_MAX)
+PID = Count(1, PID_MAX - 1)
 PID.name = "pid"
 
 

@@ -15,8 +15,8 @@ from tests.conftest import fixture_copy, fixture_root
 ROOT = "dev-1node-x86"
 WRITERS = {  # name -> the arguments after --root ROOT, with {out} the output file
     "inspect -o": ["inspect", "--json", "-o", "{out}"],
-    "check -o": ["check", "-o", "{out}"],
-    "emit -o": ["emit", "slurm", "-o", "{out}"],
+    "check -o": ["check", "-f", "text", "-o", "{out}"],  # a format given: x.out names none (exit 2 without)
+    "emit -o": ["emit", "slurm", "-f", "text", "-o", "{out}"],
     "irq plan --emit": ["irq", "plan", "--emit", "{out}"],
     "launch --emit": ["launch", "--emit", "{out}", "--node", "0"],
     "snapshot -o": ["snapshot", "-o", "{out}"],

@@ -86,7 +86,8 @@ def test_node_and_reserve_and_no_cxl(cli):
 
 def test_bad_input_is_one_line(cli):
     r = cli("--root", HM, "plan-memory", "--params", "seven")
-    assert r.exit_code == 2 and r.stderr.startswith("numatune: error: Invalid value for '--params': 'seven': expected a count")
+    assert r.exit_code == 2
+    assert r.stderr.startswith("numatune: error: Invalid value for '--params': 'seven': expected a count")
     r = cli("--root", HM, "plan-memory", "--params", "7e9")
     assert r.exit_code == 2 and "has 2 nodes with CPUs: pass --gpu or --node" in r.stderr
     r = cli("--root", HM, "plan-memory", "--params", "7e9", "--node", "0", "--dram-budget", "lots")
