@@ -277,5 +277,17 @@ def probe_command(app, opts: ProbeOptions, gpu_asked: bool, fmt: str) -> None:  
     findings = probe_findings(result, topo) + (gpu_findings(gpu) if gpu is not None else [])
     if fmt == "json":
         app.echo_json(probe_document(result, findings, gpu))
+    else:
+        echo(render_text(result, findings, gpu))
+    refuse_nothing_measured(result)
+
+
+def refuse_nothing_measured(result: ProbeResult) -> None:
+    """A matrix in which no pair was measured (each skipped or failed: a budget too small for any set-up, no
+    usable node) is exit 7 after the report that says why, never a quiet exit 0."""
+    if any(c.latency_ns is not None or c.read_gbps is not None or c.copy_gbps is not None for c in result.cells):
         return
-    echo(render_text(result, findings, gpu))
+    why = next((f"node {c.initiator} → node {c.target}: {c.reason}" for c in result.cells if c.reason), None)
+    raise Unsupported("probe measured nothing: " + (f"every pair was skipped or failed ({why})" if why else
+                                                    "no pair of nodes to measure"),
+                      hint="give a larger --time-budget, a smaller --size, or other --nodes/--targets")
