@@ -33,7 +33,8 @@ def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float
 @click.option("--count", type=Count(0, MAX_COUNT), default=0, metavar="N",
               help="With --watch: stop after N refreshes (0: until Ctrl-C).")
 @click.option("--sample", type=seconds(0.0, MAX_SAMPLE), default=0.0, metavar="SECONDS",
-              help="Count local/remote DRAM loads (hardware counters) for this long; progress bar on stderr.")
+              help="Count local/remote DRAM loads (hardware counters) for this long (at most an hour); a "
+                   "progress bar on a terminal's stderr.")
 @click.option("--remote-warn", type=Number(0, 100), default=0.05, show_default=True, callback=_fraction,
               help="Remote share above which the verdict is 'warning' (fraction or percent).")
 @click.option("--remote-misplaced", type=Number(0, 100), default=0.20, show_default=True, callback=_fraction,
