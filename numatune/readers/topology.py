@@ -52,6 +52,11 @@ def read_topology(
     tiers = read_memory_tiers(host)
     nodes, numa_kernel, node_skipped = read_nodes(host, {c.id for c in cpus}, summary.online, tiers)
     skipped += node_skipped
+    if not numa_kernel and (listed := host.read_cpulist("/sys/devices/system/node/online")):
+        from numatune.cpulist import format_cpulist
+
+        _not_a_machine(host, f"no NUMA nodes (sys/devices/system/node/online lists {format_cpulist(listed)}, "
+                             "and no nodeN directory is there)")
     node_of = {cpu: n.id for n in nodes for cpu in n.cpus}
     cpus = tuple(c._replace(node=node_of.get(c.id)) for c in cpus)
     pci: tuple[PciDevice, ...] = ()

@@ -228,3 +228,18 @@ def test_a_partial_capture_is_still_read():
     for name in ("pcp-16cpu-s390x", "topo-mi210-xgmi-pcie"):
         topo = read_topology(Host.open(fixture_root(name)))
         assert not topo.cpus
+
+
+def test_a_tree_whose_nodes_are_gone_is_refused(cli, tmp_path):
+    """node/online lists node 0 but no node0 directory is there (a capture that lost them): one node was
+    assumed ("no NUMA information in this kernel") and check passed; now exit 3 saying what is missing."""
+    import shutil
+
+    from tests.conftest import fixture_copy
+
+    root = fixture_copy("dev-1node-x86", tmp_path / "copy")
+    for node in (root / "sys/devices/system/node").glob("node[0-9]*"):
+        shutil.rmtree(node)
+    r = cli("--root", str(root), "check")
+    assert r.exit_code == 3 and "is not a machine: no NUMA nodes (sys/devices/system/node/online lists 0" in \
+        r.stderr, r.stderr
