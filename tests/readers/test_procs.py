@@ -557,3 +557,21 @@ def test_rank_ancestors_reads_a_worker_s_rank_and_stops_at_another_environment()
     assert rank_ancestors(host, [worker, read_process(host, 578, None)]) == {}  # audited already
     assert rank_ancestors(host, [read_process(host, 578, None)]) == {}  # 541 (torchrun) is not in the capture
 
+
+
+def test_a_snapshot_that_could_not_read_numa_maps_is_never_ok(cli, tmp_path):
+    """A snapshot taken without the right to read a process (SNAPSHOT.txt `unreadable:`, as older numatune
+    wrote it with exit 0) replayed as "PID N ok" where the live audit exits 4: now exit 4 saying so."""
+    from tests.conftest import fixture_copy, write_process
+
+    root = fixture_copy("dev-1node-x86", tmp_path / "copy")
+    proc = write_process(root, 4242, "LOCAL_RANK=0\x00")
+    (proc / "numa_maps").unlink()
+    with open(root / "SNAPSHOT.txt", "a") as fh:
+        fh.write("pids: 4242\nunreadable: /proc/4242/numa_maps\n")
+    for args in (["audit", "4242"], ["audit", "4242", "--json"]):
+        r = cli("--root", str(root), *args)
+        assert r.exit_code == 4 and "could not be read where this snapshot was taken" in r.stderr, r.stderr
+    (root / "SNAPSHOT.txt").write_text("pids: 4242\n")  # a plain tree that lacks the file: a note, as before
+    r = cli("--root", str(root), "audit", "4242")
+    assert r.exit_code == 0 and "numa_maps not available" in r.stderr + r.stdout
