@@ -26,10 +26,12 @@ def refuse_foreign_cpus(topo: Topology, exclude: frozenset[int], ranks: int | No
     from numatune.errors import UsageError
 
     have = frozenset(c.id for c in topo.cpus) | frozenset(topo.cpu.possible)
+    if not have:  # a partial capture (its /proc/interrupts alone): no CPU list to hold them against
+        return
     foreign = exclude - have
     if foreign:
         raise UsageError(f"--exclude-cpus: CPU(s) {format_cpulist(foreign)} are not on this machine "
-                         f"(its CPUs: {format_cpulist(have) or 'none'})")
+                         f"(its CPUs: {format_cpulist(have)})")
     online = len(topo.cpu.online) or len(have)
     if ranks is not None and ranks > online:
         raise UsageError(f"--ranks-per-node {ranks}: more ranks than this machine's {online} online CPUs")
