@@ -43,6 +43,7 @@ class FastCall:
     args: tuple[str, ...] = ()  # diff: A and B
     fmt: str = "json"  # json | text
     color: bool = True  # --no-color
+    origin: str | None = None  # "NUMATUNE_ROOT" when the root came from there (its errors say so)
 
 
 def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall | None:
@@ -55,24 +56,29 @@ def match_fast_path(args: Sequence[str], environ: Mapping[str, str]) -> FastCall
     if after is None:
         return None
     root, debug, color = found["root"], found["debug"], found["color"]
+    origin = "NUMATUNE_ROOT" if environ.get("NUMATUNE_ROOT") and not found.get("given") else None
     command, rest = before[0], tuple(after)
     if command == "inspect" and rest == ():
-        return FastCall(command, root, debug, fmt="text", color=color)
+        return FastCall(command, root, debug, fmt="text", color=color, origin=origin)
     if command in ("inspect", "irq"):
-        return FastCall(command, root, debug, color=color) if rest in JSON_FLAGS else None
+        return FastCall(command, root, debug, color=color, origin=origin) if rest in JSON_FLAGS else None
     if command == "check" and (rest == () or rest in JSON_FLAGS):
-        return FastCall(command, root, debug, fmt="json" if rest else "text", color=color)
+        return FastCall(command, root, debug, fmt="json" if rest else "text", color=color, origin=origin)
     if command == "diff" and len(rest) >= 2 and not any(a.startswith("-") for a in rest[:2]) and (
             len(rest) == 2 or rest[2:] in JSON_FLAGS):
-        return FastCall(command, root, debug, args=rest[:2], fmt="json" if rest[2:] else "text", color=color)
+        return FastCall(command, root, debug, args=rest[:2], fmt="json" if rest[2:] else "text", color=color,
+                        origin=origin)
     if command == "audit":
+        from numatune.numbers import PID_MAX  # above it (a usage error, exit 2) click says so
+
         for flag in JSON_FLAGS:
             n = len(flag)
             for at in range(len(rest) - n + 1):
                 if rest[at:at + n] == flag:
                     pids = rest[:at] + rest[at + n:]
-                    if pids and all(p.isascii() and p.isdigit() and len(p) <= 9 and p.strip("0") for p in pids):
-                        return FastCall(command, root, debug, tuple(map(int, pids)), color=color)
+                    if pids and all(p.isascii() and p.isdigit() and len(p) <= 9 and 0 < int(p) < PID_MAX
+                                    for p in pids):
+                        return FastCall(command, root, debug, tuple(map(int, pids)), color=color, origin=origin)
                     return None
     return None
 
@@ -88,9 +94,9 @@ def _take_global_options(args: Sequence[str], found: dict, *, anywhere: bool = F
         if arg == "--root":
             if i + 1 >= len(args):
                 return None
-            found["root"], i = args[i + 1], i + 2
+            found["root"], found["given"], i = args[i + 1], True, i + 2
         elif arg.startswith("--root="):
-            found["root"], i = arg[len("--root="):], i + 1
+            found["root"], found["given"], i = arg[len("--root="):], True, i + 1
         elif arg == "--no-color":
             found["color"], i = False, i + 1
         elif arg == "--debug":
@@ -173,7 +179,7 @@ def _report(call: FastCall) -> int:
     from numatune.commands import inspect as reports
     from numatune.system.host import Host
 
-    host = Host.open(call.root)
+    host = Host.open(call.root, origin=call.origin)
     if call.command == "check":
         from numatune.commands.check import check_report
 

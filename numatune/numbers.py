@@ -19,6 +19,8 @@ from numatune.errors import ParseError
 #: decimal or 16 hex digits, a 128-bit one 39 or 32. Leading zeros count (a kernel pads to a width, never
 #: beyond it), so the work on any one number is bounded too.
 MAX_DIGITS = 40
+#: Linux's PID_MAX_LIMIT (4,194,304): no process id is as large; a PID option is 1 to PID_MAX - 1.
+PID_MAX = 1 << 22
 _DEC = "0123456789"
 _HEX = "0123456789abcdefABCDEF"
 
@@ -79,3 +81,53 @@ def _parse(text: str, base: int) -> int | str:
         return f"a number of {len(body)} digits ({body[:12]}...), more than the {MAX_DIGITS} any real value has"
     value = int(body, base)
     return -value if s[0] == "-" else value
+
+
+# ---- figures a person types: sizes (64G, 1.5T) and counts (7e9, 7B) ----
+
+_BINARY = "bkmgtp"  # powers of 1024 for sizes: 1.5G is 1.5 GiB
+_DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}  # counts: 7B is 7e9
+#: Above every memory a node has (an exbibyte is 2**60): a larger size is a slip, not a budget.
+MAX_SIZE = 1 << 80
+
+
+def _figure(text: str) -> tuple[float, str] | None:
+    """(number, suffix letters, lower case) of "1.5G", "7e9", "70B", "512 MiB"; None when it is none."""
+    s = text.strip().lower()
+    if not s or len(s) > MAX_DIGITS or not s.isascii():
+        return None
+    head = s.rstrip("abcdfghijklmnopqrstuvwxyz ")  # every letter but e (an exponent)
+    tail = s[len(head):].strip()
+    if head.endswith("e"):  # "7e" then letters: no exponent
+        return None
+    if not head or head.strip("0123456789.e+") or head.count(".") > 1 or head[0] in "e+":
+        return None
+    try:
+        number = float(head)
+    except ValueError:
+        return None
+    if number != number or number in (float("inf"), float("-inf")):  # noqa: PLR0124 - the NaN test
+        return None
+    return number, tail
+
+
+def size_bytes(text: str) -> int | str:
+    """A size a person typed ("64G", "64GiB", "1.5T", "512M", "4096" bytes; powers of 1024) in bytes, or why
+    not (a str). The one size syntax of every option (audit --min-size, probe --size, plan-memory budgets)."""
+    figure = _figure(text)
+    unit = figure[1].removesuffix("b").removesuffix("i") if figure else ""
+    if figure is None or len(unit) > 1 or unit and unit not in _BINARY:
+        return f"{text[:40]!r}: expected a size like 64G, 512MiB or 1.5T"
+    size = figure[0] * 1024 ** _BINARY.index(unit or "b")
+    if not size < MAX_SIZE:
+        return f"{text[:40]!r}: larger than any memory"
+    return int(size)
+
+
+def count_of(text: str) -> float | str:
+    """A large count a person typed ("7e9", "12.2e9", "7B", "70B", "1.5T", "350M"; K, M, B/G, T are powers of
+    1000, as model sizes are written), or why not (a str)."""
+    figure = _figure(text)
+    if figure is None or figure[1] not in _DECIMAL:
+        return f"{text[:40]!r}: expected a count like 7e9, 7B, 70B or 1.5T"
+    return figure[0] * _DECIMAL[figure[1]]

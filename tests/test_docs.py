@@ -113,3 +113,23 @@ def test_the_readme_reads_in_one_screen():
 def test_every_docs_page_is_in_the_readmes_map():
     pages = {p.name for p in (PROJECT / "docs").glob("*.md")}
     assert pages and all(f"(docs/{name})" in README for name in pages), pages
+
+
+def test_the_readme_says_what_it_is_how_to_install_and_where_to_look():
+    """Issue 47: a one-line description under the title, an Install heading (git clone, pipx and uv from the
+    checkout), the CHANGELOG and the licence, the related tools, and a named inner test loop."""
+    lines = README.split("\n")
+    assert lines[0] == "# numatune" and lines[1] == "" and lines[2] and not lines[3], lines[:4]
+    assert "## Install" in README and "git clone" in README
+    assert "pipx install ." in README and "uv tool install ." in README
+    assert "[CHANGELOG.md](CHANGELOG.md)" in README and "[LICENSE](LICENSE)" in README
+    for tool in ("numactl", "lstopo", "nvidia-smi topo", "numastat"):
+        assert f"`{tool}" in README, tool
+    assert "The inner loop" in README and "python -m pytest tests/" in README
+
+
+def test_the_licence_is_the_one_pyproject_names():
+    assert 'license = {text = "MIT"}' in (PROJECT / "pyproject.toml").read_text()
+    text = (PROJECT / "LICENSE").read_text()
+    assert text.startswith("MIT License\n") and "Copyright (c) numatune contributors" in text
+    assert "THE SOFTWARE IS PROVIDED \"AS IS\"" in text

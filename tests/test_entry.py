@@ -95,7 +95,7 @@ def test_global_options_after_the_command_print_what_before_it_prints(cli, capsy
 
 @pytest.mark.parametrize(
     "argv",
-    [["--root", "/nonexistent/root", "inspect", "--json"], ["audit", "999999999", "--json"],
+    [["--root", "/nonexistent/root", "inspect", "--json"], ["audit", str(2**22 - 4321), "--json"],
      ["inspect", "--json", "--root", "/nonexistent/root"]],
 )
 def test_errors_are_the_same(cli, capsys, argv):

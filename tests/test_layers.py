@@ -46,7 +46,7 @@ FILE_CALLS = ("open", "read_text", "read_bytes", "write_text", "write_bytes")
 # What a cli/ module may import: options only. Its command's use case (reading, planning, rendering, executing)
 # is reached through numatune.commands; besides, the model (option choices), errors, CPU lists and the output
 # plumbing every command shares (App's Host and consoles, the safe echo, JSON's writer, the -o writer).
-CLI_MAY_IMPORT = ("cli", "commands", "model", "errors", "cpulist", "")
+CLI_MAY_IMPORT = ("cli", "commands", "model", "errors", "cpulist", "numbers", "")  # numbers: option values (sizes)
 CLI_PLUMBING = ("numatune.render.printable", "numatune.render.console", "numatune.render.envelope",
                 "numatune.system.host", "numatune.system.outfile")
 # The one exception to "no import runs up": the package face re-exports the in-process binding API

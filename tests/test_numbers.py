@@ -59,8 +59,7 @@ _PYTHON = "a Python value from a caller of the library API or ctypes (an int, fl
 ALLOWED: dict[tuple[str, str], str] = {
     ("analysis/diff.py", "int(key)"): "key.isascii() and isdigit() and len <= MAX_DIGITS checked on the line above",
     ("analysis/fleet.py", "int(value)"): "a float of GiB, for display",
-    ("commands/plan_memory.py", "int(size)"): "a float checked finite and below 2**80 just before",
-    ("commands/plan_memory.py", "int(params)"): "click's FLOAT option, bounded by plan.memory's check",
+    ("commands/plan_memory.py", "int(params)"): "cli._options.LargeCount: a finite float, 0 < params < 1e30",
     ("plan/memory.py", "int(params)"): "a float checked 0 < params < 1e30 just before",
     ("cpulist.py", "int(lo_text)"): _CAUGHT + "; cpulist bounds ids at MAX_ID",
     ("cpulist.py", "int(hi_text)"): _CAUGHT + "; cpulist bounds ids at MAX_ID",
@@ -70,6 +69,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("measure/bench.py", "int(parts[1])"): _LIVE_SELF,
     ("measure/bench.py", "int(lo, 16)"): _LIVE_SELF,
     ("measure/bench.py", "int(hi, 16)"): _LIVE_SELF,
+    ("entry.py", "int(p)"): "ASCII digits, at most 9 (isdigit and len checked just before)",
     ("model/order.py", "int(f, 16)"): "hex fields of at most 8 digits, checked just before",
     ("model/resolve.py", "int(text)"): "ASCII digits, at most MAX_DIGITS, checked just before",
     ("placement/arena.py", "int(shape)"): _PYTHON,

@@ -45,6 +45,9 @@ def examples(text: str) -> list[tuple[str, list[str]]]:
             elif current is not None and line.strip():
                 current.append(line.rstrip())
             i += 1
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)  # an inline `numatune --root fixtures/...`
+    out += [(cmd, []) for cmd in re.findall(r"`(numatune [^`\n]*fixtures/[^`\n]*)`", prose)
+            if all((PROJECT / "fixtures" / name).is_file() for name in re.findall(r"fixtures/(\S+)", cmd))]
     return out
 
 
@@ -57,6 +60,13 @@ def test_the_examples_are_found():
     assert any("nvidia-dgx-gb10.tar.gz inspect" in c for c in cmds)
     assert any(c.startswith("tar -xzf fixtures/") for c in cmds)
     assert all(" \\" not in c for c in cmds)  # continuations joined
+
+
+def test_the_extractor_reads_inline_examples_too():
+    assert examples("- `numatune --root fixtures/vm-cxl.tar.gz plan-memory --params 4B`: a plan\n") == [
+        ("numatune --root fixtures/vm-cxl.tar.gz plan-memory --params 4B", [])]
+    assert examples("`numatune --root fixtures/NAME.tar.gz inspect` reads it") == []  # a pattern, not a file
+    assert any("plan-memory" in c for c, _ in EXAMPLES) and any("audit --ranks" in c for c, _ in EXAMPLES)
 
 
 def test_the_extractor_reads_console_blocks():
@@ -87,6 +97,8 @@ def test_readme_example_runs_as_written(cmd, shown, tmp_path):
     proc = subprocess.run(["bash", "-c", run], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in proc.stderr and "numatune: error" not in proc.stderr, (cmd, proc.stderr)
     assert proc.returncode in ((0, 1) if " check" in cmd or " diff" in cmd else (0,)), (cmd, proc.stderr)
+    # an answer, not an empty table or nothing: what it printed, or the file it wrote
+    assert proc.stdout.strip() or re.search(r"(-o|>)\s*\S+\s*(#.*)?$", cmd), (cmd, "printed nothing")
     printed = [line.rstrip() for line in proc.stdout.split("\n")]
     # The README shows numactl where Debian puts it; a plan names this host's (another PATH, /usr/local/bin)
     numactl = shutil.which("numactl", path=env["PATH"])

@@ -135,10 +135,9 @@ def test_json_reports_on_every_fixture_are_what_json_dumps_writes():
     from numatune.commands import inspect as reports
     from numatune.commands.check import check_report
     from numatune.system.host import Host
-    from tests.conftest import fixture_root
-    from tests.fixture_archives import fixture_names
+    from tests.conftest import fixture_root, tree_fixtures
 
-    for name in fixture_names():
+    for name in tree_fixtures():
         root = str(fixture_root(name))
         for text in (reports.inspect_json(Host.open(root), None), check_report(Host.open(root), root, fmt="json")[0]):
             assert text.rstrip("\n") == json.dumps(json.loads(text), indent=2), name

@@ -59,7 +59,7 @@ def _late_global(ctx: click.Context, param: click.Parameter, value: object) -> N
     if app is None or value is None or value is False:
         return
     if param.name == "late_root":
-        app.root, app.root_named = str(value), True
+        app.root, app.root_named, app.root_origin = str(value), True, None
     elif param.name == "late_no_color":
         app.color = False
     else:
@@ -181,5 +181,7 @@ def main(ctx: click.Context, root: str, no_color: bool, debug: bool) -> None:
     4 permission denied; 5 partially applied; 6 no such process; 7 unsupported; 70 internal error;
     126/127 launch: the command cannot be executed / is not found.
     """
-    named = ctx.get_parameter_source("root") is not click.core.ParameterSource.DEFAULT
-    ctx.obj = App(root=root, color=not no_color, debug=debug, root_named=named)
+    source = ctx.get_parameter_source("root")
+    named = source is not click.core.ParameterSource.DEFAULT
+    origin = "NUMATUNE_ROOT" if source is click.core.ParameterSource.ENVIRONMENT else None
+    ctx.obj = App(root=root, color=not no_color, debug=debug, root_named=named, root_origin=origin)

@@ -10,14 +10,15 @@ from numatune.system.host import Host
 
 
 class App:
-    __slots__ = ("root", "color", "debug", "root_named", "_host", "_shown")
+    __slots__ = ("root", "color", "debug", "root_named", "root_origin", "_host", "_shown")
 
     def __init__(self, root: str = "/", color: bool = True, debug: bool = False, host: Host | None = None,
-                 root_named: bool = False) -> None:
+                 root_named: bool = False, root_origin: str | None = None) -> None:
         self.root = root
         self.color = color
         self.debug = debug
         self.root_named = root_named  # --root or NUMATUNE_ROOT given (else the live node by default)
+        self.root_origin = root_origin  # "NUMATUNE_ROOT" when the root came from there (its errors say so)
         self._host = host
         self._shown = 0  # width of the progress line on stderr
 
@@ -44,7 +45,7 @@ class App:
     def host(self) -> Host:
         """Opened on first use, so commands that never read the system never pay for it."""
         if self._host is None:
-            self._host = Host.open(self.root)
+            self._host = Host.open(self.root, origin=self.root_origin)
         return self._host
 
     def console(self, *, stderr: bool = False):  # noqa: ANN201 - rich is imported lazily

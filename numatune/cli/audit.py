@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option
+from numatune.cli._options import MAX_COUNT, MAX_SAMPLE, PID, Count, Number, Size, format_option, seconds
 from numatune.commands.audit import AuditRun, load_probe_h2d, make_thresholds, prefetch_numa_maps, run_audit
 
 
@@ -17,7 +17,7 @@ def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float
 
 
 @click.command("audit")
-@click.argument("pids", nargs=-1, type=click.IntRange(min=1), metavar="[PID]...")
+@click.argument("pids", nargs=-1, type=PID, metavar="[PID]...")
 @click.option("--children", is_flag=True, help="Audit the whole tree under each PID (a launcher: torchrun, srun, "
               "mpirun): one row per rank.")
 @click.option("--name", "names", multiple=True, metavar="PATTERN",
@@ -28,22 +28,23 @@ def _fraction(ctx: click.Context, param: click.Parameter, value: float) -> float
                    "OMPI_COMM_WORLD_LOCAL_RANK...): this machine's training ranks; none running is an empty report.")
 @format_option("text", "json", "prometheus")
 @click.option("--watch", is_flag=True, help="Live view, refreshed every --interval seconds (Ctrl-C to stop).")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, metavar="SECONDS",
+@click.option("--interval", type=seconds(0.05, 3600.0), default=2.0, show_default=True, metavar="SECONDS",
               help="Refresh period of --watch.")
-@click.option("--count", type=click.IntRange(min=0), default=0, metavar="N",
+@click.option("--count", type=Count(0, MAX_COUNT), default=0, metavar="N",
               help="With --watch: stop after N refreshes (0: until Ctrl-C).")
-@click.option("--sample", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
-              help="Count local/remote DRAM loads (hardware counters) for this long; progress bar on stderr.")
-@click.option("--remote-warn", type=float, default=0.05, show_default=True, callback=_fraction,
+@click.option("--sample", type=seconds(0.0, MAX_SAMPLE), default=0.0, metavar="SECONDS",
+              help="Count local/remote DRAM loads (hardware counters) for this long (at most an hour); a "
+                   "progress bar on a terminal's stderr.")
+@click.option("--remote-warn", type=Number(0, 100), default=0.05, show_default=True, callback=_fraction,
               help="Remote share above which the verdict is 'warning' (fraction or percent).")
-@click.option("--remote-misplaced", type=float, default=0.20, show_default=True, callback=_fraction,
+@click.option("--remote-misplaced", type=Number(0, 100), default=0.20, show_default=True, callback=_fraction,
               help="Remote share above which the verdict is 'misplaced'.")
-@click.option("--slow-tier-warn", type=float, default=0.10, show_default=True, callback=_fraction,
+@click.option("--slow-tier-warn", type=Number(0, 100), default=0.10, show_default=True, callback=_fraction,
               help="Share on CPU-less/CXL nodes, not asked for by a memory policy, that is a 'warning'.")
 @click.option("--mappings", "per_mapping", is_flag=True,
               help="Also list each mapping: address, resident size, kind, policy, pages per node, and pages "
                    "off the nodes its policy names.")
-@click.option("--min-size", default="1M", show_default=True, metavar="SIZE",
+@click.option("--min-size", type=Size(), default="1M", show_default=True, metavar="SIZE",
               help="With --mappings: fold mappings smaller than this into one line (0: list all).")
 @click.option("--probe", "probe_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="A saved `numatune probe --gpu --json`: state what pinned chunks on the wrong node cost.")
@@ -63,7 +64,7 @@ def audit_cmd(
     remote_misplaced: float,
     slow_tier_warn: float,
     per_mapping: bool,
-    min_size: str,
+    min_size: int,
     probe_file: str | None,
 ) -> None:
     """Show where running processes really are: threads and CPUs, memory per NUMA node (anon, file,
@@ -87,11 +88,7 @@ def audit_cmd(
         raise click.UsageError("--mappings cannot be combined with --watch")
     if per_mapping and fmt == "prometheus":
         raise click.UsageError("--mappings has no prometheus form; use --json")
-    min_bytes = 0
-    if per_mapping:
-        from numatune.commands.plan_memory import parse_size
-
-        min_bytes = parse_size(min_size, "--min-size")
+    min_bytes = min_size if per_mapping else 0
     try:
         thresholds = make_thresholds(remote_warn, remote_misplaced, slow_tier_warn)
     except ValueError as exc:

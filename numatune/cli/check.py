@@ -7,8 +7,7 @@ from pathlib import Path
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option, write_output
-from numatune.render.printable import echo
+from numatune.cli._options import PID, deliver, format_option
 
 FAIL_ON = ("info", "warning", "error")
 
@@ -39,7 +38,7 @@ def _resource_slices_help() -> str:
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default=None,
               help="Exit 1 when a finding reaches this severity [default: the policy's check.fail_on, else "
                    "warning].")
-@click.option("--pid", "pids", type=int, multiple=True,
+@click.option("--pid", "pids", type=PID, multiple=True,
               help="Also run audit's locality rules on this process (repeatable).")
 @click.option("--slurm-conf", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Check this slurm.conf's NodeName line against the node (NT520, NT521, NT524, NT525).")
@@ -52,9 +51,7 @@ def _resource_slices_help() -> str:
 @click.option("--node-name", default=None, metavar="NAME",
               help="The node's name in slurm.conf/gres.conf and the ResourceSlices' nodeName [default: the only "
                    "NodeName line of a slurm.conf with one, else the root's short hostname].")
-@format_option("text", "json", "junit")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, readable=False, path_type=Path),
-              help="Write the report to this file instead of stdout (the exit status is unchanged).")
+@format_option("text", "json", "junit", output=True)  # -o report.xml: JUnit; the exit status is unchanged
 @click.option("--verbose", "-v", is_flag=True, help="Text: list the checks that passed too.")
 @click.pass_obj
 def check_cmd(
@@ -85,10 +82,7 @@ def check_cmd(
     policy_name = str(policy_path) if policy_path is not None else None
     text, failed, skipped = check_report(app.host, app.root, policy, policy_name, pids, fail_on, fmt, verbose,
                                          sched)
-    if output is not None:
-        write_output(output, text)
-    else:
-        echo(text)
+    deliver(app, text, output, fmt)
     if fmt == "text":
         for subject, reason in skipped:
             app.note(f"skipped {subject}: {reason}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option
+from numatune.cli._options import MAX_NODES, Count, format_option, seconds
 
 
 @click.command("compare", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -13,21 +13,21 @@ from numatune.cli._options import format_option
               help="Comma-separated: local, remote, interleave, cxl, cxl-spill, weighted, any launch --mem-policy, "
                    "or POLICY:NODES (bind:1). The first is the baseline. Default: local,remote, those of them that "
                    "exist here (a one-node machine runs local only, and says so).")
-@click.option("--node", type=click.IntRange(min=0), help="Home node (CPUs and local memory); default: the GPU's "
+@click.option("--node", type=Count(0, MAX_NODES - 1), help="Home node (CPUs and local memory); default: the GPU's "
                                                           "node (--gpu, rank) or the first node with CPUs.")
 @click.option("--gpu", metavar="INDEX|BDF|UUID", help="The device whose node is home (as numatune launch --gpu).")
 @click.option("--cpu-bind", default="node", show_default=True,
               metavar="node|socket|exclusive|core-complex|cores:N|none",
               help="CPUs for every placement (as numatune launch).")
-@click.option("--runs", "-n", type=click.IntRange(min=1), default=5, show_default=True, help="Runs per placement.")
-@click.option("--warmup", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--runs", "-n", type=Count(1, 10000), default=5, show_default=True, help="Runs per placement.")
+@click.option("--warmup", type=Count(0, 10000), default=0, show_default=True,
               help="Runs per placement before timing (not kept).")
 @click.option("--metric", metavar="REGEX", help="Compare the number this regex finds in the output (first group, "
                                                 "last match) instead of wall time.")
 @click.option("--higher-is-better", is_flag=True, help="With --metric: the figure is a throughput (it/s).")
 @click.option("--unit", default=None, help="Unit shown for --metric figures.")
-@click.option("--seed", type=int, default=None, help="Seed for the per-round order (default: random).")
-@click.option("--sample-interval", type=click.FloatRange(min=0.01), default=0.1, show_default=True,
+@click.option("--seed", type=Count(0, 2**64 - 1), default=None, help="Seed for the per-round order (default: random).")
+@click.option("--sample-interval", type=seconds(0.01, 60.0), default=0.1, show_default=True,
               help="Seconds between numa_maps samples of each run.")
 @format_option("text", "json")
 @click.option("--emit", type=click.Choice(["text", "markdown"]), default="text", show_default=True,

@@ -7,32 +7,15 @@ from pathlib import Path
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option
-from numatune.render.printable import echo
+from numatune.cli._options import MAX_COUNT, MAX_MIB, Count, deliver, format_option
+
+#: The suffixes of the files emit writes as text (slurm.conf, gres.conf, kubelet.yaml, a DRA template).
+CONFIG_SUFFIXES = (".conf", ".yaml", ".yml")
 
 
-def _output_option(func):  # noqa: ANN001, ANN201 - click decorator
-    return click.option("--output", "-o", type=click.Path(dir_okay=False, readable=False, path_type=Path), default=None,
-                        help="Write to this file (atomically: a dot file renamed into place) instead of stdout.")(func)
-
-
-def _write(app: App, text: str, output: Path | None) -> None:
-    if output is None:
-        echo(text)
-        return
-    from numatune.cli._options import output_name, write_output
-
-    write_output(output, text)
-    app.note(f"wrote {output_name(output)}")
-
-
-def _render(app: App, fmt: str, doc_text: tuple[dict, str], output: Path | None) -> None:
-    doc, text = doc_text
-    if fmt == "json":
-        from numatune.render.envelope import dumps
-
-        text = dumps(doc) + "\n"
-    _write(app, text, output)
+def _formats(func):  # noqa: ANN001, ANN201 - click decorator
+    """--format text|json, --json and -o FILE (the format from its suffix: .json, or .conf/.yaml/.txt text)."""
+    return format_option("text", "json", output=True, text_suffixes=CONFIG_SUFFIXES)(func)
 
 
 def _stand_in(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -57,9 +40,9 @@ def emit_group() -> None:
 @emit_group.command("slurm")
 @click.option("--node-name", default=None, metavar="NAME",
               help="NodeName to write [default: the root's short hostname, else NODE].")
-@click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--reserve-cores", type=Count(0, MAX_COUNT), default=0, show_default=True,
               help="Cores per NUMA node for the system: adds CpuSpecList (Slurm abstract CPU ids) and MemSpecLimit.")
-@click.option("--reserve-memory", type=click.IntRange(min=1), default=None, metavar="MIB",
+@click.option("--reserve-memory", type=Count(1, MAX_MIB), default=None, metavar="MIB",
               help="MemSpecLimit in MiB [default with --reserve-cores: 2048].")
 @click.option("--numa-as-socket", is_flag=True,
               help="Number sockets by NUMA node (for SlurmdParameters=numa_node_as_socket).")
@@ -69,8 +52,7 @@ def emit_group() -> None:
 @click.option("--stand-in-gpu", "stand_ins", multiple=True, metavar="BDF=FILE", callback=_stand_in,
               help="Test a Slurm set-up on a node without GPUs: a gpu line for PCI device BDF with File=FILE and "
                    "Cores= from its NUMA node, labelled a stand-in. Repeatable.")
-@format_option("text", "json")
-@_output_option
+@_formats
 @click.pass_obj
 def slurm_cmd(app: App, node_name: str | None, reserve_cores: int, reserve_memory: int | None,
               numa_as_socket: bool, nic_gres: bool, allow_ecores: bool, stand_ins: tuple[tuple[str, str], ...],
@@ -78,24 +60,23 @@ def slurm_cmd(app: App, node_name: str | None, reserve_cores: int, reserve_memor
     """The slurm.conf NodeName line and gres.conf lines (one per GPU, Cores= in Slurm's abstract numbering)."""
     from numatune.commands.emit import slurm_output
 
-    _write(app, slurm_output(app.host, fmt, name=node_name, reserve_cores=reserve_cores,
+    deliver(app, slurm_output(app.host, fmt, name=node_name, reserve_cores=reserve_cores,
                              reserve_memory_mib=reserve_memory, numa_as_socket=numa_as_socket, nic_gres=nic_gres,
-                             allow_ecores=allow_ecores, stand_ins=stand_ins), output)
+                             allow_ecores=allow_ecores, stand_ins=stand_ins), output, fmt)
 
 
 @emit_group.command("kubelet")
-@click.option("--reserve-cores", type=click.IntRange(min=0), default=1, show_default=True,
+@click.option("--reserve-cores", type=Count(0, MAX_COUNT), default=1, show_default=True,
               help="Cores per NUMA node for reservedSystemCPUs (where irq plan puts interrupts).")
-@click.option("--kube-reserved", type=click.IntRange(min=0), default=1024, show_default=True, metavar="MIB",
+@click.option("--kube-reserved", type=Count(0, MAX_MIB), default=1024, show_default=True, metavar="MIB",
               help="kubeReserved memory in MiB.")
-@click.option("--system-reserved", type=click.IntRange(min=0), default=1024, show_default=True, metavar="MIB",
+@click.option("--system-reserved", type=Count(0, MAX_MIB), default=1024, show_default=True, metavar="MIB",
               help="systemReserved memory in MiB.")
 @click.option("--topology-policy", type=click.Choice(("best-effort", "restricted", "single-numa-node")),
               default="restricted", show_default=True, help="topologyManagerPolicy.")
 @click.option("--scope", type=click.Choice(("container", "pod")), default="pod", show_default=True,
               help="topologyManagerScope.")
-@format_option("text", "json")
-@_output_option
+@_formats
 @click.pass_context
 def kubelet_cmd(ctx: click.Context, reserve_cores: int, kube_reserved: int, system_reserved: int,
                 topology_policy: str, scope: str, fmt: str, output: Path | None) -> None:
@@ -106,25 +87,24 @@ def kubelet_cmd(ctx: click.Context, reserve_cores: int, kube_reserved: int, syst
 
     app: App = ctx.obj
     explicit = ctx.get_parameter_source("reserve_cores") != ParameterSource.DEFAULT  # the default on 1 core: a note
-    _write(app, kubelet_output(app.host, fmt, refuse_impossible=explicit, reserve_cores=reserve_cores,
+    deliver(app, kubelet_output(app.host, fmt, refuse_impossible=explicit, reserve_cores=reserve_cores,
                                kube_reserved_mib=kube_reserved, system_reserved_mib=system_reserved,
                                topology_policy=topology_policy, scope=scope),
-           output)
+           output, fmt)
 
 
 @emit_group.command("nfd")
-@format_option("text", "json")
-@_output_option
+@_formats
 @click.pass_obj
 def nfd_cmd(app: App, fmt: str, output: Path | None) -> None:
     """A node-feature-discovery local feature file: NUMA nodes, GPUs per node, GPU-NIC path, CXL capacity and tier."""
     from numatune.commands.emit import nfd_output
 
-    _write(app, nfd_output(app.host, fmt), output)
+    deliver(app, nfd_output(app.host, fmt), output, fmt)
 
 
 @emit_group.command("dra")
-@click.option("--gpus", "count", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("--gpus", "count", type=Count(1, MAX_COUNT), default=None, metavar="N",
               help="GPUs per claim, each with a NIC of its own while the node's NICs last [default: every GPU of "
                    "the node].")
 @click.option("--numa-form", "form", type=click.Choice(("scalar", "list")), default="scalar", show_default=True,
@@ -136,8 +116,7 @@ def nfd_cmd(app: App, fmt: str, output: Path | None) -> None:
                    "templates, selecting dranet's NICs with RDMA).")
 @click.option("--name", default=None, metavar="NAME",
               help="The template's name [default: gpu-nic-pairs-N]; split templates add -1, -2, ...")
-@format_option("text", "json")
-@_output_option
+@_formats
 @click.pass_obj
 def dra_cmd(app: App, count: int | None, form: str, gpu_class: str | None, nic_class: str, name: str | None,
             fmt: str, output: Path | None) -> None:
@@ -145,5 +124,5 @@ def dra_cmd(app: App, count: int | None, form: str, gpu_class: str | None, nic_c
     and a ResourceClaimTemplate that gives each GPU a NIC under its root complex, else on its NUMA node."""
     from numatune.commands.emit import dra_output
 
-    _write(app, dra_output(app.host, fmt, form=form, count=count, gpu_class=gpu_class, nic_class=nic_class,
-                           name=name), output)
+    deliver(app, dra_output(app.host, fmt, form=form, count=count, gpu_class=gpu_class, nic_class=nic_class,
+                           name=name), output, fmt)

@@ -7,8 +7,7 @@ from pathlib import Path
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option, write_output
-from numatune.render.printable import echo
+from numatune.cli._options import deliver, format_option
 
 
 @click.command("fleet")
@@ -34,9 +33,6 @@ def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, fmt: s
         app.warn(f"{where}: {why}")
     if unreadable.unlisted:  # the rest were counted, not kept
         app.warn(f"{unreadable.unlisted:,} more unreadable inputs, counted, not listed")
-    if output is not None:
-        write_output(output, text)
-    else:
-        echo(text)
+    deliver(app, text, output, fmt)
     if fail_on_outliers and (fleet.outliers or unreadable):
         raise click.exceptions.Exit(int(ExitCode.FINDINGS))

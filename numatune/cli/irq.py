@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option
+from numatune.cli._options import MAX_COUNT, Count, OptionGroup, format_option
 
 
 def _cpulist(ctx: click.Context, param: click.Parameter, value: str | None) -> frozenset[int]:
@@ -24,17 +24,17 @@ def _cpulist(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 
 def cpu_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """--exclude-cpus, --ranks-per-node, --reserve-cores: the cores IRQs must stay off."""
-    func = click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True,
+    func = click.option("--reserve-cores", type=Count(0, MAX_COUNT), default=0, show_default=True,
                         help="With --ranks-per-node: cores per node kept out of the rank split "
                              "(as `launch --reserve-cores`); IRQs may use them.")(func)
-    func = click.option("--ranks-per-node", type=click.IntRange(min=1), default=None, metavar="N",
+    func = click.option("--ranks-per-node", type=Count(1, MAX_COUNT), default=None, metavar="N",
                         help="Keep IRQs off the cores N ranks get from `launch --cpu-bind exclusive`.")(func)
     func = click.option("--exclude-cpus", callback=_cpulist, default=None, metavar="LIST",
                         help="CPUs reserved for ranks: no device IRQ may land there (e.g. 4-15,20-31).")(func)
     return func
 
 
-@click.group("irq", invoke_without_command=True)
+@click.group("irq", cls=OptionGroup, invoke_without_command=True)
 @format_option("text", "json", "prometheus")
 @cpu_options
 @click.pass_context
@@ -45,7 +45,8 @@ def irq_group(ctx: click.Context, fmt: str, exclude_cpus: frozenset[int],
     Per device: BDF, netdev/RDMA/NVMe names, node, IRQ numbers (from msi_irqs/ and the action names
     in /proc/interrupts), per-CPU counts, smp_affinity_list, effective_affinity_list, whether the
     kernel manages the IRQ, whether it lands on local cores; then findings (NT2xx).
-    Subcommands: plan, apply, restore.
+    Subcommands: plan, apply, restore. The options given here, before a subcommand's name, are that
+    subcommand's (`irq --exclude-cpus 0 apply` excludes CPU 0), or refused when it has no such option.
     """
     if ctx.invoked_subcommand is not None:
         return

@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option
+from numatune.cli._options import MAX_COUNT, MAX_NODES, Count, format_option
 from numatune.model.launch import CPU_KIND_CHOICES, MEM_POLICIES, METHODS, NIC_TRANSPORTS
 
 
@@ -18,10 +18,10 @@ from numatune.model.launch import CPU_KIND_CHOICES, MEM_POLICIES, METHODS, NIC_T
     "launch",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
-@click.option("--rank", type=click.IntRange(min=0), help="Local rank (default: LOCAL_RANK, SLURM_LOCALID, ...).")
-@click.option("--local-size", type=click.IntRange(min=1), help="Ranks on this node (default: LOCAL_WORLD_SIZE, ...).")
+@click.option("--rank", type=Count(0, MAX_COUNT - 1), help="Local rank (default: LOCAL_RANK, SLURM_LOCALID, ...).")
+@click.option("--local-size", type=Count(1, MAX_COUNT), help="Ranks on this node (default: LOCAL_WORLD_SIZE, ...).")
 @click.option("--gpu", metavar="INDEX|BDF|UUID", help="The rank's device; a BDF may name any PCI device.")
-@click.option("--node", "--numa-node", "node", type=click.IntRange(min=0),
+@click.option("--node", "--numa-node", "node", type=Count(0, MAX_NODES - 1),
               help="Bind to this NUMA node (no GPU lookup). Under torchrun --no-python write --numa-node: "
                    "torchrun's parser reads --node as an abbreviation of its --node-rank.")
 @click.option("--cpu-bind", "cpu_bind", default="node", show_default=True,
@@ -29,7 +29,7 @@ from numatune.model.launch import CPU_KIND_CHOICES, MEM_POLICIES, METHODS, NIC_T
               help="Which CPUs of the node the rank gets (torchrun --numa-binding's modes, and cores:N).")
 @click.option("--cpu-kind", "cpu_kind", type=click.Choice(CPU_KIND_CHOICES), default="performance", show_default=True,
               help="On hybrid CPUs (P/E, big.LITTLE): which kind exclusive, cores:N and socket take first.")
-@click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--reserve-cores", type=Count(0, MAX_COUNT), default=0, show_default=True,
               help="Leave N physical cores of each node to data loaders and IRQs (the first; on hybrid CPUs "
                    "the least performant).")
 @click.option("--allow-isolated", is_flag=True, help="Also use isolcpus CPUs (excluded by default).")
@@ -62,6 +62,9 @@ def launch_cmd(app: App, command: tuple[str, ...], **kw) -> None:  # noqa: ANN00
     """
     from numatune.commands.launch import launch_options, run_launch
 
+    if kw["rank"] is not None and kw["local_size"] is not None and kw["rank"] >= kw["local_size"]:
+        raise click.UsageError(f"--rank {kw['rank']} is not below --local-size {kw['local_size']} "
+                               "(local ranks count from 0)")
     opts = launch_options(kw)
     if kw["emit"]:
         _emit(kw["emit"], kw, command)

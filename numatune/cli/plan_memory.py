@@ -8,23 +8,25 @@ from __future__ import annotations
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option
+from numatune.cli._options import MAX_COUNT, MAX_NODES, Count, LargeCount, Size, format_option
 
 
 @click.command("plan-memory")
-@click.option("--params", required=True, metavar="N", help="Trainable parameters (7e9, 12.2e9).")
+@click.option("--params", required=True, type=LargeCount(1e30), metavar="N",
+              help="Trainable parameters (7e9, 12.2e9, 7B, 70B, 1.5T).")
 @click.option("--optimizer", default="adam", show_default=True, type=click.Choice(["adam", "adamw", "sgd"]),
               help="CPU optimizer (sets the bytes of state per parameter).")
-@click.option("--layers", type=click.IntRange(min=1), help="Transformer layers (for activation checkpoints).")
-@click.option("--hidden", type=click.IntRange(min=1), help="Hidden size (for activation checkpoints).")
-@click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length in tokens.")
-@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Micro-batch size.")
+@click.option("--layers", type=Count(1, MAX_COUNT), help="Transformer layers (for activation checkpoints).")
+@click.option("--hidden", type=Count(1, MAX_COUNT), help="Hidden size (for activation checkpoints).")
+@click.option("--seq-len", type=Count(1, 1 << 30), help="Sequence length in tokens.")
+@click.option("--batch", type=Count(1, MAX_COUNT), default=1, show_default=True, help="Micro-batch size.")
 @click.option("--gpu", metavar="INDEX|BDF|UUID", help="Local DRAM is this GPU's node (as launch --gpu).")
-@click.option("--node", type=click.IntRange(min=0), help="Local DRAM is this node.")
-@click.option("--dram-budget", metavar="SIZE", help="DRAM to use (default: the node's free memory minus --reserve).")
-@click.option("--cxl-budget", metavar="SIZE",
+@click.option("--node", type=Count(0, MAX_NODES - 1), help="Local DRAM is this node.")
+@click.option("--dram-budget", type=Size(), metavar="SIZE",
+              help="DRAM to use (default: the node's free memory minus --reserve).")
+@click.option("--cxl-budget", type=Size(), metavar="SIZE",
               help="CXL to use (default: the CXL nodes' free memory minus 256 MiB each).")
-@click.option("--reserve", metavar="SIZE", help="DRAM left free (default: max(2 GiB, 5% of the node)).")
+@click.option("--reserve", type=Size(), metavar="SIZE", help="DRAM left free (default: max(2 GiB, 5% of the node)).")
 @click.option("--cxl-nodes", metavar="LIST",
               help="CXL nodes to stripe over (default: those on the DRAM node's socket; a far-socket one is warned "
                    "about).")

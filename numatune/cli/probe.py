@@ -5,16 +5,9 @@ from __future__ import annotations
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import format_option
+from numatune.cli._options import MAX_COUNT, Count, Size, format_option, seconds
 
 MAX_BUDGET = 3600.0  # an hour: longer is a mistyped figure, not a measurement plan
-
-
-def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    """FloatRange lets NaN through (every comparison with it is false)."""
-    if value is not None and value != value:  # noqa: PLR0124 - the NaN test
-        raise click.BadParameter(f"{value!r} is not a number of seconds", ctx, param)
-    return value
 
 
 def _nodes(text: str | None, flag: str) -> tuple[int, ...] | None:
@@ -35,13 +28,14 @@ def _nodes(text: str | None, flag: str) -> tuple[int, ...] | None:
 @click.command("probe")
 @click.option("--nodes", metavar="LIST", help="Initiator nodes (rows; nodes with CPUs). Default: all.")
 @click.option("--targets", metavar="LIST", help="Memory nodes (columns; CPU-less nodes included). Default: all.")
-@click.option("--size", metavar="BYTES", help="Buffer size (256M, 1G). Default: 4x the last-level and memory-side "
-                                              "caches, at least 64M.")
-@click.option("--time-budget", type=click.FloatRange(min=0.1, max=MAX_BUDGET), callback=_finite, metavar="SECONDS",
+@click.option("--size", type=Size(min=1), metavar="SIZE",
+              help="Buffer size (256M, 1.5G: as every size option). Default: 4x the last-level and memory-side "
+                   "caches, at least 64M.")
+@click.option("--time-budget", type=seconds(0.1, MAX_BUDGET), metavar="SECONDS",
               help="Time for the whole matrix, set-up included (a pair that cannot be set up in its share is "
                    "skipped, saying why). Default: 5 s per pair, at most 30 s.")
-@click.option("--threads", type=click.IntRange(min=1), help="Bandwidth threads per initiator (default: one per core).")
-@click.option("--samples", type=click.IntRange(min=2, max=100), default=5, show_default=True,
+@click.option("--threads", type=Count(1, MAX_COUNT), help="Bandwidth threads per initiator (default: one per core).")
+@click.option("--samples", type=Count(2, 100), default=5, show_default=True,
               help="Latency samples kept per pair (one more is run first and dropped).")
 @click.option("--gpu", is_flag=True, help="Also measure host↔GPU copy bandwidth per node (needs a CUDA runtime).")
 @format_option("text", "json")
@@ -53,13 +47,13 @@ def probe_cmd(app: App, **kw) -> None:  # noqa: ANN003 - click passes the option
     checked page by page (move_pages) before it is timed. SLIT and HMAT figures are shown beside the
     measurement. Unprivileged: hardware prefetchers stay on, so the chase uses random order.
     """
-    from numatune.commands.probe import parse_size, probe_command
+    from numatune.commands.probe import probe_command
     from numatune.model.probe import ProbeOptions
 
     opts = ProbeOptions(
         initiators=_nodes(kw["nodes"], "--nodes"),
         targets=_nodes(kw["targets"], "--targets"),
-        size=parse_size(kw["size"]) if kw["size"] else None,
+        size=kw["size"],
         time_budget=kw["time_budget"],
         threads=kw["threads"],
         samples=kw["samples"],

@@ -7,12 +7,13 @@ from pathlib import Path
 import click
 
 from numatune.cli._app import App
+from numatune.cli._options import PID
 
 
 @click.command("snapshot")
 @click.option("-o", "--output", required=True, type=click.Path(readable=False, path_type=Path),
               help="Archive (.tar.gz, .tgz, .tar) or an empty directory to create.")
-@click.option("--pid", "pids", type=int, multiple=True,
+@click.option("--pid", "pids", type=PID, multiple=True,
               help="Also capture what `audit PID` reads of this process (repeatable).")
 @click.pass_obj
 def snapshot_cmd(app: App, output: Path, pids: tuple[int, ...]) -> None:

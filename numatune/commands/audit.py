@@ -376,7 +376,7 @@ def run_audit(app, run: AuditRun,  # noqa: ANN001 - the CLI's App, handed down
     if prefetch is not None:
         prefetch[0].join()
         prefetched = prefetch[1]
-    bar = _SampleBar(app) if fmt == "text" else None
+    bar = _SampleBar(app)  # on a terminal's stderr only, whatever the format of stdout
     try:
         audits, job, notes, helpers = run.run(sample, progress=bar, prefetched=prefetched)
     finally:

@@ -266,6 +266,10 @@ def _read_file(fd: int, where: str, name: str, tally: FleetTally, unreadable: Un
         except UnicodeDecodeError as exc:
             unreadable.append((where, f"not UTF-8 text: {exc}"))
             return
+    if data[:2] == b"\x1f\x8b" or data[257:262] == b"ustar":  # gzip, tar: a snapshot, not a report
+        unreadable.append((where, f"a snapshot archive, not an inspect report: `numatune --root {where} inspect "
+                                  "--json` makes its report"))
+        return
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -278,6 +282,9 @@ def _read_file(fd: int, where: str, name: str, tally: FleetTally, unreadable: Un
         _decode_all(text, _Source(tally, unreadable, where, name))
     else:
         _pdsh_lines(text.splitlines(), where, tally, unreadable)
+
+
+SNAPSHOT_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 
 
 def _read_dir(spec: str, tally: FleetTally, unreadable: Unreadable) -> None:
@@ -293,7 +300,14 @@ def _read_dir(spec: str, tally: FleetTally, unreadable: Unreadable) -> None:
     except OSError as exc:
         raise InputError(f"cannot list {spec}: {exc.strerror or exc}") from None
     if not names:
-        raise InputError(f"{spec} holds no *.json report")
+        archives = [name for name, _ in top.listdir("") if name.endswith(SNAPSHOT_SUFFIXES)]
+        if archives:
+            raise InputError(f"{spec} holds no *.json report but {len(archives)} snapshot archive(s) ({archives[0]}"
+                             f"{', ...' if len(archives) > 1 else ''}): fleet reads `numatune inspect --json` "
+                             "reports, not snapshots",
+                             hint=f"make one per snapshot: for f in {spec}/*.tar.gz; do numatune --root \"$f\" "
+                                  "inspect --json > \"${f%.tar.gz}.json\"; done")
+        raise InputError(f"{spec} holds no *.json report (fleet reads `numatune inspect --json` reports)")
     for name in names:
         where = os.path.join(spec, name)
         try:

@@ -66,9 +66,10 @@ def inspect_command(app, fmt: str, output: Path | None) -> None:  # noqa: ANN001
         print_inspect(topo, matrix, findings, app.color)
     elif output is not None:
         from numatune.render.printable import printable
-        from numatune.system.outfile import write_file
+        from numatune.system.outfile import output_name, write_file
 
         write_file(output, printable(report_text(fmt, topo, matrix, findings)))
+        app.note(f"wrote {output_name(output)} ({fmt})")  # as every -o (cli._options.deliver)
     else:
         from numatune.render.printable import echo
 

@@ -19,6 +19,24 @@ def build_report(app):  # noqa: ANN001, ANN201 - (topology, report)
     return irq_report(app.host)
 
 
+def refuse_foreign_cpus(topo: Topology, exclude: frozenset[int], ranks: int | None) -> None:
+    """--exclude-cpus naming CPUs this machine does not have, or more --ranks-per-node than it has CPUs: a
+    usage error (exit 2), never a plan that quietly leaves the rest out."""
+    from numatune.cpulist import format_cpulist
+    from numatune.errors import UsageError
+
+    have = frozenset(c.id for c in topo.cpus) | frozenset(topo.cpu.possible)
+    if not have:  # a partial capture (its /proc/interrupts alone): no CPU list to hold them against
+        return
+    foreign = exclude - have
+    if foreign:
+        raise UsageError(f"--exclude-cpus: CPU(s) {format_cpulist(foreign)} are not on this machine "
+                         f"(its CPUs: {format_cpulist(have)})")
+    online = len(topo.cpu.online) or len(have)
+    if ranks is not None and ranks > online:
+        raise UsageError(f"--ranks-per-node {ranks}: more ranks than this machine's {online} online CPUs")
+
+
 def reserved_cpus(topo: Topology, report: IrqReport, exclude: frozenset[int], ranks: int | None,
                   reserve: int) -> frozenset[int]:
     """--exclude-cpus and, with --ranks-per-node, the cores `launch --cpu-bind exclusive` gives the ranks."""
@@ -39,6 +57,7 @@ def show_irqs(app, fmt: str, exclude_cpus: frozenset[int], ranks_per_node: int |
     from numatune.render.printable import echo
 
     topo, report = build_report(app)
+    refuse_foreign_cpus(topo, exclude_cpus, ranks_per_node)
     reserved = reserved_cpus(topo, report, exclude_cpus, ranks_per_node, reserve_cores)
     findings = irq_findings(topo, report, reserved)
     if fmt in ("json", "prometheus"):
@@ -71,6 +90,7 @@ def make_plan(app, exclude_cpus: frozenset[int], ranks_per_node: int | None, res
     from numatune.plan.irq import plan_irqs, refuse_impossible_reserve
 
     topo, report = build_report(app)
+    refuse_foreign_cpus(topo, exclude_cpus, ranks_per_node)
     refuse_impossible_reserve(topo, reserve_cores, report.isolated_cpus)
     plan = plan_irqs(topo, report, exclude_cpus=exclude_cpus, ranks_per_node=ranks_per_node,
                      reserve_cores=reserve_cores, cpu_kind=cpu_kind)

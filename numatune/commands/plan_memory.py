@@ -7,7 +7,6 @@ The command line layer parses the options and hands in `app` (host, root, echo_j
 from __future__ import annotations
 
 import os
-import re
 
 from numatune.numbers import parse_int
 
@@ -16,24 +15,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str, what: str) -> int:
-    """"64G", "64GiB", "1.5T", "4096" (bytes); powers of 1024."""
-    m = _SIZE.match(text)
-    if not m:
-        from numatune.errors import UsageError
-
-        raise UsageError(f"{what} {text!r}: expected a size like 64G, 512MiB or 1.5T")
-    size = float(m.group(1)) * 1024 ** "bkmgtp".index((m.group(2) or "b").lower())
-    if not size < 1 << 80:  # "9" * 400 is a float of inf: no budget is a yobibyte
-        from numatune.errors import UsageError
-
-        raise UsageError(f"{what} {text[:40]!r}: larger than any memory")
-    return int(size)
-
-
 def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
     """Plan and print which buffers go to local DRAM and which to CXL; exit 7 (not_fitting) when one fits nowhere."""
     from numatune.errors import UsageError
@@ -41,13 +22,7 @@ def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
     from numatune.plan.memory import latency_first, not_fitting, training_items
     from numatune.readers.topology import read_topology
 
-    text = kw["params"]
-    try:
-        params = float(text)
-    except ValueError:
-        raise UsageError(f"--params {text[:40]!r}: expected a number like 7e9") from None
-    if not 0 < params < 1e30:  # "inf", "nan" and 1e400 are floats too; no model has 1e30 parameters
-        raise UsageError(f"--params {text[:40]}: expected a positive parameter count below 1e30 (7e9)")
+    params = kw["params"]  # a positive count below 1e30 (cli._options.LargeCount: 7e9, 7B)
     if kw["gpu"] is not None and kw["node"] is not None:
         raise UsageError("--gpu and --node are exclusive")
     items = training_items(params, optimizer=kw["optimizer"], layers=kw["layers"], hidden=kw["hidden"],
@@ -74,8 +49,7 @@ def plan_memory(app, kw: Mapping[str, Any]) -> None:  # noqa: ANN001
 
         env = {k: os.environ[k] for k in ENV_KEYS if k in os.environ}
     ctx = LiveContext(topo, here, why, tuple(d for d in topo.devices if d.kind in ("gpu", "accelerator")), env)
-    budgets = {k: parse_size(kw[k], "--" + k.replace("_", "-")) if kw[k] else None
-               for k in ("dram_budget", "cxl_budget", "reserve")}
+    budgets = {k: kw[k] for k in ("dram_budget", "cxl_budget", "reserve")}  # bytes (cli._options.Size)
     gpu = kw["gpu"]
     if gpu is not None:
         from numatune.model.order import gpu_order

@@ -14,23 +14,11 @@ from collections.abc import Callable, Sequence
 from numatune.errors import NumatuneError, Unsupported, UsageError
 from numatune.model.probe import Cell, CellPlacement, Figure, ProbeOptions, ProbeResult
 from numatune.model.topology import Topology
-from numatune.numbers import maybe_int
 from numatune.system.host import Host
 
 MIN_SIZE = 4 << 20
 DEFAULT_CELL_SECONDS = 5.0
 DEFAULT_BUDGET_CAP = 30.0
-
-
-def parse_size(text: str) -> int:
-    """"256M", "1G", "65536", "512K" → bytes (binary multiples)."""
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    digits = t[:-1] if mult != 1 else t
-    number = maybe_int(digits, "--size") if digits.isdigit() and len(digits) <= 15 else None
-    if not number:
-        raise UsageError(f"--size {text[:40]!r}: expected a size like 256M, 1G or 65536")
-    return number * mult
 
 
 def _asked(asked, usable: list[int], known: set[int], option: str, known_note: str,
@@ -289,5 +277,17 @@ def probe_command(app, opts: ProbeOptions, gpu_asked: bool, fmt: str) -> None:  
     findings = probe_findings(result, topo) + (gpu_findings(gpu) if gpu is not None else [])
     if fmt == "json":
         app.echo_json(probe_document(result, findings, gpu))
+    else:
+        echo(render_text(result, findings, gpu))
+    refuse_nothing_measured(result)
+
+
+def refuse_nothing_measured(result: ProbeResult) -> None:
+    """A matrix in which no pair was measured (each skipped or failed: a budget too small for any set-up, no
+    usable node) is exit 7 after the report that says why, never a quiet exit 0."""
+    if any(c.latency_ns is not None or c.read_gbps is not None or c.copy_gbps is not None for c in result.cells):
         return
-    echo(render_text(result, findings, gpu))
+    why = next((f"node {c.initiator} → node {c.target}: {c.reason}" for c in result.cells if c.reason), None)
+    raise Unsupported("probe measured nothing: " + (f"every pair was skipped or failed ({why})" if why else
+                                                    "no pair of nodes to measure"),
+                      hint="give a larger --time-budget, a smaller --size, or other --nodes/--targets")

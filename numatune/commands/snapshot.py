@@ -414,6 +414,24 @@ def _has_nvidia_gpu(src: Host) -> bool:
     )
 
 
+#: Archive and compressed-file suffixes snapshot does not write: `-o x.zip` made a directory named x.zip.
+OTHER_ARCHIVES = (".zip", ".gz", ".xz", ".bz2", ".zst", ".lz4", ".7z", ".rar", ".cpio", ".tar.xz", ".tar.bz2",
+                  ".tar.zst", ".txz", ".tbz2")
+
+
+def _refuse_unread_processes(cap: Capture, pids: tuple[int, ...]) -> None:
+    """A --pid process whose files could not be read (another user's, without the right to): exit 4 as a live
+    `audit PID` is, before anything is written; a replay would read the process as "ok" on what is missing."""
+    for pid in pids:
+        denied = sorted(p for p in cap.unreadable if p.startswith(f"/proc/{pid}/"))
+        if denied:
+            from numatune.errors import PermissionDenied
+
+            raise PermissionDenied(f"cannot read {', '.join(denied[:3])}{' ...' if len(denied) > 3 else ''}: "
+                                   f"no right to read process {pid} (another user's); nothing was written",
+                                   hint="run as root or as the process owner, or leave out --pid")
+
+
 def snapshot(src: Host, dest: Path, pids: Iterable[int], main: Any,
              make_obj: Callable[[RecordingHost], object]) -> Capture:
     """Capture `src` (usually the live node) into `dest`: a directory, or an archive for .tar/.tar.gz/.tgz
@@ -426,9 +444,15 @@ def snapshot(src: Host, dest: Path, pids: Iterable[int], main: Any,
         refuse_archive_to_terminal(str(dest))
     name = "snapshot.tar.gz" if stream else dest.name
     archive = name.endswith((".tar.gz", ".tgz", ".tar"))
+    if not archive and name.lower().endswith(OTHER_ARCHIVES) and not os.path.isdir(dest):
+        from numatune.errors import UsageError
+
+        raise UsageError(f"--output {dest}: snapshot writes a .tar.gz, .tgz or .tar archive, or a directory "
+                         f"(a name without one of those suffixes), not {name[name.rfind('.'):]}")
     if not archive:
         _check_directory(dest)
     cap = capture(src, pids, main, make_obj)
+    _refuse_unread_processes(cap, pids)
     note = (
         f"numatune {__version__} snapshot of {src.label}\n"
         f"taken: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"

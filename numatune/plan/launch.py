@@ -145,6 +145,10 @@ def choose_gpu(
     if opts.gpu is not None:
         dev, source, ordering = _gpu_option(opts.gpu, gpus, devices)
         in_use = gpus if dev in gpus else [dev]
+        if rank.local_size is not None and dev in gpus and rank.local_size < len(gpus):
+            # --local-size N: N ranks, one GPU each: this one's and, for the others, the first GPUs in order
+            others = [g for g in gpus if g is not dev][:rank.local_size - 1]
+            in_use = sorted([dev, *others], key=gpus.index)
     else:
         if not gpus:
             raise BindingError("no GPU found in this root and neither --gpu nor --node was given")
@@ -229,11 +233,26 @@ def _spread_count(spread: NodeSpread, nodes: set[int], below: int | None = None)
 
 
 # -- node -----------------------------------------------------------------------------------------------
+def _device_cpu_node(topo: Topology, dev: PciDevice) -> int | None:
+    """The node with CPUs a device is attached to (its numa_node, else the inferred one; a CPU-less node such as
+    a GPU's HBM: the nearest node with CPUs); None when unknown."""
+    node = dev.numa_node if dev.numa_node is not None else dev.inferred_node
+    here = topo.node(node) if node is not None else None
+    if here is None:
+        return None
+    return node if here.cpus else nearest_cpu_node(topo, here)
+
+
 def choose_node(
     topo: Topology, opts: LaunchOptions, dev: PciDevice | None, warnings: list[str]
 ) -> tuple[int, str]:
     if opts.node is not None:
         node, source = opts.node, "--node"
+        if dev is not None and (home := _device_cpu_node(topo, dev)) is not None and home != node \
+                and topo.node(node) is not None:
+            warnings.append(f"--node {node}: {dev.bdf} (the rank's GPU) is on node {home}: the rank's CPUs and memory "
+                            f"are remote to its GPU (distance {_slit(topo, node, home) or '?'}); leave out --node to "
+                            "bind to the GPU's node")
     elif dev is None:
         raise BindingError("no GPU and no --node: nothing to bind to")
     elif dev.numa_node is not None:

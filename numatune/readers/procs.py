@@ -525,8 +525,14 @@ def read_process(
     if not kernel_thread:
         maps = numa_maps if numa_maps is not None else r.optional("numa_maps")
         if maps is None:
+            # live, or a snapshot that could not read it where it was taken: the clear PermissionDenied (exit 4),
+            # never "ok" on memory nobody saw
             if host.exists(f"/proc/{pid}/numa_maps") and host.is_live:
-                r.read("numa_maps")  # raises the clear PermissionDenied
+                r.read("numa_maps")
+            if f"/proc/{pid}/numa_maps" in host.snapshot_facts("unreadable"):
+                raise PermissionDenied(f"/proc/{pid}/numa_maps could not be read where this snapshot was taken "
+                                       f"(SNAPSHOT.txt): process {pid}'s memory placement is unknown",
+                                       hint="take the snapshot as root or as the process owner")
             notes.append("numa_maps not available: memory placement unknown")
         else:
             memory = parse_numa_maps(maps, per_mapping=mappings, where=f"/proc/{pid}/numa_maps",

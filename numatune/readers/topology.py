@@ -11,6 +11,20 @@ from numatune.readers.gpumem import attach_gpu_memory, read_numa_status
 from numatune.readers.nodes import read_memory_tiers, read_nodes
 from numatune.system.host import Host
 
+#: What a partial capture of a machine holds (a corpus's /proc/interrupts or KFD topology alone): a root with
+#: none of it and no CPU describes no machine at all.
+PARTIAL = ("/sys/devices/system/node", "/sys/bus/pci/devices", "/sys/class/kfd", "/proc/cpuinfo", "/proc/interrupts")
+
+
+def _not_a_machine(host: Host, missing: str) -> None:
+    """A root with no CPUs and nothing else of a machine (an empty saved tree, `--root /proc`) describes no
+    machine: every rule would pass on nothing ("PASS, 0 CPUs"), so it is refused (exit 3) saying what is
+    missing."""
+    from numatune.errors import NotASysfsTree
+
+    raise NotASysfsTree(f"{host.label} is not a machine: {missing}",
+                        hint="pass a directory made by `numatune snapshot`, or a snapshot archive")
+
 
 def read_topology(
     host: Host,
@@ -31,10 +45,18 @@ def read_topology(
         skipped.append(Skipped("CPUs", "no /sys/devices/system/cpu in this root: CPU topology unknown"))
     cpus = read_cpus(host)
     summary = summarize_cpus(host, cpus)
+    if not cpus and not summary.online and not summary.possible and not any(map(host.exists, PARTIAL)):
+        _not_a_machine(host, "no CPUs (sys/devices/system/cpu), no NUMA nodes (sys/devices/system/node), no "
+                             "devices (sys/bus/pci, sys/class/kfd), no proc/cpuinfo or proc/interrupts")
     cpus = read_kind_facts(host, cpus, summary.architecture)
     tiers = read_memory_tiers(host)
     nodes, numa_kernel, node_skipped = read_nodes(host, {c.id for c in cpus}, summary.online, tiers)
     skipped += node_skipped
+    if not numa_kernel and (listed := host.read_cpulist("/sys/devices/system/node/online")):
+        from numatune.cpulist import format_cpulist
+
+        _not_a_machine(host, f"no NUMA nodes (sys/devices/system/node/online lists {format_cpulist(listed)}, "
+                             "and no nodeN directory is there)")
     node_of = {cpu: n.id for n in nodes for cpu in n.cpus}
     cpus = tuple(c._replace(node=node_of.get(c.id)) for c in cpus)
     pci: tuple[PciDevice, ...] = ()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 
 from numatune.cpulist import parse_cpulist, parse_cpumask
-from numatune.errors import InputError, NotASysfsTree, ParseError, PermissionDenied, ReadError
+from numatune.errors import InputError, NotASysfsTree, NumatuneError, ParseError, PermissionDenied, ReadError
 from numatune.numbers import MAX_DIGITS, parse_int
 from numatune.system.tarindex import Escapes
 
@@ -146,8 +146,21 @@ class Host:
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def open(cls, spec: str | os.PathLike[str] | None = None) -> Host:
-        """Open a root given by the user: None or "/" is the live node."""
+    def open(cls, spec: str | os.PathLike[str] | None = None, *, origin: str | None = None) -> Host:
+        """Open a root given by the user: None or "/" is the live node. `origin` says where a root that
+        cannot be opened came from when the user did not type it ("NUMATUNE_ROOT"): the error names it."""
+        if origin is None:
+            return cls._open(spec)
+        try:
+            return cls._open(spec)
+        except NumatuneError as exc:
+            exc.message = f"{exc.message} (the root is NUMATUNE_ROOT={os.fspath(spec or '')!r})" \
+                if origin == "NUMATUNE_ROOT" else f"{exc.message} (the root is from {origin})"
+            exc.args = (exc.message,)
+            raise
+
+    @classmethod
+    def _open(cls, spec: str | os.PathLike[str] | None = None) -> Host:
         if spec is None or os.fspath(spec) in ("", "/"):
             return cls("/", "/")
         label = os.fspath(spec)
@@ -155,7 +168,9 @@ class Host:
         try:
             os.lstat(path)
         except FileNotFoundError:
-            raise InputError(f"root {spec} does not exist") from None
+            archive = next((label + s for s in (".tar.gz", ".tgz", ".tar") if os.path.isfile(path + s)), None)
+            raise InputError(f"root {spec} does not exist",
+                             hint=f"the saved machine is an archive: --root {archive}" if archive else None) from None
         except PermissionError:  # a parent directory this user may not search: it may well exist
             raise PermissionDenied(f"cannot reach root {spec}: permission denied on a directory above it",
                                    hint="run as a user who can read it, or copy it somewhere readable") from None

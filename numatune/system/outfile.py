@@ -25,6 +25,11 @@ _KERNEL_FS = ("/proc", "/sys", "/dev")
 STREAMS = {"-": 1, "/dev/stdout": 1, "/dev/stderr": 2, "/dev/null": None}
 
 
+def output_name(path: str | os.PathLike[str]) -> str:
+    """How a note names an -o target: "standard output" for - and /dev/stdout (a file named "-" is never made)."""
+    return "standard output" if os.fspath(path) in ("-", "/dev/stdout") else os.fspath(path)
+
+
 def is_stream(path: str | os.PathLike[str]) -> bool:
     """True for `-`, /dev/stdout, /dev/stderr and /dev/null (what `snapshot -o -` pipes)."""
     return os.fspath(path) in STREAMS

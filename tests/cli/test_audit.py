@@ -129,7 +129,7 @@ def test_name_pattern(cli, child):
 
 
 def test_missing_pid_exit_6(cli):
-    r = cli("audit", str(2**22 + 4321))
+    r = cli("audit", str(2**22 - 4321))  # below PID_MAX_LIMIT: a PID that may exist, and does not
     assert r.exit_code == 6 and r.stderr.startswith("numatune: error: no process with PID")
     assert "Traceback" not in r.stderr
 

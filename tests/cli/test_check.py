@@ -201,7 +201,8 @@ def test_audit_rules_with_pid(cli):
     doc = json.loads(result.stdout)
     audit = [c for c in doc["checks"] if c["group"] == "audit"]
     assert audit and all(c["status"] != "skipped" for c in audit)
-    assert cli("check", "--pid", "999999999").exit_code == 6
+    assert cli("check", "--pid", str(2**22 - 4321)).exit_code == 6  # a PID that may exist and does not
+    assert cli("check", "--pid", "999999999").exit_code == 2  # above PID_MAX_LIMIT: no PID at all
 
 
 def test_finding_heads_name_gpus_and_nics_as_every_other_view():

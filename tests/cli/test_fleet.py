@@ -172,3 +172,18 @@ def test_a_big_json_array_in_bounded_memory(tmp_path, inspect_json):
                           text=True, timeout=60, preexec_fn=limit, check=False)
     assert done.returncode == 0, done.stderr[-500:]
     assert json.loads(done.stdout)["nodes"] == 5000
+
+
+def test_snapshots_instead_of_reports_are_named_as_such(cli, tmp_path):
+    """`fleet DIR` of snapshot archives said only "holds no *.json report": it says what fleet reads and how
+    to make it from each snapshot; one archive given as a report says it is a snapshot."""
+    import shutil
+
+    from tests.conftest import fixture_root
+
+    shutil.copy(fixture_root("vm-cxl", archive=True), tmp_path / "node1.tar.gz")
+    r = cli("fleet", str(tmp_path))
+    assert r.exit_code == 3 and "1 snapshot archive(s) (node1.tar.gz): fleet reads `numatune inspect --json` " \
+        "reports, not snapshots" in r.stderr and "inspect --json >" in r.stderr, r.stderr
+    r = cli("fleet", str(tmp_path / "node1.tar.gz"))
+    assert r.exit_code == 3 and "a snapshot archive, not an inspect report" in r.stderr, r.stderr

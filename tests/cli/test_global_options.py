@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import click
 import pytest
@@ -63,3 +64,31 @@ def test_launch_keeps_what_follows_the_command_for_the_command(cli):
     assert argv[argv.index("prog"):] == ["prog", "--debug", "--root", "x"]
     # before `--`, launch's own --root: a live-only command refuses a saved root wherever it is given
     assert cli("launch", "--root", root, "--", "true").exit_code == 2
+
+
+def test_a_fixture_name_without_its_suffix_gets_a_hint(cli):
+    """`--root fixtures/NAME` (the README's names without .tar.gz) said only "does not exist"."""
+    from tests.conftest import PROJECT
+
+    r = cli("--root", str(PROJECT / "fixtures" / "vm-cxl"), "inspect")
+    assert r.exit_code == 3 and f"hint: the saved machine is an archive: --root {PROJECT}/fixtures/vm-cxl.tar.gz" \
+        in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args", [["inspect"], ["inspect", "--json"], ["emit", "slurm"]], ids=lambda a: " ".join(a))
+def test_a_root_from_numatune_root_says_so(cli, tmp_path, args):
+    """An error about the root says the value came from NUMATUNE_ROOT when it did (the user typed no --root);
+    through click and the click-free fast path alike."""
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT
+
+    missing = str(tmp_path / "gone")
+    r = cli(*args, env={"NUMATUNE_ROOT": missing})
+    assert r.exit_code == 3 and f"(the root is NUMATUNE_ROOT='{missing}')" in r.stderr, r.stderr
+    fast = subprocess.run([sys.executable, "-m", "numatune", *args], capture_output=True, text=True, cwd=PROJECT,
+                          env={**os.environ, "NUMATUNE_ROOT": missing}, timeout=60, check=False)
+    assert fast.returncode == 3 and f"(the root is NUMATUNE_ROOT='{missing}')" in fast.stderr, fast.stderr
+    typed = cli("--root", missing, *args, env={"NUMATUNE_ROOT": missing})
+    assert typed.exit_code == 3 and "NUMATUNE_ROOT" not in typed.stderr

@@ -294,3 +294,36 @@ def test_launch_finds_a_grace_gpu_by_the_uuid_nvml_reports(cli, name):
         assert res.exit_code == 0, res.stderr
         doc = json.loads(res.stdout)
         assert doc["gpu"]["uuid"] == g["uuid"] and doc["gpu"]["bdf"] == nvml_bdf(g["pci"]["bus_id"])
+
+
+# -- launch tells the truth about rank count and placement (issue 47) -------------------------------------
+DGX = str(fixture_root("handmade-dgx-h100-ids"))  # 8 H100: GPU0-3 on node 0 (56 cores), GPU4-7 on node 1
+
+
+def test_local_size_is_obeyed_with_gpu(cli):
+    """`--gpu 2 --local-size 1` counted every GPU of the node as a rank: OMP_NUM_THREADS=14 of 56 cores and a
+    warning about 4 overlapping ranks that do not exist."""
+    r = cli("--root", DGX, "launch", "--gpu", "2", "--local-size", "1", "--json", "--", "true")
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["env"]["OMP_NUM_THREADS"] == "56"
+    assert not any("overlap" in w for w in plan["warnings"]), plan["warnings"]
+    two = json.loads(cli("--root", DGX, "launch", "--gpu", "2", "--local-size", "2", "--json", "--", "true").stdout)
+    assert two["env"]["OMP_NUM_THREADS"] == "28"  # two ranks on node 0: half the cores each
+
+
+def test_an_explicit_node_away_from_the_gpu_is_a_warning(cli):
+    """`--node 0 --gpu 5` (GPU5 on node 1) bound the rank to node 0 without a word: the plan now warns (the
+    binding asked for is still made: --node is an explicit choice, e.g. to leave node 1 to another job)."""
+    r = cli("--root", DGX, "launch", "--node", "0", "--gpu", "5", "--json", "--", "true")
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["node"] == 0
+    assert any(w.startswith("--node 0: 0000:c3:00.0 (the rank's GPU) is on node 1") for w in plan["warnings"]), plan
+    same = json.loads(cli("--root", DGX, "launch", "--node", "1", "--gpu", "5", "--json", "--", "true").stdout)
+    assert not any(w.startswith("--node") for w in same["warnings"])
+
+
+def test_rank_not_below_local_size_is_exit_2(cli):
+    r = cli("--root", DGX, "launch", "--rank", "5", "--local-size", "2", "--dry-run", "--", "true")
+    assert r.exit_code == 2 and "--rank 5 is not below --local-size 2" in r.stderr

@@ -4,10 +4,14 @@ name is replaced and never written through, nothing half-written or temporary is
 
 from __future__ import annotations
 
+import json
 import os
+import xml.etree.ElementTree as ET
 
+import click
 import pytest
 
+from numatune.cli._options import SUFFIXES, format_choices
 from numatune.commands.snapshot import Capture
 from numatune.system.host import Host
 from tests.conftest import fixture_copy, fixture_root
@@ -15,8 +19,8 @@ from tests.conftest import fixture_copy, fixture_root
 ROOT = "dev-1node-x86"
 WRITERS = {  # name -> the arguments after --root ROOT, with {out} the output file
     "inspect -o": ["inspect", "--json", "-o", "{out}"],
-    "check -o": ["check", "-o", "{out}"],
-    "emit -o": ["emit", "slurm", "-o", "{out}"],
+    "check -o": ["check", "-f", "text", "-o", "{out}"],  # a format given: x.out names none (exit 2 without)
+    "emit -o": ["emit", "slurm", "-f", "text", "-o", "{out}"],
     "irq plan --emit": ["irq", "plan", "--emit", "{out}"],
     "launch --emit": ["launch", "--emit", "{out}", "--node", "0"],
     "snapshot -o": ["snapshot", "-o", "{out}"],
@@ -180,3 +184,76 @@ def test_a_suffix_that_names_another_format_than_format_is_exit_2(cli, tmp_path,
     assert not list(tmp_path.glob("out*"))
     fine = cli("--root", str(fixture_root(ROOT)), "inspect", "-o", str(tmp_path / "out.svg"), "-f", "svg")
     assert fine.exit_code == 0 and (tmp_path / "out.svg").read_text().startswith("<svg ")
+
+
+# -- one output rule for every command with -o: the suffix picks the format, a contradiction is exit 2 --------
+def _report_writers() -> dict[str, click.Command]:
+    """Every command path with a report format and -o (snapshot's -o is an archive: tested apart)."""
+    from tests.cli.test_options import COMMANDS
+
+    return {path: cmd for path, cmd in COMMANDS.items()
+            if format_choices(cmd) and any(p.name == "output" for p in cmd.params)}
+
+
+REPORT_ARGS = {"inspect": [], "check": [], "fleet": ["{report}"], "emit slurm": [], "emit kubelet": [],
+               "emit nfd": [], "emit dra": []}
+PARSES = {
+    "json": lambda t: json.loads(t) and True,
+    "junit": lambda t: ET.fromstring(t).tag == "testsuites",
+    "svg": lambda t: t.startswith("<svg "),
+    "html": lambda t: t.lower().startswith("<!doctype html"),
+    "prometheus": lambda t: t.startswith("# "),
+    "text": lambda t: bool(t.strip()) and not t.lstrip().startswith(("{", "<")),
+}
+
+
+def test_every_report_writer_is_called():
+    assert set(_report_writers()) == set(REPORT_ARGS)
+
+
+def _writer_cases():
+    for path in REPORT_ARGS:
+        yield pytest.param(path, id=path)
+
+
+@pytest.fixture(scope="module")
+def inspect_report(tmp_path_factory):
+    from click.testing import CliRunner
+
+    from numatune.cli import main
+
+    report = tmp_path_factory.mktemp("report") / "node.json"
+    report.write_text(CliRunner().invoke(main, ["--root", str(fixture_root(ROOT)), "inspect", "--json"]).stdout)
+    return report
+
+
+@pytest.mark.parametrize("path", list(_writer_cases()))
+def test_the_suffix_picks_the_format_and_a_contradiction_is_exit_2(cli, tmp_path, inspect_report, path):
+    """`check -o report.xml` is JUnit (it was text); `check -f junit -o r.json` is exit 2 (it was 0); a suffix
+    naming no format is exit 2; each file written is said (`numatune: wrote FILE (FORMAT)`)."""
+    cmd = _report_writers()[path]
+    choices = format_choices(cmd)
+    args = [a.format(report=inspect_report) for a in REPORT_ARGS[path]]
+    for suffix, fmt in SUFFIXES.items():
+        if fmt not in choices:
+            continue
+        out = tmp_path / f"r{suffix}"
+        r = cli("--root", str(fixture_root(ROOT)), *path.split(), *args, "-o", str(out))
+        assert r.exit_code in (0, 1), (suffix, r.stderr)
+        assert PARSES[fmt](out.read_text()), (suffix, out.read_text()[:200])
+        assert f"numatune: wrote {out} ({fmt})" in r.stderr, r.stderr
+        other = next(c for c in choices if c != fmt)
+        clash = tmp_path / f"clash{suffix}"
+        r = cli("--root", str(fixture_root(ROOT)), *path.split(), *args, "-f", other, "-o", str(clash))
+        assert r.exit_code == 2 and f"names the {fmt} format but --format {other} was given" in r.stderr, r.stderr
+        assert not clash.exists()
+    r = cli("--root", str(fixture_root(ROOT)), *path.split(), *args, "-o", str(tmp_path / "r.zip"))
+    assert r.exit_code == 2 and "names no format" in r.stderr and not (tmp_path / "r.zip").exists(), r.stderr
+
+
+def test_emit_takes_config_suffixes_as_text(cli, tmp_path):
+    out = tmp_path / "slurm.conf"
+    r = cli("--root", str(fixture_root(ROOT)), "emit", "slurm", "-o", str(out))
+    assert r.exit_code == 0 and out.read_text().startswith(("NodeName=", "#")) and "(text)" in r.stderr, r.stderr
+    r = cli("--root", str(fixture_root(ROOT)), "emit", "kubelet", "--json", "-o", str(tmp_path / "k.yaml"))
+    assert r.exit_code == 2 and "names the text format but --json was given" in r.stderr

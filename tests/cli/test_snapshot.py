@@ -10,6 +10,7 @@ import pytest
 
 from numatune.commands.snapshot import DRY_RUN
 from tests.cli.test_audit import ALLOC, start, stop
+from tests.conftest import fixture_root
 
 
 def test_directory_output_and_refusal_to_overwrite(cli, tmp_path):
@@ -59,8 +60,8 @@ def test_pid_is_replayed_by_audit_and_keeps_no_secrets(cli, tmp_path):
 
 
 def test_unknown_pid(cli, tmp_path):
-    result = cli("snapshot", "-o", str(tmp_path / "x.tar.gz"), "--pid", "999999999")
-    assert result.exit_code == 6 and "no process 999999999" in result.stderr
+    result = cli("snapshot", "-o", str(tmp_path / "x.tar.gz"), "--pid", str(2**22 - 4321))
+    assert result.exit_code == 6 and f"no process {2**22 - 4321}" in result.stderr
     assert not (tmp_path / "x.tar.gz").exists()
 
 
@@ -241,3 +242,33 @@ def test_a_worker_s_snapshot_keeps_its_rank_so_replay_tells_worker_from_rank(cli
     with tarfile.open(archive) as tar:
         names = {m.name.split("/", 1)[-1] for m in tar.getmembers()}
     assert f"proc/{rank.pid}/environ" in names and f"proc/{rank.pid}/status" in names
+
+
+def test_a_process_it_may_not_read_is_exit_4_and_nothing_is_written(tmp_path):
+    """Unprivileged `snapshot --pid N` of a process it may not read exited 0, and the archive replayed as
+    "PID N ok" where a live audit exits 4: now exit 4 as the live audit, and no archive to mislead."""
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT, unprivileged
+
+    drop = unprivileged()
+    pid = "1"
+    probe = subprocess.run([*drop, sys.executable, "-c", f"open('/proc/{pid}/numa_maps').read()"],
+                           capture_output=True, check=False)
+    if probe.returncode == 0:
+        pytest.skip(f"this user may read process {pid}'s numa_maps: no process here it may not read")
+    out = tmp_path / "s.tar.gz"
+    done = subprocess.run([*drop, sys.executable, "-m", "numatune", "snapshot", "--pid", pid, "-o", str(out)],
+                          capture_output=True, text=True, cwd=PROJECT, timeout=300, check=False)
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.startswith(f"numatune: error: cannot read /proc/{pid}/") and "nothing was written" in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["x.zip", "x.tar.xz", "x.gz"])
+def test_an_archive_it_does_not_write_is_exit_2(cli, tmp_path, name):
+    """`snapshot -o x.zip` made a directory named x.zip: now exit 2 saying what it writes."""
+    r = cli("--root", str(fixture_root("dev-1node-x86")), "snapshot", "-o", str(tmp_path / name))
+    assert r.exit_code == 2 and "snapshot writes a .tar.gz, .tgz or .tar archive, or a directory" in r.stderr
+    assert not (tmp_path / name).exists()

@@ -106,6 +106,9 @@ def test_probe_refuses_a_saved_root(cli, tmp_path):
 
 def test_probe_bad_options(cli):
     assert cli("probe", "--size", "lots").exit_code == 2  # what the user typed cannot be: 2 everywhere
+    for bad in ("nan", "inf", "-1", "0", "1e400"):  # one size type: as audit --min-size and plan-memory's budgets
+        res = cli("probe", "--size", bad)
+        assert res.exit_code == 2 and res.stderr.startswith("numatune: error: Invalid value for '--size'"), bad
     res = cli("probe", "--nodes", "63")
     assert res.exit_code == 2 and "node 63 does not exist" in res.stderr
 
@@ -123,8 +126,9 @@ def test_gpu_without_cuda_says_so(cli, fresh_cache):
 
 
 def test_a_size_the_node_cannot_hold_is_skipped_with_the_reason(cli, fresh_cache):
+    """Skipped with the reason, in the report; and a matrix with nothing measured is exit 7 (it was 0)."""
     res = cli("probe", "--size", "100000G", "--time-budget", "0.5", "--json")
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code == 7 and "numatune: error: probe measured nothing: every pair was skipped" in res.stderr
     cell = json.loads(res.stdout)["cells"][0]
     assert cell["status"] == "skipped" and "MiB free" in cell["reason"]
     assert cell["latency_ns"] is None and cell["copy_gbps"] is None

@@ -628,3 +628,20 @@ def test_nvml_compute_processes_are_looked_up_by_set_not_scanned_per_process():
     assert gpu_context(4, NumaMemory(), t).evidence == "NVML lists it as a compute process on GPU 0"
     assert gpu_context(5, NumaMemory(), t) is None and [g.index for g in nvml_processes(t)[3]] == [1]
     assert growth(make, ask, 8000) < 8
+
+def test_a_snapshot_that_could_not_read_numa_maps_is_never_ok(cli, tmp_path):
+    """A snapshot taken without the right to read a process (SNAPSHOT.txt `unreadable:`, as older numatune
+    wrote it with exit 0) replayed as "PID N ok" where the live audit exits 4: now exit 4 saying so."""
+    from tests.conftest import fixture_copy, write_process
+
+    root = fixture_copy("dev-1node-x86", tmp_path / "copy")
+    proc = write_process(root, 4242, "LOCAL_RANK=0\x00")
+    (proc / "numa_maps").unlink()
+    with open(root / "SNAPSHOT.txt", "a") as fh:
+        fh.write("pids: 4242\nunreadable: /proc/4242/numa_maps\n")
+    for args in (["audit", "4242"], ["audit", "4242", "--json"]):
+        r = cli("--root", str(root), *args)
+        assert r.exit_code == 4 and "could not be read where this snapshot was taken" in r.stderr, r.stderr
+    (root / "SNAPSHOT.txt").write_text("pids: 4242\n")  # a plain tree that lacks the file: a note, as before
+    r = cli("--root", str(root), "audit", "4242")
+    assert r.exit_code == 0 and "numa_maps not available" in r.stderr + r.stdout

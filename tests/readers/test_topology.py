@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from numatune.readers.topology import read_topology
+from numatune.system.host import Host
+from tests.conftest import fixture_root
 
 
 def topo(host_of, name):
@@ -196,3 +198,48 @@ def test_vm_cxl_chain_memdev_region_dax_node(host_of):
     slow = t.node(2).hmat[0]
     assert (slow.read_latency_ns, slow.read_bandwidth_mbps, slow.initiators) == (250, 20480, (0,))
     assert any(d.kind == "cxl" and d.bdf == "0000:81:00.0" for d in t.devices)
+
+
+# -- roots that are not machines -------------------------------------------------------------------------
+@pytest.mark.parametrize("args", [["check"], ["inspect", "--json"], ["irq"], ["emit", "slurm"],
+                                  ["launch", "--node", "0", "--dry-run", "--", "true"]], ids=lambda a: a[0])
+def test_a_root_with_nothing_of_a_machine_is_refused(cli, tmp_path, args):
+    """An empty saved tree (sys/ and proc/ with nothing in them) and `--root /proc` passed `check` ("PASS, 0
+    CPUs"): now exit 3 saying what is missing."""
+    import os
+
+    from tests.conftest import NOT_MACHINES
+
+    empty = tmp_path / "empty"
+    (empty / "sys").mkdir(parents=True)
+    (empty / "proc").mkdir()
+    roots = [str(empty), *(str(fixture_root(n)) for n in NOT_MACHINES)]
+    if os.path.isdir("/proc/sys"):
+        roots.append("/proc")
+    for root in roots:
+        r = cli("--root", root, *args)
+        assert r.exit_code == 3, (root, r.exit_code, r.stderr)
+        assert r.stderr.startswith(f"numatune: error: {root} is not a machine: no CPUs (sys/devices/system/cpu)")
+        assert r.stdout == ""
+
+
+def test_a_partial_capture_is_still_read():
+    """A corpus's /proc/interrupts alone, or a KFD topology alone, is part of a machine: read, not refused."""
+    for name in ("pcp-16cpu-s390x", "topo-mi210-xgmi-pcie"):
+        topo = read_topology(Host.open(fixture_root(name)))
+        assert not topo.cpus
+
+
+def test_a_tree_whose_nodes_are_gone_is_refused(cli, tmp_path):
+    """node/online lists node 0 but no node0 directory is there (a capture that lost them): one node was
+    assumed ("no NUMA information in this kernel") and check passed; now exit 3 saying what is missing."""
+    import shutil
+
+    from tests.conftest import fixture_copy
+
+    root = fixture_copy("dev-1node-x86", tmp_path / "copy")
+    for node in (root / "sys/devices/system/node").glob("node[0-9]*"):
+        shutil.rmtree(node)
+    r = cli("--root", str(root), "check")
+    assert r.exit_code == 3 and "is not a machine: no NUMA nodes (sys/devices/system/node/online lists 0" in \
+        r.stderr, r.stderr
