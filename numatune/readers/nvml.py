@@ -74,7 +74,7 @@ def _fabric_v4(nvml, h) -> dict | None:  # noqa: ANN001
         return None
     try:
         count = min(int(info.numCliques), len(info.cliques))
-        cliques = [{"type": int(c.type), "id": int(c.id)} for c in info.cliques[:count]]
+        cliques = [{"type": int(c.type), "id": int(c.id)} for c in info.cliques[:count]]  # ctypes integers
         return {"state": int(info.state), "status": int(info.status), "cluster_uuid": bytes(info.clusterUuid).hex(),
                 "cliques": cliques, "health_mask": int(info.healthMask), "health_summary": int(info.healthSummary)}
     except (AttributeError, TypeError, ValueError):  # a pynvml whose v4 struct names its fields otherwise
@@ -112,7 +112,7 @@ def _fabric(nvml, h) -> dict:  # noqa: ANN001
                "cluster_uuid": bytes(info.clusterUuid).hex(), "clique_id": int(info.cliqueId)}
         for key, field in (("health_mask", "healthMask"), ("health_summary", "healthSummary")):
             if hasattr(info, field):  # v2 has the mask, v3 the summary too
-                out[key] = int(getattr(info, field))
+                out[key] = int(info.healthMask) if field == "healthMask" else int(info.healthSummary)
         return out
     return last
 

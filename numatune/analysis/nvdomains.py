@@ -1,0 +1,129 @@
+"""A fleet's NVLink domains from its nodes' inspect reports, and the drift of a Slurm topology file from them.
+
+Each report is reduced, as it streams in, to a `model.nvfabric.NodeFabric`: the domain its GPUs name
+(`gpu_fabric.nvml_gpus[].domain`, or the cluster UUID and clique of a report written before numatune kept the
+domain) and what keeps it out of a block: a GPU whose fabric registration is not completed, an NVML error, a
+health mask or summary that is not good, GPUs that name different domains. Domains are keyed by (cluster UUID,
+clique), never the clique alone. `DomainTally.result` groups the nodes; `drift` compares a topology.conf or
+topology.yaml (parsed by plan.cluster) with what the reports say.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numatune.model.nvfabric import Domain, FleetFabric, NodeFabric, domain_label, health_problems, natural
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int else None  # noqa: E721 - bool is no clique
+
+
+def node_fabric(name: str, gpu_fabric: Any) -> NodeFabric:
+    """One node from its report's `gpu_fabric` object (anything else: no domain). Every field is type-checked:
+    a value of another type counts as unknown, never as a Python error."""
+    gpus = gpu_fabric.get("nvml_gpus") if isinstance(gpu_fabric, dict) else None
+    if not isinstance(gpus, list):
+        return NodeFabric(name, None)
+    domains: list[str] = []
+    problems: list[str] = []
+    counted = 0
+    sentinel = False
+    for i, g in enumerate(gpus):
+        if not isinstance(g, dict):
+            continue
+        label = f"GPU{_int(g.get('index')) if _int(g.get('index')) is not None else i}"
+        state = g.get("fabric_state")
+        if state in (None, "not-supported"):
+            continue  # no NVSwitch fabric (PCIe, NVLink bridges, a VM): no domain beyond the node
+        counted += 1
+        domain = g.get("domain") if isinstance(g.get("domain"), str) else None
+        if domain is None and "domain" not in g:  # a report from before numatune kept the domain
+            uuid, clique = g.get("cluster_uuid"), _int(g.get("clique_id"))
+            domain = domain_label(uuid.lower() if isinstance(uuid, str) else None, clique)
+        if domain is not None and len(domain) <= 80:
+            domains.append(domain)
+            sentinel = sentinel or domain.endswith(".32766")
+        status = g.get("fabric_status")
+        if state != "completed":
+            problems.append(f"{label} fabric registration {state}")
+        elif status not in (None, "success"):
+            problems.append(f"{label} fabric {status}")
+        elif domain is None:
+            problems.append(f"{label} names no NVLink domain")
+        health = g.get("health")
+        if isinstance(health, list) and "health" in g:
+            said = [h for h in health if isinstance(h, str)]
+        else:  # an older report: decode the mask, if it kept one
+            mask = _int(g.get("health_mask"))
+            said = health_problems(mask, g.get("health_summary") if isinstance(g.get("health_summary"), str) else None)
+        problems += [f"{label} {h}" for h in said[:4]]
+    distinct = tuple(sorted(set(domains)))
+    if len(distinct) > 1:
+        problems.append("its GPUs name " + str(len(distinct)) + " NVLink domains")
+    one = distinct[0] if len(distinct) == 1 else None
+    return NodeFabric(name, one, counted, tuple(problems), distinct, sentinel)
+
+
+class DomainTally:
+    """Nodes folded in one at a time; keeps one `NodeFabric` a node (its domain string shared)."""
+
+    __slots__ = ("_nodes", "_strings")
+
+    def __init__(self) -> None:
+        self._nodes: list[NodeFabric] = []
+        self._strings: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def add(self, name: str, gpu_fabric: Any) -> NodeFabric:
+        node = node_fabric(name, gpu_fabric)
+        if node.domain is not None:  # one string per domain, not one per node
+            node = NodeFabric(node.name, self._strings.setdefault(node.domain, node.domain), node.gpus,
+                              node.problems, tuple(self._strings.setdefault(d, d) for d in node.domains),
+                              node.sentinel)
+        self._nodes.append(node)
+        return node
+
+    def rename(self, index: int, name: str) -> None:
+        n = self._nodes[index]
+        self._nodes[index] = NodeFabric(name, n.domain, n.gpus, n.problems, n.domains, n.sentinel)
+
+    def result(self, names: list[str] | None = None) -> FleetFabric:
+        """Domains in the order of their first node; NAMES (made unique by the fleet) replace the nodes' names."""
+        nodes = self._nodes if names is None else [
+            NodeFabric(n, x.domain, x.gpus, x.problems, x.domains, x.sentinel) for n, x in zip(names, self._nodes,
+                                                                                               strict=True)]
+        healthy: dict[str, list[str]] = {}
+        excluded: dict[str, list[tuple[str, str]]] = {}
+        split, unplaced, none = [], [], []
+        for n in nodes:
+            if len(n.domains) > 1:
+                split.append((n.name, n.domains))
+            elif n.domain is None:
+                if n.gpus:
+                    unplaced.append((n.name, "; ".join(n.problems) or "no NVLink domain"))
+                else:
+                    none.append(n.name)
+            elif n.problems:
+                excluded.setdefault(n.domain, []).append((n.name, "; ".join(n.problems)))
+                healthy.setdefault(n.domain, [])
+            else:
+                healthy.setdefault(n.domain, []).append(n.name)
+        domains = []
+        for key in healthy:
+            ok = sorted(healthy[key], key=natural)
+            bad = sorted(excluded.get(key, []), key=lambda x: natural(x[0]))
+            domains.append(Domain(key, tuple(ok), tuple(bad)))
+        domains.sort(key=lambda d: natural(min([*d.healthy, *(x[0] for x in d.excluded)], key=natural)))
+        notes = []
+        if any(n.sentinel for n in nodes):
+            cliques = {d.key for d in domains if d.clique == "32766"}
+            notes.append(f"{len(cliques)} domain(s) report the sentinel clique 32766: told apart by their cluster UUID")
+        if none and not domains:
+            notes.append("no NVLink domain beyond the node in this fleet (no GPU on a multi-node NVLink fabric): "
+                         "no blocks; schedule by the network's switches (topology/tree) instead")
+        return FleetFabric(tuple(domains), tuple(sorted(split, key=lambda x: natural(x[0]))),
+                           tuple(sorted(unplaced, key=lambda x: natural(x[0]))), tuple(sorted(none, key=natural)),
+                           len(nodes), tuple(notes))
