@@ -83,6 +83,7 @@ class Fleet:
     total: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
     pools: tuple[Pool, ...] = ()
+    fabric: Any = None  # model.nvfabric.FleetFabric: the NVLink domains (analysis.nvdomains)
 
 
 #: Unreadable inputs listed by name and reason; past this many they are counted only.
@@ -213,9 +214,12 @@ class _GroupTally:
 class FleetTally:
     """Groups reports one at a time, keeping per group only what the fleet report shows."""
 
-    __slots__ = ("names", "_groups", "_shape_cache", "_pooled")
+    __slots__ = ("names", "_groups", "_shape_cache", "_pooled", "_domains")
 
     def __init__(self) -> None:
+        from numatune.analysis.nvdomains import DomainTally
+
+        self._domains = DomainTally()  # one NodeFabric a node: its NVLink domain and health
         self.names: list[str] = []  # node index -> name (made unique in `result`)
         self._groups: dict[str, _GroupTally] = {}  # fingerprint -> tally
         self._shape_cache: dict[str, tuple[str, dict[str, str]]] = {}  # canonical shape JSON -> (fp, shape)
@@ -254,6 +258,7 @@ class FleetTally:
             entry[2].append(index)
         for key, view in cxl_identities(doc):
             self._pooled.setdefault(key, []).append((index, view))
+        self._domains.add(name, doc.get("gpu_fabric"))
         return index
 
     def rename(self, index: int, name: str) -> None:
@@ -290,7 +295,8 @@ class FleetTally:
             if len({k for k, _ in seen}) < 2:
                 continue  # one host only: not a pool
             pools.append(Pool(kind, key, tuple(replace(view, node=names[k]) for k, view in seen)))
-        return Fleet(tuple(groups), majority, outliers, len(names), notes, tuple(pools))
+        return Fleet(tuple(groups), majority, outliers, len(names), notes, tuple(pools),
+                     self._domains.result(names))
 
 
 def _serial(value: Any) -> str | None:

@@ -49,6 +49,8 @@ def node_fabric(name: str, gpu_fabric: Any) -> NodeFabric:
             problems.append(f"{label} fabric registration {state}")
         elif status not in (None, "success"):
             problems.append(f"{label} fabric {status}")
+        elif domain is None and "domain" not in g and "cluster_uuid" not in g:
+            problems.append(f"{label}: the report names no NVLink domain (written before numatune kept them)")
         elif domain is None:
             problems.append(f"{label} names no NVLink domain")
         health = g.get("health")
@@ -127,3 +129,68 @@ class DomainTally:
         return FleetFabric(tuple(domains), tuple(sorted(split, key=lambda x: natural(x[0]))),
                            tuple(sorted(unplaced, key=lambda x: natural(x[0]))), tuple(sorted(none, key=natural)),
                            len(nodes), tuple(notes))
+
+
+def drift(fabric: FleetFabric, listed) -> tuple[list[str], list[str]]:  # noqa: ANN001 - plan.cluster.TopologyFile
+    """(mismatches, notes) between a topology file's blocks and the reports: a node in another block than its
+    domain's, an unhealthy node or one without a domain still in a block, a healthy node of a blockable domain
+    in no block, a node in two blocks, a block smaller than the base block size, BlockSizes Slurm refuses.
+    Nodes the file names but no report does are notes (a node that did not answer is no mismatch)."""
+    out: list[str] = []
+    notes: list[str] = []
+    block_of: dict[str, str] = {}
+    for name, nodes in listed.blocks:
+        for n in nodes:
+            if n in block_of and block_of[n] != name:
+                out.append(f"{n} is in two blocks: {block_of[n]} and {name}")
+            block_of.setdefault(n, name)
+    base = listed.sizes[0] if listed.sizes else (len(listed.blocks[0][1]) if listed.blocks else 0)
+    for size in listed.sizes:
+        ratio = size // base if base else 0
+        if not base or size % base or ratio & (ratio - 1) or ratio > 1 << 15:
+            out.append(f"BlockSizes {','.join(map(str, listed.sizes))}: {size} is not the base {base} times a power "
+                       "of two: slurmctld refuses it")
+            break
+    for name, nodes in listed.blocks:
+        if base and len(nodes) < base:
+            out.append(f"block {name} has {len(nodes)} node(s), fewer than the base block size {base}: slurmctld "
+                       "refuses it (children count lower than bblock_node_cnt)")
+    reported: set[str] = set()
+    for d in fabric.domains:
+        reported.update(d.healthy)
+        counts: dict[str, int] = {}
+        for n in d.healthy:
+            if n in block_of:
+                counts[block_of[n]] = counts.get(block_of[n], 0) + 1
+        home = max(counts, key=lambda b: (counts[b], b)) if counts else None
+        blockable = len(d.healthy) >= max(2, base)
+        for n in d.healthy:
+            mine = block_of.get(n)
+            if mine is None:
+                if blockable:
+                    out.append(f"{n} (domain {d.key}) is in no block" + (f"; its domain is in block {home}"
+                                                                        if home else ""))
+            elif mine != home:
+                out.append(f"{n} is in block {mine} but its NVLink domain {d.key} is in block {home}: moved or "
+                           "re-cabled?")
+        for n, why in d.excluded:
+            reported.add(n)
+            if n in block_of:
+                out.append(f"{n} is in block {block_of[n]} but its NVLink fabric is not healthy: {why}")
+    for n, domains in fabric.split:
+        reported.add(n)
+        if n in block_of:
+            out.append(f"{n} is in block {block_of[n]} but its GPUs name {len(domains)} NVLink domains")
+    for n, why in fabric.unplaced:
+        reported.add(n)
+        if n in block_of:
+            out.append(f"{n} is in block {block_of[n]} but has no NVLink domain: {why}")
+    for n in fabric.no_domain:
+        reported.add(n)
+        if n in block_of:
+            out.append(f"{n} is in block {block_of[n]} but has no NVLink domain beyond the node")
+    unknown = sorted((n for n in block_of if n not in reported), key=natural)
+    if unknown:
+        notes.append(f"{len(unknown)} node(s) in the file without a report (not checked): "
+                     + ", ".join(unknown[:20]) + (" ..." if len(unknown) > 20 else ""))
+    return out, notes
