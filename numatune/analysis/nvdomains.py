@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from numatune.model.nvfabric import Domain, FleetFabric, NodeFabric, domain_label, health_problems, natural
+from numatune.model.nvfabric import (
+    ZERO_UUID,
+    Domain,
+    FleetFabric,
+    NodeFabric,
+    domain_label,
+    health_problems,
+    natural,
+)
 
 
 def _int(value: Any) -> int | None:
@@ -36,11 +44,13 @@ def node_fabric(name: str, gpu_fabric: Any) -> NodeFabric:
         state = g.get("fabric_state")
         if state in (None, "not-supported"):
             continue  # no NVSwitch fabric (PCIe, NVLink bridges, a VM): no domain beyond the node
+        uuid = g.get("cluster_uuid")
+        if state == "completed" and uuid == ZERO_UUID:
+            continue  # registered on a node-local NVSwitch (HGX H100): no NVLink domain beyond the node
         counted += 1
         domain = g.get("domain") if isinstance(g.get("domain"), str) else None
         if domain is None and "domain" not in g:  # a report from before numatune kept the domain
-            uuid, clique = g.get("cluster_uuid"), _int(g.get("clique_id"))
-            domain = domain_label(uuid.lower() if isinstance(uuid, str) else None, clique)
+            domain = domain_label(uuid.lower() if isinstance(uuid, str) else None, _int(g.get("clique_id")))
         if domain is not None and len(domain) <= 80:
             domains.append(domain)
             sentinel = sentinel or domain.endswith(".32766")

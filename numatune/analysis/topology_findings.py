@@ -91,7 +91,8 @@ NT031 = register("NT031", Severity.INFO, "topology", "a GPU's NVLink clique is t
     A GPU whose fabric registration completed reports the clique id 32766, which unrelated racks share
     (meta-pytorch/torchcomms#3612), or no cluster UUID: its NVLink domain is (cluster UUID, clique), never the
     clique alone, and tools that key on the clique alone merge racks. Info for the sentinel (numatune keys
-    on both), warning when the cluster UUID is missing or zero (no domain can be named).""")
+    on both), warning when NVML gave no cluster UUID or no clique (no domain can be named). The all-zero
+    cluster UUID of a node-local NVSwitch (HGX H100) is no domain beyond the node and not reported.""")
 NT032 = register("NT032", Severity.ERROR, "topology", "a node's GPUs are in different NVLink domains", """
     The GPUs of one node report different (cluster UUID, clique) pairs: a node belongs to one NVLink domain,
     so the fabric manager's partition or the node's cabling is wrong, and a scheduler block built from any
@@ -507,10 +508,12 @@ def check_fabric_clique(topo: Topology) -> Iterator[Finding]:
         if not _completed(g):
             continue
         clique = domain_clique(g.clique_id, g.cliques)
-        if g.cluster_uuid in (None, ZERO_UUID) or clique is None:
+        if g.cluster_uuid == ZERO_UUID:
+            continue  # a node-local NVSwitch (HGX H100): no NVLink domain beyond the node, nothing wrong
+        if g.cluster_uuid is None or clique is None:
             yield NT031(
                 f"{_gpu(gpun, g.bdf)}: fabric registration completed but NVML names no NVLink domain "
-                f"(cluster UUID {g.cluster_uuid or 'none'}, clique {clique if clique is not None else 'none'})",
+                f"(cluster UUID {g.cluster_uuid or 'unknown'}, clique {clique if clique is not None else 'unknown'})",
                 "check the fabric manager's partition for this tray (nvidia-smi -q | grep -A8 Fabric)",
                 g.bdf, severity=Severity.WARNING,
             )

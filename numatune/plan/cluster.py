@@ -181,6 +181,7 @@ def plan_blocks(fabric: FleetFabric, base: int | None = None) -> BlockPlan:
     notes = list(fabric.notes)
     if not blocks and fabric.domains:
         notes.append("no NVLink domain has enough healthy nodes for a block")
+    left.sort(key=lambda x: natural(x[0].removeprefix("domain ")))
     return BlockPlan(blocks, chosen if blocks else 0, tuple(sizes), tuple(left), tuple(notes), fabric.nodes)
 
 
