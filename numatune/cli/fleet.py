@@ -53,8 +53,8 @@ def _emit_output(func):  # noqa: ANN001, ANN201 - click decorator
               metavar="FILE", help="Compare a topology.conf or topology.yaml with the reports: exit 1 naming every "
                                    "node whose block no longer matches its NVLink domain, every unhealthy node "
                                    "still in a block, every healthy node missing.")
-@format_option("text", "json", "html", output=True)
 @_emit_output
+@format_option("text", "json", "html", output=True)
 @click.pass_obj
 def fleet_cmd(app: App, reports: tuple[str, ...], fail_on_outliers: bool, emit: str | None, block_size: int | None,
               check_file: Path | None, fmt: str, output: Path | None, emit_output: Path | None) -> None:

@@ -345,8 +345,8 @@ def read_topology_yaml(doc: object, where: str) -> TopologyFile:
 
     root = Doc(doc, where)
     topologies = root.records()
-    chosen = [t for t in topologies if t.bool("cluster_default", default=False) and t.at("block").present()] or \
-        [t for t in topologies if t.at("block").present()]
+    chosen = [t for t in topologies if t.bool("cluster_default", default=False) and t.at("block").present] or \
+        [t for t in topologies if t.at("block").present]
     if not chosen:
         raise InputError(f"{where}: no block topology (a topology with `block:`) in the file")
     block = chosen[0].mapping("block")
