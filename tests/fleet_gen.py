@@ -4,9 +4,10 @@
     python -m tests.fleet_gen --pdsh N > fleet.txt    # N GB200 trays (18 a rack) as pdsh prints their reports
 
 Every report is what `numatune inspect --json` writes for a hand-made tree (tests/handmade_superchips.py's
-GB200 compute tray, 4 GPUs; fixtures/handmade-dgx-h100-ids for the H100 nodes): one template report per
-fabric state (healthy, one GPU degraded, registering) is made by numatune itself, then each node's copy gets
-its rack's cluster UUID and clique by text substitution, so a fleet of thousands costs three inspect runs.
+GB200 compute tray, 4 GPUs, as fixtures/handmade-gb200-numa; fixtures/handmade-dgx-h100-ids for the H100
+nodes): one template report per fabric state (healthy, one GPU degraded, registering, sentinel clique) is made
+by numatune itself, then each node's copy gets its rack's cluster UUID and clique by text substitution, so a
+fleet of thousands costs four inspect runs.
 What is made up: every UUID, clique, node name and health mask; the layout (18 trays a rack, 4 GPUs a tray)
 follows the GB200 NVL72 (72 GPUs in 18 compute trays); the sentinel clique 32766 shared by unrelated racks
 follows meta-pytorch/torchcomms#3612, partial racks of 8, 9 and 16 trays Azure/cyclecloud-slurm#415; the
@@ -16,8 +17,6 @@ health mask layout is nvml.h's (numatune/model/nvfabric.py).
 from __future__ import annotations
 
 import functools
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -56,24 +55,52 @@ def node_name(rack: int, tray: int) -> str:
 
 
 def _inspect(root: Path) -> str:
-    return subprocess.run([sys.executable, "-m", "numatune", "--root", str(root), "inspect", "--json"],
-                          check=True, capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent).stdout
+    """`numatune --root ROOT inspect --json`, run in this process (no interpreter start per template)."""
+    from click.testing import CliRunner
+
+    from numatune.cli import main as cli_main
+
+    result = CliRunner().invoke(cli_main, ["--root", str(root), "inspect", "--json"], catch_exceptions=False,
+                                env={"NUMATUNE_PCI_IDS": "", "NO_COLOR": "1"})
+    if result.exit_code not in (0, 1):  # 1: findings
+        raise RuntimeError(f"inspect {root}: exit {result.exit_code}: {result.output[-500:]}")
+    return result.stdout
 
 
-@functools.lru_cache(maxsize=None)
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@functools.cache
 def template(variant: str) -> str:
-    """The inspect report of a GB200 tray in this fabric state (made once per process)."""
-    from tests.handmade_superchips import gb200
+    """The inspect report of a GB200 tray in this fabric state (made once per process): the hand-made tray's
+    snapshot (fixtures/handmade-gb200-numa, written by tests/handmade_superchips.py) with its NVML record's
+    fabric answers replaced, inspected as an archive (no tree of thousands of files is written)."""
+    with tempfile.TemporaryDirectory(prefix="numatune-fleet-gen-") as tmp:
+        return _inspect(_variant_archive(Path(tmp) / f"gb200-{variant}.tar.gz", variant))
 
-    with tempfile.TemporaryDirectory() as tmp:
-        return _inspect(gb200(Path(tmp) / "gb200", fabric=VARIANTS[variant]))
+
+def _variant_archive(out: Path, variant: str) -> Path:
+    import io
+    import json
+    import tarfile
+
+    with tarfile.open(FIXTURES / "handmade-gb200-numa.tar.gz") as src, tarfile.open(out, "w:gz") as dst:
+        for member in src:
+            data = src.extractfile(member).read() if member.isfile() else None
+            if member.name.endswith("numatune/nvml.json"):
+                doc = json.loads(data)
+                for gpu, fabric in zip(doc["gpus"], VARIANTS[variant], strict=True):
+                    gpu["fabric"] = fabric
+                data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data) if data is not None else None)
+    return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def h100_template() -> str:
     """An HGX H100 node without NVML fabric (InfiniBand between nodes only): the dgx-h100 fixture's report."""
-    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "handmade-dgx-h100-ids.tar.gz"
-    return _inspect(fixture)
+    return _inspect(FIXTURES / "handmade-dgx-h100-ids.tar.gz")
 
 
 def tray_report(rack: int, clique: int, variant: str = "healthy") -> str:

@@ -358,7 +358,6 @@ def fleet_output(specs: tuple[str, ...], fmt: str) -> tuple[str, Fleet, Unreadab
 # lines at a time, so 25,000 reports stream through in well under a minute in the memory of a few reports.
 _SCHEMA = re.compile(r'\s*\{\s*"schema"\s*:\s*"numatune\.inspect/[1-9][0-9]*"')
 _FABRIC_KEY = re.compile(r'"gpu_fabric"\s*:\s*')
-_DOC_END = re.compile(r"^(?:\}|\{.*\})[ \t\r]*$", re.M)  # a pretty report's last line, or a one-line report
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,252}$")
 
 
@@ -417,76 +416,103 @@ class _FabricSink:
 
 
 def _pdsh_runs(stream, where: str, tally, unreadable: Unreadable, head: str) -> None:  # noqa: ANN001
-    """pdsh/clush output, a run of one host's lines at a time: the run's prefixes replaced in one pass, a host's
-    report handed on as its last line arrives (lines of different hosts may interleave)."""
+    """pdsh/clush output, a run of one host's lines at a time: a run is found with two counts (every line of it
+    starts with the host's prefix), a host's report is handed on when its last line ("host: }") arrives, and only
+    its gpu_fabric part loses its prefixes. Lines of different hosts may interleave (then runs are short)."""
     pending: dict[str, list[str]] = {}
+    held: dict[str, int] = {}
     sinks: dict[str, _FabricSink] = {}
-    ends: dict[str, re.Pattern] = {}
     rest = head
     while True:
         more = stream.read(CHUNK)
         text = rest + more
-        cut = text.rfind("\n")
-        if cut < 0 and more:
-            rest = text
-            if len(rest) > MAX_REPORT_BYTES:
-                unreadable.append((where, BIG))
-                return
-            continue
         if not more:
-            text, rest = (text if text.endswith("\n") or not text else text + "\n"), ""
+            text, rest = (text + "\n" if text and not text.endswith("\n") else text), ""
         else:
+            cut = text.rfind("\n")
+            if cut < 0:
+                rest = text
+                if len(rest) > MAX_REPORT_BYTES:
+                    unreadable.append((where, BIG))
+                    return
+                continue
             text, rest = text[:cut + 1], text[cut + 1:]
         pos, size = 0, len(text)
+        mixed: set[str] = set()  # hosts whose lines interleave with others' in this piece
         while pos < size:
-            colon = text.find(":", pos, pos + 300)
             newline = text.find("\n", pos)
-            host = text[pos:colon] if 0 <= colon < newline else ""
+            colon = text.find(":", pos, newline)
+            host = text[pos:colon] if colon > pos else ""
             if not host or not _HOST.match(host):
                 if text[pos:newline].strip():
                     unreadable.append((where, "neither JSON nor pdsh/clush 'host: ...' lines"))
                     return
                 pos = newline + 1
                 continue
-            end_re = ends.get(host)
-            if end_re is None:
-                if len(ends) > 4096:
-                    ends.clear()
-                end_re = ends[host] = re.compile(r"\n(?!" + re.escape(host) + r":)")
-            m = end_re.search(text, pos)
-            end = m.start() + 1 if m is not None else size
-            skip = colon + (2 if text.startswith(" ", colon + 1) else 1)
-            run = text[skip:end].replace("\n" + host + ": ", "\n")
-            if "\n" + host + ":" in run:  # a line "host:" with nothing after the colon
-                run = run.replace("\n" + host + ":", "\n")
-            _take_run(host, run, pending, sinks, tally, unreadable, where)
+            pre = "\n" + host + ":"
+            single = not text.startswith(host + ":", newline + 1)  # the next line is another host's
+            if single or host in mixed:
+                close, end = -1, pos
+            else:
+                close = text.find(pre + " }", newline - 1)
+                end = text.find("\n", close + 1) + 1 if close >= 0 else size
+            if single or host in mixed or text.count("\n", pos, end - 1) != text.count(pre, pos, end - 1):
+                mixed.add(host)  # another host's lines within: line by line for the rest of this piece
+                close, end = -1, newline + 1
+                while end < size and text.startswith(host + ":", end) and not text.startswith(host + ": }", end):
+                    end = text.find("\n", end) + 1
+                if end < size and text.startswith(host + ": }", end):
+                    close, end = end - 1, text.find("\n", end) + 1
+            pieces = pending.setdefault(host, [])
+            pieces.append(text[pos:end])
+            held[host] = held.get(host, 0) + end - pos
+            sink = sinks.get(host)
+            if sink is None:
+                sink = sinks[host] = _FabricSink(tally, unreadable, f"{where} ({host})", host)
+            if close >= 0:
+                _take_prefixed(host, "".join(pieces), sink)
+                pieces.clear()
+                held[host] = 0
+            elif held[host] > MAX_REPORT_BYTES:
+                sink.bad(BIG)
+                pieces.clear()
+                held[host] = 0
             pos = end
         if not more:
             break
     for host, pieces in pending.items():
-        if "".join(pieces).strip():
-            _decode_all("".join(pieces), sinks[host])
+        text = "".join(pieces)
+        if text.strip():
+            _decode_all(_unprefix(text, host), sinks[host])
 
 
-def _take_run(host: str, run: str, pending: dict, sinks: dict, tally, unreadable: Unreadable,  # noqa: ANN001
-              where: str) -> None:
-    pieces = pending.setdefault(host, [])
-    sink = sinks.get(host)
-    if sink is None:
-        sink = sinks[host] = _FabricSink(tally, unreadable, f"{where} ({host})", host)
-    start = 0
-    for m in _DOC_END.finditer(run):
-        pieces.append(run[start:m.end()])
-        start = m.end()
-        doc = "".join(pieces)
-        pieces.clear()
-        if doc.strip():
-            sink.text(doc)
-    if start < len(run):
-        pieces.append(run[start:])
-        if sum(len(p) for p in pieces) > MAX_REPORT_BYTES:
-            sink.bad(BIG)
-            pieces.clear()
+def _unprefix(text: str, host: str) -> str:
+    """TEXT (lines "host: ...") without the host's prefixes."""
+    first = len(host) + (2 if text.startswith(host + ": ") else 1)
+    body = text[first:].replace("\n" + host + ": ", "\n")
+    return body.replace("\n" + host + ":", "\n") if "\n" + host + ":" in body else body
+
+
+def _take_prefixed(host: str, doc: str, sink: _FabricSink) -> None:
+    """One host's whole report, still prefixed: the schema and gpu_fabric read where they are (only the rest of
+    the report from gpu_fabric on loses its prefixes), else the whole report decoded."""
+    if _SCHEMA.match(_unprefix(doc[:512], host)) is not None:
+        k = doc.find('"gpu_fabric"')
+        if k < 0:
+            sink.count += 1
+            sink.add(None)
+            return
+        tail = _unprefix(host + ": " + doc[k:], host)
+        m = _FABRIC_KEY.match(tail)
+        try:
+            fabric = _decoder.raw_decode(tail, m.end())[0] if m is not None else False
+        except (json.JSONDecodeError, RecursionError, ValueError):
+            fabric = False
+        if fabric is not False:
+            sink.count += 1
+            sink.add(fabric)
+            return
+    _decode_all(_unprefix(doc, host), sink)
 
 
 def read_fabric(specs: tuple[str, ...], stdin=None):  # noqa: ANN001, ANN201 - (FleetFabric, Unreadable)
