@@ -170,3 +170,39 @@ def test_hostlist_bounds():
         expand("n[0-99999999]", "t")
     with pytest.raises(InputError):
         expand("n[1-3", "t")
+
+
+def _pdsh(trays: int) -> str:
+    import io
+
+    out = io.StringIO()
+    fleet_gen.write_pdsh(out, trays)
+    return out.getvalue()
+
+
+def _interleaved(trays: int) -> str:
+    """TRAYS reports whose lines alternate two hosts at a time, as pdsh prints outputs that arrive together."""
+    lines = _pdsh(trays).splitlines(keepends=True)
+    per = len(lines) // trays
+    out = []
+    for pair in range(0, trays - 1, 2):
+        a, b = lines[pair * per:(pair + 1) * per], lines[(pair + 1) * per:(pair + 2) * per]
+        out += [x for ab in zip(a, b, strict=True) for x in ab]
+    return "".join(out)
+
+
+@pytest.mark.parametrize(("make", "n"), [(_pdsh, 12), (_interleaved, 4)])
+def test_emit_is_linear_in_nodes(make, n):
+    """fleet --emit over pdsh output: 4x the trays take about 4x the time (a quadratic reader reads 16x)."""
+    import io
+
+    from numatune.commands.fleet import read_fabric
+    from numatune.plan.cluster import plan_blocks, topology_conf
+    from tests.limits import growth
+
+    def run(text: str) -> None:
+        fabric, bad = read_fabric(("-",), stdin=io.StringIO(text))
+        assert bad == [] and fabric.nodes
+        topology_conf(plan_blocks(fabric))
+
+    assert growth(make, run, n) < 8
