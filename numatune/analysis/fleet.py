@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from numatune.analysis.diff import _PATH_RANK, cpu_kinds_summary
+from numatune.analysis.nvdomains import DomainTally
 from numatune.numbers import maybe_int
 
 
@@ -217,9 +218,7 @@ class FleetTally:
     __slots__ = ("names", "_groups", "_shape_cache", "_pooled", "_domains")
 
     def __init__(self) -> None:
-        from numatune.analysis.nvdomains import DomainTally
-
-        self._domains = DomainTally()  # one NodeFabric a node: its NVLink domain and health
+        self._domains = DomainTally(keep_names=False)  # the NVLink domain and health of nodes with NVIDIA fabric
         self.names: list[str] = []  # node index -> name (made unique in `result`)
         self._groups: dict[str, _GroupTally] = {}  # fingerprint -> tally
         self._shape_cache: dict[str, tuple[str, dict[str, str]]] = {}  # canonical shape JSON -> (fp, shape)

@@ -78,16 +78,20 @@ def node_fabric(name: str, gpu_fabric: Any) -> NodeFabric:
 
 
 class DomainTally:
-    """Nodes folded in one at a time; keeps one `NodeFabric` a node (its domain string shared)."""
+    """Nodes folded in one at a time. A node with NVIDIA fabric keeps one `NodeFabric` (its domain string shared);
+    a node without keeps nothing but its place (and its name when the tally names the nodes itself): fleet's
+    budget is a name and a few bytes a node."""
 
-    __slots__ = ("_nodes", "_strings")
+    __slots__ = ("_fabric", "_names", "_count", "_strings")
 
-    def __init__(self) -> None:
-        self._nodes: list[NodeFabric] = []
+    def __init__(self, keep_names: bool = True) -> None:
+        self._fabric: dict[int, NodeFabric] = {}  # node index -> its fabric, for nodes with NVIDIA fabric
+        self._names: list[str] | None = [] if keep_names else None
+        self._count = 0
         self._strings: dict[str, str] = {}
 
     def __len__(self) -> int:
-        return len(self._nodes)
+        return self._count
 
     def add(self, name: str, gpu_fabric: Any) -> NodeFabric:
         node = node_fabric(name, gpu_fabric)
@@ -95,29 +99,29 @@ class DomainTally:
             node = NodeFabric(node.name, self._strings.setdefault(node.domain, node.domain), node.gpus,
                               node.problems, tuple(self._strings.setdefault(d, d) for d in node.domains),
                               node.sentinel)
-        self._nodes.append(node)
+        if node.gpus:
+            self._fabric[self._count] = node
+        if self._names is not None:
+            self._names.append(name)
+        self._count += 1
         return node
 
-    def rename(self, index: int, name: str) -> None:
-        n = self._nodes[index]
-        self._nodes[index] = NodeFabric(name, n.domain, n.gpus, n.problems, n.domains, n.sentinel)
-
     def result(self, names: list[str] | None = None) -> FleetFabric:
-        """Domains in the order of their first node; NAMES (made unique by the fleet) replace the nodes' names."""
-        nodes = self._nodes if names is None else [
-            NodeFabric(n, x.domain, x.gpus, x.problems, x.domains, x.sentinel) for n, x in zip(names, self._nodes,
-                                                                                               strict=True)]
+        """Domains in the order of their first node; NAMES (the fleet's, made unique) name the nodes, else the
+        names the tally kept."""
+        names = names if names is not None else self._names or []
+        fabric = self._fabric
+        # nodes without NVIDIA fabric: their names only, in input order (no object a node: fleet's budget)
+        none = [name for index, name in enumerate(names) if index not in fabric]
+        nodes = [NodeFabric(names[i], x.domain, x.gpus, x.problems, x.domains, x.sentinel) for i, x in fabric.items()]
         healthy: dict[str, list[str]] = {}
         excluded: dict[str, list[tuple[str, str]]] = {}
-        split, unplaced, none = [], [], []
+        split, unplaced = [], []
         for n in nodes:
             if len(n.domains) > 1:
                 split.append((n.name, n.domains))
             elif n.domain is None:
-                if n.gpus:
-                    unplaced.append((n.name, "; ".join(n.problems) or "no NVLink domain"))
-                else:
-                    none.append(n.name)
+                unplaced.append((n.name, "; ".join(n.problems) or "no NVLink domain"))
             elif n.problems:
                 excluded.setdefault(n.domain, []).append((n.name, "; ".join(n.problems)))
                 healthy.setdefault(n.domain, [])
@@ -137,7 +141,7 @@ class DomainTally:
             notes.append("no NVLink domain beyond the node in this fleet (no GPU on a multi-node NVLink fabric): "
                          "no blocks; schedule by the network's switches (topology/tree) instead")
         return FleetFabric(tuple(domains), tuple(sorted(split, key=lambda x: natural(x[0]))),
-                           tuple(sorted(unplaced, key=lambda x: natural(x[0]))), tuple(sorted(none, key=natural)),
+                           tuple(sorted(unplaced, key=lambda x: natural(x[0]))), tuple(none),
                            len(nodes), tuple(notes))
 
 
