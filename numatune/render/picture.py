@@ -234,6 +234,15 @@ def _fabric(doc: Mapping[str, Any]) -> dict[str, list[str]]:
                 + (f" \u00b7 {gbps(next(iter(figures[kind])))}" if len(figures[kind]) == 1 and None not in figures[kind]
                    else "")
                 for kind, peers in sorted(by_kind.items())]
+    gpu_fabric = doc.get("gpu_fabric")
+    for g in (gpu_fabric.get("nvml_gpus") if isinstance(gpu_fabric, dict) else None) or []:
+        if not isinstance(g, dict) or not isinstance(g.get("bdf"), str) or not isinstance(g.get("domain"), str):
+            continue
+        uuid, _, clique = g["domain"].rpartition(".")
+        health = [h for h in g.get("health") or [] if isinstance(h, str)]
+        key = next((d for d in devices if isinstance(d, str) and d.lower() == g["bdf"].lower()), g["bdf"])
+        out.setdefault(key, []).append(f"NVLink domain \u2026{uuid[-8:]}.{clique}, "
+                                       + ("; ".join(health) if health else "healthy"))
     return out
 
 

@@ -92,6 +92,8 @@ def test_fleet_report_shows_domains(cli, fleet_dir):
     assert [x["node"] for x in nv["no_domain"]] == ["gb0403"]
     text = cli("fleet", str(fleet_dir)).stdout
     assert "NVLink domains: 6" in text and "not healthy: gb0105" in text
+    page = cli("fleet", str(fleet_dir), "--format", "html").stdout
+    assert "<h2>NVLink domains</h2>" in page and "gb0105: GPU1 degraded bandwidth" in page
 
 
 def test_check_topology_names_a_moved_node(cli, fleet_dir, tmp_path):
