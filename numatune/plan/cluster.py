@@ -56,17 +56,20 @@ _TAIL = re.compile(r"^(.*?)(\d+)$")
 
 def compress(names: list[str] | tuple[str, ...]) -> str:
     """Slurm's ranged host list: names sharing a prefix and a number of the same zero-padded width become
-    prefix[01-03,07]; an unpadded number ranges with any unpadded number (n[9-10]). Order: as given, grouped by
-    the first appearance of each (prefix, width)."""
+    prefix[01-03,07] (a number of that many digits without a leading zero joins them: a[09-10]); other numbers
+    range unpadded (n[9-10]). Order: as given, grouped by the first appearance of each (prefix, width)."""
     groups: dict[tuple[str, int], list[int]] = {}
     order: list[tuple[str, int] | str] = []
-    for name in names:
-        m = _TAIL.match(name)
+    parts = [_TAIL.match(name) for name in names]
+    padded = {(m.group(1), len(m.group(2))) for m in parts
+              if m is not None and len(m.group(2)) > 1 and m.group(2).startswith("0")}
+    for name, m in zip(names, parts, strict=True):
         if m is None or len(m.group(2)) > 18:
             order.append(name)
             continue
         prefix, digits = m.groups()
-        width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
+        # a zero-padded width holds the numbers of that many digits too (a[09-10]); other numbers range unpadded
+        width = len(digits) if (prefix, len(digits)) in padded else 0
         key = (prefix, width)
         if key not in groups:
             groups[key] = []
@@ -158,8 +161,9 @@ def plan_blocks(fabric: FleetFabric, base: int | None = None) -> BlockPlan:
         for name, why in d.excluded:
             left.append((name, f"domain {d.key}: {why}"))
     candidates = [d for d in fabric.domains if len(d.healthy) >= max(2, base or 2)]
+    chosen_keys = {d.key for d in candidates}
     for d in fabric.domains:
-        if d in candidates:
+        if d.key in chosen_keys:
             continue
         if len(d.healthy) == 1 and not base:
             why = "one healthy node: no NVLink block beyond the node (a block of 1 would make the base block size 1)"

@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from numatune.plan.cluster import compress, expand
+from numatune.plan.cluster import expand
 from tests import fleet_gen
 
 SENTINEL_RACKS = {2, 3}
@@ -154,26 +154,6 @@ def test_unnamed_reports_and_bad_options(cli, fleet_dir):
     assert cli("fleet", str(fleet_dir), "--emit", "slurm-topology", "-o", "x.yaml").exit_code == 2
 
 
-@pytest.mark.parametrize(("names", "ranged"), [
-    (["gb01", "gb02", "gb03", "gb05"], "gb[01-03,05]"),
-    (["n9", "n10", "n11"], "n[9-11]"),
-    (["a1", "b1", "a2"], "a[1-2],b1"),
-    (["solo"], "solo"),
-])
-def test_hostlist_as_slurm_writes_it(names, ranged):
-    assert compress(names) == ranged
-    assert sorted(expand(ranged, "t")) == sorted(names)
-
-
-def test_hostlist_bounds():
-    from numatune.errors import InputError
-
-    with pytest.raises(InputError):
-        expand("n[0-99999999]", "t")
-    with pytest.raises(InputError):
-        expand("n[1-3", "t")
-
-
 def _pdsh(trays: int) -> str:
     import io
 
@@ -208,3 +188,27 @@ def test_emit_is_linear_in_nodes(make, n):
         topology_conf(plan_blocks(fabric))
 
     assert growth(make, run, n) < 8
+
+
+@pytest.mark.parametrize(("variant", "code", "words"), [
+    ("degraded", "NT030", "degraded bandwidth"),
+    ("registering", "NT019", "in-progress"),
+    ("sentinel", "NT031", "32766"),
+])
+def test_check_flags_the_tray(cli, tmp_path, variant, code, words):
+    """check on a GB200 tray (the hand-made tree's snapshot with its NVML fabric answers replaced)."""
+    root = fleet_gen._variant_archive(tmp_path / f"{variant}.tar.gz", variant)
+    doc = json.loads(cli("--root", str(root), "check", "--json").stdout)
+    found = [f for c in doc["checks"] for f in c.get("findings", []) if f["code"] == code]
+    assert found and all(words in f["message"] for f in found), found
+
+
+def test_inspect_shows_domain_and_health(cli, tmp_path):
+    root = fleet_gen._variant_archive(tmp_path / "degraded.tar.gz", "degraded")
+    text = cli("--root", str(root), "inspect").stdout
+    table = text[text.index("NVLink domain"):]
+    assert f"{fleet_gen.TEMPLATE_DASHED}.{fleet_gen.TEMPLATE_CLIQUE}" in table
+    assert "degraded bandwidth (NVLink paths down)" in table
+    gpus = json.loads(cli("--root", str(root), "inspect", "--json").stdout)["gpu_fabric"]["nvml_gpus"]
+    assert [g["health_mask"] for g in gpus] == [0x1AA, 0x1A9, 0x1AA, 0x1AA]
+    assert gpus[1]["health_summary"] == "limited capacity" and gpus[0]["health"] == []
