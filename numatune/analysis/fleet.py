@@ -84,7 +84,7 @@ class Fleet:
     total: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
     pools: tuple[Pool, ...] = ()
-    fabric: Any = None  # model.nvfabric.FleetFabric: the NVLink domains (analysis.nvdomains)
+    fabric: Any = None  # model.nvfleet.FleetFabric: the NVLink domains (analysis.nvdomains)
 
 
 #: Unreadable inputs listed by name and reason; past this many they are counted only.

@@ -1,6 +1,6 @@
 """A fleet's NVLink domains from its nodes' inspect reports, and the drift of a Slurm topology file from them.
 
-Each report is reduced, as it streams in, to a `model.nvfabric.NodeFabric`: the domain its GPUs name
+Each report is reduced, as it streams in, to a `model.nvfleet.NodeFabric`: the domain its GPUs name
 (`gpu_fabric.nvml_gpus[].domain`, or the cluster UUID and clique of a report written before numatune kept the
 domain) and what keeps it out of a block: a GPU whose fabric registration is not completed, an NVML error, a
 health mask or summary that is not good, GPUs that name different domains. Domains are keyed by (cluster UUID,
@@ -12,15 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from numatune.model.nvfabric import (
-    ZERO_UUID,
-    Domain,
-    FleetFabric,
-    NodeFabric,
-    domain_label,
-    health_problems,
-    natural,
-)
+from numatune.model.nvfabric import ZERO_UUID, domain_label, health_problems
+from numatune.model.nvfleet import Domain, FleetFabric, NodeFabric, natural
 
 
 def _int(value: Any) -> int | None:

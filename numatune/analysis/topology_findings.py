@@ -501,6 +501,8 @@ def check_fabric_health(topo: Topology) -> Iterator[Finding]:
 
 
 def check_fabric_clique(topo: Topology) -> Iterator[Finding]:
+    if not topo.fabric.nvml_gpus:
+        return
     from numatune.model.nvfabric import SENTINEL_CLIQUE, ZERO_UUID, domain_clique
 
     gpun = gpu_names(topo.devices)

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from numatune.errors import InputError
-from numatune.model.nvfabric import FleetFabric, natural
+from numatune.model.nvfleet import FleetFabric, natural
 from numatune.numbers import parse_int
 from numatune.plan.nfd import PREFIX, valid_label
 

@@ -125,7 +125,7 @@ def fleet_document(fleet: Fleet, unreadable: list[tuple[str, str]]) -> dict[str,
     )
 
 
-def fabric_lines(fabric) -> list[str]:  # noqa: ANN001 - a model.nvfabric.FleetFabric
+def fabric_lines(fabric) -> list[str]:  # noqa: ANN001 - a model.nvfleet.FleetFabric
     """The fleet's NVLink domains as text ([] when no node has a GPU on a multi-node NVLink fabric)."""
     if not (fabric.domains or fabric.split or fabric.unplaced):
         return []
@@ -146,7 +146,7 @@ def fabric_lines(fabric) -> list[str]:  # noqa: ANN001 - a model.nvfabric.FleetF
     return lines
 
 
-def fabric_json(fabric) -> dict[str, Any]:  # noqa: ANN001 - a model.nvfabric.FleetFabric
+def fabric_json(fabric) -> dict[str, Any]:  # noqa: ANN001 - a model.nvfleet.FleetFabric
     typical = fabric.typical
     return {
         "typical_size": typical,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from numatune.model.nvfabric import dashed_uuid, decode_health, domain_label, health_problems, natural
+from numatune.model.nvfabric import dashed_uuid, decode_health, domain_label, health_problems
+from numatune.model.nvfleet import natural
 
 
 def test_every_field_false_is_healthy():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from numatune.errors import InputError
-from numatune.model.nvfabric import Domain, FleetFabric
+from numatune.model.nvfleet import Domain, FleetFabric
 from numatune.plan.cluster import compress, expand, plan_blocks, read_topology_conf, topology_conf
 
 
