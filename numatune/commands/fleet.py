@@ -606,6 +606,10 @@ def _check_names(fabric) -> None:  # noqa: ANN001 - a FleetFabric
     """Scheduler files name nodes: every report must have come with a node name (pdsh prefix, file name)."""
     names = [n for d in fabric.domains for n in (*d.healthy, *(x[0] for x in d.excluded))]
     names += [n for n, _ in fabric.split] + [n for n, _ in fabric.unplaced] + list(fabric.no_domain)
+    again = sorted({base for n in names if "#" in n and (base := n.rsplit("#", 1)[0]) != "stdin"
+                    and NODE_NAME.match(base)})  # stdin#N: reports on stdin without pdsh prefixes, unnamed
+    if again:  # a host (or file) that gave two reports: "node#2"
+        raise InputError(f"more than one report for node(s) {', '.join(again[:5])}")
     bad = [n for n in names if not NODE_NAME.match(n)]
     if bad:
         raise InputError(f"report(s) without a node name: {', '.join(bad[:5])}",

@@ -150,6 +150,9 @@ def test_unnamed_reports_and_bad_options(cli, fleet_dir):
     one = (fleet_dir / "gb0101.json").read_text()
     result = cli("fleet", "-", "--emit", "slurm-topology", input=one + one)
     assert result.exit_code == 3 and "without a node name" in result.stderr
+    twice = "".join(f"gb0101: {line}\n" for line in (one + one).splitlines())
+    result = cli("fleet", "-", "--emit", "slurm-topology", input=twice)
+    assert result.exit_code == 3 and "more than one report for node(s) gb0101" in result.stderr
     assert cli("fleet", str(fleet_dir), "--emit", "labels", "--json").exit_code == 2
     assert cli("fleet", str(fleet_dir), "--emit", "slurm-topology", "-o", "x.yaml").exit_code == 2
 
