@@ -2,13 +2,13 @@
 a Kueue Topology with its ResourceFlavor, node labels; and the reading of a topology file for the drift check.
 
 One block per NVLink domain (cluster UUID, clique), holding the domain's nodes whose fabric is completed and
-healthy; every other node is named in a comment, never put in a block. Slurm's rules (topology/block's
-block_record.c, checked against slurmctld 24.11): the first BlockSizes value is the base block size, every
-block must hold at least that many nodes ("children count lower than bblock_node_cnt" is fatal), and every
-BlockSizes value must be the base times a power of two (at most 2^15). So the base is the smallest block
-written (or the --block-size asked for), a domain with fewer healthy nodes than the base is left out and
-named, a domain of one healthy node never makes a block (it would make the base 1), and BlockSizes are the
-base times 1, 2, 4 ... up to the number of blocks. Host lists are compressed as Slurm writes them
+healthy; every other node is named in a comment, never put in a block. Slurm's rules (as topology/block's
+block_record.c reads them; issue 48 saw the same with Slurm 24.11): the first BlockSizes value is the base
+block size, every block must hold at least that many nodes ("children count lower than bblock_node_cnt" is
+fatal), and every BlockSizes value must be the base times a power of two (at most 2^15). So the base is the
+smallest block written (or the --block-size asked for), a domain with fewer healthy nodes than the base is
+left out and named, a domain of one healthy node never makes a block (it would make the base 1), and
+BlockSizes are the base times 1, 2, 4 ... up to the number of blocks. Host lists are compressed as Slurm writes them
 (node[01-18]). Pure: the caller reads and writes.
 """
 
