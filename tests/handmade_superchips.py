@@ -20,7 +20,9 @@ Every fact and its source (fixtures/README.md, table "Hand-made", repeats them):
   nodes, 40 between different GPUs' nodes; rows 0-3 and 9 printed, the other GPU rows taken to follow
   them). NVLink: every GPU pair NV18 and CPU affinity 0-71 / 72-143 in sglang#11208's `nvidia-smi topo -m`;
   in the NVML record each GPU has 18 active NVLink 5 links whose far end is an NVLink Switch (the NVL72's
-  switch trays), fabric registration completed. The GPUs' PCI numa_node is -1 and local_cpulist every CPU,
+  switch trays), fabric registration completed, a health mask and summary that say healthy (nvml.h's
+  NVML_GPU_FABRIC_HEALTH_MASK_* layout, numatune/model/nvfabric.py). The GPUs' PCI numa_node is -1 and
+  local_cpulist every CPU,
   which is what the kernel writes for a function without _PXM (NVIDIA/cuCascade#119: sysfs -1 where NVML
   knows the node).
 - GB200 in CDMM mode (driver-managed GPU memory): the same tray with only nodes 0 and 1 (vllm#39361
@@ -247,8 +249,11 @@ GB200_GPUS = [  # (bdf, CPU node, HBM node)
 GB200_CPUS = {0: "0-71", 1: "72-143"}
 GB200_GRACE_MIB = {0: 489935, 1: 489795}  # numactl -H "node 0 size", "node 1 size" (TensorRT-LLM blog 8)
 GB200_HBM_MIB = 188416  # numactl -H "node 2 size" (and 10, 18, 26): 184 GiB onlined of each GPU's HBM
-# NVML's fabric record of a GPU in a working NVL72 (state 3 = completed, status 0 = success); ids made up
-GB200_FABRIC = {"state": 3, "status": 0, "clique_id": 1, "cluster_uuid": "5c0de0005c0de0005c0de0005c0de000"}
+# NVML's fabric record of a GPU in a working NVL72 (state 3 = completed, status 0 = success); ids made up.
+# health_mask 0x1aa: nvml.h's layout (model.nvfabric) with every 2-bit field "false" (2) and the configuration
+# field "none" (1); health_summary 1 = healthy.
+GB200_FABRIC = {"state": 3, "status": 0, "clique_id": 1, "cluster_uuid": "5c0de0005c0de0005c0de0005c0de000",
+                "health_mask": 0x1AA, "health_summary": 1}
 
 
 def gb200_distance(a: int, b: int) -> int:
@@ -266,7 +271,8 @@ def gb200_distance(a: int, b: int) -> int:
     return 80 if grace == (0 if gpu < 18 else 1) else 120
 
 
-def gb200(root: Path, *, cdmm: bool = False) -> Path:
+def gb200(root: Path, *, cdmm: bool = False, fabric: list[dict] | None = None) -> Path:
+    """The tray; `fabric`: each GPU's NVML fabric record (default GB200_FABRIC for all four), for fleets."""
     m = Machine(root, GRACE, NVIDIA_KERNEL)
     ids = [0, 1] if cdmm else list(range(34))
     for n in ids:
@@ -287,7 +293,7 @@ def gb200(root: Path, *, cdmm: bool = False) -> Path:
         m.pci(f"pci{domain}:00/{domain}:00:00.0/{bdf}", "0x030200", "0x10de", "0x2941", -1, "0-143")
         m.nvidia(bdf, "NVIDIA GB200", i, None if cdmm else hbm)
         gpus.append(_nvml_gpu(i, "NVIDIA GB200", bdf, cpu_node if cdmm else hbm, GB200_CPUS[cpu_node],
-                              GB200_HBM_MIB << 20, _nvswitch_links(i), GB200_FABRIC))
+                              GB200_HBM_MIB << 20, _nvswitch_links(i), (fabric or [GB200_FABRIC] * 4)[i]))
     for domain, node in (("0000", 0), ("0002", 0), ("0010", 1), ("0012", 1)):
         m.pci(f"pci{domain}:00/{domain}:00:00.0", "0x060400", "0x10de", "0x22b2", node, GB200_CPUS[node])
         m.pci(f"pci{domain}:00/{domain}:00:00.0/{domain}:01:00.0", "0x020700", "0x15b3", "0x1021", node,

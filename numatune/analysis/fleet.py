@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from numatune.analysis.diff import _PATH_RANK, cpu_kinds_summary
+from numatune.analysis.nvdomains import DomainTally
 from numatune.numbers import maybe_int
 
 
@@ -83,6 +84,7 @@ class Fleet:
     total: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
     pools: tuple[Pool, ...] = ()
+    fabric: Any = None  # model.nvfleet.FleetFabric: the NVLink domains (analysis.nvdomains)
 
 
 #: Unreadable inputs listed by name and reason; past this many they are counted only.
@@ -213,9 +215,10 @@ class _GroupTally:
 class FleetTally:
     """Groups reports one at a time, keeping per group only what the fleet report shows."""
 
-    __slots__ = ("names", "_groups", "_shape_cache", "_pooled")
+    __slots__ = ("names", "_groups", "_shape_cache", "_pooled", "_domains")
 
     def __init__(self) -> None:
+        self._domains = DomainTally(keep_names=False)  # the NVLink domain and health of nodes with NVIDIA fabric
         self.names: list[str] = []  # node index -> name (made unique in `result`)
         self._groups: dict[str, _GroupTally] = {}  # fingerprint -> tally
         self._shape_cache: dict[str, tuple[str, dict[str, str]]] = {}  # canonical shape JSON -> (fp, shape)
@@ -254,6 +257,7 @@ class FleetTally:
             entry[2].append(index)
         for key, view in cxl_identities(doc):
             self._pooled.setdefault(key, []).append((index, view))
+        self._domains.add(name, doc.get("gpu_fabric"))
         return index
 
     def rename(self, index: int, name: str) -> None:
@@ -290,7 +294,8 @@ class FleetTally:
             if len({k for k, _ in seen}) < 2:
                 continue  # one host only: not a pool
             pools.append(Pool(kind, key, tuple(replace(view, node=names[k]) for k, view in seen)))
-        return Fleet(tuple(groups), majority, outliers, len(names), notes, tuple(pools))
+        return Fleet(tuple(groups), majority, outliers, len(names), notes, tuple(pools),
+                     self._domains.result(names))
 
 
 def _serial(value: Any) -> str | None:

@@ -80,6 +80,23 @@ NT018 = register("NT018", Severity.WARNING, "topology", "a GPU's nearest NIC is 
 NT019 = register("NT019", Severity.ERROR, "topology", "the NVSwitch fabric is not ready", """
     NVML reports a GPU's NVSwitch fabric registration as not started, in progress or failed: CUDA
     will not run on it (or runs without NVLink) until nvidia-fabricmanager has trained the fabric.""")
+NT030 = register("NT030", Severity.WARNING, "topology", "a GPU's NVLink fabric health is not good", """
+    NVML's fabric health mask (nvmlGpuFabricInfo v2+) or health summary (v3+) says a GPU's NVLink fabric is
+    degraded (NVLink paths down: less bandwidth), recovering routes or access timeouts, has an unhealthy
+    route or an incorrect configuration (SysGUID, chassis serial number, no partition, too few NVLinks, GPU
+    firmware). Multi-node NVLink jobs that span it may run slowly or fail at set-up (NCCL's MNNVL enrolment
+    crashed on degraded paths: NVIDIA/nccl#2186). Keep the node out of NVLink blocks (`numatune fleet --emit
+    slurm-topology` does) until the fabric manager reports it healthy.""")
+NT031 = register("NT031", Severity.INFO, "topology", "a GPU's NVLink clique is the sentinel or unknown", """
+    A GPU whose fabric registration completed reports the clique id 32766, which unrelated racks share
+    (meta-pytorch/torchcomms#3612), or no cluster UUID: its NVLink domain is (cluster UUID, clique), never the
+    clique alone, and tools that key on the clique alone merge racks. Info for the sentinel (numatune keys
+    on both), warning when NVML gave no cluster UUID or no clique (no domain can be named). The all-zero
+    cluster UUID of a node-local NVSwitch (HGX H100) is no domain beyond the node and not reported.""")
+NT032 = register("NT032", Severity.ERROR, "topology", "a node's GPUs are in different NVLink domains", """
+    The GPUs of one node report different (cluster UUID, clique) pairs: a node belongs to one NVLink domain,
+    so the fabric manager's partition or the node's cabling is wrong, and a scheduler block built from any
+    one GPU misplaces the others.""")
 NT020 = register("NT020", Severity.INFO, "topology", "CPU capacity and frequency disagree", """
     Some CPUs differ in cpu_capacity but not in cpufreq's maximum frequency, or the other way round.
     The scheduler (energy-aware and asymmetric packing) places tasks by capacity, cpufreq by frequency:
@@ -464,6 +481,70 @@ def check_nvswitch_fabric(topo: Topology) -> Iterator[Finding]:
             )
 
 
+def _completed(g) -> bool:  # noqa: ANN001 - an NvmlGpu
+    return g.fabric_state == "completed" and g.fabric_status in (None, "success")
+
+
+def check_fabric_health(topo: Topology) -> Iterator[Finding]:
+    gpun = gpu_names(topo.devices)
+    for g in topo.fabric.nvml_gpus:
+        if g.health:
+            where = f" in domain {g.domain}" if g.domain else ""
+            mask = f" (health mask {g.health_mask:#x})" if g.health_mask is not None else ""
+            yield NT030(
+                f"{_gpu(gpun, g.bdf)} ({g.uuid or g.name or 'NVIDIA'}){where}: NVLink fabric {'; '.join(g.health)}"
+                f"{mask}",
+                "keep the node out of NVLink blocks; check the fabric manager and the NVLink switch trays "
+                "(nvidia-smi -q | grep -A8 Fabric), then reset or reseat the tray",
+                g.bdf,
+            )
+
+
+def check_fabric_clique(topo: Topology) -> Iterator[Finding]:
+    if not topo.fabric.nvml_gpus:
+        return
+    from numatune.model.nvfabric import SENTINEL_CLIQUE, ZERO_UUID, domain_clique
+
+    gpun = gpu_names(topo.devices)
+    for g in topo.fabric.nvml_gpus:
+        if not _completed(g):
+            continue
+        clique = domain_clique(g.clique_id, g.cliques)
+        if g.cluster_uuid == ZERO_UUID:
+            continue  # a node-local NVSwitch (HGX H100): no NVLink domain beyond the node, nothing wrong
+        if g.cluster_uuid is None or clique is None:
+            yield NT031(
+                f"{_gpu(gpun, g.bdf)}: fabric registration completed but NVML names no NVLink domain "
+                f"(cluster UUID {g.cluster_uuid or 'unknown'}, clique {clique if clique is not None else 'unknown'})",
+                "check the fabric manager's partition for this tray (nvidia-smi -q | grep -A8 Fabric)",
+                g.bdf, severity=Severity.WARNING,
+            )
+        elif clique == SENTINEL_CLIQUE:
+            yield NT031(
+                f"{_gpu(gpun, g.bdf)}: clique id {SENTINEL_CLIQUE}, the sentinel unrelated racks share; its domain "
+                f"is {g.domain} (cluster UUID and clique together)",
+                "key NVLink domains on (cluster UUID, clique), as nvidia.com/gpu.clique and numatune do, never on "
+                "the clique alone",
+                g.bdf,
+            )
+
+
+def check_fabric_one_domain(topo: Topology) -> Iterator[Finding]:
+    gpun = gpu_names(topo.devices)
+    domains: dict[str, list[str]] = {}
+    for g in topo.fabric.nvml_gpus:
+        if g.domain:
+            domains.setdefault(g.domain, []).append(_gpu(gpun, g.bdf))
+    if len(domains) > 1:
+        yield NT032(
+            "this node's GPUs report " + str(len(domains)) + " NVLink domains: "
+            + "; ".join(f"{d}: {', '.join(names)}" for d, names in sorted(domains.items())),
+            "check the fabric manager's partition and the tray's NVLink cabling; schedule the node alone until "
+            "its GPUs agree",
+            "node",
+        )
+
+
 # Each rule with the one code it reports, in report order.
 def check_cxl_link_budget(topo: Topology) -> Iterator[Finding]:
     if not topo.cxl.links or not topo.gpus:
@@ -550,6 +631,9 @@ CHECKS: tuple[tuple[Code, Callable[[Topology], Iterator[Finding]]], ...] = (
     (NT022, check_cxl_link_budget),
     (NT023, check_cxl_interleave_uplink),
     (NT024, check_cxl_link_trained_down),
+    (NT030, check_fabric_health),
+    (NT031, check_fabric_clique),
+    (NT032, check_fabric_one_domain),
 )
 
 

@@ -404,6 +404,14 @@ class NvmlGpu:
     processes: tuple[int, ...] = ()  # PIDs of the compute processes on this GPU
     numa_node: int | None = None  # nvmlDeviceGetNumaNodeId: the GPU memory's node on Grace (NUMA mode), else None
     cpu_affinity: tuple[int, ...] = ()  # nvmlDeviceGetCpuAffinity: the CPUs NVML calls near the GPU
+    # The NVLink domain (model.nvfabric): nvmlGpuFabricInfo v3/v4, None where NVML gave no answer
+    cluster_uuid: str | None = None  # clusterUuid as 32 hex digits
+    clique_id: int | None = None  # v3's cliqueId
+    cliques: tuple[tuple[int, int], ...] = ()  # v4's (type, id) cliques
+    health_mask: int | None = None  # healthMask as NVML gives it (model.nvfabric.decode_health names its fields)
+    health_summary: str | None = None  # healthSummary: healthy | unhealthy | limited capacity | not supported
+    domain: str | None = None  # "<cluster UUID>.<clique>" (nvidia.com/gpu.clique's value), None: no domain
+    health: tuple[str, ...] = ()  # what the mask and summary say is wrong, in words (empty: nothing known wrong)
 
 
 @record

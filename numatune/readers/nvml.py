@@ -60,12 +60,38 @@ def _cpus(mask):  # noqa: ANN001, ANN202
     return [word_index * 64 + bit for word_index, word in enumerate(mask) for bit in range(64) if int(word) >> bit & 1]
 
 
+def _fabric_v4(nvml, h) -> dict | None:  # noqa: ANN001
+    """nvmlGpuFabricInfo_v4 (driver 615+: the cliques list), where this pynvml has it; None to fall back to v3."""
+    import ctypes
+
+    struct, version = getattr(nvml, "c_nvmlGpuFabricInfo_v4_t", None), getattr(nvml, "nvmlGpuFabricInfo_v4", None)
+    fn = getattr(nvml, "nvmlDeviceGetGpuFabricInfoV", None)
+    if struct is None or version is None or fn is None:
+        return None
+    info = struct()
+    info.version = version
+    if isinstance(_call(fn, h, ctypes.byref(info)), dict):
+        return None
+    try:
+        count = min(int(info.numCliques), len(info.cliques))
+        cliques = [{"type": int(c.type), "id": int(c.id)} for c in info.cliques[:count]]  # ctypes integers
+        return {"state": int(info.state), "status": int(info.status), "cluster_uuid": bytes(info.clusterUuid).hex(),
+                "cliques": cliques, "health_mask": int(info.healthMask), "health_summary": int(info.healthSummary)}
+    except (AttributeError, TypeError, ValueError):  # a pynvml whose v4 struct names its fields otherwise
+        return None
+
+
 def _fabric(nvml, h) -> dict:  # noqa: ANN001
-    """NVSwitch fabric registration (Hopper and newer); pynvml's call shape differs between releases.
+    """NVSwitch fabric registration and NVLink domain (Hopper and newer); pynvml's call shape differs between
+    releases: v4 (cliques), v3 (cliqueId, healthMask, healthSummary), v2 (healthMask), the unversioned call.
 
     The versioned call wants the struct's version field set and the struct by pointer: passed by value
     it crashed NVML on a real H100 (found by the lead's capture)."""
     import ctypes
+
+    v4 = _fabric_v4(nvml, h)
+    if v4 is not None:
+        return v4
 
     shapes = (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfo_v3_t", "nvmlGpuFabricInfo_v3"),
               ("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfo_v2_t", "nvmlGpuFabricInfo_v2"),
@@ -82,8 +108,12 @@ def _fabric(nvml, h) -> dict:  # noqa: ANN001
         if isinstance(err, dict):
             last = err
             continue
-        return {"state": int(info.state), "status": int(info.status),
-                "cluster_uuid": bytes(info.clusterUuid).hex(), "clique_id": int(info.cliqueId)}
+        out = {"state": int(info.state), "status": int(info.status),
+               "cluster_uuid": bytes(info.clusterUuid).hex(), "clique_id": int(info.cliqueId)}
+        for key, field in (("health_mask", "healthMask"), ("health_summary", "healthSummary")):
+            if hasattr(info, field):  # v2 has the mask, v3 the summary too
+                out[key] = int(info.healthMask) if field == "healthMask" else int(info.healthSummary)
+        return out
     return last
 
 
@@ -263,6 +293,7 @@ def fabric_from_record(record: dict | Doc, note: str, source: str) -> GpuFabric:
         fabric = _answer(g, "fabric")
         fabric_state = fabric.mapping().int("state", 0, MAX_ID) if fabric is not None else None
         status = fabric.int("status", -(1 << 31), 1 << 32) if fabric is not None else None
+        domain = _domain(fabric) if fabric is not None else {}
         procs = _answer(g, "compute_processes")
         numa = _answer(g, "numa_node")
         affinity = _answer(g, "cpu_affinity")
@@ -278,6 +309,7 @@ def fabric_from_record(record: dict | Doc, note: str, source: str) -> GpuFabric:
             if procs is not None else (),
             numa_node=node if numa is not None and (node := numa.int(lo=-1, hi=MAX_ID)) >= 0 else None,
             cpu_affinity=tuple(sorted(affinity.ints(lo=0, hi=MAX_ID))) if affinity is not None else (),
+            **domain,
         ))
     links = [FabricLink(a, b, "nvlink", (n + 1) // 2, source=source) for (a, b), n in sorted(direct.items())]
     return GpuFabric(
@@ -288,6 +320,28 @@ def fabric_from_record(record: dict | Doc, note: str, source: str) -> GpuFabric:
         nvml_gpus=tuple(sorted(gpus, key=lambda x: x.index)),
         driver_version=_text(doc, "driver_version"),
     )
+
+
+def _domain(fabric: Doc) -> dict:
+    """A GPU's NVLink domain fields (model.topology.NvmlGpu) from its record's "fabric" answer."""
+    from numatune.model.nvfabric import HEALTH_SUMMARY, domain_clique, domain_label, health_problems
+
+    f = fabric.mapping()
+    uuid = f.str("cluster_uuid", most=64)
+    uuid = uuid.lower() if uuid is not None and len(uuid) == 32 and all(c in "0123456789abcdefABCDEF" for c in uuid) \
+        else None
+    clique = f.int("clique_id", 0, (1 << 32) - 1)
+    cliques = []
+    for c in f.records("cliques", most=64):  # NVML_GPU_FABRIC_CLIQUE_MAX entries at most
+        kind, ident = c.int("type", 0, 255), c.int("id", 0, (1 << 32) - 1)
+        if kind is not None and ident is not None:
+            cliques.append((kind, ident))
+    mask = f.int("health_mask", 0, (1 << 32) - 1)
+    summary_code = f.int("health_summary", 0, 255)
+    summary = HEALTH_SUMMARY.get(summary_code, f"value {summary_code}") if summary_code is not None else None
+    return {"cluster_uuid": uuid, "clique_id": clique, "cliques": tuple(sorted(cliques)), "health_mask": mask,
+            "health_summary": summary, "domain": domain_label(uuid, domain_clique(clique, tuple(sorted(cliques)))),
+            "health": tuple(health_problems(mask, summary))}
 
 
 def read_nvidia_fabric(host: Host) -> GpuFabric:

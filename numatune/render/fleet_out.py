@@ -46,6 +46,9 @@ def render_fleet_text(fleet: Fleet, unreadable: list[tuple[str, str]]) -> str:
     for pool in fleet.pools:
         lines.append("")
         lines += _pool_lines(pool)
+    if fleet.fabric is not None and fabric_lines(fleet.fabric):
+        lines.append("")
+        lines += fabric_lines(fleet.fabric)
     for note in fleet.notes:
         lines.append(f"note: {note}")
     for where, why in unreadable:
@@ -118,4 +121,57 @@ def fleet_document(fleet: Fleet, unreadable: list[tuple[str, str]]) -> dict[str,
         unreadable=[{"source": w, "reason": r} for w, r in unreadable],
         unreadable_count=len(unreadable) + unlisted(unreadable),
         notes=list(fleet.notes),
+        nvlink=fabric_json(fleet.fabric) if fleet.fabric is not None else None,
     )
+
+
+def fabric_lines(fabric) -> list[str]:  # noqa: ANN001 - a model.nvfleet.FleetFabric
+    """The fleet's NVLink domains as text ([] when no node has a GPU on a multi-node NVLink fabric)."""
+    if not (fabric.domains or fabric.split or fabric.unplaced):
+        return []
+    typical = fabric.typical
+    lines = [f"NVLink domains: {len(fabric.domains)} (cluster UUID.clique; typical size {typical} nodes)"]
+    for d in fabric.domains:
+        tags = [t for t, on in (("partial", d.size < typical), ("degraded", bool(d.excluded))) if on]
+        tag = f" [{', '.join(tags)}]" if tags else ""
+        lines.append(f"  {d.key}: {d.size} node(s), {len(d.healthy)} healthy{tag}: {_names(d.healthy)}")
+        for name, why in d.excluded:
+            lines.append(f"    not healthy: {name}: {why}")
+    for name, domains in fabric.split:
+        lines.append(f"  GPUs disagree: {name}: {', '.join(domains)}")
+    for name, why in fabric.unplaced:
+        lines.append(f"  no domain: {name}: {why}")
+    for note in fabric.notes:
+        lines.append(f"  note: {note}")
+    return lines
+
+
+def fabric_json(fabric) -> dict[str, Any]:  # noqa: ANN001 - a model.nvfleet.FleetFabric
+    typical = fabric.typical
+    return {
+        "typical_size": typical,
+        "domains": [{"domain": d.key, "size": d.size, "healthy": list(d.healthy),
+                     "not_healthy": [{"node": n, "why": w} for n, w in d.excluded],
+                     "partial": d.size < typical, "degraded": bool(d.excluded)} for d in fabric.domains],
+        "gpus_disagree": [{"node": n, "domains": list(ds)} for n, ds in fabric.split],
+        "no_domain": [{"node": n, "why": w} for n, w in fabric.unplaced],
+        "without_nvlink_domain": len(fabric.no_domain),
+        "notes": list(fabric.notes),
+    }
+
+
+def drift_text(path: str, fabric, mismatches: list[str], notes: list[str],  # noqa: ANN001
+               unreadable: list[tuple[str, str]]) -> str:
+    head = (f"numatune fleet --check-topology {path}: {fabric.nodes} node report(s), "
+            + (f"{len(mismatches)} mismatch(es)" if mismatches else "the file matches the reports"))
+    lines = [head] + [f"  mismatch: {m}" for m in mismatches] + [f"note: {n}" for n in notes]
+    lines += [f"unreadable: {w}: {r}" for w, r in unreadable]
+    return "\n".join(lines) + "\n"
+
+
+def drift_document(path: str, fabric, mismatches: list[str], notes: list[str],  # noqa: ANN001
+                   unreadable: list[tuple[str, str]]) -> dict[str, Any]:
+    return envelope("fleet", nodes=fabric.nodes, check_topology={"file": path, "matches": not mismatches,
+                                                                 "mismatches": mismatches, "notes": notes},
+                    nvlink=fabric_json(fabric), unreadable=[{"source": w, "reason": r} for w, r in unreadable],
+                    unreadable_count=len(unreadable) + unlisted(unreadable))

@@ -226,6 +226,23 @@ def fleet_html(fleet: Fleet, unreadable: Sequence[tuple[str, str]]) -> str:
         rows.append(f"<tr><td>{who}</td><td>{shape}</td><td>{found}</td></tr>"
                     f"<tr><td colspan=\"3\">{picture}</td></tr>")
     body.append("<table>\n<tr><th>group</th><th>shape</th><th>findings</th></tr>\n" + "\n".join(rows) + "\n</table>")
+    fabric = fleet.fabric
+    if fabric is not None and (fabric.domains or fabric.split or fabric.unplaced):
+        typical = fabric.typical
+        body.append(f"<h2>NVLink domains</h2><p class=\"sub\">{len(fabric.domains)} domain(s), keyed by cluster UUID "
+                    f"and clique; typical size {typical} nodes</p>")
+        domain_rows = []
+        for d in fabric.domains:
+            tags = ", ".join(t for t, on in (("partial", d.size < typical), ("degraded", bool(d.excluded))) if on)
+            domain_rows.append([d.key, str(d.size), str(len(d.healthy)), tags or "-", ", ".join(d.healthy),
+                                "; ".join(f"{n}: {w}" for n, w in d.excluded) or "-"])
+        for name, domains in fabric.split:
+            domain_rows.append(["-", "1", "0", "GPUs disagree", "", f"{name}: {', '.join(domains)}"])
+        for name, why in fabric.unplaced:
+            domain_rows.append(["-", "1", "0", "no domain", "", f"{name}: {why}"])
+        body.append(_table(["domain (cluster UUID.clique)", "nodes", "healthy", "", "healthy nodes", "not healthy"],
+                           domain_rows, numeric=(1, 2), mono=(0,)))
+        body += [f'<p class="sub">{esc(note)}</p>' for note in fabric.notes]
     if unreadable:
         from numatune.render.fleet_out import unlisted
 

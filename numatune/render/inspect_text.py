@@ -100,6 +100,8 @@ def _parts(topo: Topology, matrix: PathMatrix, findings: list[Finding], blocks: 
     if matrix.nvswitch and not matrix.cells:  # no pairs beyond the matrix's bound: the group, once
         parts.append([(f"NVSwitch: {len(matrix.nvswitch)} GPUs on one NVSwitch fabric, every pair NV# of the fewer "
                        "NVLinks (--json: path_matrix.nvswitch)", "")])
+    if any(g.fabric_state or g.domain for g in topo.fabric.nvml_gpus):
+        parts.append(_nvlink_domain_table(topo))
     if matrix.nvlink == "not visible":
         parts.append([(f"NVLink: not visible ({matrix.nvlink_note}); NVIDIA GPU pairs show their PCIe path only",
                        "yellow")])
@@ -484,6 +486,34 @@ def _links_table(m: PathMatrix) -> _Table:
             bw,
             x.source,
         )
+    return t
+
+
+def _nvlink_domain_table(topo: Topology) -> _Table:
+    """Each NVIDIA GPU's NVLink domain (cluster UUID.clique) and fabric health (NVML fabric info)."""
+    from numatune.model.nvfabric import decode_health
+    from numatune.model.order import gpu_names
+
+    names = gpu_names(topo.devices)
+    t = _Table("NVLink domain", _cols("GPU", "domain (cluster UUID.clique)", "fabric", "health"),
+               "health: NVML's health mask and summary decoded (model.nvfabric); --json: gpu_fabric.nvml_gpus")
+    for g in topo.fabric.nvml_gpus:
+        state = g.fabric_state or "?"
+        if g.fabric_status not in (None, "success"):
+            state += f", {g.fabric_status}"
+        if g.health:
+            health = "; ".join(g.health)
+        elif g.health_mask is not None or g.health_summary is not None:
+            fields = decode_health(g.health_mask)
+            known = g.health_summary not in (None, "not supported") or any(
+                v not in ("not supported",) for v in fields.values())
+            health = (g.health_summary if g.health_summary not in (None, "not supported") else "good") \
+                if known else "not supported"
+        else:
+            health = "unknown"
+        t.add_row(names.get(g.bdf.lower(), f"GPU {g.bdf}"), g.domain or "none", state, health)
+        if g.health:
+            t.styles[(len(t.rows) - 1, 3)] = "yellow"
     return t
 
 

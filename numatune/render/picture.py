@@ -234,6 +234,16 @@ def _fabric(doc: Mapping[str, Any]) -> dict[str, list[str]]:
                 + (f" \u00b7 {gbps(next(iter(figures[kind])))}" if len(figures[kind]) == 1 and None not in figures[kind]
                    else "")
                 for kind, peers in sorted(by_kind.items())]
+    gpu_fabric = doc.get("gpu_fabric")
+    nvml_gpus = gpu_fabric.get("nvml_gpus") if isinstance(gpu_fabric, dict) else None
+    for g in nvml_gpus if isinstance(nvml_gpus, list) else ():
+        if not isinstance(g, dict) or not isinstance(g.get("bdf"), str) or not isinstance(g.get("domain"), str):
+            continue
+        uuid, _, clique = g["domain"].rpartition(".")
+        health = [h for h in g["health"] if isinstance(h, str)] if isinstance(g.get("health"), list) else []
+        key = next((d for d in devices if isinstance(d, str) and d.lower() == g["bdf"].lower()), g["bdf"])
+        out.setdefault(key, []).append(f"NVLink domain \u2026{uuid[-8:]}.{clique}, "
+                                       + ("; ".join(health) if health else "healthy"))
     return out
 
 
