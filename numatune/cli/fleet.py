@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from numatune.cli._app import App
-from numatune.cli._options import deliver, format_option
+from numatune.cli._options import Count, deliver, format_option
 
 EMITS = ("slurm-topology", "slurm-topology-yaml", "kueue", "labels")
 # What an --emit writes, and the -o suffixes that name another format (so `-o topology.yaml` with the .conf
@@ -45,7 +45,7 @@ def _emit_output(func):  # noqa: ANN001, ANN201 - click decorator
               help="Write scheduler configuration from the nodes' NVLink domains instead of the report: Slurm "
                    "topology.conf (topology/block), topology.yaml (Slurm 25.05+), a Kueue Topology and "
                    "ResourceFlavor, or node labels (NODE key=value ...).")
-@click.option("--block-size", type=click.IntRange(min=1, max=1 << 20), default=None, metavar="N",
+@click.option("--block-size", type=Count(1, 1 << 20), default=None, metavar="N",
               help="With --emit: the base block size [default: the smallest domain's healthy nodes]; domains with "
                    "fewer healthy nodes are left out and named.")
 @click.option("--check-topology", "check_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -106,12 +106,6 @@ def _fabric_cmd(app: App, reports: tuple[str, ...], emit: str | None, block_size
         text, mismatches, unreadable = command.check_topology_output(reports, str(check_file), fmt)
     for where, why in unreadable:
         app.warn(f"{where}: {why}")
-    if output is not None:
-        from numatune.cli._options import output_name
-
-        write_output(output, text)
-        app.note(f"wrote {output_name(output)}")
-    else:
-        echo(text)
+    deliver(app, text, output, emit or fmt)
     if mismatches:
         raise click.exceptions.Exit(int(ExitCode.FINDINGS))

@@ -8,9 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from click.testing import CliRunner
 
-from numatune.cli import main
 from tests.cluster import slurm_harness
 from tests.conftest import engine_missing
 
@@ -118,17 +116,13 @@ def test_a_block_naming_an_undeclared_node_is_reported(slurm):
     assert sorted(got.declared["nvl2"]) == names(2)
 
 
-def _fleet_emits() -> bool:
-    return "--emit" in CliRunner().invoke(main, ["fleet", "--help"]).output
-
-
-@pytest.mark.xfail(not _fleet_emits(), reason="needs H7's fleet --emit", strict=False)
 def test_numatune_topology_loads_in_slurmctld(slurm, tmp_path, cli):
-    from tests.fleet_gen import generate_fleet
+    """The synthetic NVL72 fleet (tests/fleet_gen.py: full racks, two racks on the sentinel clique under different
+    cluster UUIDs, partial racks of 16, 9 and 8, a degraded and a registering tray) through `fleet --emit
+    slurm-topology`: slurmctld 24.11 loads exactly numatune's blocks and places a one-block job inside one."""
+    from tests.fleet_gen import nvl72_fleet, write_dir
 
-    fleet = tmp_path / "fleet"
-    fleet.mkdir()
-    generate_fleet(fleet)
+    fleet = write_dir(nvl72_fleet(), tmp_path / "fleet")
     nodes = sorted(p.stem for p in fleet.glob("*.json"))
     out = tmp_path / "topology.conf"
     result = cli("fleet", str(fleet), "--emit", "slurm-topology", "-o", str(out))
