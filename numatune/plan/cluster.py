@@ -29,7 +29,7 @@ BLOCK_LABEL = PREFIX + "nvlink-block"
 DOMAIN_LABEL = PREFIX + "nvlink-domain"
 HEALTHY_LABEL = PREFIX + "nvlink-healthy"
 CLIQUE_LABEL = "nvidia.com/gpu.clique"  # the GPU operator's label: <cluster UUID>.<clique>
-KUEUE_API = "kueue.x-k8s.io/v1beta1"  # Topology: v1beta1 since Kueue v0.14 (TAS beta, on by default)
+KUEUE_API = "kueue.x-k8s.io/v1beta2"  # Topology and ResourceFlavor: v1beta2 is the storage version (apis/kueue/v1beta2)
 
 
 @dataclass(frozen=True)

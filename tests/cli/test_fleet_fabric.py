@@ -215,3 +215,38 @@ def test_inspect_shows_domain_and_health(cli, tmp_path):
     gpus = json.loads(cli("--root", str(root), "inspect", "--json").stdout)["gpu_fabric"]["nvml_gpus"]
     assert [g["health_mask"] for g in gpus] == [0x1AA, 0x1A9, 0x1AA, 0x1AA]
     assert gpus[1]["health_summary"] == "limited capacity" and gpus[0]["health"] == []
+
+
+# Kubernetes' own rules for a label (apimachinery validation: a qualified name, an optional DNS-subdomain prefix;
+# a value of at most 63 characters) and Kueue's for a Topology's levels (apis/kueue/v1beta2/topology_types.go:
+# 1 to 16 levels, unique, kubernetes.io/hostname only as the lowest, each nodeLabel matching its pattern)
+LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+KUEUE_LEVEL = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                         r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])")
+
+
+def _valid_label(key: str, value: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    return ((not prefix or (len(prefix) <= 253 and DNS_SUBDOMAIN.fullmatch(prefix) is not None))
+            and len(name) <= 63 and LABEL_NAME.fullmatch(name) is not None
+            and len(value) <= 63 and (value == "" or LABEL_NAME.fullmatch(value) is not None))
+
+
+def test_kueue_objects_and_labels_hold_the_apis_validation(cli, fleet_dir):
+    topology, flavor = yaml.safe_load_all(cli("fleet", str(fleet_dir), "--emit", "kueue").stdout)
+    assert topology["apiVersion"] == flavor["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    levels = [x["nodeLabel"] for x in topology["spec"]["levels"]]
+    assert 1 <= len(levels) <= 16 and len(set(levels)) == len(levels)
+    assert all(KUEUE_LEVEL.fullmatch(x) and len(x) <= 316 for x in levels)
+    assert "kubernetes.io/hostname" not in levels[:-1]
+    assert all(_valid_label(k, str(v)) for k, v in flavor["spec"]["nodeLabels"].items())
+    lines = [x for x in cli("fleet", str(fleet_dir), "--emit", "labels").stdout.splitlines()
+             if x and not x.startswith("#")]
+    assert len(lines) == len(fleet_gen.nvl72_fleet())
+    for line in lines:
+        node, *pairs = line.split()
+        assert pairs, line
+        for pair in pairs:
+            key, _, value = pair.partition("=")
+            assert _valid_label(key, value), (node, pair)
