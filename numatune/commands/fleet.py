@@ -415,18 +415,30 @@ class _FabricSink:
         m = _SCHEMA.match(text)
         if m is not None:
             k = _FABRIC_KEY.search(text, m.end())
-            try:
-                fabric = _decoder.raw_decode(text, k.end())[0] if k is not None else None
-            except (json.JSONDecodeError, RecursionError, ValueError):
-                fabric = False
+            fabric = _fabric_after(text, k) if k is not None else None
             if fabric is not False:
-                self.count += 1
-                self.add(fabric)
+                self.one(fabric)
                 return
         _decode_all(text, self)
 
+    def one(self, gpu_fabric: object) -> None:
+        """One more report, read without decoding the rest of it."""
+        self.count += 1
+        self.add(gpu_fabric)
+
     def bad(self, why: str) -> None:
         self.unreadable.append((self.where if not self.count else f"{self.where} #{self.count + 1}", why))
+
+
+def _fabric_after(text: str, key: re.Match | None) -> object:
+    """The gpu_fabric value after its key, decoded alone; False where there is none or it does not decode (the
+    caller then decodes the whole report, which says what is wrong)."""
+    if key is None:
+        return False
+    try:
+        return _decoder.raw_decode(text, key.end())[0]
+    except (json.JSONDecodeError, RecursionError, ValueError):
+        return False
 
 
 def _pdsh_runs(stream, where: str, tally, unreadable: Unreadable, head: str) -> None:  # noqa: ANN001
@@ -513,18 +525,12 @@ def _take_prefixed(host: str, doc: str, sink: _FabricSink) -> None:
     if _SCHEMA.match(_unprefix(doc[:512], host)) is not None:
         k = doc.find('"gpu_fabric"')
         if k < 0:
-            sink.count += 1
-            sink.add(None)
+            sink.one(None)
             return
         tail = _unprefix(host + ": " + doc[k:], host)
-        m = _FABRIC_KEY.match(tail)
-        try:
-            fabric = _decoder.raw_decode(tail, m.end())[0] if m is not None else False
-        except (json.JSONDecodeError, RecursionError, ValueError):
-            fabric = False
+        fabric = _fabric_after(tail, _FABRIC_KEY.match(tail))
         if fabric is not False:
-            sink.count += 1
-            sink.add(fabric)
+            sink.one(fabric)
             return
     _decode_all(_unprefix(doc, host), sink)
 
