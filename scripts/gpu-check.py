@@ -267,8 +267,8 @@ def status_cpus(pid: int) -> frozenset[int] | None:
     return cpuset(m.group(1)) if m else None
 
 
-def the_tree(pid: int) -> set[int]:
-    """`pid` and every live process under it (one pass over /proc; each PID once): a job's own processes."""
+def children_of() -> dict[int, list[int]]:
+    """Every live process's children, by parent PID (one pass over /proc)."""
     kids: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -278,6 +278,12 @@ def the_tree(pid: int) -> set[int]:
                 continue
             if m:
                 kids.setdefault(int(m.group(1)), []).append(int(entry))
+    return kids
+
+
+def the_tree(pid: int) -> set[int]:
+    """`pid` and every live process under it (each PID once): a job's own processes."""
+    kids = children_of()
     out, todo = {pid}, [pid]
     while todo:
         for child in kids.get(todo.pop(), ()):
@@ -289,16 +295,7 @@ def the_tree(pid: int) -> set[int]:
 
 def children(pid: int) -> list[int]:
     """Live processes whose parent is `pid`."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                m = re.search(r"^PPid:\s*(\d+)", Path(f"/proc/{entry}/status").read_text(), re.M)
-            except OSError:
-                continue
-            if m and int(m.group(1)) == pid:
-                out.append(int(entry))
-    return sorted(out)
+    return sorted(children_of().get(pid, []))
 
 
 # -- the run ------------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -235,3 +236,18 @@ def child_cpuset(cpus: str):  # noqa: ANN201 - a context manager
                     time.sleep(0.1)
 
     return made()
+
+
+def click_commands() -> dict[str, click.Command]:
+    """Every command path of the CLI ("irq plan") -> its click command: the groups and their subcommands, so a
+    test over every command or option cannot miss a new one."""
+    import click
+
+    out = {}
+    ctx = click.Context(main)
+    for name in main.list_commands(ctx):
+        cmd = main.get_command(ctx, name)
+        out[name] = cmd
+        for sub, subcmd in getattr(cmd, "commands", {}).items():
+            out[f"{name} {sub}"] = subcmd
+    return out

@@ -57,7 +57,7 @@ PRINTERS = {
     "emit slurm": ["--root", "{root}", "emit", "slurm"],
     "emit nfd": ["--root", "{root}", "emit", "nfd"],
     "plan-memory": ["--root", "{root}", "plan-memory", "--params", "7e9", "--node", "0"],
-    "probe": ["probe", "--time-budget", "0.3", "--size", "16M", "--nodes", "0"],
+    "probe": ["probe", "--time-budget", "3", "--size", "16M", "--nodes", "0"],
     "compare": ["compare", "--", "true"],
     "completion": ["completion", "bash"],
 }

@@ -9,26 +9,13 @@ import json
 import click
 import pytest
 
-from numatune.cli import main
 from numatune.cli._options import Count, LargeCount, Number, Size, format_choices, group_options
 from numatune.cpulist import parse_cpulist
 from numatune.render.envelope import dumps, envelope
+from tests.conftest import click_commands
 from tests.irq_roots import build_root
 
-
-def _commands() -> dict[str, click.Command]:
-    """Every command path ("irq plan") -> its click command."""
-    out = {}
-    ctx = click.Context(main)
-    for name in main.list_commands(ctx):
-        cmd = main.get_command(ctx, name)
-        out[name] = cmd
-        for sub, subcmd in getattr(cmd, "commands", {}).items():
-            out[f"{name} {sub}"] = subcmd
-    return out
-
-
-COMMANDS = _commands()
+COMMANDS = click_commands()
 GROUPS = {path: cmd for path, cmd in COMMANDS.items() if isinstance(cmd, click.Group)}
 
 # -- a group's options ------------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def test_probe_one_node_live(cli, fresh_cache):
 
 
 def test_probe_without_compiler_still_measures_copy(cli, fresh_cache):
-    res = cli("probe", "--size", "16M", "--time-budget", "0.5", "--json", env={"CC": ""})
+    res = cli("probe", "--size", "16M", "--time-budget", "3", "--json", env={"CC": ""})
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["latency_available"] is False and "no C compiler" in doc["latency_unavailable_reason"]
@@ -93,7 +93,7 @@ def test_probe_without_compiler_still_measures_copy(cli, fresh_cache):
     cell = doc["cells"][0]
     assert cell["latency_ns"] is None and cell["read_gbps"] is None
     assert all(x > 0 for x in cell["copy_gbps"]["samples"])
-    text = cli("probe", "--size", "16M", "--time-budget", "0.5", env={"CC": ""})
+    text = cli("probe", "--size", "16M", "--time-budget", "3", env={"CC": ""})
     assert "Idle latency: unavailable — no C compiler" in text.stdout
 
 
@@ -245,7 +245,7 @@ def test_short_latency_samples_read_memory_not_the_cache(fresh_cache):
 
 @needs_cc
 def test_a_size_under_four_times_the_caches_is_flagged_live(cli, fresh_cache):
-    doc = json.loads(cli("probe", "--size", "4M", "--time-budget", "0.3", "--json").stdout)
+    doc = json.loads(cli("probe", "--size", "4M", "--time-budget", "3", "--json").stdout)
     if not doc["llc_bytes"] or doc["llc_bytes"] < (1 << 20):
         pytest.skip("no last-level cache of 1 MiB or more in sysfs here")
     flagged = [f for f in doc["findings"] if f["code"] == "NT511"]
