@@ -119,24 +119,35 @@ def run_under_slurm(ctx: Context, cluster: Any, work: Path) -> None:
         for name in (TREE, BINDING):
             got.setdefault(name, ("error", traceback.format_exc()))
     finally:
-        (jobs / "stop").touch()
-        if srun is not None:
-            try:
-                srun.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(OSError):
-                    os.killpg(srun.pid, signal.SIGTERM)
-                srun.wait(timeout=30)
-            with contextlib.suppress(ValueError):
-                cluster.procs.remove(srun)
-        if batch:
-            gone = wait_for(lambda: not subprocess.run(["squeue", "-h", "-j", batch], env=env, capture_output=True,
-                                                       text=True, timeout=20, check=False).stdout.strip(), 60, 2)
-            if not gone:
-                subprocess.run(["scancel", batch], env=env, capture_output=True, timeout=20, check=False)
+        try:
+            _stop(jobs, srun, batch, env, cluster)
+        except Exception:  # the Slurm check goes on to phase 2 whatever happened here
+            for name in (TREE, BINDING):
+                got.setdefault(name, ("error", "stopping the job shapes: " + traceback.format_exc()))
         for entry in got.values():
             if entry[0] == "passed":
                 entry[1]["seconds_total"] = round(time.monotonic() - t0, 1)
+
+
+def _stop(jobs: Path, srun: subprocess.Popen[bytes] | None, batch: str, env: dict[str, str], cluster: Any) -> None:
+    """The ranks stop on DIR/stop (their workers with them): srun's step and the sbatch job end by themselves."""
+    (jobs / "stop").touch()
+    if srun is not None:
+        try:
+            srun.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(srun.pid, signal.SIGTERM)
+            srun.wait(timeout=30)
+        with contextlib.suppress(ValueError):
+            cluster.procs.remove(srun)
+    if batch:
+        def gone() -> bool:
+            return not subprocess.run(["squeue", "-h", "-j", batch], env=env, capture_output=True, text=True,
+                                      timeout=20, check=False).stdout.strip()
+
+        if not wait_for(gone, 60, 2):
+            subprocess.run(["scancel", batch], env=env, capture_output=True, timeout=20, check=False)
 
 
 def _judge_tree(doc: dict[str, Any], shapes: dict[str, list[dict[str, Any]]], srun_pid: int,
