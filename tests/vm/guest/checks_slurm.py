@@ -400,14 +400,14 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
         for _, proc in list(_srun_procs(cluster)):
             _kill(proc)
             cluster.procs.remove(proc)
-        details["readme_srun"] = _readme_srun(cluster, nodes)
-        lap("readme_srun")
         # The job shapes of checks_jobs.py on this phase's Slurm (reported there, as slurm_job_tree and
         # slurm_bind_worker): never raises, whatever the shapes show.
         from checks_jobs import run_under_slurm
 
         run_under_slurm(ctx, cluster, WORK)
         lap("job_shapes")
+        details["readme_srun"] = _readme_srun(cluster, nodes)
+        lap("readme_srun")
 
         # -- phase 2: CpuSpecList + a stand-in GPU -----------------------------------------------------
         cluster.stop_slurm()
