@@ -191,18 +191,22 @@ def _judge_tree(doc: dict[str, Any], shapes: dict[str, list[dict[str, Any]]], sr
                     "ranks": {r["pid"]: {"localid": r["localid"], "workers": r["workers"], "helpers": r["helpers"]}
                               for r in ranks}}
     # srun run by hand (no rank variables) is no part of any job; the sbatch script and its srun carry the batch
-    # step's SLURM_PROCID=0/SLURM_LOCALID=0: launchers of the batch step's job, which holds no rank.
-    if place(srun_pid)[0] in ("rank", "worker", "helper"):
-        raise CheckFailed(f"srun run by hand is placed {where(srun_pid)}")
-    batch_sruns = [int(d) for d in os.listdir("/proc")
-                   if d.isdigit() and int(d) != srun_pid and _comm(int(d)) == "srun"]
-    if len(batch_sruns) != 1:
-        raise CheckFailed(f"expected the sbatch script's one srun, found {[where(p) for p in batch_sruns]}")
-    chain = [batch_sruns[0]]
-    while chain[-1] > 1 and _comm(chain[-1]) != "slurmstepd" and len(chain) < 8:
-        chain.append(_ppid(chain[-1]))
-    batch_job = [where(p) for p in reversed(chain)]
-    if {place(p)[0] for p in chain} != {"launcher"} or len({place(p)[3] for p in chain}) != 1:
+    # step's SLURM_PROCID=0/SLURM_LOCALID=0: launchers of the batch step's job, which holds no rank. (srun 22.05
+    # runs as two processes, the second a child of the first.)
+    sruns = [int(d) for d in os.listdir("/proc") if d.isdigit() and _comm(int(d)) == "srun"]
+    by_hand = [p for p in sruns if p == srun_pid or _ppid(p) == srun_pid]
+    if any(place(p)[0] in ("rank", "worker", "helper") for p in by_hand):
+        raise CheckFailed(f"srun run by hand is placed {[where(p) for p in by_hand]}")
+    batch = [p for p in sruns if p not in by_hand]
+    if not batch:
+        raise CheckFailed(f"the sbatch script's srun is not running: {[where(p) for p in sruns]}")
+    up = [min(batch)]  # the first srun, the script above it, the batch step's slurmstepd
+    while up[-1] > 1 and _comm(up[-1]) != "slurmstepd" and len(up) < 8:
+        up.append(_ppid(up[-1]))
+    chain = [*reversed(up), *(p for p in batch if p not in up)]
+    batch_job = [where(p) for p in chain]
+    if (_comm(up[-1]) != "slurmstepd" or {place(p)[0] for p in chain} != {"launcher"}
+            or len({place(p)[3] for p in chain}) != 1):
         raise CheckFailed(f"the batch step (slurmstepd -> slurm_script -> srun) is placed {batch_job}: want "
                           "launchers of one job (srun in an sbatch script carries SLURM_PROCID=0 but is no rank)")
     ours = {r["pid"] for ranks in shapes.values() for r in ranks}
@@ -216,7 +220,7 @@ def _judge_tree(doc: dict[str, Any], shapes: dict[str, list[dict[str, Any]]], sr
         if j is None or sorted(j["ranks"]) != sorted(r["pid"] for r in shapes[tag]):
             raise CheckFailed(f"{tag}: job list {doc['job']['jobs']} lacks job {out[tag]['job']} with its two ranks")
     out["batch_step"] = batch_job
-    out["srun_by_hand"] = where(srun_pid)
+    out["srun_by_hand"] = [where(p) for p in by_hand]
     return out
 
 
