@@ -163,7 +163,7 @@ def test_srun_then_torchrun_is_two_launchers_above_two_ranks():
 def test_srun_in_an_sbatch_script_is_a_launcher_not_one_more_rank_0():
     """The batch script (slurm_script under slurmstepd's batch step) and the srun it runs carry the batch step's
     SLURM_PROCID=0/SLURM_LOCALID=0, while srun's tasks run under another slurmstepd: a 2-rank job is 2 ranks
-    (seen in the two-socket VM guest's real Slurm: slurm_script was a rank, srun its helper)."""
+    (slurm_script was a rank and srun its helper; the VM guest's slurm_job_tree runs this shape under real Slurm)."""
     batch = {"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_JOB_ID": "7"}
     p = job_places({x.pid: x for x in (
         e(1, 0, ("/sbin/init",)), e(80, 1, ("slurmstepd: [7.batch]",), comm="slurmstepd"),
