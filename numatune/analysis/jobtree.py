@@ -78,8 +78,10 @@ def job_places(entries: Mapping[int, ProcessLike]) -> dict[int, JobPlace]:
     From the tree the kernel shows, in two passes over it (linear in processes; a parent cycle or a process
     that is its own parent is walked once):
     - a launcher is a program named as one (torchrun, srun, slurmstepd, mpirun, orted, prted, hydra, deepspeed,
-      accelerate), a shell or wrapper carrying rank variables that waits on a child of the job, a process with
-      rank variables above a launcher, or one whose children carry different ranks; it is above its ranks;
+      accelerate) above a rank or carrying rank variables itself (srun in an sbatch script inherits the batch
+      step's SLURM_PROCID=0 while its tasks run under slurmstepd), a shell or wrapper carrying rank variables
+      that waits on a child of the job, a process with rank variables above a launcher, or one whose children
+      carry different ranks; it is above its ranks;
     - a rank is the topmost process below the launchers that carries a local rank (its environment, or
       `--local-rank=N` on its command line), or a process without one whose spawned workers, resource tracker or
       forkserver carry it (it set its own variables at run time: DeepSpeed's MPI discovery, os.environ["RANK"]);
@@ -131,6 +133,10 @@ def job_places(entries: Mapping[int, ProcessLike]) -> dict[int, JobPlace]:
             is_launcher = f.launcher is not None or not reaper and (
                 (f.rank is not None and (e.comm in WRAPPERS or any(launcher[c] for c in kids)))
                 or _conflict([f.ident, *ranked] if f.rank is not None else ranked))
+        elif f.launcher is not None and f.rank is not None and f.pattern is None:
+            # A named launcher with rank variables and no rank under it here: srun in an sbatch script (its tasks
+            # run under slurmstepd, not under it), torchrun before its ranks start. Never a rank.
+            is_launcher = True
         launcher[pid] = is_launcher
         if f.rank is None and not is_launcher and f.pattern is None and e.comm not in WRAPPERS and not reaper:
             mine = [c for c in carrying if facts[c].rank is not None and not launcher[c]

@@ -113,6 +113,8 @@ def gather_facts(
         if cg is not None and not allowed <= cg:
             allowed &= cg
             source += f" ∩ {where}"
+        elif cg is not None and allowed == cg and cg != host.read_cpulist("/sys/devices/system/cpu/online"):
+            source += f" = the cgroup's {where}"  # the container's or job's cpuset gave this mask (NT411 names it)
         status = host.read_optional("/proc/self/status") or ""
         m = re.search(r"^Mems_allowed_list:\s*(\S+)", status, re.MULTILINE)
         if m:

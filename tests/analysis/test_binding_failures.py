@@ -234,6 +234,32 @@ def test_a_grace_hopper_hbm_node_given_as_the_cpu_node_is_nt413(cli):
 
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs for a cpuset narrower than the machine")
+def test_a_mask_the_cgroups_cpuset_gave_names_the_cpuset_so_launch_can_say_nt411():
+    """launch started inside a container's cpuset has that cpuset as its mask: the allowed CPUs' source names the
+    cgroup's file, so a node outside it is NT411, not a bare "no usable CPU" (seen in the two-socket VM guest:
+    `launch --node 0` in a child cgroup holding node 1's CPUs said only "outside the allowed CPUs 2-3
+    (sched_getaffinity)")."""
+    last = max(os.sched_getaffinity(0))
+    code = ("import json; from numatune.live.bind import gather_facts; from numatune.system.host import Host\n"
+            "f = gather_facts(Host.open('/'), {}, probe=False)\n"
+            "print(json.dumps([sorted(f.allowed_cpus), f.allowed_source]))")
+    with child_cpuset(str(last)) as enter:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT, timeout=120,
+                              check=False, preexec_fn=enter)
+    cpus, source = json.loads(done.stdout)
+    assert cpus == [last] and source.startswith("sched_getaffinity = the cgroup's ") and "cpuset" in source, source
+    # a plan whose node lies outside that mask names the cause (the fixture tree: node 1 outside node 0's CPUs)
+    root = fixture_root("handmade-launch-2s4gpu-cxl")
+    host = Host.open(root)
+    topo = read_launch_topology(host, node_kinds=False)
+    facts = LaunchFacts(env={}, allowed_cpus=frozenset(topo.node(0).cpus), allowed_source=source, numactl=None,
+                        taskset=None, kernel="6.10.0")
+    with pytest.raises(BindingError) as info:
+        plan_launch(topo, [], facts, LaunchOptions(node=1), ("python",))
+    assert named_failure(info.value, topo).message.startswith("NT411: no usable CPU on node 1")
+
+
 def test_a_live_cpuset_without_the_ranks_node_is_nt411(tmp_path):
     """A child cgroup holding node 0's CPUs and a rank asked onto node 1: needs two nodes with CPUs."""
     from numatune.cpulist import parse_cpulist

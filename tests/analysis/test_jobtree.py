@@ -160,6 +160,27 @@ def test_srun_then_torchrun_is_two_launchers_above_two_ranks():
     assert 1 not in p  # init is no part of the job
 
 
+def test_srun_in_an_sbatch_script_is_a_launcher_not_one_more_rank_0():
+    """The batch script (slurm_script under slurmstepd's batch step) and the srun it runs carry the batch step's
+    SLURM_PROCID=0/SLURM_LOCALID=0, while srun's tasks run under another slurmstepd: a 2-rank job is 2 ranks
+    (slurm_script was a rank and srun its helper; the VM guest's slurm_job_tree runs this shape under real Slurm)."""
+    batch = {"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_JOB_ID": "7"}
+    p = job_places({x.pid: x for x in (
+        e(1, 0, ("/sbin/init",)), e(80, 1, ("slurmstepd: [7.batch]",), comm="slurmstepd"),
+        e(81, 80, ("/bin/sh", "/var/spool/slurmd/job00007/slurm_script"), batch, comm="slurm_script"),
+        e(82, 81, ("srun", "python3", "train.py"), batch, comm="srun"),
+        e(90, 1, ("slurmstepd: [7.0]",), comm="slurmstepd"),
+        e(91, 90, TRAIN, {**batch, "SLURM_STEP_ID": "0"}),
+        e(92, 90, TRAIN, {**batch, "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_STEP_ID": "0"}))})
+    assert [where(p, pid) for pid in (80, 81, 82, 90, 91, 92)] == [
+        ("launcher", None, "slurmstepd", 80), ("launcher", None, "slurm_script", 80), ("launcher", None, "srun", 80),
+        ("launcher", None, "slurmstepd", 90), ("rank", 91, None, 90), ("rank", 92, None, 90)]
+    # torchrun before its ranks start (under srun's task): a launcher already, not a rank
+    alone = job_places({100: e(100, 1, ("/venv/bin/python", "/venv/bin/torchrun", "train.py"), batch,
+                               comm="torchrun")})
+    assert where(alone, 100) == ("launcher", None, "torchrun", 100)
+
+
 def test_a_parent_with_slurm_variables_running_torchrun_is_a_launcher_by_what_it_starts():
     p = job_places({x.pid: x for x in (
         e(200, 1, ("python3", "srun-like.py"), SL),

@@ -245,7 +245,8 @@ def test_an_engine_check_that_did_not_run_fails_under_ci(monkeypatch, ci: str) -
     from conftest import TopologyRun
 
     engines = {c.name for c in vm_checks.for_topology("two-socket") if c.engines}
-    assert engines == {"slurm_places_as_numatune_says", "prometheus_scrapes_the_live_textfile"}
+    assert engines == {"slurm_places_as_numatune_says", "slurm_job_tree", "slurm_bind_worker",
+                       "prometheus_scrapes_the_live_textfile"}
     monkeypatch.setenv("CI", ci)
     outcome = pytest.fail.Exception if ci else pytest.skip.Exception
     missing = {"status": "skipped", "details": "slurmd not installed", "engine_missing": True}

@@ -21,7 +21,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+# The guest checks this checkout's numatune, also from a venv that does not have it installed.
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1]),
+                str(Path(__file__).resolve().parents[3])]
 
 import vm_checks  # noqa: E402
 import vm_guest  # noqa: E402

@@ -400,6 +400,12 @@ def slurm_places_as_numatune_says(ctx: Context) -> dict[str, Any]:
         for _, proc in list(_srun_procs(cluster)):
             _kill(proc)
             cluster.procs.remove(proc)
+        # The job shapes of checks_jobs.py on this phase's Slurm (reported there, as slurm_job_tree and
+        # slurm_bind_worker): never raises, whatever the shapes show.
+        from checks_jobs import run_under_slurm
+
+        run_under_slurm(ctx, cluster, WORK)
+        lap("job_shapes")
         details["readme_srun"] = _readme_srun(cluster, nodes)
         lap("readme_srun")
 
@@ -577,7 +583,15 @@ def _readme_srun(cluster: Cluster, nodes: dict[int, set[int]]) -> dict[str, Any]
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     shutil.copy(REPO / "tests" / "data" / "recipes" / "train.py", work / "train.py")
-    env = {**cluster.env, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    if not os.access(Path(sys.executable).parent / "numatune", os.X_OK):  # a venv without numatune installed
+        shim = WORK / "bin" / "numatune"  # (the checkout on PYTHONPATH): the recipe's `numatune` runs this checkout
+        shim.parent.mkdir(exist_ok=True)
+        shim.write_text(f"#!/bin/sh\nPYTHONPATH={REPO}${{PYTHONPATH:+:$PYTHONPATH}} "
+                        f'exec {sys.executable} -m numatune "$@"\n')
+        shim.chmod(0o755)
+        path = f"{shim.parent}:{path}"
+    env = {**cluster.env, "PATH": path}
     proc = subprocess.Popen(["bash", "-c", recipe], cwd=work, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:

@@ -20,7 +20,7 @@ from vm_guest import CheckFailed, numatune_json, read
 #: Modules holding the checks, in run order (snapshot early so fixtures exist even if later
 #: checks break the machine).
 CHECK_MODULES = ("checks_inspect", "checks_cxl", "checks_runtime", "checks_late", "checks_placement", "checks_probe",
-                 "checks_slurm", "checks_prometheus", "checks_superchip")
+                 "checks_slurm", "checks_jobs", "checks_prometheus", "checks_superchip")
 
 ALL = ("two-socket", "cxl")
 
@@ -36,6 +36,7 @@ class Context:
     cxl_error: str | None = None
     cxl_lists: dict[str, Any] | None = None  # `cxl list` answers saved by checks_cxl
     _inspect: dict[str, Any] | None = None
+    deferred: dict[str, Any] = field(default_factory=dict)  # results a check records for later ones (checks_jobs)
 
     def inspect(self) -> dict[str, Any]:
         if self._inspect is None:
