@@ -65,7 +65,7 @@ def test_clustering_needs_a_socket_whose_nodes_are_nearer_than_a_remote_node(hos
 def test_naples_has_dies_not_nps_and_later_epycs_have_nps(host_of):
     """The EPYC 7451 (Naples) was labelled NPS4: Naples's dies are NUMA nodes by construction, it has no NPS
     setting (that came with Rome, the 7002 series). The same layout with a Rome model name is NPS4."""
-    from numatune.model.gpumem import NAPLES, clustering
+    from numatune.model.gpumem import clustering, naples
 
     topo = read_topology(host_of("x86_64-epyc_7451"))
     assert topo.cpu.model == "AMD EPYC 7451 24-Core Processor"
@@ -73,5 +73,5 @@ def test_naples_has_dies_not_nps_and_later_epycs_have_nps(host_of):
     assert clustering(rome)[0] == "NPS4"
     assert [m for m in ("AMD EPYC 7551P 32-Core Processor", "AMD EPYC 7281 16-Core Processor", "AMD EPYC 3251 8-Core",
                         "AMD EPYC 7H12 64-Core Processor", "AMD EPYC 7763 64-Core Processor",
-                        "AMD EPYC 9654 96-Core Processor") if NAPLES.search(m)] == [
+                        "AMD EPYC 9654 96-Core Processor") if naples(m)] == [
         "AMD EPYC 7551P 32-Core Processor", "AMD EPYC 7281 16-Core Processor", "AMD EPYC 3251 8-Core"]

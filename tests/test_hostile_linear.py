@@ -213,7 +213,7 @@ def test_an_nvswitch_machine_prints_every_pair_as_before(tmp_path, cli):
     """What inspect prints for a real NVSwitch machine is unchanged: the links table lists the 28 pairs."""
     root = _dgx_with_nvml(tmp_path)
     out = cli("--root", str(root), "inspect").stdout
-    table = out[out.index("GPU fabric links"):]
+    table = out[out.index("GPU fabric links"):out.index("NVLink domain")]  # the links table alone
     rows = [line.split("│")[1:3] for line in table.splitlines() if line.startswith("│ GPU")]
     assert [(p.strip(), link.strip()) for p, link in rows] == [
         (f"GPU{i}-GPU{j}", "NV18") for i in range(8) for j in range(i + 1, 8)]

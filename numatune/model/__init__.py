@@ -7,7 +7,8 @@ on those paths. `typing.NamedTuple` where start-up does not count and the proces
 probe's measurements (model/probe.py), compare's runs (model/compare.py), the placement library
 (placement/), the measurement loops (measure/bench.py), statistics (analysis/stats.py), the memory plan
 (plan/memory.py) and compare's placements (commands/compare.py). `dataclasses.dataclass` for fleet's
-groups (analysis/fleet.py) and snapshot's capture (commands/snapshot.py). tests/test_record.py keeps
+groups (analysis/fleet.py), its NVLink domains (model/nvfleet.py) and the cluster configuration written from
+them (plan/cluster.py), and snapshot's capture (commands/snapshot.py). tests/test_record.py keeps
 this paragraph true.
 
 Sub-modules by subject: topology (CPUs, nodes, PCI devices, CXL, kernel settings) and findings.

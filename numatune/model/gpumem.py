@@ -14,8 +14,6 @@ Every tool built before 2024 took a GPU's NUMA node to be a node with CPUs and D
 
 from __future__ import annotations
 
-import re
-
 from numatune.model import order
 from numatune.model._record import record
 from numatune.model.topology import MEMORY_FROM_PCI, PciDevice, Topology
@@ -87,7 +85,15 @@ def same_socket_nodes(topo: Topology, node_id: int) -> tuple[int, ...]:
 
 #: First-generation EPYC (Naples, Zen 1: the 7001 series, 7251 to 7601 and their P parts, and the embedded 3001
 #: series): each die is its own NUMA node, always; the NPS (nodes per socket) BIOS setting came with Rome.
-NAPLES = re.compile(r"\bEPYC\s+[37]\d\d1P?\b")
+NAPLES = r"\bEPYC\s+[37]\d\d1P?\b"
+
+
+def naples(model: str) -> bool:
+    """The CPU model names a first-generation EPYC. `re` is imported here, on AMD's multi-node sockets only: the
+    report paths start without it (tests/test_start_up.py)."""
+    import re
+
+    return re.search(NAPLES, model) is not None
 
 
 def clustering(topo: Topology) -> tuple[str | None, dict[int, tuple[int, ...]]]:
@@ -114,7 +120,7 @@ def _clustering(topo: Topology, per_socket: dict[int, tuple[int, ...]]) -> str |
     if "intel" in vendor:
         return f"SNC-{n}"
     if "amd" in vendor:
-        if NAPLES.search(topo.cpu.model or ""):  # one node per die, fixed: Naples has no NPS setting
+        if naples(topo.cpu.model or ""):  # one node per die, fixed: Naples has no NPS setting
             return f"{n} dies per socket (EPYC Naples)"
         return f"NPS{n}"
     return f"{n} nodes per socket"

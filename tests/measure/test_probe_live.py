@@ -263,7 +263,9 @@ def test_the_budget_holds_set_up_included(cli, fresh_cache):
     """The default 4x-the-caches buffers, one second: every figure is measured or said to be left out, and the
     whole matrix (topology read, buffers, samples) ends within 1.5x the budget."""
     res = cli("probe", "--time-budget", "1", "--json")
-    assert res.exit_code == 0, res.stderr
+    # a machine too busy to set the buffers up within the budget (first touch at 88 MB/s in a loaded CI) leaves
+    # every figure out, says why in each cell, and is exit 7 (measured nothing); else exit 0
+    assert res.exit_code == 0 or (res.exit_code == 7 and "probe measured nothing" in res.stderr), res.stderr
     doc = json.loads(res.stdout)
     assert doc["elapsed_s"] <= 1.5, doc["elapsed_s"]
     for cell in doc["cells"]:

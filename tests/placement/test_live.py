@@ -121,7 +121,7 @@ def test_place_numpy_and_torch_and_the_shared_edge_rule(torch, np):
     arr = np.ones(5 * 10**6)  # 40 MB, above glibc's largest dynamic mmap threshold (32 MiB): its own mapping
     r = place(arr, "local")
     assert r.ok and dict(r.check.found) == {0: r.pages} and any("own mapping" in n for n in r.notes)
-    big = torch.ones(4 * MIB)
+    big = torch.ones(10 * MIB)  # 40 MiB, above glibc's largest mmap threshold: its own mapping whatever ran before
     assert place(big, 0).ok
     small = torch.ones(10)  # 40 bytes on the heap, next to other objects
     with pytest.raises(InputError, match="edge page") as ei:
