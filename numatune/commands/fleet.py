@@ -287,7 +287,7 @@ def _read_file(fd: int, where: str, name: str, tally: FleetTally, unreadable: Un
 SNAPSHOT_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 
 
-def _read_dir(spec: str, tally: FleetTally, unreadable: Unreadable) -> None:
+def _dir_reports(spec: str, unreadable: Unreadable):  # noqa: ANN202 - iterator of (where, node name, fd)
     """Every *.json in directory SPEC, in name order, opened beneath it as a saved root's files are
     (system.rootdir): a FIFO or device is skipped at once and never opened, a link that leaves SPEC is
     skipped with a note and never opened (so nothing of it is read or echoed)."""
@@ -324,7 +324,12 @@ def _read_dir(spec: str, tally: FleetTally, unreadable: Unreadable) -> None:
         except OSError as exc:
             unreadable.append((where, f"cannot read: {exc.strerror or exc}"))
             continue
-        _read_file(fd, where, name.removesuffix(".json"), tally, unreadable)
+        yield where, name.removesuffix(".json"), fd
+
+
+def _read_dir(spec: str, tally: FleetTally, unreadable: Unreadable) -> None:
+    for where, node, fd in _dir_reports(spec, unreadable):
+        _read_file(fd, where, node, tally, unreadable)
 
 
 def run_fleet(specs: tuple[str, ...], stdin=None) -> tuple[Fleet, Unreadable]:  # noqa: ANN001
@@ -580,26 +585,10 @@ def _spec_texts(spec: str, unreadable: Unreadable):  # noqa: ANN202 - iterator o
     from numatune.system.infile import open_input
 
     if os.path.isdir(spec):
-        from numatune.system.rootdir import NotRegular, RootDir
-        from numatune.system.tarindex import Escapes
-
-        try:
-            top = RootDir(os.path.realpath(spec))
-            names = sorted(name for name, _ in top.listdir("") if name.endswith(".json"))
-        except OSError as exc:
-            raise InputError(f"cannot list {spec}: {exc.strerror or exc}") from None
-        if not names:
-            raise InputError(f"{spec} holds no *.json report")
-        for name in names:
-            where = os.path.join(spec, name)
-            try:
-                fd, _ = top.open_regular(name)
-            except (Escapes, NotRegular, IsADirectoryError, OSError) as exc:
-                unreadable.append((where, f"skipped, never opened ({type(exc).__name__})"))
-                continue
+        for where, node, fd in _dir_reports(spec, unreadable):
             text = _file_text(fd, where, unreadable)
             if text is not None:
-                yield where, name.removesuffix(".json"), text
+                yield where, node, text
         return
     text = _file_text(open_input(spec, "report"), spec, unreadable)
     if text is not None:
