@@ -5,6 +5,7 @@ from __future__ import annotations
 from numatune.model.findings import Skipped
 from numatune.model.topology import WEIGHT_DIR, HmatEntry, HugePages, MemorySideCache, NumaNode
 from numatune.numbers import maybe_int, maybe_ints
+from numatune.pieces import lines
 from numatune.system.host import Host, natural_key, numbered
 
 NODE_DIR = "/sys/devices/system/node"
@@ -14,12 +15,13 @@ TIER_DIR = "/sys/devices/virtual/memory_tiering"
 def parse_node_meminfo(text: str, where: str = "meminfo") -> dict[str, int]:
     """`Node 0 MemTotal:  3762392 kB` lines -> {"MemTotal": 3762392} (kB; HugePages_* are counts)."""
     out: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(lines(text, where), 1):
         head, sep, value = line.partition(":")
         if not sep:
             continue
-        key = head.split()[-1] if head.split() else ""
-        parts = value.split()
+        words = head.rsplit(None, 1)
+        key = words[-1] if words else ""
+        parts = value.split(None, 1)
         if key and parts:
             value = maybe_int(parts[0], where, line=number)
             if value is not None:
