@@ -541,3 +541,109 @@ def test_nearest_nics_and_pairings_grow_linearly():
 
     assert growth(devices, nearest, 2000) < 8
 
+
+
+# -- files of millions of records and cgroup paths thousands of levels deep ----------------------------------
+PID = 4242
+FULL = (32 << 20) - 64  # under the 32 MiB read bound
+
+
+def _process_tree(base, files: dict[str, bytes]):
+    """A generated two-node machine of 8 CPUs with process PID (LOCAL_RANK=0), `files` (path in the root ->
+    bytes) written over."""
+    from tests.big_roots import numa_maps, topology_root
+    from tests.conftest import write_process
+
+    root = topology_root(base, 8, 2)
+    write_process(root, PID, "LOCAL_RANK=0\x00", numa_maps(16))
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return root
+
+
+def _tar_of(root, path) -> str:
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+        tar.add(root, arcname="root")
+    return str(path)
+
+
+def _cgroup(levels: int) -> bytes:
+    return b"0::/" + b"/".join([b"a"] * levels) + b"\n"
+
+
+@pytest.mark.parametrize(("levels", "archive"), [(990, True), (2000, True), (32_000, True), (32_000, False)])
+def test_a_cgroup_path_thousands_of_levels_deep(tmp_path, levels, archive):
+    """A process's cgroup of ~990 levels was exit 70 in an archive (the archive's lookup recursed a level a
+    directory: RecursionError); 32,000 levels in a directory made a list of every parent path, 1 GB. The lookup is
+    a loop, and a path of PATH_MAX bytes or more (which no kernel writes) names no cpuset directory."""
+    root = _process_tree(tmp_path, {f"proc/{PID}/cgroup": _cgroup(levels)})
+    where = _tar_of(root, tmp_path / "root.tar.gz") if archive else str(root)
+    doc = json.loads(answered("--root", where, "audit", str(PID), "--json", codes=(0,)).stdout)
+    proc = doc["processes"][0]
+    assert proc["cgroup"].count("/") == levels and proc["cpuset_cpus"] is None, proc["cpuset_cpus"]
+
+
+def test_a_cgroup_cpuset_is_found_up_a_deep_path_in_an_archive(tmp_path):
+    """Walked up from 1,000 levels (under PATH_MAX) to the directory that has the file, in an archive's index."""
+    deep = "/".join(["a"] * 1000)
+    root = _process_tree(tmp_path, {f"proc/{PID}/cgroup": f"0::/{deep}\n".encode(),
+                                    "sys/fs/cgroup/a/a/cpuset.cpus.effective": b"0-5\n"})
+    doc = json.loads(answered("--root", _tar_of(root, tmp_path / "r.tar.gz"), "audit", str(PID), "--json",
+                              codes=(0,)).stdout)
+    assert doc["processes"][0]["cpuset_cpus"] == [0, 1, 2, 3, 4, 5]
+
+
+def test_the_archive_lookup_of_deep_paths_is_a_loop(tmp_path):
+    from numatune.system.tarindex import ArchiveRoot, read_archive
+
+    path = _archive(tmp_path / "a.tar.gz", {"sys/a/b/c": b"x"})
+    fs = ArchiveRoot(read_archive(path, "a"), "")
+    assert fs.read("sys/a/b/c", 1) == b"x" and fs.kind("sys/a/b") == "dir"
+    assert fs.kind("sys/" + "/".join(["a"] * 5000) + "/c") is None  # 5,000 levels: no recursion
+    assert fs.kind("sys/a/b/c/d") is None and fs.kind("sys/x/b") is None
+
+
+RECORDS = [  # (file, 3-byte record, command, what the refusal names)
+    (f"proc/{PID}/numa_maps", b"a\n\n", "audit", "lines"),
+    (f"proc/{PID}/cmdline", b"a\0\0", "audit", "arguments"),
+    (f"proc/{PID}/status", b"a:\n", "audit", "lines"),
+    (f"proc/{PID}/cgroup", b"0:\n", "audit", "lines"),
+    (f"proc/{PID}/task/{PID}/sched", b"a\n\n", "audit", "lines"),
+    ("proc/cpuinfo", b"a:\n", "inspect", "lines"),
+    ("sys/devices/system/node/node0/meminfo", b"a \n", "inspect", "lines"),
+]
+
+
+@pytest.mark.parametrize(("name", "record", "command", "what"), RECORDS, ids=[r[0].rsplit("/", 1)[1] for r in RECORDS])
+def test_a_file_of_millions_of_3_byte_records_is_refused_naming_it(tmp_path, name, record, command, what):
+    """32 MiB of 3-byte records is 11 million pieces, each a Python string: 0.85-1.3 GB and up to 32 s. The pieces
+    are counted before any is made: exit 3 naming the file."""
+    data = record * (FULL // 3)
+    if name.endswith("status"):
+        data = b"Name:\tpython\nPPid:\t1\n" + data
+    root = _process_tree(tmp_path, {name: data})
+    args = ["audit", str(PID), "--json"] if command == "audit" else ["inspect", "--json"]
+    r = answered("--root", str(root), *args, codes=(3,))
+    assert f"malformed /{name}: more than " in r.stderr and f" {what}, more than any real one holds" in r.stderr, (
+        r.stderr)
+
+
+def test_an_environment_of_millions_of_entries_is_read_for_its_keys(tmp_path):
+    """The environment is never split (11 million entries were 850 MB and 10 s): each named key is one search."""
+    data = b"a=\0" * (FULL // 3 - 8) + b"LOCAL_RANK=3\0"
+    root = _process_tree(tmp_path, {f"proc/{PID}/environ": data})
+    doc = json.loads(answered("--root", str(root), "audit", str(PID), "--json", codes=(0,)).stdout)
+    assert doc["processes"][0]["rank"] == 3
+
+
+def test_the_record_readers_grow_linearly():
+    from numatune.readers.cpus import parse_cpuinfo_model
+    from numatune.readers.nodes import parse_node_meminfo
+    from numatune.readers.procs import parse_environ, parse_numa_maps, parse_status
+
+    assert growth(lambda n: "a=\0" * n + "LOCAL_RANK=1\0", parse_environ, 200_000) < 8
+    assert growth(lambda n: "".join(f"k{i}:\t{i}\n" for i in range(n)), parse_status, 16_000) < 8
+    assert growth(lambda n: "".join(f"Node 0 K{i}: {i} kB\n" for i in range(n)), parse_node_meminfo, 4_000) < 8
+    assert growth(lambda n: "".join(f"k{i}: {i}\n" for i in range(n)), parse_cpuinfo_model, 20_000) < 8
+    assert growth(lambda n: "".join(f"{i:012x} default anon=1 N0=1\n" for i in range(n)), parse_numa_maps, 5_000) < 8

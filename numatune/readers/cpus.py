@@ -11,6 +11,10 @@ from numatune.system.host import Host, numbered
 CPU_DIR = "/sys/devices/system/cpu"
 
 
+_MODEL_KEYS = frozenset({"vendor_id", "vendor", "model name", "cpu model", "uarch", "cpu", "cpu implementer",
+                         "cpu part", "family"})
+
+
 def parse_cpuinfo_model(text: str, where: str = "/proc/cpuinfo") -> tuple[str | None, str | None]:
     """(model, vendor) from any architecture's /proc/cpuinfo.
 
@@ -25,7 +29,7 @@ def parse_cpuinfo_model(text: str, where: str = "/proc/cpuinfo") -> tuple[str | 
                 break  # the first processor's block names the model; 480 more blocks would say it again
             continue
         key = key.strip().lower()
-        if key and key not in fields:
+        if key in _MODEL_KEYS and key not in fields:  # only these: a million other keys are never kept
             fields[key] = value.strip()
     vendor = fields.get("vendor_id") or fields.get("vendor")
     for key in ("model name", "cpu model", "uarch", "cpu"):

@@ -540,12 +540,12 @@ def _read_threads(r: _Reader, stat: dict, status: dict[str, str]) -> tuple[Threa
 
 def _read_numa_faults(r: _Reader, tids: list[int]) -> dict[int, int]:
     """Sum of every thread's hinting faults (each task keeps its own); the process file if no task/."""
-    texts = [r.optional(f"task/{tid}/sched") for tid in tids]
-    if not any(texts):
-        texts = [r.optional("sched")]
+    texts = [(r.optional(f"task/{tid}/sched"), f"{r.base}/task/{tid}/sched") for tid in tids]
+    if not any(text for text, _ in texts):
+        texts = [(r.optional("sched"), f"{r.base}/sched")]
     total: dict[int, int] = {}
-    for text in texts:
-        for node, n in parse_sched_numa_faults(text or "", f"{r.base}/sched").items():
+    for text, where in texts:
+        for node, n in parse_sched_numa_faults(text or "", where).items():
             total[node] = total.get(node, 0) + n
     return total
 

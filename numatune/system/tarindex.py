@@ -547,13 +547,7 @@ class ArchiveRoot:
         head, _, name = rel.rpartition("/")
         parent = self._dirs.get(head, self)
         if parent is self:
-            try:
-                parent = self._lookup(head)
-                if parent is not None and self.index.kinds[parent] != DIRECTORY:
-                    parent = None
-            except Escapes:
-                parent = _ESCAPED
-            self._dirs[head] = parent
+            parent = self._directory(head)
         if parent is _ESCAPED:
             raise Escapes(rel)
         if parent is None:
@@ -563,6 +557,34 @@ class ArchiveRoot:
         if kind == SYMLINK and follow:
             return self.index.lookup(full)
         return full if kind is not None else None
+
+    def _directory(self, head: str) -> object:
+        """The directory member `head` names (links followed), None or _ESCAPED, kept for every directory on the
+        way: found by a loop, never by recursion, so a path of thousands of levels (a process's cgroup) costs no
+        Python stack. Up from `head` to the nearest directory already known, then down, one level at a time."""
+        dirs = self._dirs
+        pending: list[tuple[str, str]] = []  # (rel of a directory, its last component), deepest first
+        at = head
+        parent: object = self.top
+        while at:
+            known = dirs.get(at, self)
+            if known is not self:
+                parent = known
+                break
+            up, _, name = at.rpartition("/")
+            pending.append((at, name))
+            at = up
+        kinds = self.index.kinds
+        for at, name in reversed(pending):
+            if parent is not None and parent is not _ESCAPED:
+                full = f"{parent}/{name}" if parent else name
+                try:
+                    member = self.index.lookup(full) if kinds.get(full) == SYMLINK else full
+                    parent = member if member is not None and kinds.get(member) == DIRECTORY else None
+                except Escapes:
+                    parent = _ESCAPED
+            dirs[at] = parent
+        return parent
 
     def kind(self, rel: str, *, follow: bool = True) -> str | None:
         full = self._lookup(rel, follow)
