@@ -80,6 +80,26 @@ def test_a_yaml_merge_key_chain_is_counted_before_it_is_built(tmp_path, args):
     assert f"{doc}: its YAML merge keys (<<: *name) copy more than 16 entries a byte" in r.stderr, r.stderr
 
 
+SPELLINGS = {  # a merge key's tag as the text may spell it: PyYAML resolves each to tag:yaml.org,2002:merge
+    "verbatim": ("", "!<tag:yaml.org,2002:%6Derge> :"),
+    "tag-directive": ("%TAG !m! tag:yaml.org,2002:me\n---\n", "!m!rge :"),
+    "secondary": ("", "!!merge :"),
+}
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
+def test_a_merge_key_spelled_without_its_name_is_counted_too(tmp_path, spelling):
+    """The guard looked for `<<` or "merge" in the text: `!<tag:yaml.org,2002:%6Derge>` or a %TAG prefix skipped it
+    (256 KB: 10.8 s, 322 MB). It is run on the composed nodes, whose tags are resolved: exit 3, one line."""
+    head, key = SPELLINGS[spelling]
+    doc = tmp_path / "merge.yaml"
+    body = _merge_chain(6_500).split("\n", 1)[1].replace("<<:", key)
+    doc.write_text(head + "kind: KubeletConfiguration\n" + body)
+    assert doc.stat().st_size > 256_000 and "<<" not in doc.read_text()
+    r = answered("--root", str(fixture_root(ROOT)), "check", "--kubelet-config", str(doc), codes=(3,))
+    assert f"{doc}: its YAML merge keys (<<: *name) copy more than 16 entries a byte" in r.stderr, r.stderr
+
+
 def test_yaml_merge_keys_are_counted_in_linear_time():
     from numatune.errors import InputError
     from numatune.system.infile import load_document

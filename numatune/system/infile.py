@@ -286,13 +286,14 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
             # `kubectl get -o yaml` (the Python one took 13 s on 600,000 aliases)
             loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
             docs = []
-            merges = "<<" in text or "merge" in text  # `<<` or its tag `!!merge`: else nothing to count
             # the collector stays off (above): the node graph and the values hold no cycle it could free, and its
             # passes over them grew with the document (a 4x larger one took 6-7x as long)
             try:
                 while loader.check_node():  # yaml.load_all, with the merge keys counted between compose and build
                     node = loader.get_node()
-                    if merges and _merged_size(node, yaml.MappingNode, len(text) * ALIAS_GROWTH + 10_000) is None:
+                    # on every document: a merge key is known by its resolved tag, which the text may spell
+                    # `<<`, `!!merge`, `!<tag:yaml.org,2002:%6Derge>` or through a %TAG prefix
+                    if _merged_size(node, yaml.MappingNode, len(text) * ALIAS_GROWTH + 10_000) is None:
                         raise InputError(f"{where}: its YAML merge keys (<<: *name) copy more than {ALIAS_GROWTH} "
                                          "entries a byte of the file (or merge a map into itself), which no "
                                          "configuration needs: refused")
