@@ -77,7 +77,8 @@ def test_a_yaml_merge_key_chain_is_counted_before_it_is_built(tmp_path, args):
     doc.write_text(_merge_chain(12_000))
     assert doc.stat().st_size > 440_000
     r = answered("--root", str(fixture_root(ROOT)), *[a.format(f=doc) for a in args], codes=(3,))
-    assert f"{doc}: its YAML merge keys (<<: *name) copy more than 16 entries a byte" in r.stderr, r.stderr
+    assert f"{doc}: its YAML merge keys (<<: *name) copy more than 16 entries for each value written" in r.stderr, (
+        r.stderr)
 
 
 SPELLINGS = {  # a merge key's tag as the text may spell it: PyYAML resolves each to tag:yaml.org,2002:merge
@@ -97,7 +98,8 @@ def test_a_merge_key_spelled_without_its_name_is_counted_too(tmp_path, spelling)
     doc.write_text(head + "kind: KubeletConfiguration\n" + body)
     assert doc.stat().st_size > 256_000 and "<<" not in doc.read_text()
     r = answered("--root", str(fixture_root(ROOT)), "check", "--kubelet-config", str(doc), codes=(3,))
-    assert f"{doc}: its YAML merge keys (<<: *name) copy more than 16 entries a byte" in r.stderr, r.stderr
+    assert f"{doc}: its YAML merge keys (<<: *name) copy more than 16 entries for each value written" in r.stderr, (
+        r.stderr)
 
 
 def test_yaml_merge_keys_are_counted_in_linear_time():
