@@ -422,6 +422,57 @@ def test_a_1000_node_tree_draws_64_nodes_and_says_so(tmp_path, fmt):
     assert "Not drawn: 936 of 1,000 NUMA nodes" in r.stdout and len(r.stdout) < 4 << 20, len(r.stdout)
 
 
+@pytest.fixture(scope="module")
+def kernel_most_nodes(tmp_path_factory):
+    """A generated machine of 1,024 nodes (MAX_NUMNODES; 64 CPUs on the first 32) each with a full distance row: a
+    million distances, as an archive."""
+    from tests.big_roots import topology_root
+
+    base = tmp_path_factory.mktemp("nodes")
+    return _tar_of(topology_root(base, 64, 1024), base / "n.tar.gz")
+
+
+@pytest.mark.parametrize("args", [["inspect", "--json"], ["inspect", "--format", "prometheus"],
+                                  ["launch", "--node", "0", "--dry-run", "--", "true"], ["snapshot", "-o", "{out}"]],
+                         ids=lambda a: " ".join(a[:3]))
+def test_a_million_distances_within_the_bounds(kernel_most_nodes, tmp_path, args):
+    """4,096 nodes of distance rows (16.7 million distances in a 1.1 MB archive) took `launch` 690 MB and `inspect
+    --json` 18-26 s and 2 GB; no kernel numbers more than 1,024 nodes, and that many are read and written in time
+    and memory linear in their distances: the JSON writer and Prometheus write a row of numbers in one join (290
+    MB before), and snapshot's dry runs read each row once (eleven times: 21 s)."""
+    out = str(tmp_path / "snap.tar.gz")
+    r = answered("--root", kernel_most_nodes, *[a.format(out=out) for a in args], codes=(0,))
+    if args[0] == "inspect" and args[1] == "--json":
+        nodes = json.loads(r.stdout)["nodes"]
+        assert len(nodes) == 1024 and nodes[1023]["distances"]["1023"] == 10 and len(nodes[5]["distances"]) == 1024
+    elif args[0] == "inspect":
+        assert r.stdout.count("numatune_node_distance{") == 1024 * 1024
+
+
+def test_more_nodes_than_a_kernel_numbers_are_refused(tmp_path):
+    path = _archive(tmp_path / "n.tar.gz", {f"sys/devices/system/node/node{i}/cpulist": b"\n" for i in range(1025)})
+    for args in (["inspect", "--json"], ["launch", "--node", "0", "--dry-run", "--", "true"]):
+        r = answered("--root", path, *args, codes=(3,))
+        assert "malformed /sys/devices/system/node: 1,025 nodes, more than the 1,024 any kernel numbers" in r.stderr
+
+
+def test_distances_are_read_and_written_in_time_linear_in_them(tmp_path):
+    """Four times the nodes is sixteen times the distances: the reader, the JSON writer and the exposition grow
+    as the distances (a cubic step would read 64)."""
+    from numatune.commands.inspect import inspect_json, inspect_report
+    from numatune.render.prometheus import inspect_metrics
+    from numatune.system.host import Host
+
+    def run(path: str) -> None:
+        inspect_json(Host.open(path), None)
+        topo, _, findings = inspect_report(Host.open(path), None)
+        inspect_metrics(topo, findings)
+
+    small, large = _nodes(tmp_path / "s.tar.gz", 64), _nodes(tmp_path / "l.tar.gz", 256)
+    ratio = min(best_seconds(lambda: run(large)) / best_seconds(lambda: run(small)) for _ in range(2))
+    assert ratio < 32, ratio
+
+
 def test_the_picture_grows_with_what_it_draws_not_the_document():
     from numatune.render.picture import render_svg
 

@@ -454,8 +454,11 @@ class Host:
             return None
         return parse_int(text.split(None, 1)[0], logical, base=base)
 
-    def read_cpulist(self, logical: str) -> frozenset[int] | None:
-        return self._read_parsed(logical, parse_cpulist, "a CPU list")
+    def read_cpulist(self, logical: str, limit: int | None = None) -> frozenset[int] | None:
+        """A CPU list file; with `limit` (MAX_NODES for a node list), an id at or above it is ParseError."""
+        if limit is None:
+            return self._read_parsed(logical, parse_cpulist, "a CPU list")
+        return self._read_parsed(logical, lambda text: parse_cpulist(text, limit), "a node list")
 
     def read_cpumask(self, logical: str) -> frozenset[int] | None:
         return self._read_parsed(logical, parse_cpumask, "a CPU mask")
