@@ -354,3 +354,27 @@ def test_a_file_of_more_devices_than_any_cluster_lists_is_refused_before_reading
                    + "- *s\n" * 10_239)
     with pytest.raises(InputError, match=r"list 2,621,440 devices; numatune reads at most 131,072 in one file"):
         load_resource_slices(doc)
+
+
+# -- sizes read from an environment ---------------------------------------------------------------------
+def test_a_local_world_size_past_what_a_node_runs_is_refused():
+    """LOCAL_WORLD_SIZE=10^30 with --cpu-bind core-complex listed every rank (never answered); a local world size
+    above pid_max's ceiling is exit 3 naming the variable, and one below it is counted, not listed."""
+    root = str(fixture_root("intel-xeon-L5640-2node"))
+    args = ("--root", root, "launch", "--node", "0", "--cpu-bind", "core-complex", "--dry-run", "--", "true")
+    r = answered(*args, codes=(3,), env=dict(os.environ, LOCAL_RANK="0", LOCAL_WORLD_SIZE=str(10 ** 30)))
+    assert "LOCAL_WORLD_SIZE=1000000000000000000000000000000 (torchrun): a local world size of" in r.stderr
+    assert "more processes than a Linux node can run (pid_max is at most 4,194,304)" in r.stderr
+    r = answered(*args, codes=(7,), env=dict(os.environ, LOCAL_RANK="0", LOCAL_WORLD_SIZE=str(1 << 22)))
+    assert "has 6 core(s) for 4194304 ranks" in r.stderr, r.stderr
+
+
+def test_a_visible_devices_list_of_millions_of_entries_names_no_gpu(tmp_path):
+    """CUDA_VISIBLE_DEVICES in a process's environment (32 MiB of commas: 16 million pieces, 900 MB) is split into
+    at most 4,096 entries: more names no GPU, said in the audit's notes."""
+    root = fixture_copy("handmade-dgx-h100-ids", tmp_path)
+    write_process(root, 4242, "LOCAL_RANK=0\0CUDA_VISIBLE_DEVICES=" + "," * (30 << 20) + "0\0")
+    doc = json.loads(answered("--root", str(root), "audit", "4242", "--json", codes=(0,)).stdout)
+    proc = doc["processes"][0]
+    assert proc["gpu"] is None and any("CUDA_VISIBLE_DEVICES lists more than 4,096 entries" in n
+                                       for n in proc["notes"]), proc["notes"]

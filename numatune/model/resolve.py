@@ -20,11 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from numatune.errors import BindingError
+from numatune.errors import BindingError, ParseError
 from numatune.model.order import AMD, NVIDIA, amd_vs_pci, gpu_order, pci_sort_key, runtime_devices
 from numatune.model.topology import PciDevice
 from numatune.numbers import MAX_DIGITS
-from numatune.pieces import lines
+from numatune.pieces import MAX_FIELDS, lines, split
 
 __all__ = ["gpu_order", "pci_sort_key"]  # re-exported: the order callers of the resolver use
 
@@ -205,11 +205,21 @@ def rocr_chained(env: Mapping[str, str], var: str | None, gpus: Sequence[PciDevi
     return ""
 
 
+def visible_entries(value: str, var: str) -> list[str]:
+    """The entries of a visible-devices list, at most MAX_FIELDS of them (a value read from another process's
+    environment may be 32 MiB of commas: 16 million pieces): more is BindingError."""
+    try:
+        parts = split(value, ",", var, MAX_FIELDS, "entries")
+    except ParseError:
+        raise BindingError(f"{var} lists more than {MAX_FIELDS:,} entries, more GPUs than any node holds") from None
+    return [e.strip() for e in parts if e.strip()]
+
+
 def _listed(env: Mapping[str, str], var: str, pool: Sequence[PciDevice]) -> tuple[list[PciDevice], bool]:
     value = env[var]
-    entries = [e.strip() for e in value.split(",") if e.strip()]
+    entries = visible_entries(value, var)
     if not entries or entries[0] in ("-1", "NoDevFiles"):
-        raise BindingError(f"{var}={value!r} hides every GPU")
+        raise BindingError(f"{var}={_shown(value)} hides every GPU")
     if var == "CUDA_VISIBLE_DEVICES":  # enumeration stops at the first entry that names no device
         valid = 0
         for e in entries:
@@ -272,7 +282,7 @@ def rank_gpu(
             raise BindingError(f"{var} lists {len(visible)} GPUs and no local rank says which one is used")
         else:
             raise BindingError(f"local rank {rank} but {var} lists {len(visible)} GPU(s)")
-        entry = [e.strip() for e in env[var].split(",") if e.strip()][pos]
+        entry = visible_entries(env[var], var)[pos]
         source = f"{var} entry {pos} ({entry}){rocr_chained(env, var, gpus)}{note}"
         ordering = "UUIDs name GPUs directly: no ordering assumed" if uuids else ordering_note(env, gpus, var)
         return dev, source, ordering, list(in_use)
