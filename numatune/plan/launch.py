@@ -558,11 +558,12 @@ def _core_complex(
                                f"for {sharing} ranks")
         start, end = even_share(len(mine), sharing, pos)
         mine = mine[start:end]
+        ranks = ", #".join(str(i + 1) for i in range(slot, count, len(groups)))  # at most the group's cores
         warnings.append(f"{count} ranks on node {node_id} but {len(groups)} L3 group(s): ranks "
-                        f"#{', #'.join(str(i + 1) for i in sharing)} share group {slot + 1} and split its cores "
+                        f"#{ranks} share group {slot + 1} and split its cores "
                         "(torchrun --numa-binding=core-complex would give each of them the whole group)")
         reasons.append(f"cpus: core-complex: rank #{index + 1} of {count} → group {slot + 1}, shared with "
-                       f"{len(sharing) - 1} other rank(s): part {pos + 1} of {len(sharing)} of its cores")
+                       f"{sharing - 1} other rank(s): part {pos + 1} of {sharing} of its cores")
     else:
         reasons.append(f"cpus: core-complex: rank #{index + 1} of {count} → group {slot + 1} of {len(groups)} "
                        f"(L3 shared by CPUs {format_cpulist(_flat(groups[slot][1]))})")
