@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable
 from itertools import compress
 
-from numatune.cpulist import parse_cpulist, parse_cpumask
+from numatune.cpulist import MAX_ID, parse_cpulist, parse_cpumask
 from numatune.errors import NumatuneError, ParseError
 from numatune.model._record import record
 from numatune.model.findings import Skipped
@@ -23,7 +23,7 @@ from numatune.model.irq import DeviceIrqs, InterruptRow, InterruptsTable, Irq, I
 from numatune.model.order import gpu_names
 from numatune.model.topology import PciDevice, Topology
 from numatune.numbers import maybe_int, parse_int
-from numatune.pieces import keyed, lines
+from numatune.pieces import keyed, lines, split
 from numatune.readers import host_skipped
 from numatune.readers.settings import IRQBALANCE_KEYS, irqbalance_process
 from numatune.system.host import Host
@@ -86,8 +86,9 @@ def parse_interrupts(
         if header.strip():
             break
     header_line = data.count(b"\n", 0, max(pos - 1, 0)) + 1
+    columns = split(header.decode("ascii", "replace"), None, INTERRUPTS, MAX_ID, "CPU columns")  # one a CPU
     cpus = tuple(parse_int(tok[3:], INTERRUPTS, line=header_line)
-                 for tok in header.decode("ascii", "replace").split() if tok.startswith("CPU") and tok[3:].isdigit())
+                 for tok in columns if tok.startswith("CPU") and tok[3:].isdigit())
     ncpu = len(cpus)
     width = 11 * ncpu  # the kernel writes " %10u" per online CPU
     zero_row = "          0" * ncpu
