@@ -741,3 +741,19 @@ def test_a_snapshot_record_of_a_million_lines_is_read_once(tmp_path):
             host._was_denied(f"/sys/y{i}")
 
     assert growth(make, run, 20_000) < 8
+
+
+def test_an_archive_lookup_grows_with_the_path():
+    """A path thousands of levels deep is looked up in time linear in its length (an archive member is at most 32
+    levels, so the walk down joins one component to a short member name at a time)."""
+    from numatune.system.tarindex import ArchiveRoot, TarIndex
+
+    index = TarIndex("a")
+    for name in ("sys", "sys/a"):
+        index._add(name, b"5", 0, "", None)
+    index._add("sys/a/l", b"2", 0, ".", None)  # a link to its own directory: sys/a/l/l/l/... is sys/a
+
+    def lookup(path: str) -> None:
+        assert ArchiveRoot(index, "").kind(path) == "dir"
+
+    assert growth(lambda n: "sys/a/" + "/".join(["l"] * n), lookup, 2_000) < 8
