@@ -9,7 +9,7 @@ fields, does it here:
   ParseError naming the file (exit 3), so what a split makes is bounded in count and so in memory; a split
   on blanks (sep None) is bounded by its maxsplit. Each reader passes the bound the file's kind allows:
   MAX_PIECES for the files the kernel keeps to a few dozen lines (status, cgroup, sched, meminfo),
-  MAX_RECORDS for those that are long on a real node (numa_maps, environ, cmdline, cpuinfo).
+  MAX_RECORDS for those that are long on a real node (cmdline, cpuinfo, zoneinfo).
 - `keyed` reads the named KEY=value entries of a separated list (an environment) without splitting it:
   one search of the text a key, whatever the number of entries.
 
@@ -23,10 +23,10 @@ from numatune.errors import ParseError
 #: The default bound: a /proc/PID/status (about 60 lines), cgroup (one line a hierarchy), sched (one line a
 #: counter and a NUMA node) or a node's meminfo (about 30 lines) is far below it.
 MAX_PIECES = 1 << 16
-#: The files that are long on a real node: a numa_maps line is at least 37 bytes (at most 907,000 under the
-#: 32 MiB read bound), an environment and a command line share the kernel's 6 MiB exec bound (an entry costs
-#: its bytes and a pointer: at most 570,000 entries), /proc/cpuinfo has about 28 lines a CPU (8,192 CPUs:
-#: 230,000 lines).
+#: The files that are long on a real node: an environment and a command line share the kernel's 6 MiB exec
+#: bound (an entry costs its bytes and a pointer: at most 570,000 entries), /proc/cpuinfo has about 28 lines a
+#: CPU (8,192 CPUs: 230,000 lines), /proc/zoneinfo a few a CPU and zone. (numa_maps has its own bound, one line
+#: a mapping: readers.procs.MAX_MAPPINGS.)
 MAX_RECORDS = 1 << 20
 #: The blank-separated fields of one line of a kernel file (a numa_maps line names each node once).
 MAX_FIELDS = 4096

@@ -153,6 +153,11 @@ def policy_nodes(policy: str) -> frozenset[int] | None:
         return None
 
 
+# The lines of a numa_maps parsed at most: one a mapping, and a process maps at most vm.max_map_count (65,530 by
+# default; databases raise it to 262,144): past 524,288 lines is exit 3 naming the file. Each line costs a string
+# and, for `audit --mappings`, a record: 838,000 lines under the 32 MiB read bound held 287 MB.
+MAX_MAPPINGS = 1 << 19
+
 # Distinct policy texts whose node lists `_placements` parses (a process has a handful): each parse is bounded by
 # MAX_NODES ids, so a file of 8,000 distinct "bind:0-65535,N" lines costs at most this many parses (was 60 s).
 MAX_POLICIES = 1024
@@ -207,7 +212,7 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
     Each distinct line tail (the line without its address) is parsed once, however many lines repeat it.
     A number of more than numbers.MAX_DIGITS digits is ParseError naming WHERE (the file), exit 3.
     """
-    lines = split(text, "\n", where, MAX_RECORDS, "lines")
+    lines = split(text, "\n", where, MAX_MAPPINGS, "lines")
     by_node: dict[int, int] = {}
     by_kind: dict[str, dict[int, int]] = {}
     policy_maps: dict[str, int] = {}
