@@ -51,7 +51,7 @@ def maybe_ints(text: str, where: str) -> list[int | None]:
     tokens = text.split()
     joined = "".join(tokens)
     if joined.isascii() and joined.isdigit() and max(map(len, tokens), default=0) <= MAX_DIGITS:
-        return [int(t) for t in tokens]
+        return list(map(int, tokens))
     return [maybe_int(t, where) for t in tokens]
 
 

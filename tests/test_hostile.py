@@ -699,12 +699,13 @@ def test_a_loop_through_links_dangles_and_is_resolved_once(sandbox):
 
 def test_a_cpulist_bounds_the_ids_its_parts_produce(sandbox):
     """A 535-byte archive whose node list repeats 0-65535 20,000 times: 36 s (each part re-inserted 65,536
-    ids). Refused on the second part, naming the file."""
-    text = ",".join(["0-65535"] * 20000).encode()
+    ids). A node list names nodes below 1,024 (MAX_NUMNODES), so its parts here are 0-1023: refused on the
+    second part, naming the file."""
+    text = ",".join(["0-1023"] * 20000).encode()
     path = _gz_archive(sandbox / "cpulist.tar.gz", [_file("sys/devices/system/node/online", text)])
     done = run_limited("--root", path, "inspect", seconds=SECONDS, mib=MIB)
     assert done.returncode == 3 and done.within(SECONDS, MIB), (done.returncode, done.wall, done.stderr[-300:])
-    assert "/sys/devices/system/node/online" in done.stderr and "more than 65536 ids in all" in done.stderr
+    assert "/sys/devices/system/node/online" in done.stderr and "more than 1024 ids in all" in done.stderr
 
 
 def _interrupts_root(tmp_path, rows: str):

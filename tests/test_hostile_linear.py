@@ -77,7 +77,29 @@ def test_a_yaml_merge_key_chain_is_counted_before_it_is_built(tmp_path, args):
     doc.write_text(_merge_chain(12_000))
     assert doc.stat().st_size > 440_000
     r = answered("--root", str(fixture_root(ROOT)), *[a.format(f=doc) for a in args], codes=(3,))
-    assert f"{doc}: its YAML merge keys (<<: *name) copy more than 16 entries a byte" in r.stderr, r.stderr
+    assert f"{doc}: its YAML merge keys (<<: *name) copy more than 16 entries for each value written" in r.stderr, (
+        r.stderr)
+
+
+SPELLINGS = {  # a merge key's tag as the text may spell it: PyYAML resolves each to tag:yaml.org,2002:merge
+    "verbatim": ("", "!<tag:yaml.org,2002:%6Derge> :"),
+    "tag-directive": ("%TAG !m! tag:yaml.org,2002:me\n---\n", "!m!rge :"),
+    "secondary": ("", "!!merge :"),
+}
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
+def test_a_merge_key_spelled_without_its_name_is_counted_too(tmp_path, spelling):
+    """The guard looked for `<<` or "merge" in the text: `!<tag:yaml.org,2002:%6Derge>` or a %TAG prefix skipped it
+    (256 KB: 10.8 s, 322 MB). It is run on the composed nodes, whose tags are resolved: exit 3, one line."""
+    head, key = SPELLINGS[spelling]
+    doc = tmp_path / "merge.yaml"
+    body = _merge_chain(6_500).split("\n", 1)[1].replace("<<:", key)
+    doc.write_text(head + "kind: KubeletConfiguration\n" + body)
+    assert doc.stat().st_size > 256_000 and "<<" not in doc.read_text()
+    r = answered("--root", str(fixture_root(ROOT)), "check", "--kubelet-config", str(doc), codes=(3,))
+    assert f"{doc}: its YAML merge keys (<<: *name) copy more than 16 entries for each value written" in r.stderr, (
+        r.stderr)
 
 
 def test_yaml_merge_keys_are_counted_in_linear_time():
@@ -400,6 +422,57 @@ def test_a_1000_node_tree_draws_64_nodes_and_says_so(tmp_path, fmt):
     assert "Not drawn: 936 of 1,000 NUMA nodes" in r.stdout and len(r.stdout) < 4 << 20, len(r.stdout)
 
 
+@pytest.fixture(scope="module")
+def kernel_most_nodes(tmp_path_factory):
+    """A generated machine of 1,024 nodes (MAX_NUMNODES; 64 CPUs on the first 32) each with a full distance row: a
+    million distances, as an archive."""
+    from tests.big_roots import topology_root
+
+    base = tmp_path_factory.mktemp("nodes")
+    return _tar_of(topology_root(base, 64, 1024), base / "n.tar.gz")
+
+
+@pytest.mark.parametrize("args", [["inspect", "--json"], ["inspect", "--format", "prometheus"],
+                                  ["launch", "--node", "0", "--dry-run", "--", "true"], ["snapshot", "-o", "{out}"]],
+                         ids=lambda a: " ".join(a[:3]))
+def test_a_million_distances_within_the_bounds(kernel_most_nodes, tmp_path, args):
+    """4,096 nodes of distance rows (16.7 million distances in a 1.1 MB archive) took `launch` 690 MB and `inspect
+    --json` 18-26 s and 2 GB; no kernel numbers more than 1,024 nodes, and that many are read and written in time
+    and memory linear in their distances: the JSON writer and Prometheus write a row of numbers in one join (290
+    MB before), and snapshot's dry runs read each row once (eleven times: 21 s)."""
+    out = str(tmp_path / "snap.tar.gz")
+    r = answered("--root", kernel_most_nodes, *[a.format(out=out) for a in args], codes=(0,))
+    if args[0] == "inspect" and args[1] == "--json":
+        nodes = json.loads(r.stdout)["nodes"]
+        assert len(nodes) == 1024 and nodes[1023]["distances"]["1023"] == 10 and len(nodes[5]["distances"]) == 1024
+    elif args[0] == "inspect":
+        assert r.stdout.count("numatune_node_distance{") == 1024 * 1024
+
+
+def test_more_nodes_than_a_kernel_numbers_are_refused(tmp_path):
+    path = _archive(tmp_path / "n.tar.gz", {f"sys/devices/system/node/node{i}/cpulist": b"\n" for i in range(1025)})
+    for args in (["inspect", "--json"], ["launch", "--node", "0", "--dry-run", "--", "true"]):
+        r = answered("--root", path, *args, codes=(3,))
+        assert "malformed /sys/devices/system/node: 1,025 nodes, more than the 1,024 any kernel numbers" in r.stderr
+
+
+def test_distances_are_read_and_written_in_time_linear_in_them(tmp_path):
+    """Four times the nodes is sixteen times the distances: the reader, the JSON writer and the exposition grow
+    as the distances (a cubic step would read 64)."""
+    from numatune.commands.inspect import inspect_json, inspect_report
+    from numatune.render.prometheus import inspect_metrics
+    from numatune.system.host import Host
+
+    def run(path: str) -> None:
+        inspect_json(Host.open(path), None)
+        topo, _, findings = inspect_report(Host.open(path), None)
+        inspect_metrics(topo, findings)
+
+    small, large = _nodes(tmp_path / "s.tar.gz", 64), _nodes(tmp_path / "l.tar.gz", 256)
+    ratio = min(best_seconds(lambda: run(large)) / best_seconds(lambda: run(small)) for _ in range(2))
+    assert ratio < 32, ratio
+
+
 def test_the_picture_grows_with_what_it_draws_not_the_document():
     from numatune.render.picture import render_svg
 
@@ -554,3 +627,146 @@ def test_nearest_nics_and_pairings_grow_linearly():
 
     assert growth(devices, nearest, 2000) < 8
 
+
+
+# -- files of millions of records and cgroup paths thousands of levels deep ----------------------------------
+PID = 4242
+FULL = (32 << 20) - 64  # under the 32 MiB read bound
+
+
+def _process_tree(base, files: dict[str, bytes]):
+    """A generated two-node machine of 8 CPUs with process PID (LOCAL_RANK=0), `files` (path in the root ->
+    bytes) written over."""
+    from tests.big_roots import numa_maps, topology_root
+    from tests.conftest import write_process
+
+    root = topology_root(base, 8, 2)
+    write_process(root, PID, "LOCAL_RANK=0\x00", numa_maps(16))
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return root
+
+
+def _tar_of(root, path) -> str:
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+        tar.add(root, arcname="root")
+    return str(path)
+
+
+def _cgroup(levels: int) -> bytes:
+    return b"0::/" + b"/".join([b"a"] * levels) + b"\n"
+
+
+@pytest.mark.parametrize(("levels", "archive"), [(990, True), (2000, True), (32_000, True), (32_000, False)])
+def test_a_cgroup_path_thousands_of_levels_deep(tmp_path, levels, archive):
+    """A process's cgroup of ~990 levels was exit 70 in an archive (the archive's lookup recursed a level a
+    directory: RecursionError); 32,000 levels in a directory made a list of every parent path, 1 GB. The lookup is
+    a loop, and a path of PATH_MAX bytes or more (which no kernel writes) names no cpuset directory."""
+    root = _process_tree(tmp_path, {f"proc/{PID}/cgroup": _cgroup(levels)})
+    where = _tar_of(root, tmp_path / "root.tar.gz") if archive else str(root)
+    doc = json.loads(answered("--root", where, "audit", str(PID), "--json", codes=(0,)).stdout)
+    proc = doc["processes"][0]
+    assert proc["cgroup"].count("/") == levels and proc["cpuset_cpus"] is None, proc["cpuset_cpus"]
+
+
+def test_a_cgroup_cpuset_is_found_up_a_deep_path_in_an_archive(tmp_path):
+    """Walked up from 1,000 levels (under PATH_MAX) to the directory that has the file, in an archive's index."""
+    deep = "/".join(["a"] * 1000)
+    root = _process_tree(tmp_path, {f"proc/{PID}/cgroup": f"0::/{deep}\n".encode(),
+                                    "sys/fs/cgroup/a/a/cpuset.cpus.effective": b"0-5\n"})
+    doc = json.loads(answered("--root", _tar_of(root, tmp_path / "r.tar.gz"), "audit", str(PID), "--json",
+                              codes=(0,)).stdout)
+    assert doc["processes"][0]["cpuset_cpus"] == [0, 1, 2, 3, 4, 5]
+
+
+def test_the_archive_lookup_of_deep_paths_is_a_loop(tmp_path):
+    from numatune.system.tarindex import ArchiveRoot, read_archive
+
+    path = _archive(tmp_path / "a.tar.gz", {"sys/a/b/c": b"x"})
+    fs = ArchiveRoot(read_archive(path, "a"), "")
+    assert fs.read("sys/a/b/c", 1) == b"x" and fs.kind("sys/a/b") == "dir"
+    assert fs.kind("sys/" + "/".join(["a"] * 5000) + "/c") is None  # 5,000 levels: no recursion
+    assert fs.kind("sys/a/b/c/d") is None and fs.kind("sys/x/b") is None
+
+
+RECORDS = [  # (file, 3-byte record, command, what the refusal names)
+    (f"proc/{PID}/numa_maps", b"a\n\n", "audit", "lines"),
+    (f"proc/{PID}/cmdline", b"a\0\0", "audit", "arguments"),
+    (f"proc/{PID}/status", b"a:\n", "audit", "lines"),
+    (f"proc/{PID}/cgroup", b"0:\n", "audit", "lines"),
+    (f"proc/{PID}/task/{PID}/sched", b"a\n\n", "audit", "lines"),
+    ("proc/cpuinfo", b"a:\n", "inspect", "lines"),
+    ("sys/devices/system/node/node0/meminfo", b"a \n", "inspect", "lines"),
+    ("proc/interrupts", b"aa ", "irq", "CPU columns"),  # a header of 11 million columns (13.5 s, 600 MB)
+]
+
+
+@pytest.mark.parametrize(("name", "record", "command", "what"), RECORDS, ids=[r[0].rsplit("/", 1)[1] for r in RECORDS])
+def test_a_file_of_millions_of_3_byte_records_is_refused_naming_it(tmp_path, name, record, command, what):
+    """32 MiB of 3-byte records is 11 million pieces, each a Python string: 0.85-1.3 GB and up to 32 s. The pieces
+    are counted before any is made: exit 3 naming the file."""
+    data = record * (FULL // 3)
+    if name.endswith("status"):
+        data = b"Name:\tpython\nPPid:\t1\n" + data
+    root = _process_tree(tmp_path, {name: data})
+    args = ["audit", str(PID), "--json"] if command == "audit" else [command, "--json"]
+    r = answered("--root", str(root), *args, codes=(3,))
+    assert f"malformed /{name}: more than " in r.stderr and f" {what}, more than any real one holds" in r.stderr, (
+        r.stderr)
+
+
+def test_an_environment_of_millions_of_entries_is_read_for_its_keys(tmp_path):
+    """The environment is never split (11 million entries were 850 MB and 10 s): each named key is one search."""
+    data = b"a=\0" * (FULL // 3 - 8) + b"LOCAL_RANK=3\0"
+    root = _process_tree(tmp_path, {f"proc/{PID}/environ": data})
+    doc = json.loads(answered("--root", str(root), "audit", str(PID), "--json", codes=(0,)).stdout)
+    assert doc["processes"][0]["rank"] == 3
+
+
+def test_the_record_readers_grow_linearly():
+    from numatune.readers.cpus import parse_cpuinfo_model
+    from numatune.readers.nodes import parse_node_meminfo
+    from numatune.readers.procs import parse_environ, parse_numa_maps, parse_status
+
+    assert growth(lambda n: "a=\0" * n + "LOCAL_RANK=1\0", parse_environ, 200_000) < 8
+    assert growth(lambda n: "".join(f"k{i}:\t{i}\n" for i in range(n)), parse_status, 16_000) < 8
+    assert growth(lambda n: "".join(f"Node 0 K{i}: {i} kB\n" for i in range(n)), parse_node_meminfo, 4_000) < 8
+    assert growth(lambda n: "".join(f"k{i}: {i}\n" for i in range(n)), parse_cpuinfo_model, 20_000) < 8
+    assert growth(lambda n: "".join(f"{i:012x} default anon=1 N0=1\n" for i in range(n)), parse_numa_maps, 5_000) < 8
+
+
+def test_a_snapshot_record_of_a_million_lines_is_read_once(tmp_path):
+    """SNAPSHOT.txt's `unreadable:` lines were scanned again for each file a command found missing (800,000 lines:
+    `inspect --json` 7.4 s); they are read once into a set. Lines and lookups grown together stay linear."""
+    from numatune.system.host import Host
+
+    def make(n: int):
+        path = _archive(tmp_path / f"s{n}.tar.gz", {
+            "SNAPSHOT.txt": "".join(f"unreadable: /sys/x{i}\n" for i in range(n)).encode()})
+        return path, n
+
+    def run(made) -> None:
+        path, n = made
+        host = Host.open(path)
+        assert host._was_denied(f"/sys/x{n - 1}") and not host._was_denied("/sys/y")
+        for i in range(n // 20):
+            host._was_denied(f"/sys/y{i}")
+
+    assert growth(make, run, 20_000) < 8
+
+
+def test_an_archive_lookup_grows_with_the_path():
+    """A path thousands of levels deep is looked up in time linear in its length (an archive member is at most 32
+    levels, so the walk down joins one component to a short member name at a time)."""
+    from numatune.system.tarindex import ArchiveRoot, TarIndex
+
+    index = TarIndex("a")
+    for name in ("sys", "sys/a"):
+        index._add(name, b"5", 0, "", None)
+    index._add("sys/a/l", b"2", 0, ".", None)  # a link to its own directory: sys/a/l/l/l/... is sys/a
+
+    def lookup(path: str) -> None:
+        assert ArchiveRoot(index, "").kind(path) == "dir"
+
+    assert growth(lambda n: "sys/a/" + "/".join(["l"] * n), lookup, 2_000) < 8

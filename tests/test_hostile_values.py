@@ -20,6 +20,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from numatune.errors import InputError
 from numatune.system.infile import MAX_DEPTH, load_document, nesting
 from tests.conftest import fixture_copy, fixture_root, write_process
 from tests.limits import run_limited
@@ -135,10 +136,12 @@ _LIST = ("kind: List\nitems:\n- &s {kind: ResourceSlice, metadata: {name: s}, sp
 
 @pytest.mark.parametrize(("text", "words"), [
     (_ONE_SLICE + "  - *a\n" * 1_000, "ResourceSlice ? lists 1,001 devices; the API allows at most 128"),
-    (_LIST + "- *s\n" * 80_000, "YAML aliases (*name) expand to more than 16 values a byte of the file"),
+    (_LIST + "- *s\n" * 80_000, "YAML aliases (*name) expand to more than 16 values for each value written in it"),
     # 590,000 aliases (4 MiB): refused on its values before parsing (issue 41: what the parse builds is bounded)
     (_ONE_SLICE + "  - *a\n" * 590_000, "holds about 1,180,0"),
-    (_LIST + "- *s\n" * 128, "list 16,512 devices; numatune checks at most 16,384 for one node"),
+    # 129 aliases of a full slice, paid for by 8,000 values written (aliases expand to at most 16 values each)
+    (_LIST + "- *s\n" * 128 + "fill: [" + ",".join(["1"] * 8_000) + "]\n",
+     "list at least 16,512 devices; numatune checks at most 16,384 for one node"),
 ])
 def test_resource_slices_repeated_by_yaml_aliases(tmp_path, text, words):
     """4 MiB of YAML aliases repeating one device (or one full slice) 600,000 times: 27 s, 1.1 GB and 219 MB of
@@ -167,11 +170,13 @@ def _laughs(key: str) -> str:
 ], ids=["cpuManagerPolicy", "topologyManagerPolicy", "holds-itself", "resource-slices"])
 def test_yaml_aliases_that_expand_past_the_file_are_refused(tmp_path, args, text):
     """A value made of nested aliases (10^12 values in 671 bytes) was printed and compared: 60 s and 3.5 GB,
-    then killed. A document whose aliases give more than 16 values a byte, or hold themselves, is exit 3."""
+    then killed. A document whose aliases give more than 16 values for each value written in it, or hold
+    themselves, is exit 3."""
     doc = tmp_path / "kubelet.yaml"
     doc.write_text(text)
     r = answered("--root", str(fixture_root("dev-1node-x86")), *[a.format(f=doc) for a in args], codes=(3,))
-    assert f"{doc}: its YAML aliases (*name) expand to more than 16 values a byte" in r.stderr and r.wall < 5
+    assert f"{doc}: its YAML aliases (*name) expand to more than 16 values for each value written" in r.stderr
+    assert r.wall < 5
 
 
 def test_honest_anchors_are_read():
@@ -321,3 +326,56 @@ def test_a_fifo_named_as_pci_ids_is_never_opened(tmp_path):
     r = answered("--root", str(fixture_root("dev-1node-x86")), "inspect", codes=(0,),
                  env=dict(os.environ, NUMATUNE_PCI_IDS=str(tmp_path / "pci.ids")))
     assert "0000:00:03.0" in r.stdout
+
+
+def test_comments_buy_yaml_aliases_nothing(tmp_path):
+    """The alias budget was 16 values a byte of the file: 4 MiB of comments let 20,000 aliases of a full slice
+    through, 2.56 million devices walked before the node's bound (13 s). It counts what is written (nodes and
+    entries, never comments nor a string's length): exit 3 at once."""
+    doc = tmp_path / "slices.yaml"
+    text = _LIST + "- *s\n" * 20_000
+    pad = (4 << 20) - len(text) - 4096
+    doc.write_text(text + ("#" + "c" * 1022 + "\n") * (pad // 1024) + 'x: "' + "s" * 2048 + '"\n')
+    r = answered("--root", str(fixture_root("dev-1node-x86")), "check", "--resource-slices", str(doc),
+                 "--node-name", "NODE", codes=(3,))
+    assert "YAML aliases (*name) expand to more than 16 values for each value written in it" in r.stderr, r.stderr
+    assert r.wall < 5, r.wall
+
+
+def test_a_file_of_more_devices_than_any_cluster_lists_is_refused_before_reading_them(tmp_path):
+    """Aliases within their budget (each value written in the file pays for 16) still repeat a slice: 10,240 slices
+    of 256 aliased devices, paid for by 170,000 written values, were 2.6 million devices typed and walked. The
+    devices are counted from the lists' lengths first: more than 131,072 in one file is one line."""
+    from numatune.readers.schedconf import load_resource_slices
+
+    doc = tmp_path / "slices.yaml"
+    doc.write_text("kind: List\nfill: [" + ",".join(["1"] * 170_000) + "]\n"
+                   "devices: &l [" + ", ".join(["{}"] * 256) + "]\n"
+                   "items:\n- &s {kind: ResourceSlice, spec: {nodeName: N, driver: d, devices: *l}}\n"
+                   + "- *s\n" * 10_239)
+    with pytest.raises(InputError, match=r"list 2,621,440 devices; numatune reads at most 131,072 in one file"):
+        load_resource_slices(doc)
+
+
+# -- sizes read from an environment ---------------------------------------------------------------------
+def test_a_local_world_size_past_what_a_node_runs_is_refused():
+    """LOCAL_WORLD_SIZE=10^30 with --cpu-bind core-complex listed every rank (never answered); a local world size
+    above pid_max's ceiling is exit 3 naming the variable, and one below it is counted, not listed."""
+    root = str(fixture_root("intel-xeon-L5640-2node"))
+    args = ("--root", root, "launch", "--node", "0", "--cpu-bind", "core-complex", "--dry-run", "--", "true")
+    r = answered(*args, codes=(3,), env=dict(os.environ, LOCAL_RANK="0", LOCAL_WORLD_SIZE=str(10 ** 30)))
+    assert "LOCAL_WORLD_SIZE=1000000000000000000000000000000 (torchrun): a local world size of" in r.stderr
+    assert "more processes than a Linux node can run (pid_max is at most 4,194,304)" in r.stderr
+    r = answered(*args, codes=(7,), env=dict(os.environ, LOCAL_RANK="0", LOCAL_WORLD_SIZE=str(1 << 22)))
+    assert "has 6 core(s) for 4194304 ranks" in r.stderr, r.stderr
+
+
+def test_a_visible_devices_list_of_millions_of_entries_names_no_gpu(tmp_path):
+    """CUDA_VISIBLE_DEVICES in a process's environment (32 MiB of commas: 16 million pieces, 900 MB) is split into
+    at most 4,096 entries: more names no GPU, said in the audit's notes."""
+    root = fixture_copy("handmade-dgx-h100-ids", tmp_path)
+    write_process(root, 4242, "LOCAL_RANK=0\0CUDA_VISIBLE_DEVICES=" + "," * (30 << 20) + "0\0")
+    doc = json.loads(answered("--root", str(root), "audit", "4242", "--json", codes=(0,)).stdout)
+    proc = doc["processes"][0]
+    assert proc["gpu"] is None and any("CUDA_VISIBLE_DEVICES lists more than 4,096 entries" in n
+                                       for n in proc["notes"]), proc["notes"]

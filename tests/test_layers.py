@@ -33,8 +33,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("readers",),  # Host -> model
     ("model",),  # immutable records, the types the layers above exchange
     ("system",),  # the Host (files under a root) and the memory-policy syscalls
-    ("", "errors", "cpulist", "mempolicy", "numbers"),  # the version, exit codes and errors, CPU list syntax,
-    # MPOL_* numbers, integers from text
+    ("", "errors", "cpulist", "mempolicy", "numbers", "pieces"),  # the version, exit codes and errors, CPU list
+    # syntax, MPOL_* numbers, integers from text, text split into bounded pieces
 )
 
 # The pure layers: they get text and records from the command and hand back records and text; nothing of them

@@ -213,10 +213,12 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
                              f"{limit} in one slice{f' where {why}' if why else ''}, so no cluster holds it",
                              hint=hint)
         schedconf.node_selection_fields(path, s)  # allNodes and nodeSelector typed before they are evaluated
-        devices = node_devices(s, name)
+        devices = node_devices(s, name)  # at most the API's 128 (over_limit), so the bound below stops the walk
         if devices is None:
             continue
         total += len(devices)
+        if total > NODE_MAX_DEVICES:
+            break  # refused below, before another slice is read
         mine.append((slice_name, str(spec.get("driver", "?")), devices))
     if not mine:
         nodes = sorted(set().union(*(slice_nodes(s) for s in slices)))
@@ -227,8 +229,9 @@ def resource_slice_result(host: Host, topo: Topology, path: str, name: str | Non
                             "devices of other nodes only)"),
                          hint="give the node's name with --node-name")
     if total > NODE_MAX_DEVICES:
-        raise InputError(f"{path}: the ResourceSlices of node {name!r} list {total:,} devices; numatune checks at "
-                         f"most {NODE_MAX_DEVICES:,} for one node (YAML aliases can repeat one slice without end)",
+        raise InputError(f"{path}: the ResourceSlices of node {name!r} list at least {total:,} devices; numatune "
+                         f"checks at most {NODE_MAX_DEVICES:,} for one node (YAML aliases can repeat one slice "
+                         "without end)",
                          hint=hint)
     listed = any(isinstance(d.attributes.get(NUMA_NODE), dict) and "ints" in d.attributes[NUMA_NODE]
                  for _, _, devs in mine for d in devs)

@@ -81,7 +81,7 @@ def cgroup_cpuset(host: Host) -> tuple[frozenset[int] | None, str | None]:
     """
     from numatune.model.resolve import cgroup_cpuset_dirs
 
-    for base, cpus_file, _ in cgroup_cpuset_dirs(host.read_optional("/proc/self/cgroup") or ""):
+    for base, cpus_file, _ in cgroup_cpuset_dirs(host.read_optional("/proc/self/cgroup") or "", "/proc/self/cgroup"):
         logical = f"{base}/{cpus_file}"
         cpus = host.read_cpulist(logical)
         if cpus:

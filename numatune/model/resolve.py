@@ -20,10 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from numatune.errors import BindingError
+from numatune.errors import BindingError, ParseError
 from numatune.model.order import AMD, NVIDIA, amd_vs_pci, gpu_order, pci_sort_key, runtime_devices
 from numatune.model.topology import PciDevice
 from numatune.numbers import MAX_DIGITS
+from numatune.pieces import MAX_FIELDS, lines, split
 
 __all__ = ["gpu_order", "pci_sort_key"]  # re-exported: the order callers of the resolver use
 
@@ -219,11 +220,21 @@ def rocr_chained(env: Mapping[str, str], var: str | None, gpus: Sequence[PciDevi
     return ""
 
 
+def visible_entries(value: str, var: str) -> list[str]:
+    """The entries of a visible-devices list, at most MAX_FIELDS of them (a value read from another process's
+    environment may be 32 MiB of commas: 16 million pieces): more is BindingError."""
+    try:
+        parts = split(value, ",", var, MAX_FIELDS, "entries")
+    except ParseError:
+        raise BindingError(f"{var} lists more than {MAX_FIELDS:,} entries, more GPUs than any node holds") from None
+    return [e.strip() for e in parts if e.strip()]
+
+
 def _listed(env: Mapping[str, str], var: str, pool: Sequence[PciDevice]) -> tuple[list[PciDevice], bool]:
     value = env[var]
-    entries = [e.strip() for e in value.split(",") if e.strip()]
+    entries = visible_entries(value, var)
     if not entries or entries[0] in ("-1", "NoDevFiles"):
-        raise BindingError(f"{var}={value!r} hides every GPU")
+        raise BindingError(f"{var}={_shown(value)} hides every GPU")
     if var == "CUDA_VISIBLE_DEVICES":  # enumeration stops at the first entry that names no device
         valid = 0
         for e in entries:
@@ -286,7 +297,7 @@ def rank_gpu(
             raise BindingError(f"{var} lists {len(visible)} GPUs and no local rank says which one is used")
         else:
             raise BindingError(f"local rank {rank} but {var} lists {len(visible)} GPU(s)")
-        entry = [e.strip() for e in env[var].split(",") if e.strip()][pos]
+        entry = visible_entries(env[var], var)[pos]
         source = f"{var} entry {pos} ({entry}){rocr_chained(env, var, gpus)}{note}"
         ordering = "UUIDs name GPUs directly: no ordering assumed" if uuids else ordering_note(env, gpus, var)
         return dev, source, ordering, list(in_use)
@@ -318,39 +329,44 @@ def _one_gpu_per_rank(gpus: Sequence[PciDevice], dev: PciDevice, rank: int | Non
 
 
 # -- cgroups ---------------------------------------------------------------------------------------------
-def parse_cgroup(text: str) -> str | None:
-    """The v2 path ("0::/x"), else the v1 cpuset controller's path, from /proc/PID/cgroup."""
-    v1 = None
-    for line in text.split("\n"):
+# The kernel writes a /proc/PID/cgroup path into a PATH_MAX buffer and fails the read (ENAMETOOLONG) past it:
+# a longer path is not one a kernel wrote (32,000 levels made a list of every parent directory, 1 GB).
+PATH_MAX = 4096
+
+
+def _cgroup_paths(text: str, where: str) -> tuple[str | None, str | None]:
+    """(v2 path, v1 cpuset controller's path) of /proc/PID/cgroup ("0::/x", "4:cpuset,cpu:/y")."""
+    v2 = v1 = None
+    for line in lines(text, where):
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
         if parts[0] == "0" and parts[1] == "":
-            return parts[2]
-        if "cpuset" in parts[1].split(","):
+            if v2 is None:
+                v2 = parts[2]
+        elif f",{parts[1]},".find(",cpuset,") >= 0 and v1 is None:  # the controllers, never split into a list
             v1 = parts[2]
-    return v1
+    return v2, v1
 
 
-def cgroup_cpuset_dirs(text: str) -> list[tuple[str, str, str]]:
+def parse_cgroup(text: str, where: str = "/proc/PID/cgroup") -> str | None:
+    """The v2 path ("0::/x"), else the v1 cpuset controller's path, from /proc/PID/cgroup."""
+    v2, v1 = _cgroup_paths(text, where)
+    return v2 if v2 is not None else v1
+
+
+def cgroup_cpuset_dirs(text: str, where: str = "/proc/PID/cgroup") -> list[tuple[str, str, str]]:
     """Where a process's cpuset lives, innermost first: (directory, cpus file, mems file), for v2 and v1.
 
     Empty when the path leaves the hierarchy: inside a cgroup namespace /proc/PID/cgroup shows the
-    outer process's cgroup as "/../x", which names no directory the reader may open.
+    outer process's cgroup as "/../x", which names no directory the reader may open; and for a path of
+    PATH_MAX bytes or more, which no kernel writes (the directories are at most PATH_MAX / 2 levels).
     """
-    v2 = v1 = None
-    for line in text.split("\n"):
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[0] == "0" and parts[1] == "":
-            v2 = parts[2]
-        elif "cpuset" in parts[1].split(","):
-            v1 = parts[2]
+    v2, v1 = _cgroup_paths(text, where)
     out = []
     for path, base, cpus, mems in ((v2, "/sys/fs/cgroup", "cpuset.cpus.effective", "cpuset.mems.effective"),
                                    (v1, "/sys/fs/cgroup/cpuset", "cpuset.effective_cpus", "cpuset.effective_mems")):
-        if path is None:
+        if path is None or len(path) >= PATH_MAX:
             continue
         rel = path.strip("/")
         if ".." in rel.split("/"):

@@ -432,7 +432,7 @@ def live_context(*, devices: bool = False, topology: Topology | None = None,
         mems: frozenset[int] | None = memsys.mems_allowed()
     except Exception:  # noqa: BLE001 - no NUMA syscalls: the kernel will say so on the real call
         mems = None
-    cg = parse_cgroup(host.read_optional("/proc/self/cgroup") or "")
+    cg = parse_cgroup(host.read_optional("/proc/self/cgroup") or "", "/proc/self/cgroup")
     return LiveContext(topology, here, why, devs, {k: env[k] for k in ENV_KEYS if k in env}, mems, cg)
 
 

@@ -106,6 +106,11 @@ def slurm_tasks_on_node(value: str, node_index: int) -> int | None:
     return None
 
 
+# The most processes a Linux node runs at once (the ceiling of kernel.pid_max): a local world size read from the
+# environment past it is no job's (10^30 ranks made core-complex list every rank).
+PID_MAX_LIMIT = 1 << 22
+
+
 def detect_rank(env: Mapping[str, str], opts: LaunchOptions) -> RankInfo:
     """The local rank and local world size, from --rank/--local-size or the first launcher variable set."""
     if opts.rank is not None:
@@ -131,6 +136,9 @@ def detect_rank(env: Mapping[str, str], opts: LaunchOptions) -> RankInfo:
                     raise InputError(f"{size_source} gives {size} local ranks: more than a node can hold "
                                      f"({MAX_ID} CPUs)")
                 break
+        if size is not None and size > PID_MAX_LIMIT:
+            raise InputError(f"{size_source}: a local world size of {size:,} ranks is more processes than a Linux "
+                             f"node can run (pid_max is at most {PID_MAX_LIMIT:,})")
     if size is not None and size <= rank:
         raise InputError(f"local rank {rank} ({rank_source}) is not below the local world size {size} ({size_source})")
     return RankInfo(rank, rank_source, size, size_source)
@@ -570,21 +578,23 @@ def _core_complex(
     shown = "; ".join(f"{format_cpulist(_flat(g))}" for _, g in groups)
     reasons.append(f"core complexes: node {node_id} has {len(groups)} last-level-cache group(s) of usable CPUs"
                    f"{reserve} ({shown}), ordered by size then lowest CPU")
-    sharing = [i for i in range(count) if i % len(groups) == slot]
+    # the ranks i < count with i % groups == slot, counted, never listed (count may be a launcher's word)
+    sharing = (count - slot + len(groups) - 1) // len(groups) if slot < count else 0
     if topo.cpu_kinds.heterogeneous and opts.cpu_kind != "any":  # before any split: the ranks sharing a group
-        mine = _kind_pool(topo, opts, mine, len(sharing), "core-complex", reasons, warnings)  # share one pool
-    if len(sharing) > 1:
-        pos = sharing.index(index)
-        if len(mine) < len(sharing):
+        mine = _kind_pool(topo, opts, mine, sharing, "core-complex", reasons, warnings)  # share one pool
+    if sharing > 1:
+        pos = index // len(groups)
+        if len(mine) < sharing:
             raise BindingError(f"L3 group {format_cpulist(_flat(mine))} of node {node_id} has {len(mine)} core(s) "
-                               f"for {len(sharing)} ranks")
-        start, end = even_share(len(mine), len(sharing), pos)
+                               f"for {sharing} ranks")
+        start, end = even_share(len(mine), sharing, pos)
         mine = mine[start:end]
+        ranks = ", #".join(str(i + 1) for i in range(slot, count, len(groups)))  # at most the group's cores
         warnings.append(f"{count} ranks on node {node_id} but {len(groups)} L3 group(s): ranks "
-                        f"#{', #'.join(str(i + 1) for i in sharing)} share group {slot + 1} and split its cores "
+                        f"#{ranks} share group {slot + 1} and split its cores "
                         "(torchrun --numa-binding=core-complex would give each of them the whole group)")
         reasons.append(f"cpus: core-complex: rank #{index + 1} of {count} → group {slot + 1}, shared with "
-                       f"{len(sharing) - 1} other rank(s): part {pos + 1} of {len(sharing)} of its cores")
+                       f"{sharing - 1} other rank(s): part {pos + 1} of {sharing} of its cores")
     else:
         reasons.append(f"cpus: core-complex: rank #{index + 1} of {count} → group {slot + 1} of {len(groups)} "
                        f"(L3 shared by CPUs {format_cpulist(_flat(groups[slot][1]))})")

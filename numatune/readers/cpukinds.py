@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from numatune.model.topology import Cpu, CpuKind, CpuKinds
 from numatune.numbers import maybe_int
+from numatune.pieces import MAX_RECORDS, lines
 from numatune.system.host import Host
 
 CPU_DIR = "/sys/devices/system/cpu"
@@ -123,7 +124,7 @@ def parse_cpuinfo_midr(text: str, where: str = "/proc/cpuinfo") -> dict[int, int
             out[proc] = (fields["CPU implementer"] << 24 | fields.get("CPU variant", 0) << 20 | 0xF << 16
                          | fields["CPU part"] << 4 | fields.get("CPU revision", 0))
 
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(lines(text, where, MAX_RECORDS), 1):
         key, sep, value = line.partition(":")
         if not sep:
             continue

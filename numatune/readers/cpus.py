@@ -4,27 +4,32 @@ from __future__ import annotations
 
 from numatune.model.topology import Cpu, CpuSummary
 from numatune.numbers import maybe_int
+from numatune.pieces import MAX_RECORDS, lines
 from numatune.readers.cpukinds import hybrid_core_types
 from numatune.system.host import Host, numbered
 
 CPU_DIR = "/sys/devices/system/cpu"
 
 
-def parse_cpuinfo_model(text: str) -> tuple[str | None, str | None]:
+_MODEL_KEYS = frozenset({"vendor_id", "vendor", "model name", "cpu model", "uarch", "cpu", "cpu implementer",
+                         "cpu part", "family"})
+
+
+def parse_cpuinfo_model(text: str, where: str = "/proc/cpuinfo") -> tuple[str | None, str | None]:
     """(model, vendor) from any architecture's /proc/cpuinfo.
 
     x86 has "model name"; POWER "cpu"; s390 "vendor_id" and machine lines; arm64 only
     "CPU implementer"/"CPU part"; IA64 "family"/"model name"; RISC-V "uarch"/"isa".
     """
     fields: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in lines(text, where, MAX_RECORDS):
         key, sep, value = line.partition(":")
         if not sep:
             if fields and not line.strip() and "model name" in fields:
                 break  # the first processor's block names the model; 480 more blocks would say it again
             continue
         key = key.strip().lower()
-        if key and key not in fields:
+        if key in _MODEL_KEYS and key not in fields:  # only these: a million other keys are never kept
             fields[key] = value.strip()
     vendor = fields.get("vendor_id") or fields.get("vendor")
     for key in ("model name", "cpu model", "uarch", "cpu"):

@@ -23,6 +23,7 @@ from numatune.model.topology import (
     DaxDevice,
 )
 from numatune.numbers import maybe_int
+from numatune.pieces import MAX_FIELDS, split
 from numatune.readers.pci import read_link
 from numatune.system.host import Host, numbered
 
@@ -41,7 +42,7 @@ def _int_auto(host: Host, path: str) -> int | None:
     text = host.read_optional(path)
     if not text:
         return None
-    return maybe_int(text.split()[0], path, base=0)  # "0x" and 4,000 hex digits: ParseError, not a size
+    return maybe_int(text.split(None, 1)[0], path, base=0)  # "0x" and 4,000 hex digits: ParseError, not a size
 
 
 def read_cxl(host: Host) -> CxlTopology:
@@ -82,7 +83,7 @@ def read_cxl(host: Host) -> CxlTopology:
                 mode=host.read_optional(f"{base}/mode"),
                 interleave_ways=_int_auto(host, f"{base}/interleave_ways"),
                 interleave_granularity=_int_auto(host, f"{base}/interleave_granularity"),
-                targets=tuple(t for t in targets.split(",") if t),
+                targets=tuple(t for t in split(targets, ",", f"{base}/target_list", MAX_FIELDS, "targets") if t),
                 region=host.read_optional(f"{base}/region") or None,
                 port=owner if owner and re.match(_PORT, owner) else None,
             )
@@ -167,7 +168,7 @@ def pmu_event(name: str, spec: str, formats: dict[str, str], where: str = "event
     """An event's "vid=0x1e98,gid=0x10,mask=0x1" placed into config/config1/config2 by the PMU's format
     files ("config:0-15", "config1:32"); None when a term has no format or a value does not parse."""
     words = {"config": 0, "config1": 0, "config2": 0}
-    for term in (t.strip() for t in spec.split(",") if t.strip()):
+    for term in (t.strip() for t in split(spec, ",", where, MAX_FIELDS, "terms") if t.strip()):
         key, _, value = term.partition("=")
         fmt = formats.get(key.strip(), "").strip()
         field, _, bits = fmt.partition(":")

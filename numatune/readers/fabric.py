@@ -8,6 +8,7 @@ PCIe-only machine.
 from __future__ import annotations
 
 from numatune.model.topology import FabricLink, GpuFabric, NvidiaGpuInfo, PciDevice
+from numatune.pieces import lines
 from numatune.readers.kfd import Kfd, xgmi_count, xgmi_links
 from numatune.system.host import Host
 
@@ -56,7 +57,7 @@ def read_peer_memory(host: Host) -> str | None:
     text = host.read_optional("/proc/modules")
     if text is None:
         return None
-    loaded = {line.split(" ", 1)[0] for line in text.splitlines()}
+    loaded = {line.split(" ", 1)[0] for line in lines(text, "/proc/modules")}
     return next((m for m in PEER_MEMORY_MODULES if m in loaded), "")
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from numatune.model.topology import MEMORY_FROM_PCI, NumaNode, NvmlGpu, PciDevice
 from numatune.numbers import maybe_int
+from numatune.pieces import lines
 from numatune.readers import NVIDIA_GPUS
 from numatune.readers.kfd import Kfd, agents_by_id
 from numatune.system.host import Host
@@ -32,7 +33,7 @@ def read_numa_status(host: Host) -> dict[str, int]:
     out = {}
     for bdf in host.listdir(NVIDIA_GPUS):
         text = host.read_optional(f"{NVIDIA_GPUS}/{bdf}/numa_status") or ""
-        for number, line in enumerate(text.splitlines(), 1):
+        for number, line in enumerate(lines(text, f"{NVIDIA_GPUS}/{bdf}/numa_status"), 1):
             key, _, value = line.partition(":")
             node = maybe_int(value, f"{NVIDIA_GPUS}/{bdf}/numa_status", line=number) if key.strip() == "Node" else None
             if node is not None and node >= 0:

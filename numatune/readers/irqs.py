@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable
 from itertools import compress
 
-from numatune.cpulist import parse_cpulist, parse_cpumask
+from numatune.cpulist import MAX_ID, parse_cpulist, parse_cpumask
 from numatune.errors import NumatuneError, ParseError
 from numatune.model._record import record
 from numatune.model.findings import Skipped
@@ -23,6 +23,7 @@ from numatune.model.irq import DeviceIrqs, InterruptRow, InterruptsTable, Irq, I
 from numatune.model.order import gpu_names
 from numatune.model.topology import PciDevice, Topology
 from numatune.numbers import maybe_int, parse_int
+from numatune.pieces import keyed, lines, split
 from numatune.readers import host_skipped
 from numatune.readers.settings import IRQBALANCE_KEYS, irqbalance_process
 from numatune.system.host import Host
@@ -85,8 +86,9 @@ def parse_interrupts(
         if header.strip():
             break
     header_line = data.count(b"\n", 0, max(pos - 1, 0)) + 1
+    columns = split(header.decode("ascii", "replace"), None, INTERRUPTS, MAX_ID, "CPU columns")  # one a CPU
     cpus = tuple(parse_int(tok[3:], INTERRUPTS, line=header_line)
-                 for tok in header.decode("ascii", "replace").split() if tok.startswith("CPU") and tok[3:].isdigit())
+                 for tok in columns if tok.startswith("CPU") and tok[3:].isdigit())
     ncpu = len(cpus)
     width = 11 * ncpu  # the kernel writes " %10u" per online CPU
     zero_row = "          0" * ncpu
@@ -551,7 +553,7 @@ def read_irqbalance(host: Host) -> tuple[bool | None, tuple[int, ...] | None]:
         banned = _banned_from_environ(_read_raw(host, f"/proc/{pid}/environ"))
     if banned is None:
         for path in IRQBALANCE_CONFIGS:
-            banned = _banned_from_config(host.read_optional(path))
+            banned = _banned_from_config(host.read_optional(path), path)
             if banned is not None:
                 break
     return running, banned
@@ -577,17 +579,15 @@ def _read_raw(host: Host, logical: str) -> str | None:
 def _banned_from_environ(text: str | None) -> tuple[int, ...] | None:
     if not text:
         return None
-    for entry in text.split("\x00"):
-        key, sep, value = entry.partition("=")
-        if sep and key in IRQBALANCE_KEYS:
-            return _banned_value(key, value)
+    for key, value in keyed(text, "\x00", IRQBALANCE_KEYS, last=False).items():
+        return _banned_value(key, value)  # the first of the keys in the environment
     return None
 
 
-def _banned_from_config(text: str | None) -> tuple[int, ...] | None:
+def _banned_from_config(text: str | None, where: str) -> tuple[int, ...] | None:
     if not text:
         return None
-    for line in text.splitlines():
+    for line in lines(text, where):
         line = line.strip()
         if line.startswith("#"):
             continue

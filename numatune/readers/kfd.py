@@ -11,6 +11,7 @@ from __future__ import annotations
 from numatune.errors import ParseError
 from numatune.model._record import record
 from numatune.numbers import maybe_int
+from numatune.pieces import lines
 from numatune.system.host import Host, numbered
 
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
@@ -83,8 +84,8 @@ def cpu_agents(kfd: Kfd) -> dict[int, int]:
 def parse_kfd_properties(text: str, where: str = "properties") -> dict[str, int]:
     """`name value` lines; values are integers (a hive_id may exceed 64-bit signed)."""
     out = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        parts = line.split()
+    for number, line in enumerate(lines(text, where), 1):
+        parts = line.split(None, 2)
         if len(parts) == 2:
             value = maybe_int(parts[1], where, line=number)
             if value is not None:

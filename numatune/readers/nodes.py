@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from numatune.cpulist import MAX_NODES
+from numatune.errors import ParseError
 from numatune.model.findings import Skipped
 from numatune.model.topology import WEIGHT_DIR, HmatEntry, HugePages, MemorySideCache, NumaNode
 from numatune.numbers import maybe_int, maybe_ints
+from numatune.pieces import lines, split
 from numatune.system.host import Host, natural_key, numbered
 
 NODE_DIR = "/sys/devices/system/node"
@@ -14,12 +17,13 @@ TIER_DIR = "/sys/devices/virtual/memory_tiering"
 def parse_node_meminfo(text: str, where: str = "meminfo") -> dict[str, int]:
     """`Node 0 MemTotal:  3762392 kB` lines -> {"MemTotal": 3762392} (kB; HugePages_* are counts)."""
     out: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(lines(text, where), 1):
         head, sep, value = line.partition(":")
         if not sep:
             continue
-        key = head.split()[-1] if head.split() else ""
-        parts = value.split()
+        words = head.rsplit(None, 1)
+        key = words[-1] if words else ""
+        parts = value.split(None, 1)
         if key and parts:
             value = maybe_int(parts[0], where, line=number)
             if value is not None:
@@ -33,7 +37,13 @@ def parse_meminfo(text: str, where: str = "/proc/meminfo") -> dict[str, int]:
 
 
 def node_ids(host: Host) -> list[int]:
-    return sorted(n for name in host.listdir(NODE_DIR) if (n := numbered(name, "node")) is not None)
+    """The node directories' ids; more than MAX_NODES is ParseError (exit 3): a kernel numbers at most
+    MAX_NUMNODES = 1 << NODES_SHIFT nodes, and NODES_SHIFT is at most 10 on every architecture (4,096 nodes of
+    distance rows, a 1.1 MB archive, made 16.7 million distances: 2 GB)."""
+    ids = sorted(n for name in host.listdir(NODE_DIR) if (n := numbered(name, "node")) is not None)
+    if len(ids) > MAX_NODES:
+        raise ParseError(NODE_DIR, f"{len(ids):,} nodes, more than the {MAX_NODES:,} any kernel numbers (MAX_NUMNODES)")
+    return ids
 
 
 def read_nodes(
@@ -101,16 +111,26 @@ def read_nodes(
 def _distance_order(host: Host, ids: list[int]) -> list[int]:
     """Columns of `distance` follow the online node list, not the directory ids."""
     for name in ("online", "possible"):
-        listed = host.read_cpulist(f"{NODE_DIR}/{name}")
+        listed = host.read_cpulist(f"{NODE_DIR}/{name}", MAX_NODES)
         if listed and set(ids) <= listed and (name == "online" or len(listed) == len(ids)):
             return sorted(listed)
     return ids
 
 
 def _read_distances(host: Host, base: str, order: list[int]) -> tuple[dict[int, int], str | None]:
+    """The node's row by node id, or {} and why not; read once a Host (snapshot's dry runs read the topology
+    eleven times: a 1,000-node tree's million distances each time)."""
+    return host.once(f"{base}/distance", lambda: _distance_row(host, base, order))
+
+
+def _distance_row(host: Host, base: str, order: list[int]) -> tuple[dict[int, int], str | None]:
     text = host.read_optional(f"{base}/distance")
     if text is None:
         return {}, "no distance file"
+    try:  # the entries counted before any is made: a row is at most one a node
+        split(text, None, f"{base}/distance", len(order) + 1, "entries")
+    except ParseError:
+        return {}, f"distance row has more than {len(order) + 1} entries for {len(order)} online nodes"
     values = maybe_ints(text, f"{base}/distance")
     if None in values:
         return {}, f"malformed distance row {text[:40]!r}"

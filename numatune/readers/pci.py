@@ -14,6 +14,7 @@ from numatune.model.findings import Skipped
 from numatune.model.order import pci_sort_key
 from numatune.model.topology import NumaNode, NvidiaGpuInfo, PciDevice, PciLink
 from numatune.numbers import maybe_int
+from numatune.pieces import lines
 from numatune.readers import NVIDIA_GPUS
 from numatune.readers.kfd import Kfd, cpu_agents, read_kfd
 from numatune.system.host import Host
@@ -62,13 +63,14 @@ REPORTED_KINDS = ("gpu", "display", "nic", "nvme", "cxl", "accelerator")
 
 
 def parse_nvidia_information(text: str, where: str = "information") -> NvidiaGpuInfo:
-    fields, lines = {}, {}
-    for number, line in enumerate(text.splitlines(), 1):
+    fields, numbers = {}, {}
+    for number, line in enumerate(lines(text, where), 1):
         key, sep, value = line.partition(":")
         if sep:
             fields[key.strip()] = value.strip()
-            lines[key.strip()] = number
-    minor = maybe_int(fields["Device Minor"], where, line=lines["Device Minor"]) if fields.get("Device Minor") else None
+            numbers[key.strip()] = number
+    minor = (maybe_int(fields["Device Minor"], where, line=numbers["Device Minor"]) if fields.get("Device Minor")
+             else None)
     return NvidiaGpuInfo(
         model=fields.get("Model"),
         uuid=fields.get("GPU UUID"),

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from numatune.errors import PmuUnavailable
 from numatune.model._record import record
 from numatune.numbers import parse_int
+from numatune.pieces import MAX_FIELDS, MAX_RECORDS, lines, split
 from numatune.system.host import Host
 
 PERF_TYPE_HW_CACHE = 3
@@ -111,7 +112,7 @@ def cpu_identity(host: Host) -> tuple[str | None, int | None, bool]:
     """(vendor_id, cpu family, hypervisor flag) from /proc/cpuinfo."""
     vendor = family = None
     hypervisor = False
-    for line in (host.read_optional("/proc/cpuinfo") or "").split("\n"):
+    for line in lines(host.read_optional("/proc/cpuinfo") or "", "/proc/cpuinfo", MAX_RECORDS):
         key, _, value = line.partition(":")
         key = key.strip()
         if key == "vendor_id" and vendor is None:
@@ -119,7 +120,7 @@ def cpu_identity(host: Host) -> tuple[str | None, int | None, bool]:
         elif key == "cpu family" and family is None and value.strip().isdigit():
             family = parse_int(value, "/proc/cpuinfo")
         elif key == "flags":
-            hypervisor = "hypervisor" in value.split()
+            hypervisor = "hypervisor" in split(value, None, "/proc/cpuinfo", MAX_FIELDS, "flags")
             break
     return vendor, family, hypervisor
 

@@ -45,6 +45,7 @@ from numatune.model.resolve import (
 from numatune.model.resolve import local_rank as resolve_local_rank
 from numatune.model.topology import NvmlGpu, Topology
 from numatune.numbers import maybe_int, parse_int
+from numatune.pieces import MAX_FIELDS, MAX_RECORDS, keyed, lines, split
 from numatune.system.host import Host
 
 # The environment keys, local-rank order, GPU ordering and cgroup parsing are the resolver's (shared with launch).
@@ -120,7 +121,7 @@ def _parse_tail(tail: str, page_kib: int, where: str = "numa_maps",
                 ) -> tuple[str, str, str, int, list[tuple[int, int]]] | None:
     """(policy, kind, file token or "", page bytes, [(node, pages)]) of one numa_maps line without its
     address; None when malformed."""
-    toks = tail.split()
+    toks = split(tail, None, where, MAX_FIELDS, "fields in a line")
     if not toks:
         return None
     first = toks[0]
@@ -166,6 +167,11 @@ def policy_nodes(policy: str) -> frozenset[int] | None:
     except (ValueError, NumatuneError):
         return None
 
+
+# The lines of a numa_maps parsed at most: one a mapping, and a process maps at most vm.max_map_count (65,530 by
+# default; databases raise it to 262,144): past 524,288 lines is exit 3 naming the file. Each line costs a string
+# and, for `audit --mappings`, a record: 838,000 lines under the 32 MiB read bound held 287 MB.
+MAX_MAPPINGS = 1 << 19
 
 # Distinct policy texts whose node lists `_placements` parses (a process has a handful): each parse is bounded by
 # MAX_NODES ids, so a file of 8,000 distinct "bind:0-65535,N" lines costs at most this many parses (was 60 s).
@@ -280,7 +286,7 @@ def parse_numa_maps(text: str, page_kib: int = 4, *, per_mapping: bool = False, 
     Each distinct line tail (the line without its address) is parsed once, however many lines repeat it.
     A number of more than numbers.MAX_DIGITS digits is ParseError naming WHERE (the file), exit 3.
     """
-    lines = text.split("\n")
+    lines = split(text, "\n", where, MAX_MAPPINGS, "lines")
     by_node: dict[int, int] = {}
     by_kind: dict[str, dict[int, int]] = {}
     policy_maps: dict[str, int] = {}
@@ -346,7 +352,7 @@ def parse_maps(text: str, where: str = "/proc/self/maps") -> list[tuple[int, int
     prints it ("/dev/zero (deleted)" for shared anonymous memory, "" for private anonymous memory, "[heap]").
     Malformed lines are skipped."""
     out = []
-    for line in text.split("\n"):
+    for line in split(text, "\n", where, MAX_RECORDS, "lines"):
         fields = line.split(maxsplit=5)
         if len(fields) < 5:
             continue
@@ -358,9 +364,9 @@ def parse_maps(text: str, where: str = "/proc/self/maps") -> list[tuple[int, int
 
 
 # -- status, stat, sched, vmstat, environ --------------------------------------------------------
-def parse_status(text: str) -> dict[str, str]:
+def parse_status(text: str, where: str = "status") -> dict[str, str]:
     out = {}
-    for line in text.split("\n"):
+    for line in lines(text, where):
         key, sep, value = line.partition(":")
         if sep:
             out[key] = value.strip()
@@ -400,10 +406,10 @@ def parse_sched_numa_faults(text: str, where: str = "sched") -> dict[int, int]:
     Old kernels swapped the private/shared labels, so only their sum is used.
     """
     out: dict[int, int] = {}
-    for line in text.split("\n"):
+    for line in lines(text, where):
         if not line.startswith("numa_faults node="):
             continue
-        fields = dict(tok.split("=", 1) for tok in line.split()[1:] if "=" in tok)
+        fields = dict(tok.split("=", 1) for tok in split(line, None, where, 64, "fields in a line")[1:] if "=" in tok)
         node = maybe_int(fields.get("node", ""), where)
         private = maybe_int(fields.get("task_private", "0"), where)
         shared = maybe_int(fields.get("task_shared", "0"), where)
@@ -414,7 +420,7 @@ def parse_sched_numa_faults(text: str, where: str = "sched") -> dict[int, int]:
 
 def parse_vmstat(text: str, where: str = "/proc/vmstat") -> dict[str, int]:
     out = {}
-    for number, line in enumerate(text.split("\n"), 1):
+    for number, line in enumerate(lines(text, where), 1):
         key, _, value = line.partition(" ")
         if value.strip().isdigit():
             out[key] = parse_int(value, where, line=number)
@@ -422,14 +428,10 @@ def parse_vmstat(text: str, where: str = "/proc/vmstat") -> dict[str, int]:
 
 
 def parse_environ(data: str, keys: tuple[str, ...] = ENVIRON_KEYS) -> dict[str, str]:
-    """Only the named keys; every other variable is dropped here and never stored."""
-    wanted = set(keys)
-    out = {}
-    for entry in data.split("\x00"):
-        key, sep, value = entry.partition("=")
-        if sep and key in wanted:
-            out[key] = value
-    return out
+    """Only the named keys (the last entry of each, in the order they first appear); every other variable
+    is never even split out of the text, let alone stored (an environment of millions of entries costs one
+    search a key)."""
+    return keyed(data, "\x00", keys)
 
 
 def local_rank(environ: dict[str, str]) -> tuple[int | None, str | None]:
@@ -516,10 +518,11 @@ def read_process(
         raise no_such_process(host, pid)
     notes: list[str] = []
     stat = _parsed(r, "stat", lambda text: parse_stat(text, f"/proc/{pid}/stat"))
-    status = _parsed(r, "status", parse_status)
+    status = _parsed(r, "status", lambda text: parse_status(text, f"/proc/{pid}/status"))
     kernel_thread = bool(stat["flags"] & PF_KTHREAD)  # type: ignore[operator]
     cmdline_raw = r.optional("cmdline") or ""
-    cmdline = tuple(a for a in cmdline_raw.split("\x00") if a) if cmdline_raw else ()
+    cmdline = tuple(a for a in split(cmdline_raw, "\x00", f"/proc/{pid}/cmdline", MAX_RECORDS, "arguments")
+                    if a) if cmdline_raw else ()
     comm = status.get("Name") or str(stat["comm"])
     memory = NumaMemory()
     if not kernel_thread:
@@ -546,7 +549,7 @@ def read_process(
     environ = parse_environ(environ_text) if environ_text else {}
     del environ_text  # the full environment is never kept
     rank, rank_key = local_rank(environ)
-    cgroup, cpuset_cpus, cpuset_mems = _read_cpuset(host, r.optional("cgroup"))
+    cgroup, cpuset_cpus, cpuset_mems = _read_cpuset(host, r.optional("cgroup"), f"{r.base}/cgroup")
     faults = _read_numa_faults(r, [t.tid for t in thread_infos] or [pid])
     gpus_open = read_open_gpus(host, pid, topo) if topo is not None and not kernel_thread else ()
     context = gpu_context(pid, memory, topo)
@@ -632,7 +635,8 @@ def _read_threads(r: _Reader, stat: dict, status: dict[str, str]) -> tuple[Threa
             t = parse_stat(st, f"{r.base}/task/{name}/stat")
         except ValueError:
             continue
-        allowed = _cpulist(parse_status(ss).get("Cpus_allowed_list")) if ss else frozenset()
+        allowed = (_cpulist(parse_status(ss, f"{r.base}/task/{name}/status").get("Cpus_allowed_list")) if ss
+                   else frozenset())
         tid = parse_int(name, f"{r.base}/task")
         out.append(ThreadInfo(tid, str(t["comm"]), t["cpu"], tuple(sorted(allowed)), str(t["state"])))  # type: ignore[arg-type]
     if not out:  # no task/ directory (a partial capture): the main thread from the process files
@@ -643,25 +647,25 @@ def _read_threads(r: _Reader, stat: dict, status: dict[str, str]) -> tuple[Threa
 
 def _read_numa_faults(r: _Reader, tids: list[int]) -> dict[int, int]:
     """Sum of every thread's hinting faults (each task keeps its own); the process file if no task/."""
-    texts = [r.optional(f"task/{tid}/sched") for tid in tids]
-    if not any(texts):
-        texts = [r.optional("sched")]
+    texts = [(r.optional(f"task/{tid}/sched"), f"{r.base}/task/{tid}/sched") for tid in tids]
+    if not any(text for text, _ in texts):
+        texts = [(r.optional("sched"), f"{r.base}/sched")]
     total: dict[int, int] = {}
-    for text in texts:
-        for node, n in parse_sched_numa_faults(text or "", f"{r.base}/sched").items():
+    for text, where in texts:
+        for node, n in parse_sched_numa_faults(text or "", where).items():
             total[node] = total.get(node, 0) + n
     return total
 
 
 def _read_cpuset(
-    host: Host, cgroup_text: str | None
+    host: Host, cgroup_text: str | None, where: str
 ) -> tuple[str | None, tuple[int, ...] | None, tuple[int, ...] | None]:
     if not cgroup_text:
         return None, None, None
-    path = parse_cgroup(cgroup_text)
+    path = parse_cgroup(cgroup_text, where)
     if path is None:
         return None, None, None
-    for base, cpus_file, mems_file in cgroup_cpuset_dirs(cgroup_text):
+    for base, cpus_file, mems_file in cgroup_cpuset_dirs(cgroup_text, where):
         cpus = host.read_cpulist(f"{base}/{cpus_file}")
         if cpus is not None:
             mems = host.read_cpulist(f"{base}/{mems_file}")

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from numatune.model.topology import PciDevice, Topology
 from numatune.numbers import parse_int
+from numatune.pieces import lines
 from numatune.system.host import Host
 
 CPU_DIR = "/sys/devices/system/cpu"
@@ -68,9 +69,9 @@ def read_uverbs(host: Host, devices: Iterable[PciDevice]) -> dict[str, str]:
 def read_meminfo_total_kib(host: Host) -> int | None:
     """MemTotal from the root's /proc/meminfo: what slurmd's sysinfo() reports as RealMemory."""
     text = host.read_optional("/proc/meminfo")
-    for line in (text or "").splitlines():
+    for line in lines(text or "", "/proc/meminfo"):
         if line.startswith("MemTotal:"):
-            parts = line.split()
+            parts = line.split(None, 2)
             if len(parts) >= 2 and parts[1].isdigit():
                 return parse_int(parts[1], "/proc/meminfo")
     return None

@@ -138,6 +138,11 @@ def load_kubelet_config(path: str | Path) -> Doc:
     return view
 
 
+# The devices of every slice of one file, counted before any is read: a 4 MiB `kubectl get resourceslices -o yaml`
+# holds about 30,000 real devices (each 130 bytes or more); YAML aliases repeating slices made 2.56 million.
+MAX_FILE_DEVICES = 1 << 17
+
+
 def load_resource_slices(path: str | Path) -> list[dict]:
     """Every ResourceSlice in a file: `kubectl get resourceslices -o yaml|json` (a List), one slice, or a YAML
     stream of them. Anything else in a List is left out; a file with no ResourceSlice at all is refused. The
@@ -162,6 +167,13 @@ def load_resource_slices(path: str | Path) -> list[dict]:
     if not slices:
         raise InputError(f"{path} holds no ResourceSlice",
                          hint="give the output of `kubectl get resourceslices -o yaml`")
+    listed = sum(len(devices) for s in slices if isinstance(spec := s.value.get("spec"), dict)
+                 and isinstance(devices := spec.get("devices"), list))  # counted before any device is read
+    if listed > MAX_FILE_DEVICES:
+        raise InputError(f"{path}: its ResourceSlices list {listed:,} devices; numatune reads at most "
+                         f"{MAX_FILE_DEVICES:,} in one file (YAML aliases can repeat a slice without end)",
+                         hint="give the slices of the node being checked (kubectl get resourceslices "
+                         "--field-selector spec.nodeName=NODE -o yaml)")
     for s in slices:
         s.mapping("metadata").text("name", default="?")
         spec = s.mapping("spec")

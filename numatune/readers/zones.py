@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from numatune.numbers import parse_int
+from numatune.pieces import MAX_RECORDS, lines
 from numatune.system.host import Host
 
 ZONEINFO = "/proc/zoneinfo"
@@ -21,7 +22,7 @@ def parse_zoneinfo(text: str, where: str = "/proc/zoneinfo") -> dict[int, dict[s
     out: dict[int, dict[str, int]] = {}
     node = zone = None
     present: int | None = None
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(lines(text, where, MAX_RECORDS), 1):
         m = _HEAD.match(line)
         if m:
             node, zone, present = parse_int(m.group(1), where, line=number), m.group(2), None
@@ -29,7 +30,7 @@ def parse_zoneinfo(text: str, where: str = "/proc/zoneinfo") -> dict[int, dict[s
             continue
         if node is None or zone is None:
             continue
-        parts = line.split()
+        parts = line.split(None, 2)
         if len(parts) == 2 and parts[1].isdigit():
             if parts[0] == "managed":
                 out[node][zone] = parse_int(parts[1], where, line=number)

@@ -60,6 +60,7 @@ def _slot(rows: list[str], encoded: str) -> str:
 
 
 CHUNK = 1 << 14
+ONLY_INT, ONLY_STR = {int}, {str}  # the types of a row written in one join (bool is not int here: `type`)
 
 
 def _indented(doc: Any) -> str:
@@ -99,6 +100,11 @@ def _indented(doc: Any) -> str:
                 put("{}")
                 return
             inner = "\n" + "  " * (level + 1)
+            if {*map(type, value.values())} == ONLY_INT and {*map(type, value)} == ONLY_STR:
+                # a row of numbers by name (a node's distances: 1,000 nodes are a million of them), one join
+                put("{" + inner + ("," + inner).join([quote(k) + ": " + int.__repr__(v) for k, v in value.items()])
+                    + "\n" + "  " * level + "}")
+                return
             sep = "{" + inner
             for key, item in value.items():
                 put(sep)
@@ -115,6 +121,9 @@ def _indented(doc: Any) -> str:
                 put("[]")
                 return
             inner = "\n" + "  " * (level + 1)
+            if {*map(type, value)} == ONLY_INT:  # a list of ids (a node's CPUs), one join
+                put("[" + inner + ("," + inner).join(map(int.__repr__, value)) + "\n" + "  " * level + "]")
+                return
             sep = "[" + inner
             for item in value:
                 put(sep)

@@ -120,7 +120,7 @@ def _clean(text: str) -> str:
 class Host:
     """A root to read; `label` is how the user named it (for messages)."""
 
-    __slots__ = ("root", "label", "notes", "_fs", "_snapshot_lines", "_derived", "_decoded", "_decoded_bytes",
+    __slots__ = ("root", "label", "notes", "_fs", "_snapshot_facts", "_derived", "_decoded", "_decoded_bytes",
                  "_noted")
 
     def __init__(self, root: str = "/", label: str = "/", fs=None) -> None:  # noqa: ANN001 - RootDir/ArchiveRoot
@@ -130,7 +130,8 @@ class Host:
         self.notes: list[tuple[str, str]] = []
         self._noted: set[tuple[str, str]] = set()  # the same, to look up: 45,000 notes were a quadratic 30 s
         self._fs = fs  # a saved root's contained access (roots.rootdir / roots.tarindex); None: live
-        self._snapshot_lines: tuple[str, ...] | None = None  # a snapshot's SNAPSHOT.txt, loaded lazily
+        # a snapshot's SNAPSHOT.txt, loaded lazily: key -> its values, and the set of `unreadable:` paths
+        self._snapshot_facts: tuple[dict[str, list[str]], frozenset[str]] | None = None
         self._derived: dict[str, Any] = {}  # once(): facts that cost a scan, kept for this Host's life
         self._decoded: dict[tuple[int, bool], tuple[bytes, str]] = {}  # id(bytes), cleaned -> (bytes, text)
         self._decoded_bytes = 0
@@ -438,21 +439,33 @@ class Host:
     def _was_denied(self, logical: str) -> bool:
         """For a missing file: True if the snapshot recorded it as unreadable where it was taken,
         so replay notes it as live did (SNAPSHOT.txt's `unreadable:` lines)."""
-        return logical in self.snapshot_facts("unreadable")
+        if self._fs is None:
+            return False
+        return logical in self._facts()[1]  # a set: every missing file asks (a list scan each was quadratic)
 
     def snapshot_facts(self, key: str) -> list[str]:
         """The values of SNAPSHOT.txt's `KEY: value` lines (a numatune snapshot's own record of what
         it saw where it was taken); [] for the live node, a plain tree or an older snapshot."""
         if self._fs is None:
             return []
-        if self._snapshot_lines is None:
+        return list(self._facts()[0].get(key, ()))
+
+    def _facts(self) -> tuple[dict[str, list[str]], frozenset[str]]:
+        """SNAPSHOT.txt's `KEY: value` lines by key, read once (its lines bounded as every file's are)."""
+        if self._snapshot_facts is None:
+            from numatune.pieces import MAX_RECORDS, lines
+
             try:
                 text = self._fs.read("SNAPSHOT.txt", MAX_FILE_BYTES).decode("utf-8", "replace")
             except (*_ESCAPE_ERRORS, OSError):
                 text = ""
-            self._snapshot_lines = tuple(text.splitlines())
-        prefix = f"{key}: "
-        return [line[len(prefix):].strip() for line in self._snapshot_lines if line.startswith(prefix)]
+            facts: dict[str, list[str]] = {}
+            for line in lines(text, "SNAPSHOT.txt", MAX_RECORDS):
+                key, sep, value = line.partition(": ")
+                if sep:
+                    facts.setdefault(key, []).append(value.strip())
+            self._snapshot_facts = facts, frozenset(facts.get("unreadable", ()))
+        return self._snapshot_facts
 
     def once(self, key: str, compute: Callable[[], _T]) -> _T:
         """`compute()` the first time `key` is asked of this Host, its result afterwards: a fact two
@@ -469,8 +482,11 @@ class Host:
             return None
         return parse_int(text.split(None, 1)[0], logical, base=base)
 
-    def read_cpulist(self, logical: str) -> frozenset[int] | None:
-        return self._read_parsed(logical, parse_cpulist, "a CPU list")
+    def read_cpulist(self, logical: str, limit: int | None = None) -> frozenset[int] | None:
+        """A CPU list file; with `limit` (MAX_NODES for a node list), an id at or above it is ParseError."""
+        if limit is None:
+            return self._read_parsed(logical, parse_cpulist, "a CPU list")
+        return self._read_parsed(logical, lambda text: parse_cpulist(text, limit), "a node list")
 
     def read_cpumask(self, logical: str) -> frozenset[int] | None:
         return self._read_parsed(logical, parse_cpumask, "a CPU mask")

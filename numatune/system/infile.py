@@ -286,16 +286,20 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
             # `kubectl get -o yaml` (the Python one took 13 s on 600,000 aliases)
             loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
             docs = []
-            merges = "<<" in text or "merge" in text  # `<<` or its tag `!!merge`: else nothing to count
+            content = 0  # the values written in the stream (comments and a string's length count for nothing)
             # the collector stays off (above): the node graph and the values hold no cycle it could free, and its
             # passes over them grew with the document (a 4x larger one took 6-7x as long)
             try:
                 while loader.check_node():  # yaml.load_all, with the merge keys counted between compose and build
                     node = loader.get_node()
-                    if merges and _merged_size(node, yaml.MappingNode, len(text) * ALIAS_GROWTH + 10_000) is None:
+                    maps, written = _composed(node, yaml.MappingNode)
+                    content += written
+                    # on every document: a merge key is known by its resolved tag, which the text may spell
+                    # `<<`, `!!merge`, `!<tag:yaml.org,2002:%6Derge>` or through a %TAG prefix
+                    if _merged_size(maps, yaml.MappingNode, written * ALIAS_GROWTH + 10_000) is None:
                         raise InputError(f"{where}: its YAML merge keys (<<: *name) copy more than {ALIAS_GROWTH} "
-                                         "entries a byte of the file (or merge a map into itself), which no "
-                                         "configuration needs: refused")
+                                         "entries for each value written in it (or merge a map into itself), which "
+                                         "no configuration needs: refused")
                     doc = loader.construct_document(node)
                     if doc is not None:
                         docs.append(doc)
@@ -303,10 +307,10 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
                 loader.dispose()
         except yaml.YAMLError as exc:
             raise InputError(f"{where} is not valid YAML: {' '.join(str(exc).split())}") from None
-        expanded = _expanded_size(docs, len(text) * ALIAS_GROWTH + 10_000)
+        expanded = _expanded_size(docs, content * ALIAS_GROWTH + 10_000)
         if expanded is None:
-            raise InputError(f"{where}: its YAML aliases (*name) expand to more than {ALIAS_GROWTH} values a byte "
-                             "of the file (or hold themselves), which no configuration needs: refused")
+            raise InputError(f"{where}: its YAML aliases (*name) expand to more than {ALIAS_GROWTH} values for each "
+                             "value written in it (or hold themselves), which no configuration needs: refused")
         return docs[0] if len(docs) == 1 else docs
     except RecursionError:  # past the scan's estimate (a string's end misread): still one line, exit 3
         raise InputError(f"{where} nests too deeply to be read") from None
@@ -319,32 +323,48 @@ def load_document(text: str, where: str, fmt: str = "json") -> Any:
 
 # A YAML alias (*name) is one more reference to a node, not a copy: 671 bytes of nested aliases made a list of
 # 10^12 values, which every reader that walks or prints the document expands (60 s and 3.5 GB, then killed).
-# Without aliases a document holds fewer values than bytes; 16 values a byte leaves room for honest anchors.
+# Without aliases a document holds as many values as are written in it; 16 for each leaves room for honest
+# anchors. What is written is counted on the composed nodes (`_composed`), never in bytes: a file padded with
+# comments or one long string (the bound was the file's bytes: 4 MiB of comments let 2.56 million devices
+# through) gains nothing.
 ALIAS_GROWTH = 16
 
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def _merged_size(root: Any, mapping: type, limit: int) -> int | None:
-    """How many key/value pairs PyYAML's constructor will copy building every map of the composed document
-    `root` (a yaml node), with each merge key (`<<: *a`, `<<: [*a, *b]`) counted as the pairs of the maps it
-    merges, themselves merged first; None once that passes `limit`, or for a map that merges itself. Linear
-    in the distinct nodes: a chain `x{i}: &a{i} {<<: *a{i-1}, k{i}: 0}` builds maps of 1, 2, ... n pairs
-    (n^2 in all: 440 KB of it ended in MemoryError), and `<<: [*a, *a]` doubles a map at each level."""
+def _composed(root: Any, mapping: type) -> tuple[list[Any], int]:
+    """The map nodes of the composed document `root` (a yaml node), each once however many aliases reach it, and
+    how many values are written in it: each distinct node and each entry of a sequence or map (an alias is one
+    entry, its node is counted once), whatever a scalar's length. Linear in the nodes."""
     maps: list[Any] = []
     seen: set[int] = set()
+    written = 0
     stack = [root]
-    while stack:  # every map node, once however many aliases reach it
+    while stack:
         node = stack.pop()
-        if id(node) in seen or not isinstance(node.value, list):
+        if id(node) in seen:
             continue
         seen.add(id(node))
+        written += 1
+        if not isinstance(node.value, list):
+            continue
         if isinstance(node, mapping):
             maps.append(node)
+            written += 2 * len(node.value)
             stack.extend(n for pair in node.value for n in pair)
         else:
+            written += len(node.value)
             stack.extend(node.value)
+    return maps, written
+
+
+def _merged_size(maps: list[Any], mapping: type, limit: int) -> int | None:
+    """How many key/value pairs PyYAML's constructor will copy building every map of a composed document (its
+    map nodes `maps`, from `_composed`), with each merge key (`<<: *a`, `<<: [*a, *b]`) counted as the pairs of
+    the maps it merges, themselves merged first; None once that passes `limit`, or for a map that merges itself. Linear
+    in the distinct nodes: a chain `x{i}: &a{i} {<<: *a{i-1}, k{i}: 0}` builds maps of 1, 2, ... n pairs
+    (n^2 in all: 440 KB of it ended in MemoryError), and `<<: [*a, *a]` doubles a map at each level."""
     pairs: dict[int, int] = {}  # a map's pairs once its merges are copied in
     total = 0
     for top in maps:

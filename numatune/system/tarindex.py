@@ -46,6 +46,7 @@ _CHUNK = 1 << 20
 REGULAR, DIRECTORY, SYMLINK = "file", "dir", "link"
 _ESCAPED = object()  # a cached directory whose path leaves the top; a link that leaves it
 _BUSY = object()  # a link being resolved: met again before it is done, it loops
+_NEAR = 8  # directories an archive lookup climbs to find one already known before it walks down from the top
 
 
 class Escapes(Exception):
@@ -547,13 +548,7 @@ class ArchiveRoot:
         head, _, name = rel.rpartition("/")
         parent = self._dirs.get(head, self)
         if parent is self:
-            try:
-                parent = self._lookup(head)
-                if parent is not None and self.index.kinds[parent] != DIRECTORY:
-                    parent = None
-            except Escapes:
-                parent = _ESCAPED
-            self._dirs[head] = parent
+            parent = self._directory(head)
         if parent is _ESCAPED:
             raise Escapes(rel)
         if parent is None:
@@ -563,6 +558,44 @@ class ArchiveRoot:
         if kind == SYMLINK and follow:
             return self.index.lookup(full)
         return full if kind is not None else None
+
+    def _directory(self, head: str) -> object:
+        """The directory member `head` names (links followed), None or _ESCAPED: found by a loop, never by
+        recursion, so a path of thousands of levels (a process's cgroup) costs no Python stack, and in time linear
+        in its length. Up from `head` to a directory already known, a few levels at most (a sibling's lookup),
+        each kept; else down from the top, each step joining one component to a member's name (at most
+        MAX_NAME_BYTES), only `head` kept."""
+        dirs = self._dirs
+        pending: list[tuple[str | None, str]] = []  # (rel kept, or None; its last component), deepest first
+        at = head
+        parent: object = self
+        for _ in range(_NEAR):
+            if not at:
+                parent = self.top
+                break
+            known = dirs.get(at, self)
+            if known is not self:
+                parent = known
+                break
+            up, _, name = at.rpartition("/")
+            pending.append((at, name))
+            at = up
+        if parent is self:  # deep and unknown: from the top
+            parent = self.top
+            pending = [(None, name) for name in reversed(head.split("/"))]
+            pending[0] = (head, pending[0][1])
+        kinds = self.index.kinds
+        for at, name in reversed(pending):
+            if parent is not None and parent is not _ESCAPED:
+                full = f"{parent}/{name}" if parent else name
+                try:
+                    member = self.index.lookup(full) if kinds.get(full) == SYMLINK else full
+                    parent = member if member is not None and kinds.get(member) == DIRECTORY else None
+                except Escapes:
+                    parent = _ESCAPED
+            if at is not None:
+                dirs[at] = parent
+        return parent
 
     def kind(self, rel: str, *, follow: bool = True) -> str | None:
         full = self._lookup(rel, follow)
