@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from numatune.cpulist import MAX_ID, format_cpulist
+from numatune.cpulist import format_cpulist
 from numatune.errors import BindingError, ImpossibleRequest, InputError, UsageError
 from numatune.model.launch import (
     POLICY_SUPPORT,
@@ -40,7 +40,7 @@ from numatune.model.resolve import (  # noqa: F401 - re-exported: the CLI, irq p
     rank_gpu,
 )
 from numatune.model.topology import MEMORY_FROM_PCI, WEIGHT_DIR, NumaNode, PciDevice, Topology
-from numatune.numbers import MAX_DIGITS, maybe_int, parse_int
+from numatune.numbers import MAX_DIGITS, PID_MAX, maybe_int, parse_int
 from numatune.plan.cores import even_share, is_linear, physical_cores, topology_order
 from numatune.plan.cxl import nearest_cpu_node
 from numatune.plan.nic import choose_nic, nic_env
@@ -106,11 +106,6 @@ def slurm_tasks_on_node(value: str, node_index: int) -> int | None:
     return None
 
 
-# The most processes a Linux node runs at once (the ceiling of kernel.pid_max): a local world size read from the
-# environment past it is no job's (10^30 ranks made core-complex list every rank).
-PID_MAX_LIMIT = 1 << 22
-
-
 def detect_rank(env: Mapping[str, str], opts: LaunchOptions) -> RankInfo:
     """The local rank and local world size, from --rank/--local-size or the first launcher variable set."""
     if opts.rank is not None:
@@ -132,13 +127,10 @@ def detect_rank(env: Mapping[str, str], opts: LaunchOptions) -> RankInfo:
                 size = _env_int(env, key)
             if size is not None:
                 size_source = f"{key}={env[key][:80]} ({who})"
-                if size > MAX_ID:  # more tasks than a node has CPU ids: not a count of this node's ranks
-                    raise InputError(f"{size_source} gives {size} local ranks: more than a node can hold "
-                                     f"({MAX_ID} CPUs)")
                 break
-        if size is not None and size > PID_MAX_LIMIT:
+        if size is not None and size > PID_MAX:  # no job's: 10^30 ranks made core-complex list every rank
             raise InputError(f"{size_source}: a local world size of {size:,} ranks is more processes than a Linux "
-                             f"node can run (pid_max is at most {PID_MAX_LIMIT:,})")
+                             f"node can run (pid_max is at most {PID_MAX:,})")
     if size is not None and size <= rank:
         raise InputError(f"local rank {rank} ({rank_source}) is not below the local world size {size} ({size_source})")
     return RankInfo(rank, rank_source, size, size_source)

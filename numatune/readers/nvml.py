@@ -15,12 +15,12 @@ from __future__ import annotations
 from numatune.errors import InputError, ParseError
 from numatune.model.document import MAX_ID, Doc
 from numatune.model.topology import FabricLink, GpuFabric, NvmlGpu, NvSwitchMember
-from numatune.numbers import maybe_int
+from numatune.numbers import PID_MAX, maybe_int
 from numatune.system.host import Host
 
 FORMAT = "numatune.nvml-record/1"
 SAVED = "/numatune/nvml.json"  # in a snapshot's root, beside sys/ and proc/
-MAX_PID = 1 << 22  # the kernel's PID_MAX_LIMIT
+
 MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS on Hopper/Blackwell (12 on Ampere); absent links answer "Not Supported"
 NVLINK_DEVICE_SWITCH = 2  # nvmlIntNvLinkDeviceType_t: 0 GPU, 1 IBM NPU, 2 NVSwitch, 255 unknown
 FABRIC_STATES = {0: "not-supported", 1: "not-started", 2: "in-progress", 3: "completed"}
@@ -305,7 +305,7 @@ def fabric_from_record(record: dict | Doc, note: str, source: str) -> GpuFabric:
             nvlinks_active=active,
             fabric_state=FABRIC_STATES.get(fabric_state, str(fabric_state)) if fabric_state is not None else None,
             fabric_status=("success" if status == 0 else f"NVML error {status}") if status is not None else None,
-            processes=tuple(sorted(pid for p in procs.records() if (pid := p.int("pid", 0, MAX_PID)) is not None))
+            processes=tuple(sorted(pid for p in procs.records() if (pid := p.int("pid", 0, PID_MAX)) is not None))
             if procs is not None else (),
             numa_node=node if numa is not None and (node := numa.int(lo=-1, hi=MAX_ID)) >= 0 else None,
             cpu_affinity=tuple(sorted(affinity.ints(lo=0, hi=MAX_ID))) if affinity is not None else (),

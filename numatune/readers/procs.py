@@ -759,9 +759,9 @@ def _gpu_from_env(environ: dict[str, str], rank: int | None, topo: Topology) -> 
 
 
 # -- finding processes ---------------------------------------------------------------------------
-def list_processes(host: Host) -> dict[int, tuple[int, str, str]]:
-    """pid -> (ppid, comm, argv0 basename) for every process in the root; exited ones are skipped."""
-    out = {}
+def _each_process(host: Host):  # noqa: ANN202 - iterator of (pid, parsed stat, cmdline text)
+    """Every process of the root, in one pass over /proc: its PID, its parsed stat and its command line with the
+    NULs between arguments kept. One that exits meanwhile (or whose stat is not a process's) is skipped."""
     for name in host.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -774,9 +774,15 @@ def list_processes(host: Host) -> dict[int, tuple[int, str, str]]:
             continue
         pid = parse_int(name, "/proc")
         try:
-            cmd = _Reader(host, pid).optional("cmdline") or ""  # read_text: the NULs between arguments kept
+            yield pid, st, _Reader(host, pid).optional("cmdline") or ""
         except ProcessGone:
             continue
+
+
+def list_processes(host: Host) -> dict[int, tuple[int, str, str]]:
+    """pid -> (ppid, comm, argv0 basename) for every process in the root; exited ones are skipped."""
+    out = {}
+    for pid, st, cmd in _each_process(host):
         argv0 = cmd.split("\x00", 1)[0] if "\x00" in cmd else cmd.split(" ", 1)[0]
         out[pid] = (st["ppid"], str(st["comm"]), argv0.rsplit("/", 1)[-1])  # type: ignore[arg-type]
     return out
@@ -793,21 +799,7 @@ def process_table(host: Host) -> dict[int, ProcEntry]:
     its environment: ENVIRON_KEYS only) for every process of the root: what the job tree reads (`audit --ranks`,
     `--children`). An exited process is skipped; an environment that cannot be read (another user's) is empty."""
     out = {}
-    for name in host.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        text = host.read_optional(f"/proc/{name}/stat")
-        if not text:
-            continue
-        try:
-            st = parse_stat(text, f"/proc/{name}/stat")
-        except ValueError:
-            continue
-        pid = parse_int(name, "/proc")
-        try:
-            raw = _Reader(host, pid).optional("cmdline") or ""  # read_text: the NULs between arguments kept
-        except ProcessGone:
-            continue
+    for pid, st, raw in _each_process(host):
         args = raw.split("\x00", MAX_ARGS)[:MAX_ARGS]
         cmdline = tuple(a[:MAX_ARG] for a in args if a)
         env = rank_environ(host, pid) or {}

@@ -121,10 +121,11 @@ def test_slurm_tasks_per_node_is_counted_not_spelled_out():
 
 
 def test_a_local_size_no_node_can_hold_is_refused():
-    with pytest.raises(InputError, match="more than a node can hold"):
+    with pytest.raises(InputError, match="more processes than a Linux node can run"):
         detect_rank({"SLURM_TASKS_PER_NODE": "999999999", "SLURM_NODEID": "0"}, LaunchOptions())
-    with pytest.raises(InputError, match="more than a node can hold"):
-        detect_rank({"LOCAL_WORLD_SIZE": "70000"}, LaunchOptions())
+    with pytest.raises(InputError, match="more processes than a Linux node can run"):
+        detect_rank({"LOCAL_WORLD_SIZE": str((1 << 22) + 1)}, LaunchOptions())
+    assert detect_rank({"LOCAL_WORLD_SIZE": "70000"}, LaunchOptions()).local_size == 70000  # counted, never listed
 
 
 def test_cuda_visible_devices_indices_and_ordering_note():
