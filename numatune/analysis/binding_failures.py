@@ -4,9 +4,9 @@ warning text starts with the code). Pure: the callers read the process, the errn
 
 The catalogue (docs/launchers.md, "Binding failures"): NT410 refused by the kernel, NT411 a cpuset without the
 rank's node, NT412 OpenMP variables that re-pin, NT413 a memory-only node as the CPU node, NT414 a binding by the
-visible GPU index, NT415 memory bound to another SNC/NPS cluster. The cases numatune already names elsewhere keep
-their codes: threads started before the binding (NCCL/UCX progress threads) are NT406, a worker wider than its
-rank (an engine core narrower than its workers) is NT408.
+visible GPU index, NT415 memory bound to another SNC/NPS cluster, NT416 a Ray actor left unbound. The cases
+numatune already names elsewhere keep their codes: threads started before the binding (NCCL/UCX progress threads)
+are NT406, a worker wider than its rank (an engine core narrower than its workers) is NT408.
 """
 
 from __future__ import annotations
@@ -64,6 +64,14 @@ NT415 = register("NT415", Severity.WARNING, "audit", "a rank's memory is bound t
     one cluster's memory. The fix binds memory to the node of the rank's CPUs (numatune launch --mem-policy
     bind does) or to the whole socket (--mem-policy socket).""")
 
+NT416 = register("NT416", Severity.WARNING, "audit", "a Ray actor that holds a GPU runs unbound", """
+    Ray gives each actor its GPUs (CUDA_VISIBLE_DEVICES) but binds no CPU or memory: the actor process (its title
+    `ray::ClassName`) runs on every CPU the raylet has, on every socket, and its pages land wherever it first
+    touched them (sglang#22989). Said where the actor's CPUs reach beyond its GPU's node on a machine with more
+    than one node with CPUs. The fix calls numatune.bind_actor() first in the actor's __init__ (it binds to the
+    GPU Ray assigned, within the raylet's own mask), or starts the raylet under numatune launch; taskset for the
+    running actor.""")
+
 # Values that ask the OpenMP runtime for no pinning (OMP_PROC_BIND=false, KMP_AFFINITY=none|disabled)
 NO_PINNING = ("", "false", "none", "disabled")
 REFUSED = (_errno.EPERM, _errno.EACCES)
@@ -116,6 +124,9 @@ def rank_findings(topo: Topology, proc: ProcessInfo, memory_nodes: frozenset[int
         return []
     out = []
     subject = f"pid {proc.pid}"
+    unbound = _unbound_ray_actor(topo, proc)
+    if unbound is not None:
+        out.append(NT416(*unbound, subject))
     found = openmp_repinning(proc.environ)
     if found:
         out.append(NT412(f"{', '.join(found)} in its environment: the OpenMP runtime re-pins its threads after the "
@@ -131,6 +142,27 @@ def rank_findings(topo: Topology, proc: ProcessInfo, memory_nodes: frozenset[int
         out.append(NT415(*other, subject))
     return out
 
+
+
+def _unbound_ray_actor(topo: Topology, proc: ProcessInfo) -> tuple[str, str] | None:
+    """(message, fix) for a Ray actor (process title `ray::...`) with a GPU whose CPUs reach other nodes."""
+    title = proc.cmdline[0] if proc.cmdline else proc.comm
+    if not (title.startswith("ray::") or proc.comm.startswith("ray::")) or proc.gpu is None:
+        return None
+    home = _cpu_home(topo, proc.gpu.node)
+    with_cpus = [n for n in topo.nodes if n.cpus]
+    if home is None or len(with_cpus) < 2:
+        return None
+    node_of = {c: n.id for n in with_cpus for c in n.cpus}
+    away = sorted({node_of[c] for c in proc.cpus_allowed if c in node_of} - {home})
+    if not away:
+        return None
+    gpu = proc.gpu.label or proc.gpu.bdf or "its GPU"
+    home_cpus = format_cpulist(topo.node(home).cpus)
+    return (f"Ray actor {title[:60]} holds {gpu} (node {home}) but may run on CPUs of node(s) "
+            f"{', '.join(map(str, away))} too: Ray binds no actor",
+            f"call numatune.bind_actor() first in the actor's __init__ (or start the raylet under numatune launch); "
+            f"for the running actor: taskset -a -p -c {home_cpus} {proc.pid}")
 
 def _cpu_home(topo: Topology, node: int | None) -> int | None:
     from numatune.model.gpumem import nearest_cpu_node

@@ -363,3 +363,35 @@ def test_an_engine_core_narrower_than_its_worker_is_nt408_without_recommending_t
     finally:
         proc.kill()
         proc.wait()
+
+
+def _actor(topo, *, cpus, gpu, title="ray::Trainer") -> ProcessInfo:
+    proc = rank(topo, cpus=cpus, env={"CUDA_VISIBLE_DEVICES": "4"}, gpu=gpu, rank=None)
+    return proc._replace(comm=title[:15], cmdline=(title,))
+
+
+def test_a_ray_actor_with_a_gpu_on_every_socket_is_nt416(dgx):
+    """Ray sets an actor's CUDA_VISIBLE_DEVICES and binds nothing (sglang#22989): the actor `ray::Trainer` holds
+    GPU4 (node 1) and may run on both sockets. Bound to node 1, or not an actor, nothing is said."""
+    node0, node1 = list(dgx.node(0).cpus), list(dgx.node(1).cpus)
+    found = codes(dgx, _actor(dgx, cpus=node0 + node1, gpu="0000:9d:00.0"))["NT416"]
+    assert found.message.startswith("Ray actor ray::Trainer holds ") and "(node 1) but may run on CPUs of node(s) 0" \
+        in found.message, found.message
+    assert "numatune.bind_actor()" in found.fix and found.fix.endswith(f"taskset -a -p -c {format_cpulist(node1)} 4242")
+    assert "NT416" not in codes(dgx, _actor(dgx, cpus=node1, gpu="0000:9d:00.0"))
+    assert "NT416" not in codes(dgx, _actor(dgx, cpus=node0 + node1, gpu="0000:9d:00.0", title="python"))
+    assert "NT416" not in codes(dgx, _actor(dgx, cpus=node0 + node1, gpu=None))  # an actor without a GPU
+
+
+def test_audit_names_an_unbound_ray_actor_in_a_saved_tree(cli, tmp_path):
+    """The same through check --pid, from a process in a saved DGX tree (its title in cmdline: setproctitle)."""
+    from tests.conftest import fixture_copy, write_process
+
+    root = fixture_copy("handmade-dgx-h100-ids", tmp_path / "dgx")
+    proc = write_process(root, 4242, "CUDA_VISIBLE_DEVICES=4\0")
+    (proc / "cmdline").write_text("ray::Trainer.train\0")
+    for where in (proc, proc / "task" / "4242"):
+        (where / "stat").write_text((where / "stat").read_text().replace("(python)", "(ray::Trainer)"))
+    out = cli("--root", str(root), "check", "--pid", "4242", "--json").stdout
+    found = [f for f in json.loads(out)["findings"] if f["code"] == "NT416"]
+    assert len(found) == 1 and "Ray actor ray::Trainer.train holds GPU4" in found[0]["message"], out
