@@ -266,13 +266,15 @@ def superchip_launch_gpu_memory_policy(ctx: Context) -> dict[str, Any]:
 
 @check(TOPOLOGY)
 def superchip_launch_refuses_cpuless_node(ctx: Context) -> dict[str, Any]:
-    """`launch --node M` for a CPU-less GPU-memory node is refused (exit 7, "has no CPUs"): no child runs."""
+    """`launch --node M` for a CPU-less GPU-memory node is refused (exit 7, NT413 "a memory-only node ... no CPUs",
+    its fix naming the nearest node with CPUs): no child runs."""
     rnd = _round(ctx)
     memory_node = rnd.gpu[1] if rnd.gpu else 3
     launched = rnd.launched.get("cpuless")
     if launched is None:
         raise CheckFailed(f"launch --node {memory_node} was not started: {rnd.errors}")
-    if launched.report is not None or launched.proc.returncode != 7 or "has no CPUs" not in launched.stderr:
+    said = ("NT413", f"node {memory_node} is a memory-only node", "no CPUs")
+    if launched.report is not None or launched.proc.returncode != 7 or not all(w in launched.stderr for w in said):
         raise CheckFailed(f"launch --node {memory_node}: expected exit 7 naming a node with no CPUs, got rc="
                           f"{launched.proc.returncode} report={launched.report}\n{launched.error}")
     return {"rc": launched.proc.returncode, "stderr": launched.stderr.strip()[-300:]}
