@@ -127,6 +127,7 @@ def test_place_numpy_and_torch_and_the_shared_edge_rule(torch, np):
             place(arr, "local")
         keep = mmap.mmap(-1, 5 * 10**6 * 8)  # then an array over a mapping of its own, as glibc would have made it
         arr = np.frombuffer(keep, dtype=np.float64)
+        arr[:] = 1.0  # touched, as np.ones touches its pages
     r = place(arr, "local")
     assert r.ok and dict(r.check.found) == {0: r.pages} and any("own mapping" in n for n in r.notes)
     big = torch.from_numpy(np.frombuffer(mmap.mmap(-1, 40 * MIB), dtype=np.float32))  # a tensor on its own mapping
