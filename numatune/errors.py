@@ -138,8 +138,35 @@ def is_stream_failure(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.filename is None and exc.errno in STREAM_ERRNOS
 
 
+#: numatune's dependencies (pyproject.toml [project] dependencies, held equal by tests/test_packaging.py): the module
+#: each is imported as -> the distribution pip installs it from.
+DEPENDENCIES = {"click": "click", "rich": "rich", "psutil": "psutil", "cpuinfo": "py-cpuinfo", "pyudev": "pyudev",
+                "yaml": "pyyaml", "tomli": "tomli"}
+
+
+MISSING_HINT = ("install numatune into this Python with its dependencies (pip install . in the checkout), or run "
+                "the numatune of the environment it was installed into")
+
+
+def _missing_dependency(exc: BaseException) -> str | None:
+    """The message for a dependency this Python lacks (numatune run by a python it was not installed into)."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    top = exc.name.split(".")[0]
+    if top not in DEPENDENCIES:
+        return None
+    import sys
+
+    return (f"the Python package {DEPENDENCIES[top]} (module {top}), one of numatune's dependencies, is not "
+            f"installed for {sys.executable}")
+
+
 def _environment(exc: BaseException) -> tuple[str, int] | None:
-    """(message, code) of an OSError that is the environment's doing, not numatune's: None for any other."""
+    """(message, code) of a failure that is the environment's doing, not numatune's (an OSError of the system, a
+    dependency this Python lacks): None for any other."""
+    missing = _missing_dependency(exc)
+    if missing is not None:
+        return missing, int(ExitCode.UNSUPPORTED)
     if is_stream_failure(exc):  # every named output is written by system.outfile, which names it
         return f"cannot write standard output: {exc.strerror}", int(ExitCode.INPUT)
     if isinstance(exc, OSError) and exc.errno in STREAM_ERRNOS:  # a full disk under a file, an EIO reading one
@@ -162,7 +189,8 @@ def describe_failure(exc: BaseException) -> tuple[str, str | None, int]:
         return "interrupted", None, int(ExitCode.INTERRUPTED)
     environment = _environment(exc)
     if environment is not None:
-        return environment[0], None, environment[1]
+        hint = MISSING_HINT if isinstance(exc, ModuleNotFoundError) else None
+        return environment[0], hint, environment[1]
     return (
         f"internal error: {type(exc).__name__}: {exc}",
         "this is a bug in numatune; rerun with --debug for the traceback and report it",

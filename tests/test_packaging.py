@@ -54,3 +54,35 @@ def test_the_wheel_carries_the_man_pages(tmp_path):
     with zipfile.ZipFile(wheel) as z:
         page = z.read(next(n for n in names if n.endswith("/man1/numatune.1"))).decode()
     assert page == (PROJECT / "man" / "numatune.1").read_text()  # the page itself, not a link
+
+
+def test_the_dependency_names_errors_knows_are_pyprojects():
+    """numatune.errors.DEPENDENCIES names, for a dependency a Python lacks, what pip installs: it is pyproject's
+    list (the distributions, markers aside), each with the module it is imported as."""
+    import re
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    from numatune.errors import DEPENDENCIES
+
+    declared = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.match(r"[A-Za-z0-9_.-]+", d).group(0).lower() for d in declared}
+    assert set(DEPENDENCIES.values()) == names
+
+
+def test_a_python_without_numatunes_dependencies_says_so_in_one_line(tmp_path):
+    """numatune run by a python it was not installed into (the checkout on PYTHONPATH, rich missing) said
+    "internal error: ModuleNotFoundError ... a bug in numatune": it names the package and the python, exit 7."""
+    blocker = tmp_path / "rich.py"
+    blocker.write_text("raise ModuleNotFoundError(\"No module named 'rich'\", name='rich')\n")
+    root = PROJECT / "fixtures" / "handmade-dgx-h100-ids.tar.gz"
+    done = subprocess.run([sys.executable, "-m", "numatune", "--root", str(root), "irq"], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{PROJECT}"},
+                          cwd=PROJECT, timeout=60)
+    assert done.returncode == 7, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0] == (f"numatune: error: the Python package rich (module rich), one of numatune's dependencies, "
+                        f"is not installed for {sys.executable}"), done.stderr
+    assert lines[1].startswith("hint: install numatune into this Python") and "Traceback" not in done.stderr
